@@ -1,0 +1,32 @@
+# trtconv: `make demo` and `make test` each work alone on a fresh clone.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+lint: install
+	$(BIN)/ruff check trtconv tests
+	$(BIN)/ruff format --check trtconv tests
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+demo: install
+	bash examples/demo.sh
+
+bench: install
+	bash examples/bench.sh
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache models/demo

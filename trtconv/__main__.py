@@ -1,0 +1,3 @@
+from trtconv.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""One module per backend. `open_runner` picks the runner for a SavedModel or an artifact."""

@@ -1,0 +1,204 @@
+"""Load labelled or unlabelled arrays from `digits`, an `.npz`, or an image folder.
+
+Every loader checks what it read: empty data, NaN/Inf, labels out of range and shapes that do not
+fit the model each raise InputError with one sentence naming the file, expected and found.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from trtconv.errors import InputError, UsageError
+from trtconv.fsutil import sha256_bytes
+
+DIGITS = "digits"
+DIGITS_TEST_FRACTION = 0.25
+DIGITS_SPLIT_SEED = 0  # fixed: the held-out split is the same on every machine and every run
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
+
+
+@dataclass
+class ArraySet:
+    """Arrays keyed by input name (`x` when the source does not name them) and optional labels."""
+
+    inputs: dict[str, np.ndarray]
+    labels: np.ndarray | None
+    source: str
+    class_names: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(next(iter(self.inputs.values())))
+
+    def take(self, indices: np.ndarray) -> ArraySet:
+        labels = None if self.labels is None else self.labels[indices]
+        inputs = {name: array[indices] for name, array in self.inputs.items()}
+        return ArraySet(inputs, labels, self.source, self.class_names)
+
+    def head(self, count: int) -> ArraySet:
+        return self.take(np.arange(min(count, len(self))))
+
+    @property
+    def x(self) -> np.ndarray:
+        """The only input array; for single-input models."""
+        if len(self.inputs) != 1:
+            raise InputError(f"{self.source} holds several inputs ({', '.join(self.inputs)}).")
+        return next(iter(self.inputs.values()))
+
+    def sha256(self) -> str:
+        """Content hash over every array (names, dtypes, shapes, bytes) in a fixed order."""
+        parts: list[bytes] = []
+        arrays = dict(self.inputs)
+        if self.labels is not None:
+            arrays["__labels__"] = self.labels
+        for name in sorted(arrays):
+            array = np.ascontiguousarray(arrays[name])
+            parts.append(f"{name}|{array.dtype}|{array.shape}|".encode())
+            parts.append(array.tobytes())
+        return sha256_bytes(b"".join(parts))
+
+
+def load_digits(split: str = "all") -> ArraySet:
+    """scikit-learn's bundled 8x8 digits as float32 NHWC in [0, 1], with a fixed held-out split.
+
+    `split` is "train" (75%), "test" (the held-out 25%) or "all".
+    """
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    bunch = sklearn_digits()
+    images = (bunch.images / 16.0).astype(np.float32)[..., np.newaxis]
+    labels = bunch.target.astype(np.int64)
+    order = np.random.default_rng(DIGITS_SPLIT_SEED).permutation(len(labels))
+    cut = int(len(labels) * (1 - DIGITS_TEST_FRACTION))
+    indices = {"train": order[:cut], "test": order[cut:], "all": np.arange(len(labels))}
+    if split not in indices:
+        raise UsageError(f"Unknown digits split '{split}'; expected train, test or all.")
+    chosen = indices[split]
+    names = [str(i) for i in range(10)]
+    return ArraySet({"x": images[chosen]}, labels[chosen], f"digits[{split}]", names)
+
+
+def load_npz(path: Path) -> ArraySet:
+    """An `.npz` with one array per input name (or a single `x`) and optional labels `y`."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"Data file {path} does not exist.")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise InputError(f"Data file {path} is not a readable .npz archive ({exc}).") from exc
+    labels = arrays.pop("y", None)
+    if not arrays:
+        raise InputError(f"Data file {path} holds no input arrays (expected 'x' or input names).")
+    data = ArraySet(arrays, labels, str(path))
+    check_arrays(data)
+    return data
+
+
+def load_image_folder(
+    path: Path, image_size: tuple[int, int], channels: int, scale: float, offset: float
+) -> ArraySet:
+    """A folder with one sub-folder per class; images decoded, resized, scaled as x*scale+offset."""
+    from PIL import Image
+
+    path = Path(path)
+    classes = sorted(p.name for p in path.iterdir() if p.is_dir())
+    if not classes:
+        raise InputError(f"Image folder {path} has no class sub-folders.")
+    images: list[np.ndarray] = []
+    labels: list[int] = []
+    mode = "L" if channels == 1 else "RGB"
+    for label, name in enumerate(classes):
+        for file in sorted((path / name).iterdir()):
+            if file.suffix.lower() not in IMAGE_SUFFIXES:
+                continue
+            try:
+                with Image.open(file) as image:
+                    resized = image.convert(mode).resize((image_size[1], image_size[0]))
+            except OSError as exc:
+                raise InputError(f"Image {file} could not be decoded ({exc}).") from exc
+            array = np.asarray(resized, dtype=np.float32).reshape(*image_size, channels)
+            images.append(array * scale + offset)
+            labels.append(label)
+    if not images:
+        raise InputError(f"Image folder {path} holds no images ({', '.join(IMAGE_SUFFIXES)}).")
+    data = ArraySet({"x": np.stack(images)}, np.asarray(labels, np.int64), str(path), classes)
+    check_arrays(data)
+    return data
+
+
+def check_arrays(data: ArraySet, num_classes: int | None = None) -> None:
+    """Reject empty data, mismatched lengths, NaN/Inf and labels outside [0, num_classes)."""
+    lengths = {name: len(array) for name, array in data.inputs.items()}
+    if min(lengths.values()) == 0:
+        raise InputError(f"{data.source} is empty: 0 samples.")
+    if len(set(lengths.values())) > 1 or (
+        data.labels is not None and len(data.labels) != min(lengths.values())
+    ):
+        if data.labels is not None:
+            lengths["y"] = len(data.labels)
+        found = ", ".join(f"{k}={v}" for k, v in lengths.items())
+        raise InputError(f"{data.source}: arrays differ in length ({found}).")
+    for name, array in data.inputs.items():
+        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+            bad = int((~np.isfinite(array)).sum())
+            raise InputError(f"{data.source}: input '{name}' holds {bad} NaN or Inf values.")
+    if data.labels is not None:
+        if not np.issubdtype(data.labels.dtype, np.integer):
+            raise InputError(
+                f"{data.source}: labels 'y' must be integers, found {data.labels.dtype}."
+            )
+        if num_classes is not None:
+            low, high = int(data.labels.min()), int(data.labels.max())
+            if low < 0 or high >= num_classes:
+                raise InputError(
+                    f"{data.source}: labels must lie in [0, {num_classes - 1}], "
+                    f"found [{low}, {high}]."
+                )
+
+
+def check_input_shape(
+    data: ArraySet, name: str, expected: tuple[int | None, ...], what: str = "model"
+) -> None:
+    """Raise InputError unless every sample of `data.inputs[name]` fits `expected` (no batch)."""
+    array = data.inputs[name]
+    found = tuple(array.shape[1:])
+    fits = len(found) == len(expected) and all(
+        e is None or e == f for e, f in zip(expected, found, strict=True)
+    )
+    if not fits:
+        want = "x".join("?" if e is None else str(e) for e in expected)
+        raise InputError(
+            f"{data.source}: input '{name}' has samples of shape {'x'.join(map(str, found))}, "
+            f"but the {what} expects {want}."
+        )
+
+
+def load_source(
+    spec: str,
+    *,
+    split: str = "all",
+    image_size: tuple[int, int] | None = None,
+    channels: int = 3,
+    scale: float = 1.0 / 255.0,
+    offset: float = 0.0,
+) -> ArraySet:
+    """Resolve a data spec: `digits`, a path to an `.npz`, or an image folder."""
+    if spec == DIGITS:
+        return load_digits(split)
+    path = Path(spec)
+    if path.suffix == ".npz":
+        return load_npz(path)
+    if path.is_dir():
+        if image_size is None:
+            raise UsageError(f"Image folder {path} needs an image size (from a model card).")
+        return load_image_folder(path, image_size, channels, scale, offset)
+    if not path.exists():
+        raise UsageError(
+            f"Data source '{spec}' is neither 'digits', an existing .npz file nor an image folder."
+        )
+    raise InputError(f"Data source {path} is a {path.suffix or 'file'}; expected .npz or a folder.")

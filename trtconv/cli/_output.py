@@ -1,0 +1,95 @@
+"""stdout is data, stderr is talk (after huggingface_hub's cli/_output.py).
+
+In JSON mode stdout carries exactly one JSON document: the result, or {"error": {...}}.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+
+from trtconv.errors import TrtconvError
+
+Result = dict[str, Any]
+Renderer = Callable[[Result, Console], None]
+
+
+def stderr_console() -> Console:
+    return Console(stderr=True)
+
+
+def configure_logging(verbose: bool = False) -> None:
+    """Send trtconv's log records to stderr (rich on a TTY, plain lines otherwise)."""
+    console = stderr_console()
+    handler: logging.Handler
+    if console.is_terminal:
+        handler = RichHandler(console=console, show_path=False, show_time=False)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("trtconv: %(message)s"))
+    root = logging.getLogger("trtconv")
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    root.propagate = False
+
+
+def emit_result(result: Result, json_mode: bool, render: Renderer | None) -> None:
+    """Print the command's result: JSON to stdout, or the human rendering."""
+    if json_mode:
+        sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
+        sys.stdout.flush()
+    elif render is not None:
+        render(result, Console())
+
+
+def emit_error(error_type: str, message: str, json_mode: bool) -> None:
+    """Report an error: one line on stderr, and in JSON mode an error document on stdout."""
+    if json_mode:
+        document = {"error": {"type": error_type, "message": message}}
+        sys.stdout.write(json.dumps(document) + "\n")
+        sys.stdout.flush()
+    sys.stderr.write(f"trtconv: error: {message}\n")
+    sys.stderr.flush()
+
+
+def run_command(
+    work: Callable[[], Result],
+    *,
+    json_mode: bool,
+    render: Renderer | None = None,
+    exit_code: Callable[[Result], int] | None = None,
+) -> None:
+    """Run a command's work, print its result, and map errors to exit codes (the only place)."""
+    configure_logging(verbose=bool(os.environ.get("TRTCONV_VERBOSE")))
+    debug = os.environ.get("TRTCONV_DEBUG") == "1"
+    try:
+        result = work()
+    except TrtconvError as exc:
+        if debug:
+            traceback.print_exc()
+        emit_error(type(exc).__name__, str(exc), json_mode)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        emit_error("Interrupted", "interrupted; nothing half-written was kept.", json_mode)
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        if debug:
+            raise
+        message = (
+            f"internal error: {type(exc).__name__}: {exc} (set TRTCONV_DEBUG=1 for a traceback)"
+        )
+        emit_error("InternalError", message, json_mode)
+        raise typer.Exit(1) from None
+    emit_result(result, json_mode, render)
+    code = exit_code(result) if exit_code else 0
+    if code:
+        raise typer.Exit(code)

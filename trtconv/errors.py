@@ -1,0 +1,47 @@
+"""Typed errors. Each carries its exit code; only `trtconv.cli` turns them into exits.
+
+Exit codes (DESIGN.md): 0 success, 1 known failure, 2 usage error, 3 missing dependency or
+hardware, 4 a gate failed.
+"""
+
+from __future__ import annotations
+
+
+class TrtconvError(Exception):
+    """Base of every error trtconv reports to users with a one-sentence message."""
+
+    exit_code = 1
+
+
+class UsageError(TrtconvError):
+    """The command line or a config was wrong: unknown choice, bad value, existing output."""
+
+    exit_code = 2
+
+
+class InputError(TrtconvError):
+    """A model or data file is missing, corrupt, or does not fit what was expected."""
+
+    exit_code = 1
+
+
+class ConversionError(TrtconvError):
+    """A converter ran and failed."""
+
+    exit_code = 1
+
+
+class MissingDependencyError(TrtconvError):
+    """A library or a device this step needs is absent (TensorRT, a GPU, ...)."""
+
+    exit_code = 3
+
+
+class GateError(TrtconvError):
+    """A result fell outside a tolerance, speedup or latency budget."""
+
+    exit_code = 4
+
+
+class AccuracyError(GateError):
+    """A converted model disagrees with the native one beyond the precision's tolerance."""

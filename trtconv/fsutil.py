@@ -1,0 +1,74 @@
+"""Atomic outputs and content hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from trtconv.errors import UsageError
+
+PARTIAL_PREFIX = ".partial-"
+
+
+def check_output_free(output: Path, force: bool) -> None:
+    """Raise UsageError if `output` exists and `force` is not set."""
+    if output.exists() and not force:
+        raise UsageError(f"Output {output} already exists; pass --force to replace it.")
+
+
+@contextmanager
+def atomic_directory(output: Path, force: bool = False) -> Iterator[Path]:
+    """Yield a temporary sibling of `output`; on success rename it into place.
+
+    On any exception (including KeyboardInterrupt) the temporary directory is removed and an
+    existing `output` is left untouched, so an interrupted run never leaves a half-written result.
+    """
+    output = Path(output)
+    check_output_free(output, force)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{PARTIAL_PREFIX}{output.name}-", dir=output.parent))
+    try:
+        yield staging
+        if output.exists():
+            # Move the old output aside first so a failure between the two renames loses nothing.
+            trash = staging.with_name(staging.name + "-old")
+            os.replace(output, trash)
+            os.replace(staging, output)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.replace(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def sha256_path(path: Path) -> str:
+    """sha256 of a file, or of a directory's files (relative names and contents, sorted)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in files:
+        if path.is_dir():
+            digest.update(file.relative_to(path).as_posix().encode() + b"\0")
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    """sha256 of an in-memory buffer."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def dir_size_bytes(path: Path) -> int:
+    """Total size of the files under `path` (or of `path` itself if it is a file)."""
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())

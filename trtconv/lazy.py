@@ -1,0 +1,36 @@
+"""Late, helpful imports of heavy optional libraries (after Polygraphy's `lazy_import`)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+from trtconv.errors import MissingDependencyError
+
+INSTALL_HINTS = {
+    "tensorflow": "pip install 'tensorflow==2.17.*'",
+    "tf2onnx": "pip install tf2onnx==1.17.0",
+    "onnx": "pip install onnx==1.18.0",
+    "onnxruntime": "pip install onnxruntime (or trtconv[gpu] for CUDA/TensorRT providers)",
+    "tensorrt": "pip install 'trtconv[trt]' on a GPU machine (from NVIDIA's package index)",
+}
+
+
+def require(module: str) -> ModuleType:
+    """Import `module` now; raise MissingDependencyError naming how to install it."""
+    if module == "tensorflow":
+        quiet_tensorflow()
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        top = module.split(".")[0]
+        hint = INSTALL_HINTS.get(top, f"pip install {top}")
+        raise MissingDependencyError(
+            f"{module} is not importable ({exc}); install it: {hint}."
+        ) from exc
+
+
+def quiet_tensorflow() -> None:
+    """Keep TensorFlow's C++ start-up chatter off the terminal unless the user asked for it."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -1,0 +1,79 @@
+"""The artifact manifest: what an artifact directory holds and how it was made (DESIGN.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtconv.errors import InputError
+from trtconv.model_io import ModelSignature
+
+MANIFEST = "manifest.json"
+MANIFEST_SCHEMA_VERSION = 1
+STATUSES = ("passed", "failed", "unvalidated")
+
+
+@dataclass
+class Manifest:
+    """Everything a release needs to trust an artifact; `payload` is relative to its directory."""
+
+    backend: str
+    precision: str
+    payload: str
+    source_model: dict[str, Any]  # {"path", "sha256"}
+    signature: dict[str, Any]  # ModelSignature.to_dict()
+    device: dict[str, Any]
+    tools: dict[str, Any]
+    conversion_seconds: float
+    conversion_summary: dict[str, Any] = field(default_factory=dict)
+    calibration: dict[str, Any] | None = None  # {"source", "samples", "method", "sha256"}
+    validation: dict[str, Any] | None = None
+    status: str = "unvalidated"
+    backend_reason: str = ""
+    created_at: str = ""
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+
+    @property
+    def model_signature(self) -> ModelSignature:
+        return ModelSignature.from_dict(self.signature)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def write_manifest(directory: Path, manifest: Manifest) -> Path:
+    path = Path(directory) / MANIFEST
+    path.write_text(json.dumps(manifest.to_dict(), indent=2, default=str) + "\n")
+    return path
+
+
+def is_artifact_dir(path: Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def read_manifest(directory: Path) -> Manifest:
+    """Read and check an artifact's manifest. Raises InputError naming what is wrong."""
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise InputError(f"{directory} is not a trtconv artifact: {path} is missing.")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise InputError(f"Manifest {path} is not valid JSON ({exc}).") from exc
+    version = data.get("schema_version")
+    if version != MANIFEST_SCHEMA_VERSION:
+        raise InputError(
+            f"Manifest {path} has schema_version {version}; this trtconv reads "
+            f"{MANIFEST_SCHEMA_VERSION}."
+        )
+    try:
+        manifest = Manifest(**data)
+    except TypeError as exc:
+        raise InputError(f"Manifest {path} does not match the manifest schema ({exc}).") from exc
+    if not (Path(directory) / manifest.payload).exists():
+        raise InputError(
+            f"Artifact {directory} names payload '{manifest.payload}', which is missing."
+        )
+    return manifest

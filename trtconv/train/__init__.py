@@ -1,0 +1,1 @@
+"""Training with automatic mixed precision, and float32 SavedModel export."""

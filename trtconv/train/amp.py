@@ -1,0 +1,72 @@
+"""Choosing the Keras mixed-precision policy for this machine."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from trtconv.environment import cpu_has_bf16
+from trtconv.errors import UsageError
+from trtconv.lazy import require
+
+log = logging.getLogger(__name__)
+
+AMP_DTYPES = ("auto", "float16", "bfloat16")
+MIN_FP16_TENSOR_CORE_CC = (7, 0)  # Volta: the first tensor cores
+
+
+@dataclass(frozen=True)
+class AmpChoice:
+    """The policy picked and why; `loss_scaling` is True only for float16."""
+
+    policy: str  # "float32", "mixed_float16" or "mixed_bfloat16"
+    reason: str
+
+    @property
+    def loss_scaling(self) -> bool:
+        return self.policy == "mixed_float16"
+
+
+def gpu_compute_capabilities() -> list[tuple[int, int]]:
+    """Compute capabilities of the GPUs TensorFlow sees ([] on a CPU-only machine)."""
+    tf = require("tensorflow")
+    capabilities = []
+    for device in tf.config.list_physical_devices("GPU"):
+        details = tf.config.experimental.get_device_details(device)
+        capability = details.get("compute_capability")
+        if capability:
+            capabilities.append(tuple(capability))
+    return capabilities
+
+
+def choose_policy(amp: bool, amp_dtype: str) -> AmpChoice:
+    """Map --amp/--amp-dtype to a Keras policy for this machine."""
+    if amp_dtype not in AMP_DTYPES:
+        raise UsageError(f"--amp-dtype must be one of {', '.join(AMP_DTYPES)}, not '{amp_dtype}'.")
+    if not amp:
+        return AmpChoice("float32", "--no-amp")
+    capabilities = gpu_compute_capabilities()
+    if amp_dtype == "float16":
+        if not capabilities:
+            log.warning("mixed_float16 on a CPU is emulated and trains ~100x slower than float32.")
+        return AmpChoice("mixed_float16", "--amp-dtype float16")
+    if amp_dtype == "bfloat16":
+        if not capabilities and not cpu_has_bf16():
+            log.warning("This CPU has no native bfloat16 (AVX512-BF16/AMX): it will be emulated.")
+        return AmpChoice("mixed_bfloat16", "--amp-dtype bfloat16")
+    if capabilities and min(capabilities) >= MIN_FP16_TENSOR_CORE_CC:
+        cc = ".".join(map(str, min(capabilities)))
+        return AmpChoice("mixed_float16", f"GPU with compute capability {cc} (tensor cores)")
+    if not capabilities and cpu_has_bf16():
+        return AmpChoice("mixed_bfloat16", "CPU with native bfloat16 (AVX512-BF16/AMX)")
+    log.warning("No device with fast float16/bfloat16 math found; training in float32.")
+    return AmpChoice("float32", "no GPU with tensor cores and no CPU bfloat16")
+
+
+def set_policy(policy: str) -> Any:
+    """Set Keras' global dtype policy; return the previous one so callers can restore it."""
+    keras = require("keras")
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(policy)
+    return previous
