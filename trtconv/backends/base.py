@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -117,3 +119,38 @@ def open_runner(path: Path) -> Runner:
     raise InputError(
         f"{path} is neither a SavedModel (saved_model.pb) nor a trtconv artifact (manifest.json)."
     )
+
+
+PRECISIONS = ("fp32", "tf32", "fp16", "int8")
+CalibrationFeed = Callable[[], Iterator[Feeds]]
+
+
+@dataclass
+class ConversionRequest:
+    """What a backend's `convert(request) -> ConversionOutcome` gets.
+
+    The backend writes its payload under `output_dir` (a staging directory renamed into place by
+    the caller) and never touches anything else.
+    """
+
+    saved_model: Path
+    signature: ModelSignature
+    precision: str  # one of PRECISIONS
+    output_dir: Path
+    batch_sizes: tuple[int, ...] = (1,)
+    # INT8 only: a fresh iterator over calibration batches keyed by input name, model dtype.
+    calibration: CalibrationFeed | None = None
+    calib_method: str = "entropy"
+    # Backends that build from ONNX (ort, trt) get the validated fp32 ONNX export here, and trt
+    # int8 also gets the explicit Q/DQ model.
+    onnx_path: Path | None = None
+    qdq_onnx_path: Path | None = None
+
+
+@dataclass
+class ConversionOutcome:
+    """What a backend produced: the payload (relative to output_dir) and what it did."""
+
+    payload: str
+    summary: dict[str, Any] = field(default_factory=dict)
+    device: dict[str, Any] = field(default_factory=dict)
