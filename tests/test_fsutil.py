@@ -1,0 +1,73 @@
+"""Atomic outputs: nothing half-written survives a failure, nothing is replaced without force."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trtconv.errors import UsageError
+from trtconv.fsutil import PARTIAL_PREFIX, atomic_directory, sha256_path
+
+
+def test_atomic_directory_renames_into_place(tmp_path: Path) -> None:
+    output = tmp_path / "artifact"
+    with atomic_directory(output) as staging:
+        (staging / "payload.bin").write_bytes(b"abc")
+        assert not output.exists()
+    assert (output / "payload.bin").read_bytes() == b"abc"
+    assert not any(p.name.startswith(PARTIAL_PREFIX) for p in tmp_path.iterdir())
+
+
+def test_atomic_directory_leaves_nothing_on_failure(tmp_path: Path) -> None:
+    output = tmp_path / "artifact"
+    with pytest.raises(RuntimeError), atomic_directory(output) as staging:
+        (staging / "half.bin").write_bytes(b"x")
+        raise RuntimeError("converter crashed")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_directory_cleans_up_on_interrupt(tmp_path: Path) -> None:
+    output = tmp_path / "artifact"
+    with pytest.raises(KeyboardInterrupt), atomic_directory(output):
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_existing_output_is_refused_and_kept(tmp_path: Path) -> None:
+    output = tmp_path / "artifact"
+    output.mkdir()
+    (output / "keep.txt").write_text("old")
+    with pytest.raises(UsageError, match="--force"), atomic_directory(output):
+        pass
+    assert (output / "keep.txt").read_text() == "old"
+
+
+def test_force_replaces_existing_output(tmp_path: Path) -> None:
+    output = tmp_path / "artifact"
+    output.mkdir()
+    (output / "old.txt").write_text("old")
+    with atomic_directory(output, force=True) as staging:
+        (staging / "new.txt").write_text("new")
+    assert sorted(p.name for p in output.iterdir()) == ["new.txt"]
+
+
+def test_failed_forced_run_keeps_the_old_output(tmp_path: Path) -> None:
+    output = tmp_path / "artifact"
+    output.mkdir()
+    (output / "old.txt").write_text("old")
+    with pytest.raises(ValueError), atomic_directory(output, force=True):
+        raise ValueError("boom")
+    assert (output / "old.txt").read_text() == "old"
+
+
+def test_sha256_of_directory_depends_on_names_and_contents(tmp_path: Path) -> None:
+    first = tmp_path / "a"
+    first.mkdir()
+    (first / "x.bin").write_bytes(b"1")
+    digest = sha256_path(first)
+    assert digest == sha256_path(first)
+    (first / "x.bin").write_bytes(b"2")
+    assert sha256_path(first) != digest
+    (first / "x.bin").rename(first / "y.bin")
+    assert sha256_path(first) != digest
