@@ -1,0 +1,105 @@
+"""`trtconv doctor`: a report that tells the truth and never crashes on a missing piece."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from trtconv import api
+from trtconv.cli import app
+
+
+def run_doctor(*args: str, block: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """`trtconv doctor ARGS` in a fresh interpreter, with the modules in `block` unimportable."""
+    code = (
+        "import sys\n"
+        f"for name in {list(block)!r}: sys.modules[name] = None\n"
+        "from trtconv.cli import main\n"
+        f"main(['doctor', *{list(args)!r}])\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def rows(report: dict[str, Any], backend: str) -> dict[str, dict[str, Any]]:
+    return {r["precision"]: r for r in report["conversions"] if r["backend"] == backend}
+
+
+def test_report_on_this_machine() -> None:
+    report = api.doctor(deep=False)
+    assert report["tensorflow"]["is_tensorrt_build"] is True
+    assert report["tf_trt"]["usable"] is False
+    assert "libnvinfer.so.8.6.1" in report["tf_trt"]["reason"]
+    assert report["gpus"] == []
+    assert report["tensorrt"]["version"] is None
+    assert "CPUExecutionProvider" in report["onnxruntime"]["providers"]
+    assert set(report["cpu"]["features"]) >= {"avx512f", "avx512_vnni", "avx512_bf16"}
+    ort = rows(report, "ort")
+    assert ort["fp32"]["ok"] and ort["int8"]["ok"]
+    assert not ort["fp16"]["ok"] and "trtconv[gpu]" in ort["fp16"]["fix"]
+    assert not any(r["ok"] for r in rows(report, "tftrt").values())
+    assert all(r["reason"] and r["fix"] for r in report["conversions"] if not r["ok"])
+
+
+def test_json_is_one_document_and_exit_0() -> None:
+    done = run_doctor("--json", "--quick")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["schema_version"] == 1
+    assert len(report["conversions"]) == 12
+
+
+def test_missing_libraries_are_rows_not_crashes() -> None:
+    done = run_doctor("--json", "--quick", block=("onnxruntime", "tensorrt"))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["onnxruntime"]["version"] is None
+    ort = rows(report, "ort")
+    assert not ort["fp32"]["ok"] and "onnxruntime" in ort["fp32"]["reason"]
+    assert "pip install onnxruntime" in ort["fp32"]["fix"]
+
+
+def test_missing_tensorflow_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    from trtconv import capabilities
+
+    real_version = metadata.version
+
+    def version(name: str) -> str:
+        if name == "tensorflow":
+            raise metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    from trtconv import doctor as doctor_module
+
+    monkeypatch.setattr(capabilities.metadata, "version", version)
+    monkeypatch.setattr(doctor_module, "probe", capabilities.probe.__wrapped__)  # not the cache
+    report = doctor_module.doctor(deep=True)  # deep: still must not ask a missing TensorFlow
+    assert report["tensorflow"]["version"] is None
+    assert "not installed" in report["tf_trt"]["reason"]
+    assert report["tf_trt"]["asked_tensorflow"] is False
+
+
+def test_human_report_shows_fixes_verbatim() -> None:
+    result = CliRunner().invoke(app, ["doctor", "--quick"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Conversions possible here" in result.output
+    # Square brackets must survive rich's markup: the extras are what users copy.
+    assert "trtconv[gpu]" in text and "trtconv[trt]" in text
+    assert "libnvinfer.so.8.6.1" in text
+
+
+@pytest.mark.slow
+def test_deep_report_asks_tensorflow_for_its_tensorrt() -> None:
+    done = run_doctor("--json")
+    assert done.returncode == 0, done.stderr
+    tf_trt = json.loads(done.stdout)["tf_trt"]
+    assert tf_trt["asked_tensorflow"] is True
+    assert tf_trt["linked_tensorrt"] == "8.6.1"
+    assert tf_trt["usable"] is False

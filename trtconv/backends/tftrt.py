@@ -1,0 +1,325 @@
+"""TF-TRT: `TrtGraphConverterV2` turns TensorRT-compatible subgraphs into TRTEngineOps.
+
+Written against TensorFlow 2.17's `tensorflow/python/compiler/tensorrt/trt_convert.py`:
+
+- precision: `TrtConversionParams.precision_mode` is FP32, FP16 or INT8. TF32 is not a mode: the
+  TRT builder sets `BuilderFlag::kTF32` exactly when `tensor_float_32_execution_enabled()` (TF's
+  convert_nodes.cc), so `fp32` disables TF32 in TensorFlow and `tf32` enables it.
+- INT8 uses calibration (`use_calibration=True`, TensorRT 8.6-10 only): `convert()` takes a
+  `calibration_input_fn` whose items `_convert_to_tensor` turns into *positional* arguments of the
+  converted function, so we yield tuples in the frozen function's input order.
+- dynamic shapes (`use_dynamic_shape=True`) with one optimisation profile per declared batch
+  size plus the range between them; `build()` runs each batch size once so the engines are built
+  before `save()` and nothing is rebuilt when the artifact is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from trtconv.backends.base import CalibrationFeed, ConversionOutcome, ConversionRequest, Feeds
+from trtconv.backends.tf_native import SavedModelRunner
+from trtconv.capabilities import TFTRT_FIX, check_supported, probe
+from trtconv.errors import ConversionError, InputError, MissingDependencyError, UsageError
+from trtconv.lazy import require
+from trtconv.model_io import ModelSignature
+
+log = logging.getLogger(__name__)
+
+PAYLOAD = "saved_model"
+PRECISION_MODES = {"fp32": "FP32", "tf32": "FP32", "fp16": "FP16", "int8": "INT8"}
+# One profile per declared batch size (fastest there) plus one spanning min..max (anything in
+# between still runs in TensorRT).
+PROFILE_STRATEGY = "Range+Optimal"
+MINIMUM_SEGMENT_SIZE = 3
+TRT_ENGINE_OP = "TRTEngineOp"
+NOT_BUILT_WITH_TRT = "not been built with TensorRT support"
+
+InputFn = Callable[[], Iterator[tuple[Any, ...]]]
+
+
+def trt_convert_module() -> Any:
+    """TensorFlow's trt_convert. Importing it is safe: it asks `is_tensorrt_enabled()` first."""
+    require("tensorflow")
+    from tensorflow.python.compiler.tensorrt import trt_convert
+
+    return trt_convert
+
+
+def tf_errors() -> Any:
+    """`tf.errors` (OpError and friends), imported late."""
+    return require("tensorflow").errors
+
+
+def conversion_params(
+    precision: str,
+    *,
+    minimum_segment_size: int = MINIMUM_SEGMENT_SIZE,
+    max_workspace_size_bytes: int | None = None,
+    maximum_cached_engines: int = 1,
+    allow_build_at_runtime: bool = False,
+) -> Any:
+    """The real `TrtConversionParams` for a trtconv precision.
+
+    fp32 and tf32 both map to FP32 (see apply_tf32_policy); int8 sets `use_calibration`.
+    `allow_build_at_runtime=False` by default: engines are prebuilt by `build()`, and a shape
+    outside the profiles then runs the native TensorFlow segment instead of stalling on a build.
+    Raises UsageError for an unknown precision.
+    """
+    if precision not in PRECISION_MODES:
+        raise UsageError(
+            f"Unknown precision '{precision}'; TF-TRT takes {', '.join(PRECISION_MODES)}."
+        )
+    trt_convert = trt_convert_module()
+    options: dict[str, Any] = {
+        "precision_mode": getattr(trt_convert.TrtPrecisionMode, PRECISION_MODES[precision]),
+        "minimum_segment_size": minimum_segment_size,
+        "maximum_cached_engines": maximum_cached_engines,
+        "use_calibration": precision == "int8",
+        "allow_build_at_runtime": allow_build_at_runtime,
+    }
+    if max_workspace_size_bytes is not None:
+        options["max_workspace_size_bytes"] = max_workspace_size_bytes
+    return trt_convert.TrtConversionParams(**options)
+
+
+def apply_tf32_policy(precision: str) -> None:
+    """Allow TF32 tensor-core math for `tf32` (and the reduced precisions), forbid it for `fp32`.
+
+    `tf.config.experimental.enable_tensor_float_32_execution` is what TF-TRT's engine builder
+    and TensorFlow's cuBLAS/cuDNN calls consult. `NVIDIA_TF32_OVERRIDE=0` also covers libraries
+    outside TensorFlow's control, but CUDA libraries read it when they initialise: set in a
+    process whose GPU is already initialised, only the TensorFlow switch takes effect.
+    """
+    tf = require("tensorflow")
+    allow = precision != "fp32"
+    if allow:
+        if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
+            log.warning("NVIDIA_TF32_OVERRIDE=0 is set: removing it so %s may use TF32", precision)
+            os.environ.pop("NVIDIA_TF32_OVERRIDE")
+    else:
+        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
+    tf.config.experimental.enable_tensor_float_32_execution(allow)
+
+
+def input_order(signature: ModelSignature) -> list[str]:
+    """The converted function's positional input order.
+
+    A serving signature takes keyword arguments; tracing flattens them with `nest.flatten`, which
+    sorts dict keys, and the frozen function's placeholders follow that order.
+    """
+    return sorted(signature.input_names)
+
+
+def as_positional(feeds: Feeds, signature: ModelSignature) -> tuple[Any, ...]:
+    """One feed dict as the tuple of tf tensors TF-TRT passes positionally to the function.
+
+    Raises InputError when a name is missing or a dtype differs from the signature.
+    """
+    tf = require("tensorflow")
+    specs = {spec.name: spec for spec in signature.inputs}
+    tensors = []
+    for name in input_order(signature):
+        if name not in feeds:
+            raise InputError(f"Calibration batch lacks input '{name}' (has {sorted(feeds)}).")
+        array = np.asarray(feeds[name])
+        if array.dtype.name != specs[name].dtype:
+            raise InputError(
+                f"Calibration input '{name}' has dtype {array.dtype.name}; the model expects "
+                f"{specs[name].dtype}."
+            )
+        tensors.append(tf.constant(array))
+    return tuple(tensors)
+
+
+def calibration_input_fn(
+    calibration: CalibrationFeed, signature: ModelSignature, batch_size: int
+) -> InputFn:
+    """A generator function for `converter.convert(calibration_input_fn=...)`.
+
+    TF-TRT needs every calibration batch to have the same shape, and that shape must lie inside
+    the engines' optimisation profiles, so the reader's batches are re-cut into `batch_size`
+    (the largest declared batch size) and a short remainder is dropped.
+    """
+
+    def generate() -> Iterator[tuple[Any, ...]]:
+        pending: list[Feeds] = []
+        rows = 0
+        for feeds in calibration():
+            pending.append(feeds)
+            rows += len(next(iter(feeds.values())))
+            while rows >= batch_size:
+                joined = {name: np.concatenate([f[name] for f in pending]) for name in feeds}
+                yield as_positional({k: v[:batch_size] for k, v in joined.items()}, signature)
+                rest = {k: v[batch_size:] for k, v in joined.items()}
+                rows -= batch_size
+                pending = [rest] if rows else []
+        if rows:
+            log.info(
+                "TF-TRT calibration: dropping the last %d samples (batches of %d)", rows, batch_size
+            )
+
+    return generate
+
+
+def build_feeds(
+    signature: ModelSignature, batch_sizes: tuple[int, ...], sample: Feeds | None = None
+) -> list[Feeds]:
+    """One feed per batch size for `converter.build()`: real samples when given, else zeros.
+
+    Only shapes matter to the engine build. Raises InputError when a non-batch dimension is
+    dynamic and no sample gives its size.
+    """
+    feeds = []
+    for batch in sorted(set(batch_sizes)):
+        feed: Feeds = {}
+        for spec in signature.inputs:
+            if sample is not None and spec.name in sample:
+                rows = np.asarray(sample[spec.name])
+                repeats = -(-batch // len(rows))  # ceil
+                feed[spec.name] = np.concatenate([rows] * repeats)[:batch]
+                continue
+            if any(dim is None for dim in spec.shape[1:]):
+                raise InputError(
+                    f"Input '{spec.name}' has dynamic dimensions {spec.describe()}; TF-TRT needs "
+                    "concrete shapes to build engines: give calibration data or a fixed shape."
+                )
+            shape = (batch, *(int(dim) for dim in spec.shape[1:] if dim is not None))
+            feed[spec.name] = np.zeros(shape, dtype=spec.dtype)
+        feeds.append(feed)
+    return feeds
+
+
+def summarize_graph(graph_def: Any) -> dict[str, Any]:
+    """TRTEngineOp count and % of ops converted, counted as TrtGraphConverterV2.summary() does.
+
+    Ops inside an engine are the nodes of its `<name>_native_segment` library function; ops not
+    converted are the top-level nodes that are not TRTEngineOps.
+    """
+    segments = {f.signature.name: len(f.node_def) for f in graph_def.library.function}
+    engines = [node.name for node in graph_def.node if node.op == TRT_ENGINE_OP]
+    not_converted = sum(1 for node in graph_def.node if node.op != TRT_ENGINE_OP)
+    converted = sum(segments.get(f"{name}_native_segment", 0) for name in engines)
+    total = converted + not_converted
+    return {
+        "trt_engine_ops": len(engines),
+        "ops_converted": converted,
+        "ops_total": total,
+        "percent_ops_converted": round(100.0 * converted / total, 2) if total else 0.0,
+    }
+
+
+def convert(request: ConversionRequest) -> ConversionOutcome:
+    """Convert `request.saved_model` with TF-TRT into `request.output_dir/saved_model`.
+
+    Raises MissingDependencyError (exit 3) when TensorFlow cannot use TensorRT or sees no GPU,
+    UsageError when int8 has no calibration data, ConversionError when TF-TRT fails.
+    """
+    check_supported("tftrt", request.precision)
+    if request.precision == "int8" and request.calibration is None:
+        raise UsageError("TF-TRT int8 needs calibration data (--calib-data).")
+    apply_tf32_policy(request.precision)
+    converter = make_converter(request)
+    calibrate = (
+        calibration_input_fn(request.calibration, request.signature, max(request.batch_sizes))
+        if request.precision == "int8" and request.calibration is not None
+        else None
+    )
+    try:
+        converted = converter.convert(calibration_input_fn=calibrate)
+    except ValueError as exc:
+        if "not a GPU" in str(exc):
+            raise MissingDependencyError(
+                f"TensorFlow placed the conversion on a CPU ({exc}): it sees no GPU; fix: "
+                f"{TFTRT_FIX}."
+            ) from exc
+        raise ConversionError(f"TF-TRT could not convert {request.saved_model}: {exc}") from exc
+    summary = summarize_graph(converted.graph.as_graph_def())
+    _warn_if_nothing_converted(summary, request)
+    sample = next(iter(request.calibration()), None) if request.calibration else None
+    feeds = build_feeds(request.signature, request.batch_sizes, sample)
+    try:
+        # INT8 calibration runs here too: with dynamic shapes TF-TRT defers it to build().
+        converter.build(input_fn=lambda: (as_positional(f, request.signature) for f in feeds))
+        converter.save(str(request.output_dir / PAYLOAD))
+    except (RuntimeError, ValueError, tf_errors().OpError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConversionError(
+            f"TF-TRT could not build or save engines for {request.saved_model}: {first[:300]}"
+        ) from exc
+    caps = probe()
+    summary.update(
+        precision_mode=PRECISION_MODES[request.precision],
+        tf32_allowed=request.precision != "fp32",
+        batch_sizes=sorted(set(request.batch_sizes)),
+        profile_strategy=PROFILE_STRATEGY,
+        tensorrt_version=caps.tftrt_loaded_version or caps.libnvinfer_version,
+    )
+    gpu = caps.best_gpu
+    device = gpu.to_dict() if gpu else {}
+    return ConversionOutcome(payload=PAYLOAD, summary=summary, device=device)
+
+
+def make_converter(request: ConversionRequest, **params: Any) -> Any:
+    """A `TrtGraphConverterV2` for the request, with "not built with TensorRT" explained."""
+    trt_convert = trt_convert_module()
+    try:
+        return trt_convert.TrtGraphConverterV2(
+            input_saved_model_dir=str(request.saved_model),
+            input_saved_model_signature_key=request.signature.name,
+            use_dynamic_shape=True,
+            dynamic_shape_profile_strategy=PROFILE_STRATEGY,
+            conversion_params=conversion_params(request.precision, **params),
+        )
+    except RuntimeError as exc:
+        if NOT_BUILT_WITH_TRT not in str(exc):
+            raise ConversionError(f"TF-TRT could not start: {exc}") from exc
+        # TensorFlow says "not built with TensorRT support" even when only libnvinfer is
+        # missing; the probe names the real cause.
+        raise MissingDependencyError(
+            f"TF-TRT cannot run: {probe().tftrt_reason}; fix: {TFTRT_FIX}."
+        ) from exc
+
+
+def _warn_if_nothing_converted(summary: dict[str, Any], request: ConversionRequest) -> None:
+    if summary["trt_engine_ops"] == 0:
+        log.warning(
+            "TF-TRT converted NOTHING in %s: no TRTEngineOp was created, the artifact is plain "
+            "TensorFlow and will not be faster (unsupported ops or segments smaller than %d)",
+            request.saved_model,
+            MINIMUM_SEGMENT_SIZE,
+        )
+    else:
+        log.info(
+            "TF-TRT: %d engine(s), %.1f%% of ops converted",
+            summary["trt_engine_ops"],
+            summary["percent_ops_converted"],
+        )
+
+
+class TfTrtRunner(SavedModelRunner):
+    """Runs a TF-TRT SavedModel's serving_default; needs TensorRT and a GPU like the converter."""
+
+    backend: ClassVar[str] = "tftrt"
+
+    def activate_impl(self) -> ModelSignature:
+        precision = _artifact_precision(self.path)
+        check_supported("tftrt", precision)
+        apply_tf32_policy(precision)
+        return super().activate_impl()
+
+
+def _artifact_precision(payload: Path) -> str:
+    """The precision recorded in the artifact's manifest beside the payload (fp32 if unknown)."""
+    manifest = Path(payload).parent / "manifest.json"
+    try:
+        return str(json.loads(manifest.read_text()).get("precision", "fp32"))
+    except (OSError, ValueError):
+        return "fp32"

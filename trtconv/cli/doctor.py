@@ -1,0 +1,123 @@
+"""`trtconv doctor`: libraries, devices and the conversions this machine can run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from trtconv.cli._output import run_command
+
+YES, NO = "[green]yes[/green]", "[red]no[/red]"
+
+
+def _text(value: Any, missing: str = "[red]not installed[/red]") -> str:
+    return missing if value is None else escape(str(value))
+
+
+def render_report(report: dict[str, Any], console: Console) -> None:
+    """Print the doctor report as rich tables."""
+    console.print(_libraries_table(report))
+    console.print(_devices_table(report))
+    console.print(_conversions_table(report["conversions"]))
+
+
+def _libraries_table(report: dict[str, Any]) -> Table:
+    tf, tftrt, trt, ort = (
+        report["tensorflow"],
+        report["tf_trt"],
+        report["tensorrt"],
+        report["onnxruntime"],
+    )
+    table = Table(title="Libraries", title_justify="left")
+    table.add_column("component")
+    table.add_column("version / state")
+    table.add_column("details", overflow="fold")
+    table.add_row("Python", report["python"]["version"], report["python"]["executable"])
+    build = (
+        f"is_cuda_build={tf['is_cuda_build']} is_tensorrt_build={tf['is_tensorrt_build']} "
+        f"CUDA {tf['cuda_version']} cuDNN {tf['cudnn_version']}"
+    )
+    if tf["gpus_seen"] is not None:
+        build += f"; sees {tf['gpus_seen']} GPU(s)"
+    table.add_row("TensorFlow", _text(tf["version"]), escape(tf["reason"] or build))
+    linked = tftrt["linked_tensorrt"] or "? (--quick: TensorFlow not asked)"
+    versions = f"links TensorRT {linked}"
+    if tftrt["loaded_tensorrt"]:
+        versions += f", loads {tftrt['loaded_tensorrt']}"
+    table.add_row(
+        "TF-TRT", YES if tftrt["usable"] else NO, escape(f"{versions}: {tftrt['reason']}")
+    )
+    table.add_row("TensorRT (python)", _text(trt["version"]), escape(trt["reason"] or "usable"))
+    table.add_row("ONNX", _text(report["onnx"]["version"]), "")
+    table.add_row("tf2onnx", _text(report["tf2onnx"]["version"]), "")
+    providers = ", ".join(ort["providers"]) or "none"
+    notes = f"; {ort['notes']}" if ort["notes"] else ""
+    table.add_row("ONNX Runtime", _text(ort["version"]), escape(f"providers: {providers}{notes}"))
+    return table
+
+
+def _devices_table(report: dict[str, Any]) -> Table:
+    table = Table(title="Devices", title_justify="left")
+    for column in ("device", "compute capability", "TF32", "FP16", "INT8", "details"):
+        table.add_column(column)
+    for gpu in report["gpus"]:
+        table.add_row(
+            escape(gpu["name"]),
+            gpu["compute_capability"],
+            YES if gpu["tf32"] else NO,
+            YES if gpu["fp16"] else NO,
+            YES if gpu["int8"] else NO,
+            f"{gpu['memory_mb']:.0f} MB, driver {gpu['driver']}",
+        )
+    if not report["gpus"]:
+        table.add_row("GPU", "-", "-", "-", "-", "[red]none (nvidia-smi lists no GPU)[/red]")
+    cpu = report["cpu"]
+    features = ", ".join(name for name, present in cpu["features"].items() if present)
+    table.add_row(
+        "CPU", "-", "-", "-", "-", escape(f"{cpu['model']}, {cpu['logical_cores']} cores")
+    )
+    table.add_row("", "", "", "", "", f"features: {features or 'none of note'}")
+    return table
+
+
+def _conversions_table(conversions: list[dict[str, Any]]) -> Table:
+    """One row per backend, one column per precision; each distinct refusal said once."""
+    precisions = list(dict.fromkeys(row["precision"] for row in conversions))
+    table = Table(title="Conversions possible here", title_justify="left")
+    table.add_column("backend")
+    for precision in precisions:
+        table.add_column(precision)
+    table.add_column("why not, and the fix", overflow="fold")
+    for backend in dict.fromkeys(row["backend"] for row in conversions):
+        rows = [row for row in conversions if row["backend"] == backend]
+        refusals: dict[tuple[str, str], list[str]] = {}
+        for row in rows:
+            if not row["ok"]:
+                refusals.setdefault((row["reason"], row["fix"]), []).append(row["precision"])
+        notes = [
+            f"[bold]{', '.join(which)}[/bold]: {escape(reason)}\n  [bold]fix:[/bold] {escape(fix)}"
+            for (reason, fix), which in refusals.items()
+        ]
+        marks = [YES if row["ok"] else NO for row in rows]
+        table.add_row(backend, *marks, "\n".join(notes) or "")
+    return table
+
+
+def doctor_cli(
+    quick: bool = typer.Option(
+        False, "--quick", help="Skip asking TensorFlow itself (a subprocess, a few seconds)."
+    ),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Report libraries, GPUs, CPU features and which conversions can run here (always exit 0)."""
+
+    def work() -> dict[str, Any]:
+        from trtconv import api
+
+        return api.doctor(deep=not quick)
+
+    run_command(work, json_mode=json_output, render=render_report)
