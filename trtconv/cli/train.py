@@ -7,8 +7,10 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from trtconv.cli._output import run_command
+from trtconv.errors import UsageError
 
 
 def render_card(card: dict[str, Any], console: Console) -> None:
@@ -21,8 +23,66 @@ def render_card(card: dict[str, Any], console: Console) -> None:
     console.print(f"  SavedModel: {card['saved_model']}")
 
 
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def render_benchmark(result: dict[str, Any], console: Console) -> None:
+    amp = result["amp"]
+    shape = "x".join(str(d) for d in result["input_shape"][1:])
+    console.print(
+        f"[bold]{result['model']}[/bold] {shape}, batch {result['batch_size']}, "
+        f"{amp['policy']}{' + XLA' if result['xla'] else ''}: "
+        f"[bold]{result['images_per_s']:.1f} images/s[/bold]"
+    )
+    console.print(
+        f"  step ms: mean {result['step_ms_mean']:.1f}  median {result['step_ms_median']:.1f}  "
+        f"p99 {result['step_ms_p99']:.1f}  cv {100 * result['step_ms_cv']:.0f}%   "
+        f"({result['warmup_steps']} warm-up + {result['num_iter']} timed steps)"
+    )
+    gpu = result["gpu_peak_memory_mb"]
+    gpu_text = f"   peak GPU memory {gpu:.0f} MiB" if gpu is not None else ""
+    console.print(f"  peak host RSS {result['peak_rss_mb']:.0f} MiB{gpu_text}")
+
+
+def render_grid(result: dict[str, Any], console: Console) -> None:
+    shape = "x".join(str(d) for d in result["input_shape"][1:])
+    table = Table(
+        title=f"{result['model']} {shape} training throughput, synthetic data",
+        caption=f"speedup against the first row ({result['baseline']})",
+    )
+    for column in ("mode", "policy", "batch", "img/s", "step ms", "p99 ms", "RSS MiB", "speedup"):
+        table.add_column(column, justify="left" if column in ("mode", "policy") else "right")
+    for row in result["rows"]:
+        if row.get("error"):
+            table.add_row(row["mode"], "error", str(row["batch_size"]), row["error"][:60])
+            continue
+        table.add_row(
+            row["mode"],
+            row["policy"],
+            str(row["batch_size"]),
+            _fmt(row["images_per_s"], ".1f"),
+            _fmt(row["step_ms_mean"], ".1f"),
+            _fmt(row["step_ms_p99"], ".1f"),
+            _fmt(row["peak_rss_mb"], ".0f"),
+            _fmt(row["speedup"], ".2f") + ("x" if row["speedup"] is not None else ""),
+        )
+    console.print(table)
+
+
+def render_train(result: dict[str, Any], console: Console) -> None:
+    if result.get("mode") == "grid":
+        render_grid(result, console)
+    elif result.get("mode") == "benchmark":
+        render_benchmark(result, console)
+    else:
+        render_card(result, console)
+
+
 def train_cli(
-    model: str = typer.Option("digits-cnn", help="Zoo model name."),
+    model: str = typer.Option(
+        None, help="Zoo model name (default: digits-cnn; resnet50 with --benchmark)."
+    ),
     data: str = typer.Option(None, help="digits, PATH.npz (x, y) or an image folder."),
     epochs: int = typer.Option(None, min=1, help="Epochs (default: the model's)."),
     batch_size: int = typer.Option(None, min=1, help="Global batch size."),
@@ -33,6 +93,24 @@ def train_cli(
     output: Path = typer.Option(None, help="Output directory (default models/MODEL)."),
     force: bool = typer.Option(False, help="Replace an existing output."),
     strategy: str = typer.Option("default", help="default or mirrored (all local GPUs)."),
+    cpu_devices: int = typer.Option(
+        None,
+        min=1,
+        help="Split the CPU into N logical devices first (env TRTCONV_CPU_DEVICES); lets "
+        "--strategy mirrored run without GPUs.",
+    ),
+    benchmark: bool = typer.Option(
+        False, "--benchmark", help="Measure training images/s on synthetic data; no export."
+    ),
+    warmup_steps: int = typer.Option(None, min=0, help="Benchmark: untimed steps first."),
+    num_iter: int = typer.Option(None, min=1, help="Benchmark: timed steps."),
+    image_size: int = typer.Option(
+        None, min=8, help="Benchmark: square input size (default: the model's)."
+    ),
+    grid: bool = typer.Option(
+        False, "--grid", help="Benchmark FP32 / AMP / AMP+XLA x --batch-sizes, one process each."
+    ),
+    batch_sizes: str = typer.Option(None, help="Grid batch sizes, e.g. 32,64."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Train (AMP) and export a float32 SavedModel with a serving_default signature."""
@@ -40,8 +118,12 @@ def train_cli(
     def work() -> dict[str, Any]:
         from trtconv import api
 
+        if benchmark or grid:
+            return _benchmark()
+        if batch_sizes:
+            raise UsageError("--batch-sizes applies to --grid; use --batch-size to train.")
         return api.train(
-            model=model,
+            model=model or "digits-cnn",
             data=data,
             epochs=epochs,
             batch_size=batch_size,
@@ -52,6 +134,33 @@ def train_cli(
             output=output,
             force=force,
             strategy=strategy,
+            cpu_devices=cpu_devices,
         )
 
-    run_command(work, json_mode=json_output, render=render_card)
+    def _benchmark() -> dict[str, Any]:
+        from trtconv import api
+        from trtconv.train.benchmark import parse_batch_sizes
+
+        single_device = (strategy or "default") == "default" and cpu_devices is None
+        if output is not None or data is not None or not single_device:
+            raise UsageError(
+                "--benchmark trains on synthetic data on one device and writes nothing: drop "
+                "--output, --data, --strategy and --cpu-devices."
+            )
+        name = model or "resnet50"
+        sizes = parse_batch_sizes(batch_sizes, batch_size) if batch_sizes or batch_size else None
+        return api.train_benchmark(
+            model=name,
+            batch_size=batch_size,
+            warmup_steps=warmup_steps,
+            num_iter=num_iter,
+            amp=amp,
+            amp_dtype=amp_dtype,
+            xla=xla,
+            image_size=image_size,
+            seed=seed,
+            grid=grid,
+            batch_sizes=sizes,
+        )
+
+    run_command(work, json_mode=json_output, render=render_train)

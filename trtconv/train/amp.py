@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,3 +72,17 @@ def set_policy(policy: str) -> Any:
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy(policy)
     return previous
+
+
+@contextmanager
+def policy_scope(policy: str) -> Iterator[None]:
+    """Build Keras layers under `policy`, then restore the previous global policy.
+
+    Layers keep the policy they were built with, so the global one need not outlive model
+    construction; restoring it keeps later models in the same process (tests, export) float32.
+    """
+    previous = set_policy(policy)
+    try:
+        yield
+    finally:
+        set_policy(previous.name)

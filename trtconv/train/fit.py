@@ -11,7 +11,7 @@ import numpy as np
 
 from trtconv.calib.sources import ArraySet
 from trtconv.lazy import require
-from trtconv.train.amp import AmpChoice, set_policy
+from trtconv.train.amp import AmpChoice, policy_scope
 from trtconv.zoo import ModelConfig
 
 log = logging.getLogger(__name__)
@@ -49,10 +49,14 @@ def build_compiled(
     amp: AmpChoice,
     xla: bool,
 ) -> Any:
-    """Build and compile `config`'s model under `amp.policy` (loss scaling for float16)."""
+    """Build and compile `config`'s model under `amp.policy` (loss scaling for float16).
+
+    Returns the compiled Keras model; its layers compute in the policy's dtype while the global
+    policy is restored afterwards.
+    """
     keras = require("keras")
-    set_policy(amp.policy)
-    model = config.build(input_shape, num_classes)
+    with policy_scope(amp.policy):
+        model = config.build(input_shape, num_classes)
     optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate)
     if amp.loss_scaling:
         # Dynamic loss scaling keeps small float16 gradients from flushing to zero.

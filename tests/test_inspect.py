@@ -1,0 +1,136 @@
+"""`trtconv inspect` on SavedModels, artifact directories and ONNX files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from trtconv import api
+from trtconv.cli import app
+from trtconv.errors import InputError, UsageError
+from trtconv.manifest import Manifest, write_manifest
+
+
+@pytest.mark.slow
+def test_inspect_saved_model(digits_model_dir: Path) -> None:
+    result = api.inspect(digits_model_dir / "saved_model")
+    assert result["kind"] == "saved_model"
+    serving = result["signatures"]["serving_default"]
+    assert serving["inputs"] == [{"name": "image", "shape": [None, 8, 8, 1], "dtype": "float32"}]
+    output = {"name": "probabilities", "shape": [None, 10], "dtype": "float32"}
+    assert serving["outputs"] == [output]
+    histogram = result["op_histogram"]
+    # Counted inside the nested model function, not just the StatefulPartitionedCall wrapper.
+    assert histogram["Conv2D"] == 2
+    assert histogram["MatMul"] == 2
+    assert histogram["Softmax"] == 1
+    assert result["op_count"] == sum(histogram.values())
+    assert "bfloat16" not in result["graph_dtypes"]
+    assert result["size_bytes"] > 100_000  # ~130k float32 weights
+    assert result["model_card"]["model"] == "digits-cnn"
+
+
+@pytest.mark.slow
+def test_inspect_a_train_output_directory_finds_its_saved_model(digits_model_dir: Path) -> None:
+    result = api.inspect(digits_model_dir)
+    assert result["path"] == str(digits_model_dir / "saved_model")
+    assert result["model_card"]["amp"]["policy"]
+
+
+def _tiny_onnx(path: Path) -> None:
+    """A real two-op ONNX model (MatMul -> Relu) with a dynamic batch."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((4, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+        [weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+def test_inspect_onnx_file(tmp_path: Path) -> None:
+    _tiny_onnx(tmp_path / "model.onnx")
+    result = api.inspect(tmp_path / "model.onnx")
+    assert result["kind"] == "onnx"
+    assert result["op_histogram"] == {"MatMul": 1, "Relu": 1}
+    assert result["inputs"] == [{"name": "x", "shape": [None, 4], "dtype": "float32"}]
+    assert result["opsets"] == {"ai.onnx": 17}
+    assert not result["quantized"]
+
+
+def _artifact(directory: Path, payload: str, backend: str, precision: str) -> None:
+    manifest = Manifest(
+        backend=backend,
+        precision=precision,
+        payload=payload,
+        source_model={"path": "models/digits/saved_model", "sha256": "0" * 64},
+        signature={"inputs": [], "outputs": [], "name": "serving_default"},
+        device={"name": "cpu"},
+        tools={},
+        conversion_seconds=1.5,
+        status="passed",
+    )
+    write_manifest(directory, manifest)
+
+
+def test_inspect_onnx_artifact_shows_manifest_and_payload_ops(tmp_path: Path) -> None:
+    _tiny_onnx(tmp_path / "model.onnx")
+    _artifact(tmp_path, "model.onnx", "ort", "fp32")
+    result = api.inspect(tmp_path)
+    assert result["kind"] == "artifact"
+    assert (result["backend"], result["precision"], result["status"]) == ("ort", "fp32", "passed")
+    assert result["payload"] == "model.onnx"
+    assert result["payload_details"]["op_histogram"] == {"MatMul": 1, "Relu": 1}
+
+
+@pytest.mark.slow
+def test_inspect_saved_model_artifact(tmp_path: Path, digits_saved_model: Path) -> None:
+    shutil.copytree(digits_saved_model, tmp_path / "saved_model")
+    _artifact(tmp_path, "saved_model", "tf", "fp32")
+    result = api.inspect(tmp_path)
+    assert result["backend"] == "tf"
+    assert result["payload_details"]["op_histogram"]["Conv2D"] == 2
+
+
+def test_bad_paths(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        api.inspect(tmp_path / "missing")
+    with pytest.raises(InputError, match="is not a SavedModel"):
+        api.inspect(tmp_path)
+    (tmp_path / "broken.onnx").write_bytes(b"\x00garbage")
+    with pytest.raises(InputError, match="not a readable ONNX model"):
+        api.inspect(tmp_path / "broken.onnx")
+    (tmp_path / "sm").mkdir()
+    (tmp_path / "sm" / "saved_model.pb").write_bytes(b"\x00garbage")
+    with pytest.raises(InputError, match="could not be loaded"):
+        api.inspect(tmp_path / "sm")
+
+
+def test_cli_json_and_exit_codes(tmp_path: Path) -> None:
+    _tiny_onnx(tmp_path / "model.onnx")
+    runner = CliRunner()
+    ok = runner.invoke(app, ["inspect", str(tmp_path / "model.onnx"), "--json"])
+    assert ok.exit_code == 0, ok.stderr
+    assert json.loads(ok.stdout)["op_count"] == 2
+    human = runner.invoke(app, ["inspect", str(tmp_path / "model.onnx")])
+    assert human.exit_code == 0
+    assert "MatMul" in human.stdout
+    missing = runner.invoke(app, ["inspect", str(tmp_path / "nope"), "--json"])
+    assert missing.exit_code == 2
+    assert json.loads(missing.stdout)["error"]["type"] == "UsageError"
+    assert missing.stderr.count("\n") == 1
+    not_a_model = runner.invoke(app, ["inspect", str(tmp_path)])
+    assert not_a_model.exit_code == 1
+    assert not_a_model.stdout == ""

@@ -1,0 +1,93 @@
+"""`train --benchmark`: synthetic-data training throughput, single cell and grid."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from trtconv import api
+from trtconv.environment import cpu_has_bf16
+from trtconv.errors import UsageError
+from trtconv.train.benchmark import parse_batch_sizes, peak_rss_mb, step_statistics
+
+
+def test_step_statistics_in_milliseconds() -> None:
+    stats = step_statistics([0.010, 0.020, 0.030, 0.040])
+    assert stats["step_ms_mean"] == pytest.approx(25.0)
+    assert stats["step_ms_median"] == pytest.approx(25.0)
+    assert stats["step_ms_min"] == pytest.approx(10.0)
+    assert stats["step_ms_max"] == pytest.approx(40.0)
+    assert stats["step_ms_p99"] == pytest.approx(39.7)
+    assert stats["step_ms_cv"] == pytest.approx(11.1803 / 25.0, rel=1e-4)
+
+
+def test_parse_batch_sizes() -> None:
+    assert parse_batch_sizes("32, 64", 8) == [32, 64]
+    assert parse_batch_sizes(None, 8) == [8]
+    for bad in ("32,x", "0,4", ","):
+        with pytest.raises(UsageError, match="--batch-sizes"):
+            parse_batch_sizes(bad, 8)
+
+
+def test_peak_rss_is_plausible() -> None:
+    assert 10 < peak_rss_mb() < 64 * 1024
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"num_iter": 0}, "--num-iter"),
+        ({"warmup_steps": -1}, "--warmup-steps"),
+        ({"model": "vgg"}, "Unknown model"),
+        ({"image_size": 0}, "--image-size"),
+    ],
+)
+def test_bad_benchmark_options_are_usage_errors(options: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        api.train_benchmark(**options)
+
+
+@pytest.mark.slow
+def test_resnet50_benchmark_at_small_size() -> None:
+    result = api.train_benchmark(
+        model="resnet50", batch_size=2, warmup_steps=1, num_iter=2, image_size=32
+    )
+    assert result["input_shape"] == [None, 32, 32, 3]
+    assert result["batch_size"] == 2
+    assert result["num_iter"] == 2
+    assert result["images_per_s"] > 0
+    assert result["step_ms_min"] <= result["step_ms_mean"] <= result["step_ms_max"]
+    # 2 images / (mean step) must agree with the reported throughput.
+    assert result["images_per_s"] == pytest.approx(2000.0 / result["step_ms_mean"], rel=1e-6)
+    assert result["peak_rss_mb"] > 100  # TensorFlow and a 25M-parameter model are resident
+    assert result["gpu_peak_memory_mb"] is None  # no GPU here
+    if cpu_has_bf16():
+        assert result["amp"]["training_compute_dtype"] == "bfloat16"
+
+
+GRID_ARGS = "train --grid --model digits-cnn --batch-sizes 16 --warmup-steps 1 --num-iter 3 --json"
+
+
+@pytest.mark.slow
+def test_grid_runs_each_cell_in_its_own_process_via_the_cli() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "trtconv", *GRID_ARGS.split()],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    result = json.loads(completed.stdout)
+    assert [row["mode"] for row in result["rows"]] == ["fp32", "amp", "amp+xla"]
+    assert all(row["batch_size"] == 16 for row in result["rows"])
+    first, amp, amp_xla = result["rows"]
+    assert first["speedup"] == pytest.approx(1.0)
+    assert first["policy"] == "float32"
+    assert amp_xla["xla"] and not amp["xla"]
+    for row in result["rows"]:
+        assert "error" not in row
+        assert row["speedup"] == pytest.approx(row["images_per_s"] / first["images_per_s"])
+        assert row["peak_rss_mb"] > 100
