@@ -1,0 +1,151 @@
+"""Calibration/validation readers: names, dtypes, shapes, held-out split, batching (no TF)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trtconv.calib.readers import (
+    CALIBRATION,
+    VALIDATION,
+    batches,
+    calibration_feed,
+    describe,
+    read_model_data,
+    whole_batches,
+)
+from trtconv.errors import InputError, UsageError
+from trtconv.model_io import ModelSignature, TensorSpec
+
+DIGITS_SIGNATURE = ModelSignature(
+    inputs=(TensorSpec("image", (None, 8, 8, 1), "float32"),),
+    outputs=(TensorSpec("probabilities", (None, 10), "float32"),),
+)
+TWO_INPUTS = ModelSignature(
+    inputs=(
+        TensorSpec("image", (None, 4, 4, 1), "float32"),
+        TensorSpec("ids", (None, 3), "int64"),
+    ),
+    outputs=(TensorSpec("out", (None, 2), "float32"),),
+)
+
+
+def _npz(tmp_path: Path, name: str = "data.npz", **arrays: np.ndarray) -> Path:
+    path = tmp_path / name
+    np.savez(path, **arrays)
+    return path
+
+
+def test_digits_are_keyed_by_input_name_and_split_train_test() -> None:
+    calib = read_model_data("digits", DIGITS_SIGNATURE, role=CALIBRATION, samples=100)
+    held_out = read_model_data("digits", DIGITS_SIGNATURE, role=VALIDATION)
+    assert list(calib.inputs) == ["image"] and calib.inputs["image"].dtype == np.float32
+    assert len(calib) == 100 and calib.source == "digits[train]"
+    assert held_out.source == "digits[test]" and len(held_out) == 450
+    assert held_out.labels is not None
+    # No calibration sample is a validation sample.
+    calib_rows = {row.tobytes() for row in read_model_data(
+        "digits", DIGITS_SIGNATURE, role=CALIBRATION
+    ).inputs["image"]}  # fmt: skip
+    assert not any(row.tobytes() in calib_rows for row in held_out.inputs["image"])
+
+
+def test_npz_calibration_and_validation_parts_are_disjoint(tmp_path: Path) -> None:
+    x = np.arange(50 * 64, dtype=np.float32).reshape(50, 8, 8, 1)
+    path = _npz(tmp_path, x=x, y=np.arange(50) % 10)
+    calib = read_model_data(str(path), DIGITS_SIGNATURE, role=CALIBRATION)
+    held_out = read_model_data(str(path), DIGITS_SIGNATURE, role=VALIDATION)
+    assert len(calib) == 40 and len(held_out) == 10
+    firsts = set(calib.inputs["image"][:, 0, 0, 0]) & set(held_out.inputs["image"][:, 0, 0, 0])
+    assert firsts == set()
+    again = read_model_data(str(path), DIGITS_SIGNATURE, role=VALIDATION)
+    assert again.sha256() == held_out.sha256()  # the split is fixed
+
+
+def test_npz_arrays_named_after_inputs_and_same_kind_casts(tmp_path: Path) -> None:
+    path = _npz(
+        tmp_path,
+        image=np.zeros((10, 4, 4, 1), np.float64),
+        ids=np.ones((10, 3), np.int32),
+    )
+    data = read_model_data(str(path), TWO_INPUTS, role=CALIBRATION)
+    assert data.inputs["image"].dtype == np.float32
+    assert data.inputs["ids"].dtype == np.int64
+
+
+def test_wrong_dtype_kind_is_refused(tmp_path: Path) -> None:
+    path = _npz(tmp_path, x=np.zeros((10, 8, 8, 1), np.uint8))
+    with pytest.raises(InputError, match=r"input 'image' expects dtype float32, found uint8"):
+        read_model_data(str(path), DIGITS_SIGNATURE, role=CALIBRATION)
+
+
+def test_wrong_shape_names_input_expected_and_found(tmp_path: Path) -> None:
+    path = _npz(tmp_path, x=np.zeros((10, 8, 8, 3), np.float32))
+    with pytest.raises(
+        InputError, match=r"input 'image' has samples of shape 8x8x3.*expects 8x8x1"
+    ):
+        read_model_data(str(path), DIGITS_SIGNATURE, role=CALIBRATION)
+
+
+def test_empty_and_unnamed_arrays_are_refused(tmp_path: Path) -> None:
+    empty = _npz(tmp_path, "empty.npz", x=np.zeros((0, 8, 8, 1), np.float32))
+    with pytest.raises(InputError, match="0 samples"):
+        read_model_data(str(empty), DIGITS_SIGNATURE, role=CALIBRATION)
+    wrong = _npz(tmp_path, "wrong.npz", pixels=np.zeros((10, 8, 8, 1), np.float32))
+    with pytest.raises(InputError, match=r"holds arrays pixels; the model expects inputs image"):
+        read_model_data(str(wrong), DIGITS_SIGNATURE, role=CALIBRATION)
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"not a zip")
+    with pytest.raises(InputError, match=r"not a readable \.npz"):
+        read_model_data(str(garbage), DIGITS_SIGNATURE, role=CALIBRATION)
+
+
+def test_unknown_spec_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="neither 'digits', 'random'"):
+        read_model_data("/no/such/data", DIGITS_SIGNATURE, role=CALIBRATION)
+
+
+def test_random_only_by_name_and_warns(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="trtconv"):
+        calib = read_model_data("random", TWO_INPUTS, role=CALIBRATION, samples=16)
+        held_out = read_model_data("random", TWO_INPUTS, role=VALIDATION, samples=16)
+    assert "timing only" in caplog.text
+    assert calib.inputs["ids"].dtype == np.int64 and calib.inputs["image"].shape == (16, 4, 4, 1)
+    assert calib.sha256() != held_out.sha256()
+
+
+def test_image_folder_uses_model_card_preprocessing(tmp_path: Path) -> None:
+    from PIL import Image
+
+    for label in ("a", "b"):
+        (tmp_path / "images" / label).mkdir(parents=True)
+        for i in range(5):
+            pixels = np.full((16, 16), 16 * i, np.uint8)
+            Image.fromarray(pixels).save(tmp_path / "images" / label / f"{i}.png")
+    model = tmp_path / "model"
+    (model / "saved_model").mkdir(parents=True)
+    (model / "trtconv.json").write_text('{"preprocessing": {"scale": 0.0625, "offset": -1.0}}')
+    data = read_model_data(
+        str(tmp_path / "images"),
+        DIGITS_SIGNATURE,
+        role=CALIBRATION,
+        saved_model=model / "saved_model",
+    )
+    assert data.inputs["image"].shape[1:] == (8, 8, 1) and len(data) == 8
+    values = set(np.unique(data.inputs["image"]))
+    assert values <= {16 * i * 0.0625 - 1.0 for i in range(5)}
+
+
+def test_batches_whole_batches_and_describe() -> None:
+    data = read_model_data("digits", DIGITS_SIGNATURE, role=CALIBRATION, samples=70)
+    sizes = [len(batch["image"]) for batch in batches(data, 32)]
+    assert sizes == [32, 32, 6]
+    trimmed = whole_batches(data, 32)
+    assert len(trimmed) == 64
+    feed = calibration_feed(trimmed, 32)
+    assert [len(b["image"]) for b in feed()] == [32, 32] == [len(b["image"]) for b in feed()]
+    block = describe(trimmed, "digits", "entropy")
+    assert block["samples"] == 64 and block["method"] == "entropy" and len(block["sha256"]) == 64

@@ -1,0 +1,102 @@
+"""Expensive things the conversion tests share, built once per test session (cached functions).
+
+Plain cached functions rather than fixtures: several test modules (calib, backends, cli, root)
+need the same ONNX export and the same small ResNet, and pytest would build a module-level
+fixture once per importing module.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from trtconv.calib.readers import holdout_split
+from trtconv.calib.sources import ArraySet, load_digits
+
+RESNET_SIZE = 16  # digits upsampled 2x to 16x16, grey repeated to 3 channels
+
+
+@functools.cache
+def work_dir() -> Path:
+    """One scratch directory for the session's shared models, removed at exit."""
+    path = Path(tempfile.mkdtemp(prefix="trtconv-convert-tests-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+@functools.cache
+def digits_onnx(saved_model: Path) -> Path:
+    """The digits SavedModel exported to ONNX (tf2onnx, opset 17) once."""
+    from trtconv.backends.onnx_export import export_onnx
+    from trtconv.savedmodel import load_saved_model
+
+    output = work_dir() / "digits.onnx"
+    export_onnx(saved_model, output, load_saved_model(saved_model).signature)
+    return output
+
+
+def digits_rgb16() -> ArraySet:
+    """All digits as 16x16x3 float32 images in [0, 1] with labels (for the small ResNet)."""
+    digits = load_digits("all")
+    images = digits.x.repeat(2, axis=1).repeat(2, axis=2).repeat(3, axis=3)
+    return ArraySet({"x": images.astype(np.float32)}, digits.labels, "digits16")
+
+
+@functools.cache
+def digits_rgb16_npz() -> Path:
+    """digits_rgb16 saved as an .npz with arrays x and y."""
+    data = digits_rgb16()
+    path = work_dir() / "digits16.npz"
+    np.savez(path, x=data.x, y=data.labels)
+    return path
+
+
+def build_small_resnet(num_classes: int = 10) -> object:
+    """Stem conv + two residual blocks (one strided, with a projection) with BatchNorm."""
+    import keras
+
+    layers = keras.layers
+    inputs = keras.Input((RESNET_SIZE, RESNET_SIZE, 3), name="image")
+    x = layers.Conv2D(16, 3, padding="same", use_bias=False)(inputs)
+    x = layers.ReLU()(layers.BatchNormalization(momentum=0.9)(x))
+    for width, stride in ((16, 1), (32, 2)):
+        shortcut = x
+        if stride != 1 or x.shape[-1] != width:
+            shortcut = layers.Conv2D(width, 1, strides=stride, use_bias=False)(x)
+            shortcut = layers.BatchNormalization(momentum=0.9)(shortcut)
+        y = layers.Conv2D(width, 3, strides=stride, padding="same", use_bias=False)(x)
+        y = layers.ReLU()(layers.BatchNormalization(momentum=0.9)(y))
+        y = layers.Conv2D(width, 3, padding="same", use_bias=False)(y)
+        y = layers.BatchNormalization(momentum=0.9)(y)
+        x = layers.ReLU()(layers.Add()([shortcut, y]))
+    x = layers.GlobalAveragePooling2D()(x)
+    logits = layers.Dense(num_classes)(x)
+    return keras.Model(inputs, logits)
+
+
+@functools.cache
+def small_resnet() -> Path:
+    """A small residual CNN trained briefly on the calibration part of digits16; its SavedModel.
+
+    Trained (not random) so activations and BatchNorm statistics are realistic for INT8.
+    """
+    import keras
+
+    from trtconv.train.export import export_saved_model
+
+    keras.utils.set_random_seed(0)
+    train, _ = holdout_split(digits_rgb16())
+    model = build_small_resnet()
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    model.fit(train.x, train.labels, epochs=4, batch_size=32, verbose=0)
+    path = work_dir() / "resnet16" / "saved_model"
+    export_saved_model(model, path, "image", (RESNET_SIZE, RESNET_SIZE, 3))
+    return path

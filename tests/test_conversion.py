@@ -1,0 +1,134 @@
+"""`convert` end to end on the CPU path: digits-cnn and a small ResNet, ort fp32 and int8."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from convert_fixtures import digits_rgb16_npz, small_resnet
+
+from trtconv import api
+from trtconv.backends.base import open_runner
+from trtconv.manifest import Manifest, read_manifest
+
+pytestmark = pytest.mark.slow  # trains and converts real models
+
+RESULT_KEYS = {
+    "schema_version",
+    "artifact",
+    "backend",
+    "precision",
+    "backend_reason",
+    "conversion_seconds",
+    "artifact_size_bytes",
+    "manifest",
+    "validation",
+}
+VALIDATION_KEYS = {
+    "samples",
+    "data_source",
+    "outputs",
+    "top1_agreement",
+    "min_top1_agreement",
+    "accuracy_reference",
+    "accuracy_candidate",
+    "accuracy_drop",
+    "passed",
+}
+
+
+@pytest.fixture(scope="module")
+def digits_int8(digits_saved_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    output = tmp_path_factory.mktemp("artifacts") / "digits-int8"
+    return api.convert(digits_saved_model, "int8", backend="ort", output=output)
+
+
+def _check_artifact(result: dict[str, Any], precision: str) -> Manifest:
+    assert set(result) >= RESULT_KEYS and result["schema_version"] == 1
+    assert set(result["validation"]) >= VALIDATION_KEYS
+    artifact = Path(result["artifact"])
+    assert sorted(p.name for p in artifact.iterdir()) == ["manifest.json", "model.onnx"]
+    assert not list(artifact.parent.glob(".partial-*"))
+    manifest = read_manifest(artifact)
+    assert (manifest.backend, manifest.precision, manifest.payload) == (
+        "ort",
+        precision,
+        "model.onnx",
+    )
+    assert manifest.status == "passed" and manifest.validation == result["validation"]
+    assert len(manifest.source_model["sha256"]) == 64
+    assert manifest.tools["onnxruntime"] and manifest.tools["tf2onnx"] == "1.17.0"
+    assert manifest.created_at and manifest.conversion_seconds > 0 and manifest.backend_reason
+    assert manifest.device["provider"] == "CPUExecutionProvider"
+    assert manifest.conversion_summary["onnx_export"]["check"]["top1_agreement"] == 1.0
+    assert result["artifact_size_bytes"] > 0
+    assert json.loads((artifact / "manifest.json").read_text())["status"] == "passed"
+    return manifest
+
+
+def test_digits_fp32_default_output(
+    digits_saved_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = api.convert(digits_saved_model, "fp32", backend="auto", validate_samples=300)
+    assert result["backend"] == "ort" and "ONNX Runtime" in result["backend_reason"]
+    assert Path(result["artifact"]) == Path("models") / f"{digits_saved_model.parent.name}-ort-fp32"
+    manifest = _check_artifact(result, "fp32")
+    assert manifest.calibration is None
+    validation = result["validation"]
+    assert validation["samples"] == 300 and validation["data_source"] == "digits[test]"
+    assert validation["outputs"]["probabilities"]["max_abs_error"] < 1e-4
+    assert validation["top1_agreement"] >= 0.99
+    runner = open_runner(Path(result["artifact"]))
+    runner.activate()
+    assert runner.signature.input_names == ["image"]
+
+
+def test_digits_int8_qdq_artifact(digits_int8: dict[str, Any]) -> None:
+    manifest = _check_artifact(digits_int8, "int8")
+    calibration = manifest.calibration
+    assert calibration is not None
+    assert calibration["source"] == "digits" and calibration["part"] == "digits[train]"
+    assert calibration["samples"] == 480 and calibration["method"] == "entropy"
+    assert len(calibration["sha256"]) == 64
+    summary = manifest.conversion_summary
+    assert summary["quantization"]["scheme"] == "u8s8"
+    assert summary["op_counts"]["QuantizeLinear"] > 0
+    assert summary["op_counts"]["DequantizeLinear"] > 0
+    validation = digits_int8["validation"]
+    assert validation["data_source"] == "digits[test]" and validation["samples"] == 450
+    assert validation["top1_agreement"] >= 0.97 and validation["accuracy_drop"] <= 0.02
+
+
+def test_validate_an_artifact_against_its_source(digits_int8: dict[str, Any]) -> None:
+    result = api.validate(Path(digits_int8["artifact"]), samples=200)
+    assert result["passed"] and result["samples"] == 200 and result["precision"] == "int8"
+    assert result["top1_agreement"] >= 0.97
+    strict = api.validate(Path(digits_int8["artifact"]), samples=200, tolerance=1e-6)
+    assert not strict["passed"]
+    assert [c["name"] for c in strict["checks"] if not c["passed"]] == ["probabilities values"]
+
+
+@pytest.mark.parametrize(("precision", "min_top1"), [("fp32", 0.99), ("int8", 0.97)])
+def test_small_resnet_on_npz_data(precision: str, min_top1: float, tmp_path: Path) -> None:
+    result = api.convert(
+        small_resnet(),
+        precision,
+        backend="ort",
+        output=tmp_path / f"resnet-{precision}",
+        calib_data=str(digits_rgb16_npz()),
+        calib_samples=256,
+    )
+    manifest = _check_artifact(result, precision)
+    validation = result["validation"]
+    # The held-out 20% of the file: never the calibration samples.
+    assert validation["data_source"].endswith("digits16.npz[validation]")
+    assert validation["samples"] == 360
+    assert validation["accuracy_reference"] > 0.9  # a trained model: realistic activations
+    assert validation["top1_agreement"] >= min_top1
+    if precision == "int8":
+        assert manifest.calibration is not None
+        assert manifest.calibration["part"].endswith("[calibration]")
+        assert manifest.conversion_summary["op_counts"]["QuantizeLinear"] > 0

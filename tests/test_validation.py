@@ -1,0 +1,82 @@
+"""The comparison and the per-precision tolerance table (numpy only, no models)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from trtconv.backends.base import PRECISIONS
+from trtconv.errors import AccuracyError, UsageError
+from trtconv.validation import TOLERANCES, compare, raise_if_failed, tolerance_for
+
+
+def _probabilities(samples: int = 200, classes: int = 10, seed: int = 0) -> np.ndarray:
+    logits = np.random.default_rng(seed).normal(size=(samples, classes)) * 3
+    exp = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return (exp / exp.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_every_precision_has_a_tolerance_and_they_loosen() -> None:
+    assert set(TOLERANCES) == set(PRECISIONS)
+    atols = [TOLERANCES[p].atol for p in ("fp32", "tf32", "fp16")]
+    assert atols == sorted(atols)  # type: ignore[type-var]
+    assert TOLERANCES["int8"].atol is None and TOLERANCES["int8"].min_top1_agreement == 0.97
+
+
+def test_tolerance_override_and_errors() -> None:
+    assert tolerance_for("int8", 0.05).atol == 0.05
+    assert tolerance_for("int8", 0.05).min_top1_agreement == 0.97
+    with pytest.raises(UsageError, match="Unknown precision 'int4'"):
+        tolerance_for("int4")
+    with pytest.raises(UsageError, match="must be positive"):
+        tolerance_for("fp32", 0.0)
+
+
+def test_identical_outputs_pass_every_check() -> None:
+    probs = _probabilities()
+    labels = probs.argmax(axis=1)
+    result = compare({"p": probs}, {"p": probs.copy()}, tolerance_for("fp32"), labels, "unit")
+    assert result["passed"] and result["top1_agreement"] == 1.0
+    assert result["outputs"]["p"]["max_abs_error"] == 0.0
+    assert result["accuracy_reference"] == result["accuracy_candidate"] == 1.0
+    assert [c["name"] for c in result["checks"]] == ["p values", "top-1 agreement", "accuracy drop"]
+
+
+def test_small_noise_fails_fp32_but_passes_int8() -> None:
+    probs = _probabilities()
+    noisy = probs + np.float32(1e-3)
+    fp32 = compare({"p": probs}, {"p": noisy}, tolerance_for("fp32"))
+    assert not fp32["passed"] and fp32["outputs"]["p"]["max_abs_error"] == pytest.approx(
+        1e-3, rel=1e-3
+    )
+    assert compare({"p": probs}, {"p": noisy}, tolerance_for("int8"))["passed"]
+
+
+def test_every_mismatch_is_collected_then_one_error() -> None:
+    probs = _probabilities()
+    labels = probs.argmax(axis=1)
+    flipped = probs[:, ::-1].copy()  # different top-1 almost everywhere
+    result = compare({"p": probs}, {"p": flipped}, tolerance_for("fp32"), labels)
+    failed = [c["name"] for c in result["checks"] if not c["passed"]]
+    assert failed == ["p values", "top-1 agreement", "accuracy drop"]
+    assert result["accuracy_drop"] > 0.5
+    with pytest.raises(AccuracyError, match=r"p values.*top-1 agreement.*accuracy drop"):
+        raise_if_failed(result, "the int8 artifact")
+
+
+def test_shape_mismatch_missing_output_and_nan_fail() -> None:
+    probs = _probabilities()
+    result = compare({"p": probs, "q": probs}, {"p": probs[:, :5]}, tolerance_for("int8"))
+    names = {c["name"]: c["passed"] for c in result["checks"]}
+    assert names == {"outputs present": False, "p shape": False}
+    assert not result["passed"]
+    broken = probs.copy()
+    broken[0, 0] = np.nan
+    assert not compare({"p": probs}, {"p": broken}, tolerance_for("int8"))["passed"]
+
+
+def test_relative_error_ignores_tiny_references() -> None:
+    reference = np.array([[1e-9, 1.0 - 1e-9]], np.float32)
+    candidate = np.array([[2e-9, 1.0 - 2e-9]], np.float32)
+    result = compare({"p": reference}, {"p": candidate}, tolerance_for("fp32"))
+    assert result["outputs"]["p"]["max_rel_error"] < 1e-5

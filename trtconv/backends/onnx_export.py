@@ -1,0 +1,144 @@
+"""SavedModel -> ONNX with tf2onnx, then checked against TensorFlow before anything uses it.
+
+tf2onnx runs in a subprocess (`python -m tf2onnx.convert --saved-model`): on ResNet-50 it takes
+about a minute and peaks at 7-10 GB, memory the parent process gets back when the child exits.
+`from_function(signatures['serving_default'])` fails in tf2onnx 1.17 (DESIGN.md), the CLI path
+does not.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trtconv.errors import ConversionError
+from trtconv.lazy import require
+from trtconv.model_io import ModelSignature
+from trtconv.savedmodel import SERVING_KEY
+
+log = logging.getLogger(__name__)
+
+OPSET = 17
+BATCH_DIM = "batch"
+EXPORT_TIMEOUT_S = 1800
+
+
+def export_onnx(
+    saved_model: Path,
+    output: Path,
+    signature: ModelSignature,
+    opset: int = OPSET,
+    timeout_s: float = EXPORT_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Export `saved_model`'s serving signature to `output` (opset, dynamic batch, names kept).
+
+    Returns a summary {opset, seconds, nodes, size_bytes}. Raises ConversionError when tf2onnx
+    fails or the ONNX model's inputs/outputs do not match `signature`.
+    """
+    require("tf2onnx")  # fail with an install hint here, not as a subprocess traceback
+    command = [
+        sys.executable,
+        "-m",
+        "tf2onnx.convert",
+        "--saved-model",
+        str(saved_model),
+        "--signature_def",
+        SERVING_KEY,
+        "--opset",
+        str(opset),
+        "--output",
+        str(output),
+    ]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    log.info("exporting %s to ONNX (tf2onnx, opset %d)", saved_model, opset)
+    started = time.perf_counter()
+    try:
+        completed = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ConversionError(
+            f"tf2onnx did not finish exporting {saved_model} within {timeout_s:.0f} s."
+        ) from exc
+    seconds = time.perf_counter() - started
+    if completed.returncode != 0 or not output.is_file():
+        raise ConversionError(
+            f"tf2onnx could not export {saved_model} to ONNX: {_last_error(completed.stderr)}"
+        )
+    nodes = finalize_onnx(output, signature)
+    return {
+        "exporter": "tf2onnx",
+        "opset": opset,
+        "seconds": round(seconds, 3),
+        "nodes": nodes,
+        "size_bytes": output.stat().st_size,
+    }
+
+
+def _last_error(stderr: str) -> str:
+    """The most telling line of a tf2onnx failure (the last error-looking line)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "Error" in line or "error" in line:
+            return line[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def finalize_onnx(path: Path, signature: ModelSignature) -> int:
+    """Name the dynamic batch dimension, check names against `signature`, run the ONNX checker.
+
+    Returns the node count. Raises ConversionError naming the mismatch.
+    """
+    onnx = require("onnx")
+    model = onnx.load(str(path))
+    graph_inputs = [value.name for value in model.graph.input]
+    graph_outputs = [value.name for value in model.graph.output]
+    if sorted(graph_inputs) != sorted(signature.input_names) or sorted(graph_outputs) != sorted(
+        signature.output_names
+    ):
+        raise ConversionError(
+            f"ONNX export {path} has inputs {graph_inputs} and outputs {graph_outputs}; the "
+            f"SavedModel signature has {signature.input_names} and {signature.output_names}."
+        )
+    # tf2onnx names the dynamic batch "unk__NN"; one stable name lets TensorRT profiles and
+    # readers of the model refer to it.
+    for value in [*model.graph.input, *model.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        if dims and not dims[0].HasField("dim_value"):
+            dims[0].dim_param = BATCH_DIM
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        raise ConversionError(f"ONNX export {path} fails the ONNX checker: {exc}") from exc
+    onnx.save(model, str(path))
+    return len(model.graph.node)
+
+
+def verify_export(
+    onnx_path: Path,
+    data: Any,
+    reference_outputs: dict[str, Any],
+) -> dict[str, Any]:
+    """Run the ONNX model (ORT CPU, fp32) on `data` and compare with TensorFlow's outputs.
+
+    Returns the validation dict; raises ConversionError when the export is outside the fp32
+    tolerance (a wrong export must never reach quantisation or TensorRT).
+    """
+    from trtconv.backends.ort import OrtRunner
+    from trtconv.validation import compare, run_batched, tolerance_for
+
+    runner = OrtRunner(onnx_path, providers=["CPUExecutionProvider"])
+    candidate = run_batched(runner, data)
+    result = compare(reference_outputs, candidate, tolerance_for("fp32"), data.labels, data.source)
+    if not result["passed"]:
+        failed = "; ".join(
+            f"{c['name']}: {c['detail']}" for c in result["checks"] if not c["passed"]
+        )
+        raise ConversionError(f"ONNX export {onnx_path} disagrees with TensorFlow: {failed}.")
+    log.info("ONNX export matches TensorFlow on %d samples", result["samples"])
+    return result

@@ -1,0 +1,295 @@
+"""Calibration and validation data shaped for one model: keyed by input name, in its dtype.
+
+A data spec is `digits`, `PATH.npz`, an image folder, or `random`. Every spec is split into a
+calibration part and a held-out part, and the two never overlap:
+
+- `digits`: scikit-learn's fixed split (calibration: train, validation: test);
+- `.npz` and image folders: the same seeded 80/20 split `trtconv train` uses, so a file used for
+  training, calibration and validation is validated on samples the model never trained on;
+- `random`: two different seeds; results are valid for timing only.
+
+Dtypes: an array of the same kind as the input (float64 for a float32 input, int32 for int64) is
+cast, because `np.savez` of Python data gives float64 and the values survive the cast to the
+precision the model computes in anyway. A different kind (integers for a float input) is refused:
+uint8 pixels fed to a model that expects [0, 1] would calibrate silently wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trtconv.backends.base import CalibrationFeed, Feeds
+from trtconv.calib.sources import (
+    DIGITS,
+    ArraySet,
+    check_arrays,
+    check_input_shape,
+    load_digits,
+    load_image_folder,
+    load_npz,
+)
+from trtconv.errors import InputError, UsageError
+from trtconv.model_io import ModelSignature, TensorSpec
+from trtconv.savedmodel import read_model_card
+
+log = logging.getLogger(__name__)
+
+RANDOM = "random"
+CALIBRATION = "calibration"
+VALIDATION = "validation"
+ROLES = (CALIBRATION, VALIDATION)
+HOLDOUT_FRACTION = 0.2  # same split as trtconv.train.pipeline, so held-out stays held-out
+HOLDOUT_SEED = 0
+RANDOM_SEEDS = {CALIBRATION: 1, VALIDATION: 2}
+DEFAULT_SCALE = 1.0 / 255.0
+
+
+@dataclass(frozen=True)
+class ImagePreprocessing:
+    """How image files become model inputs: resized to `image_size`, then x * scale + offset."""
+
+    image_size: tuple[int, int]
+    channels: int
+    scale: float = DEFAULT_SCALE
+    offset: float = 0.0
+
+
+def read_model_data(
+    spec: str,
+    signature: ModelSignature,
+    *,
+    role: str,
+    samples: int | None = None,
+    saved_model: Path | None = None,
+    scale: float | None = None,
+    offset: float | None = None,
+) -> ArraySet:
+    """The `role` part ("calibration" or "validation") of `spec`, fitted to `signature`.
+
+    Returns at most `samples` samples keyed by the model's input names, in the signature dtypes.
+    Raises UsageError for an unknown spec or role and InputError for data that cannot fit.
+    """
+    if role not in ROLES:
+        raise UsageError(f"Unknown data role '{role}'; expected one of {', '.join(ROLES)}.")
+    if samples is not None and samples < 1:
+        raise UsageError(f"The number of samples must be at least 1, found {samples}.")
+    if spec == RANDOM:
+        return random_data(signature, samples or 256, seed=RANDOM_SEEDS[role])
+    data = _load_part(spec, signature, role, saved_model, scale, offset)
+    data = fit_to_signature(data, signature)
+    if samples is not None:
+        if samples > len(data):
+            log.info(
+                "%s: %d %s samples requested, %d available; using all of them",
+                data.source,
+                samples,
+                role,
+                len(data),
+            )
+        data = data.head(samples)
+    return data
+
+
+def _load_part(
+    spec: str,
+    signature: ModelSignature,
+    role: str,
+    saved_model: Path | None,
+    scale: float | None,
+    offset: float | None,
+) -> ArraySet:
+    if spec == DIGITS:
+        return load_digits("train" if role == CALIBRATION else "test")
+    path = Path(spec)
+    if path.suffix == ".npz":
+        data = _read_npz(path)
+    elif path.is_dir():
+        prep = image_preprocessing(signature, saved_model, scale, offset)
+        data = load_image_folder(path, prep.image_size, prep.channels, prep.scale, prep.offset)
+    elif not path.exists():
+        raise UsageError(
+            f"Data source '{spec}' is neither 'digits', 'random', an existing .npz file nor an "
+            "image folder."
+        )
+    else:
+        raise InputError(
+            f"Data source {path} is a {path.suffix or 'file'}; expected .npz or a folder."
+        )
+    return holdout_split(data)[0 if role == CALIBRATION else 1]
+
+
+def _read_npz(path: Path) -> ArraySet:
+    # np.load raises EOFError (not caught by load_npz) on an empty or truncated file.
+    try:
+        return load_npz(path)
+    except EOFError as exc:
+        size = path.stat().st_size
+        raise InputError(
+            f"Data file {path} is not a readable .npz archive (empty or truncated: {size} bytes)."
+        ) from exc
+
+
+def holdout_split(data: ArraySet) -> tuple[ArraySet, ArraySet]:
+    """A fixed, seeded (calibration, held-out) split of a user data set; they never overlap."""
+    order = np.random.default_rng(HOLDOUT_SEED).permutation(len(data))
+    cut = int(len(data) * (1 - HOLDOUT_FRACTION))
+    if cut == 0 or cut == len(data):
+        raise InputError(
+            f"{data.source} has {len(data)} samples: too few to keep calibration and validation "
+            "samples apart (need at least 2)."
+        )
+    first, second = data.take(order[:cut]), data.take(order[cut:])
+    first.source, second.source = f"{data.source}[{CALIBRATION}]", f"{data.source}[{VALIDATION}]"
+    return first, second
+
+
+def image_preprocessing(
+    signature: ModelSignature,
+    saved_model: Path | None,
+    scale: float | None = None,
+    offset: float | None = None,
+) -> ImagePreprocessing:
+    """Resize to the static H, W of the input; scale/offset: flags, else model card, else 1/255."""
+    if len(signature.inputs) != 1:
+        raise InputError(
+            f"Image folders feed single-input models; the model has {len(signature.inputs)} "
+            f"inputs ({', '.join(signature.input_names)})."
+        )
+    spec = signature.inputs[0]
+    if len(spec.shape) != 4 or any(d is None for d in spec.shape[1:]):
+        raise InputError(
+            f"Image folders need an NHWC input with a static size; input {spec.describe()} has "
+            "none."
+        )
+    height, width, channels = (int(d) for d in spec.shape[1:])  # type: ignore[arg-type]
+    card = read_model_card(saved_model) if saved_model is not None else None
+    prep: dict[str, Any] = (card or {}).get("preprocessing", {})
+    if card is None and scale is None:
+        log.warning(
+            "no model card beside the SavedModel: images are scaled by 1/255 (use --image-scale "
+            "and --image-offset if the model expects otherwise)"
+        )
+    return ImagePreprocessing(
+        image_size=(height, width),
+        channels=channels,
+        scale=float(scale if scale is not None else prep.get("scale", DEFAULT_SCALE)),
+        offset=float(offset if offset is not None else prep.get("offset", 0.0)),
+    )
+
+
+def fit_to_signature(data: ArraySet, signature: ModelSignature) -> ArraySet:
+    """Key `data` by the model's input names, cast same-kind dtypes, check every shape.
+
+    A single array `x` maps to a single-input model; otherwise the names must match exactly.
+    Raises InputError naming the input, the expected and the found.
+    """
+    inputs = _match_names(data, signature)
+    fitted: dict[str, np.ndarray] = {}
+    for spec in signature.inputs:
+        array = inputs[spec.name]
+        if array.ndim == 0:
+            raise InputError(
+                f"{data.source}: input '{spec.name}' is a scalar; expected a batch "
+                f"{spec.describe()}."
+            )
+        fitted[spec.name] = _cast(array, spec, data.source)
+    result = ArraySet(fitted, data.labels, data.source, data.class_names)
+    check_arrays(result)
+    for spec in signature.inputs:
+        check_input_shape(result, spec.name, spec.shape[1:])
+    return result
+
+
+def _match_names(data: ArraySet, signature: ModelSignature) -> dict[str, np.ndarray]:
+    names = signature.input_names
+    if set(data.inputs) == set(names):
+        return data.inputs
+    if len(names) == 1 and list(data.inputs) == ["x"]:
+        return {names[0]: data.inputs["x"]}
+    found = ", ".join(sorted(data.inputs))
+    expected = ", ".join(names) + (" (or a single 'x')" if len(names) == 1 else "")
+    raise InputError(f"{data.source} holds arrays {found}; the model expects inputs {expected}.")
+
+
+def _cast(array: np.ndarray, spec: TensorSpec, source: str) -> np.ndarray:
+    want = np.dtype(spec.dtype)
+    if array.dtype == want:
+        return array
+    if array.dtype.kind != want.kind:
+        raise InputError(
+            f"{source}: input '{spec.name}' expects dtype {want.name}, found {array.dtype.name} "
+            f"(convert it yourself: a {array.dtype.name} -> {want.name} cast can change meaning)."
+        )
+    log.info("%s: casting input '%s' from %s to %s", source, spec.name, array.dtype, want)
+    return array.astype(want)
+
+
+def random_data(signature: ModelSignature, samples: int, seed: int) -> ArraySet:
+    """Uniform [0, 1) floats (or small integers) for every input; only good for timing."""
+    log.warning(
+        "calibrating/validating on random data: the result is valid for timing only, "
+        "not for accuracy"
+    )
+    rng = np.random.default_rng(seed)
+    inputs: dict[str, np.ndarray] = {}
+    for spec in signature.inputs:
+        if any(d is None for d in spec.shape[1:]):
+            raise InputError(
+                f"Random data needs static dimensions; input {spec.describe()} has a dynamic one."
+            )
+        shape = (samples, *(int(d) for d in spec.shape[1:]))  # type: ignore[arg-type]
+        dtype = np.dtype(spec.dtype)
+        if dtype.kind == "f":
+            inputs[spec.name] = rng.random(shape, dtype=np.float32).astype(dtype)
+        elif dtype.kind in "iu":
+            inputs[spec.name] = rng.integers(0, 10, shape).astype(dtype)
+        else:
+            raise InputError(f"Random data cannot fill input {spec.describe()}.")
+    return ArraySet(inputs, None, f"{RANDOM}(seed={seed})")
+
+
+def batches(data: ArraySet, batch_size: int) -> Iterator[Feeds]:
+    """Consecutive batches keyed by input name; the last one may be smaller."""
+    if batch_size < 1:
+        raise UsageError(f"Batch size must be at least 1, found {batch_size}.")
+    for start in range(0, len(data), batch_size):
+        yield {name: array[start : start + batch_size] for name, array in data.inputs.items()}
+
+
+def whole_batches(data: ArraySet, batch_size: int) -> ArraySet:
+    """`data` cut to a multiple of `batch_size` (at least one batch) so every batch is equal.
+
+    ONNX Runtime's histogram calibrators (entropy, percentile) stack per-batch outputs and fail
+    on a smaller last batch.
+    """
+    batch = min(batch_size, len(data))
+    keep = len(data) - len(data) % batch
+    if keep != len(data):
+        log.info("%s: calibrating on %d samples (whole batches of %d)", data.source, keep, batch)
+    return data.head(keep)
+
+
+def calibration_feed(data: ArraySet, batch_size: int) -> CalibrationFeed:
+    """A callable giving a fresh batch iterator each call (calibrators may read the data twice)."""
+
+    def feed() -> Iterator[Feeds]:
+        return batches(data, batch_size)
+
+    return feed
+
+
+def describe(data: ArraySet, spec: str, method: str | None = None) -> dict[str, Any]:
+    """The manifest's calibration block: {source, samples, method, sha256}."""
+    return {
+        "source": spec,
+        "part": data.source,
+        "samples": len(data),
+        "method": method,
+        "sha256": data.sha256(),
+    }

@@ -1,0 +1,289 @@
+"""Converted versus native on the same held-out inputs, judged by one per-precision table.
+
+Like Optimum's `_run_validation`: every check is computed and recorded (a ✓/✗ line each), then
+the caller decides; `raise_if_failed` turns a failed result into one AccuracyError (exit 4).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trtconv.backends.base import Runner
+from trtconv.calib.sources import ArraySet
+from trtconv.errors import AccuracyError, UsageError
+
+log = logging.getLogger(__name__)
+
+Outputs = dict[str, np.ndarray]
+VALIDATION_BATCH = 32
+DEFAULT_VALIDATE_SAMPLES = 1000
+# Relative error divides by max(|reference|, REL_FLOOR): a probability of 1e-9 that becomes 2e-9
+# is not a 100% error worth reporting.
+REL_FLOOR = 1e-3
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """What a precision must meet. `atol=None`: max abs error is reported, not judged."""
+
+    atol: float | None
+    min_top1_agreement: float
+    max_accuracy_drop: float
+
+
+# The one table (Optimum's ATOL_FOR_VALIDATION, per precision). fp32 is near-exact (only operator
+# order differs); tf32 keeps a 10-bit mantissa; fp16 too, with a smaller range; int8 changes the
+# numbers on purpose and is judged by what the model decides, not by the digits it prints.
+TOLERANCES: dict[str, Tolerance] = {
+    "fp32": Tolerance(atol=1e-4, min_top1_agreement=0.99, max_accuracy_drop=0.005),
+    "tf32": Tolerance(atol=5e-3, min_top1_agreement=0.99, max_accuracy_drop=0.01),
+    "fp16": Tolerance(atol=1e-2, min_top1_agreement=0.98, max_accuracy_drop=0.01),
+    "int8": Tolerance(atol=None, min_top1_agreement=0.97, max_accuracy_drop=0.02),
+}
+
+
+def tolerance_for(precision: str, atol_override: float | None = None) -> Tolerance:
+    """The table's tolerance for `precision`; `atol_override` (--tolerance) replaces its atol."""
+    try:
+        tolerance = TOLERANCES[precision]
+    except KeyError:
+        known = ", ".join(TOLERANCES)
+        raise UsageError(f"Unknown precision '{precision}'; expected one of {known}.") from None
+    if atol_override is None:
+        return tolerance
+    if atol_override <= 0:
+        raise UsageError(f"--tolerance must be positive, found {atol_override}.")
+    return Tolerance(atol_override, tolerance.min_top1_agreement, tolerance.max_accuracy_drop)
+
+
+def run_batched(runner: Runner, data: ArraySet, batch_size: int = VALIDATION_BATCH) -> Outputs:
+    """Run `runner` over every sample of `data` in batches; outputs concatenated by name."""
+    from trtconv.calib.readers import batches
+
+    collected: dict[str, list[np.ndarray]] = {}
+    for feeds in batches(data, batch_size):
+        for name, array in runner.infer(feeds).items():
+            collected.setdefault(name, []).append(np.asarray(array))
+    return {name: np.concatenate(parts) for name, parts in collected.items()}
+
+
+def classification_output(outputs: Outputs) -> str | None:
+    """The output that holds class scores ([batch, classes>1], float), or None."""
+    for name in sorted(outputs):
+        array = outputs[name]
+        if array.ndim == 2 and array.shape[1] > 1 and np.issubdtype(array.dtype, np.floating):
+            return name
+    return None
+
+
+def compare(
+    reference: Outputs,
+    candidate: Outputs,
+    tolerance: Tolerance,
+    labels: np.ndarray | None = None,
+    data_source: str = "",
+) -> dict[str, Any]:
+    """Every check of `candidate` against `reference`; returns the validation dict.
+
+    Keys: samples, data_source, outputs {name: max_abs_error, max_rel_error, atol, passed},
+    top1_agreement, min_top1_agreement, accuracy_reference, accuracy_candidate, accuracy_drop,
+    checks [{name, passed, detail}], passed.
+    """
+    checks: list[dict[str, Any]] = []
+    outputs: dict[str, dict[str, Any]] = {}
+    missing = sorted(set(reference) - set(candidate))
+    if missing:
+        checks.append(_check("outputs present", False, f"missing {', '.join(missing)}"))
+    for name in sorted(set(reference) & set(candidate)):
+        outputs[name] = _compare_output(name, reference[name], candidate[name], tolerance, checks)
+    samples = len(next(iter(reference.values()))) if reference else 0
+    result: dict[str, Any] = {
+        "samples": samples,
+        "data_source": data_source,
+        "outputs": outputs,
+        "top1_agreement": None,
+        "min_top1_agreement": tolerance.min_top1_agreement,
+        "accuracy_reference": None,
+        "accuracy_candidate": None,
+        "accuracy_drop": None,
+        "max_accuracy_drop": tolerance.max_accuracy_drop,
+    }
+    scores = classification_output(reference)
+    if scores is not None and scores in candidate and outputs[scores]["shape_matches"]:
+        _classification_checks(result, reference[scores], candidate[scores], labels, checks)
+    result["checks"] = checks
+    result["passed"] = bool(checks) and all(check["passed"] for check in checks)
+    return result
+
+
+def _compare_output(
+    name: str,
+    want: np.ndarray,
+    got: np.ndarray,
+    tolerance: Tolerance,
+    checks: list[dict[str, Any]],
+) -> dict[str, Any]:
+    if want.shape != got.shape:
+        checks.append(_check(f"{name} shape", False, f"expected {want.shape}, found {got.shape}"))
+        return {
+            "max_abs_error": None,
+            "max_rel_error": None,
+            "atol": tolerance.atol,
+            "passed": False,
+            "shape_matches": False,
+        }
+    want64, got64 = want.astype(np.float64), got.astype(np.float64)
+    finite = bool(np.isfinite(got64).all())
+    diff = np.abs(want64 - got64)
+    max_abs = float(diff.max()) if diff.size else 0.0
+    max_rel = float((diff / np.maximum(np.abs(want64), REL_FLOOR)).max()) if diff.size else 0.0
+    passed = finite and (tolerance.atol is None or max_abs <= tolerance.atol)
+    bound = "reported only" if tolerance.atol is None else f"atol {tolerance.atol:g}"
+    detail = f"max abs error {max_abs:.3g} ({bound}), max rel error {max_rel:.3g}"
+    if not finite:
+        detail += ", NaN/Inf in the converted output"
+    checks.append(_check(f"{name} values", passed, detail))
+    return {
+        "max_abs_error": max_abs,
+        "max_rel_error": max_rel,
+        "atol": tolerance.atol,
+        "passed": passed,
+        "shape_matches": True,
+    }
+
+
+def _classification_checks(
+    result: dict[str, Any],
+    want: np.ndarray,
+    got: np.ndarray,
+    labels: np.ndarray | None,
+    checks: list[dict[str, Any]],
+) -> None:
+    want_top1, got_top1 = want.argmax(axis=1), got.argmax(axis=1)
+    agreement = float((want_top1 == got_top1).mean())
+    minimum = result["min_top1_agreement"]
+    result["top1_agreement"] = agreement
+    checks.append(
+        _check("top-1 agreement", agreement >= minimum, f"{agreement:.4f} (minimum {minimum:g})")
+    )
+    if labels is None or len(labels) != len(want):
+        return
+    reference_accuracy = float((want_top1 == labels).mean())
+    candidate_accuracy = float((got_top1 == labels).mean())
+    drop = reference_accuracy - candidate_accuracy
+    result.update(
+        accuracy_reference=reference_accuracy,
+        accuracy_candidate=candidate_accuracy,
+        accuracy_drop=drop,
+    )
+    limit = result["max_accuracy_drop"]
+    checks.append(
+        _check(
+            "accuracy drop",
+            drop <= limit,
+            f"{reference_accuracy:.4f} -> {candidate_accuracy:.4f} (drop {drop:+.4f}, "
+            f"maximum {limit:g})",
+        )
+    )
+
+
+def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
+    return {"name": name, "passed": bool(passed), "detail": detail}
+
+
+def raise_if_failed(validation: dict[str, Any], what: str) -> None:
+    """Raise one AccuracyError listing every failed check of `validation` (exit 4)."""
+    if validation["passed"]:
+        return
+    failed = "; ".join(
+        f"{c['name']}: {c['detail']}" for c in validation["checks"] if not c["passed"]
+    )
+    raise AccuracyError(f"{what} is outside tolerance: {failed or 'no checks ran'}.")
+
+
+def validate_runners(
+    reference: Runner,
+    candidate: Runner,
+    data: ArraySet,
+    precision: str,
+    atol_override: float | None = None,
+    reference_outputs: Outputs | None = None,
+) -> dict[str, Any]:
+    """Run both runners on `data` (the reference only if its outputs are not given) and compare."""
+    tolerance = tolerance_for(precision, atol_override)
+    if reference_outputs is None:
+        reference_outputs = run_batched(reference, data)
+    candidate_outputs = run_batched(candidate, data)
+    result = compare(reference_outputs, candidate_outputs, tolerance, data.labels, data.source)
+    result["precision"] = precision
+    log.info(
+        "validation on %d samples of %s: %s",
+        result["samples"],
+        data.source,
+        "passed" if result["passed"] else "FAILED",
+    )
+    return result
+
+
+def validate(
+    artifact: Path,
+    reference: Path | None = None,
+    data: str | None = None,
+    samples: int | None = None,
+    tolerance: float | None = None,
+) -> dict[str, Any]:
+    """Validate a trtconv artifact against its source SavedModel (or `reference`).
+
+    `data` defaults to the calibration source recorded in the manifest, then the model card's
+    training data, then `random`; the held-out part is used. Returns the validation dict plus
+    `artifact`, `reference`, `backend`, `precision`; raises InputError for a bad artifact.
+    """
+    from trtconv.backends.base import open_runner
+    from trtconv.backends.tf_native import SavedModelRunner
+    from trtconv.calib.readers import VALIDATION, read_model_data
+    from trtconv.manifest import read_manifest
+    from trtconv.savedmodel import check_saved_model_dir
+
+    artifact = Path(artifact)
+    manifest = read_manifest(artifact)
+    reference_path = check_saved_model_dir(Path(reference or manifest.source_model["path"]))
+    spec = data or default_data_spec(reference_path, manifest.calibration)
+    native = SavedModelRunner(reference_path)
+    native.activate()
+    held_out = read_model_data(
+        spec,
+        native.signature,
+        role=VALIDATION,
+        samples=samples or DEFAULT_VALIDATE_SAMPLES,
+        saved_model=reference_path,
+    )
+    result = validate_runners(
+        native, open_runner(artifact), held_out, manifest.precision, tolerance
+    )
+    return {
+        "schema_version": 1,
+        "artifact": str(artifact),
+        "reference": str(reference_path),
+        "backend": manifest.backend,
+        "precision": manifest.precision,
+        **result,
+    }
+
+
+def default_data_spec(saved_model: Path, calibration: dict[str, Any] | None = None) -> str:
+    """Validation data when none is named: calibration source, model-card data, else random."""
+    from trtconv.savedmodel import read_model_card
+
+    if calibration and calibration.get("source") and calibration["source"] != "random":
+        return str(calibration["source"])
+    card = read_model_card(saved_model)
+    source = (card or {}).get("data", {}).get("source")
+    if source:
+        return str(source)
+    log.warning("no data named and no model card: validating on random inputs")
+    return "random"
