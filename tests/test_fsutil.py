@@ -71,3 +71,14 @@ def test_sha256_of_directory_depends_on_names_and_contents(tmp_path: Path) -> No
     assert sha256_path(first) != digest
     (first / "x.bin").rename(first / "y.bin")
     assert sha256_path(first) != digest
+
+
+def test_atomic_output_is_readable_by_others(tmp_path: Path) -> None:
+    import os
+
+    output = tmp_path / "artifact"
+    with atomic_directory(output):
+        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    assert output.stat().st_mode & 0o777 == 0o777 & ~umask

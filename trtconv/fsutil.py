@@ -32,6 +32,10 @@ def atomic_directory(output: Path, force: bool = False) -> Iterator[Path]:
     check_output_free(output, force)
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{PARTIAL_PREFIX}{output.name}-", dir=output.parent))
+    # mkdtemp creates the directory owner-only (0700); artifacts get the umask's usual mode.
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)
     try:
         yield staging
         if output.exists():

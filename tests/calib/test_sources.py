@@ -108,3 +108,10 @@ def test_load_source_dispatch_errors(tmp_path: Path) -> None:
         load_source(str(tmp_path / "missing.npz"))
     with pytest.raises(UsageError, match="needs an image size"):
         load_source(str(tmp_path))
+
+
+def test_empty_npz_file_is_one_sentence(tmp_path: Path) -> None:
+    path = tmp_path / "empty.npz"
+    path.write_bytes(b"")
+    with pytest.raises(InputError, match=r"empty\.npz is not a readable \.npz archive"):
+        load_npz(path)

@@ -108,7 +108,7 @@ def _load_part(
         return load_digits("train" if role == CALIBRATION else "test")
     path = Path(spec)
     if path.suffix == ".npz":
-        data = _read_npz(path)
+        data = load_npz(path)
     elif path.is_dir():
         prep = image_preprocessing(signature, saved_model, scale, offset)
         data = load_image_folder(path, prep.image_size, prep.channels, prep.scale, prep.offset)
@@ -122,17 +122,6 @@ def _load_part(
             f"Data source {path} is a {path.suffix or 'file'}; expected .npz or a folder."
         )
     return holdout_split(data)[0 if role == CALIBRATION else 1]
-
-
-def _read_npz(path: Path) -> ArraySet:
-    # np.load raises EOFError (not caught by load_npz) on an empty or truncated file.
-    try:
-        return load_npz(path)
-    except EOFError as exc:
-        size = path.stat().st_size
-        raise InputError(
-            f"Data file {path} is not a readable .npz archive (empty or truncated: {size} bytes)."
-        ) from exc
 
 
 def holdout_split(data: ArraySet) -> tuple[ArraySet, ArraySet]:

@@ -89,6 +89,11 @@ def load_npz(path: Path) -> ArraySet:
     try:
         with np.load(path, allow_pickle=False) as archive:
             arrays = {key: archive[key] for key in archive.files}
+    except EOFError as exc:  # an empty or truncated file
+        size = path.stat().st_size
+        raise InputError(
+            f"Data file {path} is not a readable .npz archive (empty or truncated: {size} bytes)."
+        ) from exc
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise InputError(f"Data file {path} is not a readable .npz archive ({exc}).") from exc
     labels = arrays.pop("y", None)
