@@ -1,0 +1,209 @@
+"""The release config: every mistake is a UsageError naming its key path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trtconv.errors import UsageError
+from trtconv.release.config import ReleaseConfig, load_config
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "release-digits.toml"
+
+
+@pytest.fixture()
+def saved_model(tmp_path: Path) -> Path:
+    """A directory that passes the cheap SavedModel check (config loading never loads TF)."""
+    model = tmp_path / "model" / "saved_model"
+    model.mkdir(parents=True)
+    (model / "saved_model.pb").write_bytes(b"")
+    return model
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "release.toml"
+    path.write_text(text)
+    return path
+
+
+def good(saved_model: Path, extra: str = "") -> str:
+    return f"""
+[model]
+path = "{saved_model}"
+
+[[targets]]
+backend = "ort"
+precision = "int8"
+
+[[targets]]
+backend = "tftrt"
+precision = "fp16"
+
+[calibration]
+data = "digits"
+method = "minmax"
+samples = 64
+
+[bench]
+batch_sizes = [1, 8, 32]
+iterations = 20
+{extra}
+"""
+
+
+def test_full_config_is_read(tmp_path: Path, saved_model: Path) -> None:
+    config = load_config(
+        write(tmp_path, good(saved_model, "[gates]\nmin_speedup = 1.5\nmax_accuracy_drop = 0.01"))
+    )
+    assert config.model.path == saved_model
+    assert [t.id for t in config.targets] == ["ort-int8", "tftrt-fp16"]
+    assert config.calibration.method == "minmax"
+    assert config.calibration.samples == 64
+    assert config.bench.batch_sizes == (1, 8, 32)
+    assert config.gates.min_speedup == 1.5
+    assert config.gates.gate_batch_size == 32  # default: the largest bench batch size
+    assert config.train is None
+    echo = config.to_dict()
+    assert echo["targets"][0] == {
+        "backend": "ort",
+        "precision": "int8",
+        "tolerance": None,
+        "id": "ort-int8",
+    }
+    assert echo["model"]["path"] == str(saved_model)
+
+
+def test_committed_example_is_valid(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(EXAMPLE.parents[1])
+    config = load_config(EXAMPLE)
+    assert isinstance(config, ReleaseConfig)
+    assert config.model.zoo == "digits-cnn"
+    assert config.train is not None
+
+
+BAD_VALUES = [
+    ("[bench2]\nx = 1", "bench2: unknown key"),
+    ("[gates]\nmin_speedp = 2.0", 'gates.min_speedp: unknown key (did you mean "min_speedup"?'),
+    (
+        '[gates]\nmin_speedup = "fast"',
+        'gates.min_speedup: expected a positive number, found "fast"',
+    ),
+    (
+        "[gates]\nmin_top1_agreement = 1.5",
+        "gates.min_top1_agreement: expected a number between 0 and 1, found 1.5",
+    ),
+    (
+        "[gates]\nmax_latency_ms_p99 = true",
+        "gates.max_latency_ms_p99: expected a positive number, found true",
+    ),
+    (
+        "[gates]\ngate_batch_size = 4",
+        "gates.gate_batch_size: 4 is not one of bench.batch_sizes (1, 8, 32)",
+    ),
+    ('[eval]\ndata = "missing.npz"', "eval.data: data source missing.npz does not exist"),
+]
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_VALUES)
+def test_bad_values_name_the_key(
+    tmp_path: Path, saved_model: Path, extra: str, message: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        load_config(write(tmp_path, good(saved_model, extra)))
+    assert message in str(caught.value)
+    assert caught.value.exit_code == 2
+
+
+def test_wrong_type_in_a_list_names_the_index(tmp_path: Path, saved_model: Path) -> None:
+    text = good(saved_model).replace("batch_sizes = [1, 8, 32]", 'batch_sizes = [1, "8"]')
+    expected = r'^bench\.batch_sizes\[1\]: expected a positive integer, found "8"\.$'
+    with pytest.raises(UsageError, match=expected):
+        load_config(write(tmp_path, text))
+
+
+def test_unknown_key_in_a_target(tmp_path: Path, saved_model: Path) -> None:
+    text = good(saved_model).replace('precision = "fp16"', 'precision = "fp16"\nbakend = "x"')
+    with pytest.raises(UsageError, match=r"^targets\[1\]\.bakend: unknown key"):
+        load_config(write(tmp_path, text))
+
+
+def test_bad_choice_lists_the_options(tmp_path: Path, saved_model: Path) -> None:
+    text = good(saved_model).replace('precision = "int8"', 'precision = "int4"')
+    with pytest.raises(UsageError, match=r'^targets\[0\]\.precision: expected one of "fp32"'):
+        load_config(write(tmp_path, text))
+
+
+def test_missing_model(tmp_path: Path) -> None:
+    text = '[[targets]]\nbackend = "ort"\nprecision = "fp32"\n'
+    with pytest.raises(UsageError, match=r"^model: missing"):
+        load_config(write(tmp_path, text))
+
+
+def test_model_path_that_does_not_exist(tmp_path: Path, saved_model: Path) -> None:
+    text = good(saved_model).replace(str(saved_model), str(tmp_path / "nowhere"))
+    with pytest.raises(UsageError, match=r"^model\.path: SavedModel .*nowhere does not exist"):
+        load_config(write(tmp_path, text))
+
+
+def test_model_needs_exactly_one_source(tmp_path: Path, saved_model: Path) -> None:
+    text = good(saved_model).replace("[model]", '[model]\nzoo = "digits-cnn"')
+    with pytest.raises(UsageError, match=r"^model: give exactly one"):
+        load_config(write(tmp_path, text))
+
+
+def test_train_table_needs_a_zoo_model(tmp_path: Path, saved_model: Path) -> None:
+    with pytest.raises(UsageError, match=r"^train: only allowed with model\.zoo"):
+        load_config(write(tmp_path, good(saved_model, "[train]\nepochs = 2")))
+
+
+def test_zoo_model_with_train_table(tmp_path: Path) -> None:
+    text = """
+[model]
+zoo = "digits-cnn"
+[train]
+epochs = 3
+amp = false
+[[targets]]
+backend = "auto"
+precision = "fp32"
+"""
+    config = load_config(write(tmp_path, text))
+    assert config.train is not None and config.train.epochs == 3 and config.train.amp is False
+    assert config.gates.gate_batch_size == 8
+
+
+def test_unknown_zoo_model(tmp_path: Path) -> None:
+    text = '[model]\nzoo = "alexnet"\n[[targets]]\nbackend = "ort"\nprecision = "fp32"\n'
+    with pytest.raises(UsageError, match=r'^model\.zoo: expected one of .*found "alexnet"'):
+        load_config(write(tmp_path, text))
+
+
+def test_int8_needs_calibration_data(tmp_path: Path, saved_model: Path) -> None:
+    text = good(saved_model).replace('data = "digits"\n', "")
+    with pytest.raises(UsageError, match=r"^calibration\.data: required by targets\[0\]"):
+        load_config(write(tmp_path, text))
+
+
+def test_duplicate_targets(tmp_path: Path, saved_model: Path) -> None:
+    text = good(saved_model).replace('"tftrt"', '"ort"').replace('"fp16"', '"int8"')
+    with pytest.raises(UsageError, match=r"^targets\[1\]: duplicates targets\[0\]"):
+        load_config(write(tmp_path, text))
+
+
+def test_no_targets(tmp_path: Path, saved_model: Path) -> None:
+    with pytest.raises(UsageError, match=r"^targets: missing"):
+        load_config(write(tmp_path, f'[model]\npath = "{saved_model}"\n'))
+
+
+def test_iterations_and_duration_exclude_each_other(tmp_path: Path, saved_model: Path) -> None:
+    text = good(saved_model).replace("iterations = 20", "iterations = 20\nduration_s = 2")
+    with pytest.raises(UsageError, match=r"^bench: give iterations or duration_s, not both"):
+        load_config(write(tmp_path, text))
+
+
+def test_invalid_toml_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="is not valid TOML"):
+        load_config(write(tmp_path, "[model\npath = 1"))
+    with pytest.raises(UsageError, match="does not exist"):
+        load_config(tmp_path / "absent.toml")

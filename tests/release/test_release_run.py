@@ -1,0 +1,359 @@
+"""`trtconv release` end to end on the real digits-cnn: convert, validate, bench, gates, resume.
+
+Each release runs in its own `python -m trtconv` process, as a CI job would run it; bench
+iterations are tiny so the whole file runs in a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from trtconv import api
+from trtconv.errors import UsageError
+from trtconv.fsutil import sha256_path
+from trtconv.release.schema import release_schema
+
+LENIENT_GATES = {
+    "max_accuracy_drop": 0.05,
+    "min_top1_agreement": 0.9,
+    "min_speedup": 0.01,
+    "max_latency_ms_p99": 10000.0,
+}
+
+
+def config_text(model: str, targets: list[tuple[str, str]], gates: dict[str, float]) -> str:
+    """A release config on digits with tiny bench settings."""
+    lines = ["[model]", f'path = "{model}"', ""]
+    for backend, precision in targets:
+        lines += ["[[targets]]", f'backend = "{backend}"', f'precision = "{precision}"', ""]
+    lines += [
+        "[calibration]",
+        'data = "digits"',
+        "samples = 128",
+        "",
+        "[eval]",
+        'data = "digits"',
+        "samples = 200",
+        "",
+        "[bench]",
+        "batch_sizes = [1, 8]",
+        "iterations = 20",
+        "warmup = 3",
+        "",
+        "[gates]",
+        *(f"{key} = {value}" for key, value in gates.items()),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def run_release(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trtconv", "release", *map(str, args), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+@dataclass
+class Release:
+    config: Path
+    directory: Path
+    returncode: int
+    document: dict[str, Any]
+
+
+def release_from(config: Path, directory: Path, *extra: str) -> Release:
+    completed = run_release(config, "--output", directory, *extra)
+    assert completed.stdout, completed.stderr
+    return Release(config, directory, completed.returncode, json.loads(completed.stdout))
+
+
+def target(document: dict[str, Any], target_id: str) -> dict[str, Any]:
+    return next(t for t in document["targets"] if t["id"] == target_id)
+
+
+def at_batch(entry: dict[str, Any], batch_size: int) -> dict[str, Any]:
+    return next(row for row in entry["bench"] if row["batch_size"] == batch_size)
+
+
+@pytest.fixture(scope="module")
+def ort_release(digits_saved_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """A finished release of digits-cnn to ort fp32 and ort int8 with lenient gates."""
+    root = tmp_path_factory.mktemp("ort-release")
+    config = root / "release.toml"
+    targets = [("ort", "fp32"), ("ort", "int8")]
+    config.write_text(config_text(str(digits_saved_model), targets, LENIENT_GATES))
+    return release_from(config, root / "out")
+
+
+@pytest.fixture(scope="module")
+def mixed_release(digits_saved_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """A finished clean release to ort int8 and tftrt fp16 (which cannot convert here)."""
+    root = tmp_path_factory.mktemp("mixed-release")
+    config = root / "release.toml"
+    targets = [("ort", "int8"), ("tftrt", "fp16")]
+    config.write_text(config_text(str(digits_saved_model), targets, LENIENT_GATES))
+    return release_from(config, root / "out")
+
+
+def copy_release(
+    release: Release, destination: Path, gates: dict[str, float], edit: tuple[str, str] = ("", "")
+) -> Path:
+    """Copy a finished release directory; write its config with other gates (and one edit)."""
+    shutil.copytree(release.directory, destination / "out")
+    text = release.config.read_text().split("[gates]")[0].replace(*edit)
+    config = destination / "release.toml"
+    config.write_text(text + "[gates]\n" + "".join(f"{k} = {v}\n" for k, v in gates.items()))
+    return config
+
+
+@pytest.mark.slow
+def test_release_recommends_the_faster_passing_target(ort_release: Release) -> None:
+    document = ort_release.document
+    assert ort_release.returncode == 0, document
+    jsonschema.validate(document, release_schema())
+    assert json.loads((ort_release.directory / "release.json").read_text()) == document
+    speeds = {
+        t["id"]: at_batch(t, 8)["throughput_per_s"] for t in document["targets"] if t["passed"]
+    }
+    assert set(speeds) == {"ort-fp32", "ort-int8"}
+    assert document["recommendation"]["target"] == max(speeds, key=lambda k: speeds[k])
+    assert document["verdict"] == "passed" and document["exit_code"] == 0
+    for entry in document["targets"]:
+        artifact = ort_release.directory / entry["artifact"]
+        assert entry["manifest"]["status"] == "passed"
+        assert entry["artifact_sha256"] == sha256_path(artifact)
+        assert entry["eval"]["accuracy_reference"] > 0.9
+        assert {g["name"] for g in entry["gates"]} == {"validation_passed", *LENIENT_GATES}
+    assert [row["batch_size"] for row in document["native_bench"]] == [1, 8]
+    assert document["steps"] and not document["reused_steps"]
+    for plot in document["plots"]:
+        assert (ort_release.directory / plot).read_bytes().startswith(b"\x89PNG")
+    assert "Verdict: release" in (ort_release.directory / "release.md").read_text()
+    assert "step bench: running" in (ort_release.directory / "release.log").read_text()
+
+
+@pytest.mark.slow
+def test_resume_after_a_finished_run_reuses_every_step(
+    ort_release: Release, tmp_path: Path
+) -> None:
+    # A copy also proves a release directory can move: records hold hashes, not paths.
+    config = copy_release(ort_release, tmp_path, LENIENT_GATES)
+    resumed = release_from(config, tmp_path / "out", "--resume")
+    assert resumed.returncode == 0
+    steps = resumed.document["steps"]
+    assert [s["name"] for s in steps] == [s["name"] for s in ort_release.document["steps"]]
+    assert all(s["reused"] for s in steps)
+    assert resumed.document["reused_steps"] == [s["name"] for s in steps]
+    assert resumed.document["recommendation"] == ort_release.document["recommendation"]
+    jsonschema.validate(resumed.document, release_schema())
+
+
+@pytest.mark.slow
+def test_impossible_gate_exits_4_with_every_measured_value(
+    ort_release: Release, tmp_path: Path
+) -> None:
+    config = copy_release(ort_release, tmp_path, {**LENIENT_GATES, "min_speedup": 1000})
+    progress: list[tuple[int, int, str]] = []
+    # In-process this time: the API returns the exit code the CLI would use.
+    document = api.release(
+        config, tmp_path / "out", resume=True, progress=lambda *event: progress.append(event)
+    )
+    assert document["exit_code"] == 4
+    assert progress == [(len(document["steps"]),) * 2 + ("done",)]  # nothing ran, all reused
+    assert document["recommendation"] is None and document["verdict"] == "failed"
+    assert "no target passed every gate" in document["recommendation_reason"]
+    for entry in document["targets"]:
+        gates = {g["name"]: g for g in entry["gates"]}
+        assert set(gates) == {"validation_passed", *LENIENT_GATES}
+        assert all(g["measured"] is not None for g in gates.values())
+        speedup = gates["min_speedup"]
+        assert speedup["threshold"] == 1000 and speedup["passed"] is False
+        assert speedup["measured"] == at_batch(entry, 8)["speedup_vs_baseline"]
+        assert entry["passed"] is False
+    assert "no artifact recommended" in (tmp_path / "out" / "release.md").read_text()
+    # Gates are judged on recorded measurements: changing one re-runs nothing.
+    assert all(step["reused"] for step in document["steps"])
+    jsonschema.validate(document, release_schema())
+
+
+@pytest.mark.slow
+def test_resume_redoes_only_the_steps_whose_inputs_changed(
+    ort_release: Release, tmp_path: Path
+) -> None:
+    edit = ("samples = 128", "samples = 96")  # calibration samples: only int8 depends on them
+    config = copy_release(ort_release, tmp_path, LENIENT_GATES, edit)
+    resumed = release_from(config, tmp_path / "out", "--resume")
+    assert resumed.returncode == 0
+    steps = {step["name"]: step for step in resumed.document["steps"]}
+    assert set(resumed.document["reused_steps"]) == {"convert-ort-fp32", "eval-ort-fp32"}
+    assert steps["convert-ort-int8"]["reason"] == "inputs changed (calibration)"
+    assert steps["eval-ort-int8"]["reason"] == "inputs changed (artifact_sha256)"
+    assert steps["bench"]["reason"] == "inputs changed (artifacts)"
+    int8 = target(resumed.document, "ort-int8")
+    assert int8["manifest"]["calibration"]["samples"] == 96
+
+
+@pytest.mark.slow
+def test_tftrt_target_is_recorded_as_failed_and_the_release_completes(
+    mixed_release: Release,
+) -> None:
+    document = mixed_release.document
+    assert mixed_release.returncode == 0
+    failed = target(document, "tftrt-fp16")
+    assert failed["status"] == "failed" and failed["passed"] is False
+    assert failed["error"]["type"] == "MissingDependencyError"
+    assert failed["error"]["exit_code"] == 3
+    assert "TensorRT" in failed["error"]["message"]
+    assert failed["artifact"] is None
+    assert not (mixed_release.directory / "artifacts" / "tftrt-fp16").exists()
+    assert document["recommendation"]["target"] == "ort-int8"
+    # Native and the one converted artifact were benched, at both batch sizes.
+    assert len(document["bench"]["results"]) == 4
+    assert len({row["label"] for row in document["bench"]["results"]}) == 2
+    jsonschema.validate(document, release_schema())
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+def test_sigterm_mid_conversion_then_resume_matches_a_clean_run(
+    mixed_release: Release, tmp_path: Path
+) -> None:
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "trtconv", "release", str(mixed_release.config)]
+    process = subprocess.Popen(
+        [*command, "--output", str(output), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Strike while the artifact is half-written: its staging directory exists.
+        staging = output / "artifacts"
+        wait_for(lambda: any(staging.glob(".partial-ort-int8-*")), "the staging directory", 180)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        stdout, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert json.loads(stdout)["error"]["type"] == "Interrupted"
+    # Nothing half-written survives, and nothing unfinished is recorded as done.
+    assert not [p for p in output.rglob("*") if p.name.startswith(".partial-")]
+    assert not (output / "artifacts" / "ort-int8").exists()
+    assert not (output / ".state" / "steps" / "convert-ort-int8.json").exists()
+    assert not (output / "release.json").exists()
+
+    resumed = release_from(mixed_release.config, output, "--resume")
+    clean, document = mixed_release.document, resumed.document
+    assert resumed.returncode == clean_code(clean) == 0
+    assert not document["steps"][0]["reused"] and document["steps"][0]["name"] == "convert-ort-int8"
+    assert document["recommendation"]["target"] == clean["recommendation"]["target"]
+    mine, theirs = target(document, "ort-int8"), target(clean, "ort-int8")
+    assert mine["artifact_sha256"] == sha256_path(output / mine["artifact"])
+    for key in ("source_model", "calibration", "precision", "backend", "status"):
+        assert mine["manifest"][key] == theirs["manifest"][key], key
+    for figures in ("validation", "eval"):
+        for key in ("samples", "top1_agreement", "accuracy_reference", "accuracy_candidate"):
+            assert mine[figures][key] == pytest.approx(theirs[figures][key]), (figures, key)
+    assert target(document, "tftrt-fp16")["error"] == target(clean, "tftrt-fp16")["error"]
+    jsonschema.validate(document, release_schema())
+
+
+def clean_code(document: dict[str, Any]) -> int:
+    return int(document["exit_code"])
+
+
+@pytest.mark.slow
+def test_zoo_model_is_trained_first(tmp_path: Path) -> None:
+    config = tmp_path / "release.toml"
+    config.write_text(
+        '[model]\nzoo = "digits-cnn"\n[train]\nepochs = 1\n'
+        '[[targets]]\nbackend = "tftrt"\nprecision = "fp32"\n'
+        "[bench]\nbatch_sizes = [1]\niterations = 5\nwarmup = 1\n"
+    )
+    release = release_from(config, tmp_path / "out")
+    document = release.document
+    assert release.returncode == 4  # the only target cannot convert here
+    assert document["source_model"]["trained"] is True
+    assert (tmp_path / "out" / "model" / "saved_model" / "saved_model.pb").is_file()
+    assert [s["name"] for s in document["steps"]] == ["train", "convert-tftrt-fp32", "bench"]
+    assert document["recommendation"] is None
+    jsonschema.validate(document, release_schema())
+
+
+BAD_CONFIGS = [
+    ("[gates]\nmin_sped = 2\n", "gates.min_sped: unknown key"),
+    (
+        '[bench]\nbatch_sizes = [1, "8"]\n',
+        'bench.batch_sizes[1]: expected a positive integer, found "8"',
+    ),
+    ('[[targets]]\nbackend = "ort"\nprecision = 8\n', "targets[1].precision: expected one of"),
+    ("[gates]\nmin_speedup = \"2\"\n", 'gates.min_speedup: expected a positive number, found "2"'),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_CONFIGS)
+def test_bad_config_exits_2_naming_the_key(tmp_path: Path, extra: str, message: str) -> None:
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "saved_model.pb").write_bytes(b"")
+    config = tmp_path / "bad.toml"
+    config.write_text(f'[model]\npath = "{model}"\n[[targets]]\nbackend = "ort"\n'
+                      f'precision = "fp32"\n{extra}')  # fmt: skip
+    completed = run_release(config, "--output", tmp_path / "out")
+    assert completed.returncode == 2
+    error = json.loads(completed.stdout)["error"]
+    assert error["type"] == "UsageError" and error["message"].startswith(message)
+    assert message in completed.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_model_exits_2(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('[[targets]]\nbackend = "ort"\nprecision = "fp32"\n')
+    completed = run_release(config)
+    assert completed.returncode == 2
+    assert json.loads(completed.stdout)["error"]["message"].startswith("model: missing")
+
+
+def test_existing_output_needs_resume_or_force(tmp_path: Path) -> None:
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "saved_model.pb").write_bytes(b"")
+    config = tmp_path / "ok.toml"
+    config.write_text(
+        f'[model]\npath = "{model}"\n[[targets]]\nbackend = "ort"\nprecision = "fp32"\n'
+    )
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="already exists; pass --resume"):
+        api.release(config, output=output)
+    with pytest.raises(UsageError, match="is not a release directory"):
+        api.release(config, output=output, force=True)
+    assert (output / "notes.txt").read_text() == "mine"
+    assert os.listdir(output) == ["notes.txt"]

@@ -1,0 +1,141 @@
+"""release.md: the release document for humans (verdict first, then the evidence)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 10**digits else f"{value:.{digits}g}"
+    return str(value)
+
+
+def _row(cells: list[Any]) -> str:
+    return "| " + " | ".join(_fmt(c) for c in cells) + " |"
+
+
+def _verdict(document: dict[str, Any]) -> list[str]:
+    recommendation = document["recommendation"]
+    if recommendation is None:
+        return [f"**Verdict: no artifact recommended** ({document['recommendation_reason']})."]
+    return [
+        f"**Verdict: release `{recommendation['artifact']}`** "
+        f"({recommendation['backend']} {recommendation['precision']}): "
+        f"{recommendation['reason']}, {_fmt(recommendation['speedup_vs_baseline'], 3)}× native, "
+        f"p99 {_fmt(recommendation['latency_ms_p99'], 3)} ms."
+    ]
+
+
+def _targets_table(document: dict[str, Any]) -> list[str]:
+    batch = document["gate_batch_size"]
+    lines = [
+        f"| target | status | top-1 agreement | accuracy drop | throughput/s @{batch} | "
+        f"speedup @{batch} | p99 ms @{batch} | size MB | convert s | gates |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for target in document["targets"]:
+        row: dict[str, Any] = next((r for r in target["bench"] if r["batch_size"] == batch), {})
+        accuracy = target["eval"] or target["validation"] or {}
+        size = target["artifact_size_bytes"]
+        gates = "pass" if target["passed"] else "FAIL"
+        if target["status"] != "converted":
+            gates = "–"
+        lines.append(
+            _row(
+                [
+                    f"`{target['id']}`",
+                    target["status"],
+                    accuracy.get("top1_agreement"),
+                    accuracy.get("accuracy_drop"),
+                    row.get("throughput_per_s"),
+                    row.get("speedup_vs_baseline"),
+                    row.get("latency_ms_p99"),
+                    None if size is None else size / 1e6,
+                    target["conversion_seconds"],
+                    gates,
+                ]
+            )
+        )
+    return lines
+
+
+def _gates_section(document: dict[str, Any]) -> list[str]:
+    lines = [
+        "## Gates",
+        "",
+        "| target | gate | measured | threshold | result |",
+        "|---|---|---|---|---|",
+    ]
+    for target in document["targets"]:
+        if target["status"] != "converted":
+            error = target["error"] or {}
+            lines.append(
+                _row([f"`{target['id']}`", "conversion", error.get("message"), "–", "FAIL"])
+            )
+            continue
+        for gate in target["gates"]:
+            lines.append(
+                _row(
+                    [
+                        f"`{target['id']}`",
+                        gate["name"],
+                        gate["measured"],
+                        f"{gate['comparison']} {_fmt(gate['threshold'])}",
+                        "pass" if gate["passed"] else "FAIL",
+                    ]
+                )
+            )
+    return lines
+
+
+def _steps_section(document: dict[str, Any]) -> list[str]:
+    lines = ["## Steps", "", "| step | reused | seconds | why |", "|---|---|---|---|"]
+    for step in document["steps"]:
+        lines.append(_row([step["name"], step["reused"], step["seconds"], step["reason"]]))
+    lines.append(f"\nTotal: {document['timings']['total_seconds']:.1f} s.")
+    return lines
+
+
+def render_markdown(document: dict[str, Any]) -> str:
+    """The whole release.md."""
+    environment = document["environment"]
+    batch = document["gate_batch_size"]
+    native: dict[str, Any] = next(
+        (r for r in document["native_bench"] if r["batch_size"] == batch), {}
+    )
+    lines = [
+        "# Release report",
+        "",
+        *_verdict(document),
+        "",
+        f"Source model `{document['source_model']['path']}` "
+        f"(sha256 `{document['source_model']['sha256'][:12]}`); native throughput "
+        f"{_fmt(native.get('throughput_per_s'))}/s at batch {document['gate_batch_size']}.",
+        "",
+        "## Targets",
+        "",
+        *_targets_table(document),
+        "",
+        *_gates_section(document),
+        "",
+        *_steps_section(document),
+        "",
+    ]
+    if document["plots"]:
+        lines += ["## Plots", ""] + [f"![{plot}]({plot})" for plot in document["plots"]] + [""]
+    lines += [
+        "## Environment",
+        "",
+        f"- CPU: {environment['cpu']['model']} ({environment['cpu']['logical_cores']} cores)",
+        f"- GPUs: {', '.join(g['name'] for g in environment['gpus']) or 'none'}",
+        f"- Python {environment['python']}, commit {environment['commit'] or 'unknown'}",
+        "- Libraries: "
+        + ", ".join(f"{k} {v}" for k, v in environment["libraries"].items() if v is not None),
+        "",
+    ]
+    return "\n".join(lines)

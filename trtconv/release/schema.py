@@ -1,0 +1,16 @@
+"""The JSON Schema of release.json, shipped as package data beside this module."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+SCHEMA_FILE = "release.schema.json"
+
+
+def release_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) that every release.json validates against."""
+    text = resources.files("trtconv.release").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema

@@ -1,0 +1,90 @@
+"""The verdict: each target's gates from its recorded figures, and the recommendation.
+
+Pure functions over the step results (no I/O), so changing only [gates] re-judges a release
+from its records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtconv.release.config import ReleaseConfig
+from trtconv.release.gates import Candidate, Measures, evaluate_gates, recommend
+
+
+def bench_rows_by_label(bench: dict[str, Any], labels: list[str]) -> dict[str, list[dict]]:
+    """Bench rows per release label; the bench keeps the order models were given in."""
+    models = bench.get("models") or []
+    by_bench_label = {m["label"]: labels[i] for i, m in enumerate(models) if i < len(labels)}
+    rows: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    for row in bench.get("results", []):
+        label = by_bench_label.get(row["label"])
+        if label is not None:
+            rows[label].append(row)
+    return rows
+
+
+def _row_at(rows: list[dict[str, Any]], batch_size: int) -> dict[str, Any]:
+    return next((row for row in rows if row["batch_size"] == batch_size), {})
+
+
+def measures_for(
+    conversion: dict[str, Any], evaluation: dict[str, Any] | None, row: dict[str, Any]
+) -> Measures:
+    """Gate inputs: accuracy from [eval] (else the convert validation), speed from bench."""
+    validation = conversion.get("validation") or {}
+    accuracy = evaluation or validation
+    passed = bool(validation.get("passed")) and (evaluation is None or bool(evaluation["passed"]))
+    return Measures(
+        validation_passed=passed,
+        accuracy_drop=accuracy.get("accuracy_drop"),
+        top1_agreement=accuracy.get("top1_agreement"),
+        speedup_vs_baseline=row.get("speedup_vs_baseline"),
+        latency_ms_p99=row.get("latency_ms_p99"),
+        throughput_per_s=row.get("throughput_per_s"),
+    )
+
+
+def _judge(config: ReleaseConfig, target: dict[str, Any]) -> Candidate | None:
+    """Fill one target's `gates` and `passed`; its candidacy, or None if it did not convert."""
+    if target["status"] != "converted":
+        target["gates"], target["passed"] = [], False
+        return None
+    row = _row_at(target["bench"], config.gates.gate_batch_size)
+    gates = evaluate_gates(config.gates, measures_for(target, target["eval"], row))
+    target["gates"] = [gate.to_dict() for gate in gates]
+    target["passed"] = all(gate.passed for gate in gates)
+    return Candidate(
+        target["id"], target["precision"], row.get("throughput_per_s"), target["passed"]
+    )
+
+
+def judge_targets(
+    config: ReleaseConfig, targets: list[dict[str, Any]]
+) -> tuple[dict[str, Any] | None, str]:
+    """Fill each target's gates; return the recommendation (or None) and why."""
+    batch = config.gates.gate_batch_size
+    candidates = [c for c in (_judge(config, target) for target in targets) if c is not None]
+    passing = sum(c.passed_all_gates for c in candidates)
+    chosen = recommend(candidates)
+    if chosen is None:
+        converted = f"{len(candidates)} of {len(targets)} converted"
+        return None, f"no target passed every gate ({converted}, {passing} passed)"
+    winner = next(t for t in targets if t["id"] == chosen.target)
+    row = _row_at(winner["bench"], batch)
+    reason = (
+        f"fastest of {passing} target(s) passing every gate: "
+        f"{row['throughput_per_s']:.1f}/s at batch {batch}"
+    )
+    recommendation = {
+        "target": winner["id"],
+        "artifact": winner["artifact"],
+        "backend": winner["backend"],
+        "precision": winner["precision"],
+        "batch_size": batch,
+        "throughput_per_s": row.get("throughput_per_s"),
+        "speedup_vs_baseline": row.get("speedup_vs_baseline"),
+        "latency_ms_p99": row.get("latency_ms_p99"),
+        "reason": reason,
+    }
+    return recommendation, reason
