@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from trtconv.cli import train
+from trtconv.cli import bench, convert, doctor, inspect, release, train, validate
 from trtconv.cli._output import emit_error
 
 app = typer.Typer(
@@ -31,7 +31,13 @@ def root(
         raise typer.Exit(0)
 
 
+app.command("doctor")(doctor.doctor_cli)
 app.command("train")(train.train_cli)
+app.command("inspect")(inspect.inspect_cli)
+app.command("convert")(convert.convert_cli)
+app.command("validate")(validate.validate_cli)
+app.command("release")(release.release_cli)
+app.command("bench")(bench.bench_cli)
 
 
 def main(argv: list[str] | None = None) -> None:

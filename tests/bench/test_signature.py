@@ -1,0 +1,57 @@
+"""Reading a SavedModel signature from saved_model.pb without TensorFlow, checked against TF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trtconv.bench.signature import read_signature
+from trtconv.errors import InputError
+
+
+@pytest.fixture(scope="module")
+def two_input_saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SavedModel with a float32 [?, 3, 5] and an int64 [2, ?] input and two outputs."""
+    import tensorflow as tf
+
+    class Model(tf.Module):
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec([None, 3, 5], tf.float32, name="pixels"),
+                tf.TensorSpec([2, None], tf.int64, name="ids"),
+            ]
+        )
+        def serve(self, pixels: tf.Tensor, ids: tf.Tensor) -> dict[str, tf.Tensor]:
+            return {
+                "sum": tf.reduce_sum(pixels, axis=[1, 2]),
+                "mask": tf.cast(ids > 0, tf.bool),
+            }
+
+    path = tmp_path_factory.mktemp("sig") / "saved_model"
+    model = Model()
+    tf.saved_model.save(model, str(path), signatures={"serving_default": model.serve})
+    return path
+
+
+@pytest.mark.slow
+def test_matches_tensorflow(two_input_saved_model: Path) -> None:
+    from trtconv.savedmodel import load_saved_model
+
+    expected = load_saved_model(two_input_saved_model).signature
+    found = read_signature(two_input_saved_model)
+    assert found.inputs == expected.inputs
+    assert found.outputs == expected.outputs
+    assert [s.describe() for s in found.inputs] == ["ids: int64[2,?]", "pixels: float32[?,3,5]"]
+
+
+@pytest.mark.slow
+def test_missing_signature_names_what_exists(two_input_saved_model: Path) -> None:
+    with pytest.raises(InputError, match=r"no 'predict' signature \(found: serving_default\)"):
+        read_signature(two_input_saved_model, key="predict")
+
+
+def test_corrupt_file_is_one_input_error(tmp_path: Path) -> None:
+    (tmp_path / "saved_model.pb").write_bytes(b"\x12\xff\xff\xff\xff\x0fnot a protobuf")
+    with pytest.raises(InputError, match="could not be read"):
+        read_signature(tmp_path)

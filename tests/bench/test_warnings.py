@@ -1,0 +1,43 @@
+"""Which results earn a warning, and how many lines they take."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtconv.bench.harness import collect_warnings
+
+
+def row(label: str, batch: int, cv: float, overhead_percent: float = 0.1, backend: str = "tf",
+        iterations: int = 500) -> dict[str, Any]:  # fmt: skip
+    return {
+        "label": label,
+        "backend": backend,
+        "batch_size": batch,
+        "cv_percent": cv,
+        "harness_overhead_ms": 0.0002,
+        "harness_overhead_percent": overhead_percent,
+        "iterations": iterations,
+    }
+
+
+def test_steady_runs_earn_no_warning() -> None:
+    assert collect_warnings([row("a", 1, 3.0), row("a", 8, 9.9), row("b", 1, 0.5)]) == []
+
+
+def test_one_line_per_unstable_model_naming_each_batch() -> None:
+    warnings = collect_warnings([row("a", 1, 30.0), row("a", 8, 12.0), row("b", 1, 2.0)])
+    assert len(warnings) == 1
+    assert warnings[0].startswith("a: latency is unstable")
+    assert "30% at batch 1, 12% at batch 8" in warnings[0]
+
+
+def test_gpu_backends_use_trtexecs_threshold() -> None:
+    warnings = collect_warnings([row("engine", 1, 2.0, backend="trt"), row("cpu", 1, 2.0)])
+    assert len(warnings) == 1 and warnings[0].startswith("engine:") and "> 1%" in warnings[0]
+
+
+def test_harness_floor_and_short_runs() -> None:
+    warnings = collect_warnings([row("tiny", 1, 1.0, overhead_percent=4.5, iterations=20)])
+    assert len(warnings) == 2
+    assert "4.5% at batch 1 of the p50 latency" in warnings[0]
+    assert "fewer than 100 timed iterations (min 20)" in warnings[1]

@@ -1,0 +1,168 @@
+"""Report writers and plots on a result assembled from known raw samples (no models run)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from trtconv.bench.harness import Settings, collect_warnings, fill_comparisons, model_rows
+from trtconv.bench.models import ModelEntry
+from trtconv.errors import UsageError
+from trtconv.model_io import ModelSignature, TensorSpec
+from trtconv.report.schema import ROW_KEYS, SCHEMA_VERSION, ModelInfo
+from trtconv.report.writers import render_markdown, write_report
+
+SIGNATURE = ModelSignature(
+    inputs=(TensorSpec("image", (None, 8, 8, 1), "float32"),),
+    outputs=(TensorSpec("probabilities", (None, 10), "float32"),),
+)
+LABELS = np.array([0, 1, 2, 3])
+
+
+def entry(label: str, backend: str, precision: str) -> ModelEntry:
+    path = Path(f"/models/{label}")
+    kind = "saved_model" if backend == "tf" else "artifact"
+    return ModelEntry(label, path, kind, backend, precision, path, SIGNATURE)
+
+
+def document(scale: float, pid: int, predictions: list[int] | None) -> dict[str, Any]:
+    """A worker's raw output: latencies proportional to batch size times `scale`."""
+    batches = []
+    for batch_size in (1, 8):
+        latencies = [scale * batch_size * (1 + 0.01 * i) for i in range(50)]
+        batches.append(
+            {
+                "batch_size": batch_size,
+                "latencies_ms": latencies,
+                "wall_ns": int(sum(latencies) * 1e6),
+                "warmup_iterations": 5,
+                "transfer_ms": None,
+            }
+        )
+    return {
+        "pid": pid,
+        "load_ms": 100.0,
+        "first_inference_ms": 150.0,
+        "peak_rss_mb": 300.0,
+        "gpu_memory_mb": None,
+        "harness_overhead_ms": 0.0002,
+        "batches": batches,
+        "predictions": predictions,
+    }
+
+
+def make_result(with_eval: bool = True) -> dict[str, Any]:
+    settings = Settings((1, 8), {"iterations": 5}, {"iterations": 50}, 2, "digits", None)
+    models = [
+        (entry("digits", "tf", "fp32"), document(1.0, 101, [0, 1, 2, 3])),
+        (entry("digits-ort-int8", "ort", "int8"), document(0.25, 102, [0, 1, 2, 0])),
+    ]
+    rows: list[dict[str, Any]] = []
+    infos = []
+    predictions = {}
+    for model, doc in models:
+        rows += model_rows(model, doc, settings)
+        infos.append(
+            ModelInfo(
+                model.label,
+                str(model.path),
+                model.backend,
+                model.precision,
+                False,
+                model.kind,
+                model.label == "digits",
+                worker_pid=doc["pid"],
+            )
+        )
+        predictions[model.label] = doc["predictions"] if with_eval else None
+    fill_comparisons(rows, infos, "digits", predictions, LABELS if with_eval else None)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "baseline": "digits",
+        "baseline_model": "/models/digits",
+        "baseline_reason": "the first SavedModel given",
+        "order": ["digits", "digits-ort-int8"],
+        "models": [info.to_dict() for info in infos],
+        "results": rows,
+        "harness_overhead_ms": 0.0002,
+        "settings": settings.to_dict(),
+        "threads": 2,
+        "warnings": collect_warnings(rows),
+        "environment": {"cpu": {"model": "test cpu", "logical_cores": 2}, "threads": 2},
+    }
+
+
+def test_comparisons_from_known_samples() -> None:
+    result = make_result()
+    rows = {(r["label"], r["batch_size"]): r for r in result["results"]}
+    assert rows["digits", 8]["speedup_vs_baseline"] == pytest.approx(1.0)
+    assert rows["digits-ort-int8", 8]["speedup_vs_baseline"] == pytest.approx(4.0)
+    assert rows["digits-ort-int8", 1]["accuracy"] == pytest.approx(0.75)
+    assert rows["digits-ort-int8", 1]["top1_agreement"] == pytest.approx(0.75)
+    assert rows["digits", 1]["top1_agreement"] == 1.0
+    assert rows["digits", 1]["is_baseline"] and not rows["digits-ort-int8", 1]["is_baseline"]
+    # 50 samples < 100: one warning that p99 is close to the maximum.
+    assert any("fewer than 100" in w for w in result["warnings"])
+
+
+def test_report_directory_holds_every_file(tmp_path: Path) -> None:
+    result = make_result()
+    written = write_report(result, tmp_path / "report")
+    names = sorted(p.name for p in (tmp_path / "report").iterdir())
+    assert names == [
+        "accuracy_vs_speedup.png",
+        "latency_vs_batch.png",
+        "report.md",
+        "results.csv",
+        "results.json",
+        "throughput_vs_batch.png",
+    ]
+    assert json.loads(Path(written["json"]).read_text())["results"] == result["results"]
+    with Path(written["csv"]).open() as handle:
+        reader = csv.DictReader(handle)
+        assert tuple(reader.fieldnames or ()) == ROW_KEYS
+        lines = list(reader)
+    assert [(r["label"], r["batch_size"]) for r in lines] == [
+        ("digits", "1"),
+        ("digits", "8"),
+        ("digits-ort-int8", "1"),
+        ("digits-ort-int8", "8"),
+    ]
+    for png in ("latency_vs_batch", "throughput_vs_batch", "accuracy_vs_speedup"):
+        with Image.open(written[png]) as image:
+            image.verify()
+            assert image.format == "PNG"
+    markdown = Path(written["markdown"]).read_text()
+    assert "Baseline: **digits**" in markdown
+    assert "| digits-ort-int8 | ort int8 | 8 |" in markdown
+    assert "![latency_vs_batch](latency_vs_batch.png)" in markdown
+
+
+def test_no_eval_data_no_accuracy_plot(tmp_path: Path) -> None:
+    write_report(make_result(with_eval=False), tmp_path / "report")
+    assert not (tmp_path / "report" / "accuracy_vs_speedup.png").exists()
+    assert (tmp_path / "report" / "throughput_vs_batch.png").exists()
+
+
+def test_existing_report_is_kept_without_force(tmp_path: Path) -> None:
+    target = tmp_path / "report"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    with pytest.raises(UsageError, match="already exists"):
+        write_report(make_result(), target)
+    assert [p.name for p in target.iterdir()] == ["keep.txt"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partial-")]
+    write_report(make_result(), target, force=True)
+    assert not (target / "keep.txt").exists() and (target / "results.json").is_file()
+
+
+def test_markdown_marks_missing_figures() -> None:
+    markdown = render_markdown(make_result(with_eval=False))
+    assert "| digits * | tf fp32 | 1 |" in markdown
+    assert "| - | - |" in markdown  # accuracy and agreement without eval data

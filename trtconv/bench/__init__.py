@@ -1,0 +1,1 @@
+"""Benchmarking: pure statistics (`stats`), orchestration (`harness`), the per-model `worker`."""

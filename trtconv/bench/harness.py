@@ -1,0 +1,418 @@
+"""Orchestration of `trtconv bench`: one subprocess per model, then statistics and comparisons.
+
+Everything that can be checked without running a model (paths, manifests, signatures, batch
+sizes, data shapes) is checked before the first worker is spawned (see `models` and `inputs`).
+Workers run one after the other, never concurrently, in the order of `plan.models`; their raw
+samples come back as JSON and are summarized here with `trtconv.bench.stats`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trtconv import errors
+from trtconv.bench import stats
+from trtconv.bench.inputs import RANDOM, check_entry_fits, input_map, load_inputs, save_arrays
+from trtconv.bench.models import ModelEntry, Plan, check_batch_sizes, plan_models
+from trtconv.calib.sources import ArraySet
+from trtconv.errors import TrtconvError, UsageError
+from trtconv.report.schema import SCHEMA_VERSION, BenchRow, ModelInfo
+from trtconv.savedmodel import read_model_card
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZES = (1, 8, 32)
+DEFAULT_WARMUP_ITERATIONS = 10
+DEFAULT_DURATION_S = 3.0
+# trtexec's floor: a time-bounded run still makes at least this many timed calls.
+MIN_ITERATIONS = 10
+OVERHEAD_WARN_PERCENT = 2.0
+# Below this many samples the p99 is (nearly) the maximum: say so once.
+FEW_SAMPLES = 100
+GPU_BACKENDS = ("tftrt", "trt")
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class Settings:
+    """How each model is measured; `warmup`/`measure` are worker Budget dicts."""
+
+    batch_sizes: tuple[int, ...]
+    warmup: dict[str, Any]
+    measure: dict[str, Any]
+    threads: int | None
+    data: str
+    eval_data: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `settings` block of the result document."""
+        return {
+            "batch_sizes": list(self.batch_sizes),
+            "warmup_iterations": self.warmup.get("iterations"),
+            "warmup_s": self.warmup.get("seconds"),
+            "iterations": self.measure.get("iterations"),
+            "duration_s": self.measure.get("seconds"),
+            "min_iterations": self.measure.get("min_iterations"),
+            "threads": self.threads,
+            "data": self.data,
+            "eval_data": self.eval_data,
+            "trim_fraction": stats.TRIM_FRACTION,
+            "cv_warn_percent_cpu": stats.CV_WARN_PERCENT_CPU,
+            "cv_warn_percent_gpu": stats.CV_WARN_PERCENT_GPU,
+            "percentile_method": "linear",
+        }
+
+
+# ---------------------------------------------------------------------------- options
+
+
+def parse_batch_sizes(text: str | Sequence[int]) -> tuple[int, ...]:
+    """'1,8,32' -> (1, 8, 32). Raises UsageError for anything but positive integers."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    sizes: list[int] = []
+    for item in items:
+        try:
+            size = int(str(item).strip())
+        except ValueError:
+            raise UsageError(
+                f"Batch size '{item}' is not an integer (e.g. --batch-sizes 1,8,32)."
+            ) from None
+        if size < 1:
+            raise UsageError(f"Batch size {size} is invalid: batch sizes must be at least 1.")
+        if size not in sizes:
+            sizes.append(size)
+    if not sizes:
+        raise UsageError("No batch size given (e.g. --batch-sizes 1,8,32).")
+    return tuple(sizes)
+
+
+def budgets(
+    warmup: int | None, warmup_s: float | None, iterations: int | None, duration: float | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Worker budgets from --warmup/--warmup-s and --iterations/--duration (each pair exclusive)."""
+    if warmup is not None and warmup_s is not None:
+        raise UsageError("Give --warmup (iterations) or --warmup-s (seconds), not both.")
+    if iterations is not None and duration is not None:
+        raise UsageError("Give --iterations or --duration, not both.")
+    for name, value in (
+        ("--warmup", warmup),
+        ("--warmup-s", warmup_s),
+        ("--iterations", iterations),
+        ("--duration", duration),
+    ):
+        timed = name in ("--iterations", "--duration")
+        if value is not None and (value < 0 or (timed and not value)):
+            raise UsageError(f"{name} {value} is invalid: it must be positive.")
+    if warmup_s is not None:
+        warm: dict[str, Any] = {"seconds": warmup_s, "min_iterations": 1}
+    else:
+        warm = {"iterations": DEFAULT_WARMUP_ITERATIONS if warmup is None else warmup}
+    if iterations is not None:
+        measure: dict[str, Any] = {"iterations": iterations}
+    else:
+        seconds = DEFAULT_DURATION_S if duration is None else duration
+        measure = {"seconds": seconds, "min_iterations": MIN_ITERATIONS}
+    return warm, measure
+
+
+# ---------------------------------------------------------------------------- workers
+
+
+def worker_spec(
+    entry: ModelEntry,
+    settings: Settings,
+    data_path: Path,
+    eval_path: Path | None,
+    mapping: dict[str, str],
+) -> dict[str, Any]:
+    """The JSON spec one worker process reads: what to load and how to time it."""
+    return {
+        "label": entry.label,
+        "backend": entry.backend,
+        "payload": str(entry.payload),
+        "xla": entry.xla,
+        "threads": settings.threads,
+        "batch_sizes": list(settings.batch_sizes),
+        "warmup": settings.warmup,
+        "measure": settings.measure,
+        "data": str(data_path),
+        "eval": str(eval_path) if eval_path else None,
+        "input_map": mapping,
+    }
+
+
+def run_worker(spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any]:
+    """Run one model in a fresh Python process; return its JSON document or raise its error."""
+    spec_path = workdir / f"spec-{index}.json"
+    spec_path.write_text(json.dumps(spec))
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    command = [sys.executable, "-m", "trtconv.bench.worker", str(spec_path)]
+    log.debug("running %s", " ".join(command))
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if completed.stderr:
+        log.debug("worker %s stderr:\n%s", spec["label"], completed.stderr)
+    lines = [line for line in completed.stdout.splitlines() if line.strip()]
+    document: dict[str, Any] | None = None
+    if lines:
+        try:
+            document = json.loads(lines[-1])
+        except json.JSONDecodeError:
+            document = None
+    if document is None:
+        tail = completed.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise TrtconvError(
+            f"The benchmark worker for {spec['label']} exited with code {completed.returncode} "
+            f"and no result (last message: {tail[0][:200]})."
+        )
+    if "error" in document:
+        error = document["error"]
+        cls = getattr(errors, error.get("type", ""), None)
+        if not (isinstance(cls, type) and issubclass(cls, TrtconvError)):
+            cls = TrtconvError
+        raise cls(f"Benchmark of {spec['label']} failed: {error.get('message')}")
+    return document
+
+
+# ---------------------------------------------------------------------------- results
+
+
+def model_rows(
+    entry: ModelEntry, document: dict[str, Any], settings: Settings
+) -> list[dict[str, Any]]:
+    """One flat row per batch size from a worker's raw samples (speedups filled in later)."""
+    rows = []
+    overhead = float(document["harness_overhead_ms"])
+    for measured in document["batches"]:
+        summary = stats.summarize(measured["latencies_ms"])
+        batch_size = int(measured["batch_size"])
+        transfers = measured.get("transfer_ms")
+        row = BenchRow(
+            model=str(entry.path),
+            label=entry.label,
+            backend=entry.backend,
+            precision=entry.precision,
+            xla=entry.xla,
+            is_baseline=False,
+            batch_size=batch_size,
+            warmup_iterations=int(measured["warmup_iterations"]),
+            timed_s=measured["wall_ns"] / 1e9,
+            **summary.to_dict(),  # iterations, cv_percent, latency_ms_{min,...,max,std}
+            throughput_per_s=stats.throughput_per_s(
+                batch_size, summary.count, int(measured["wall_ns"])
+            ),
+            speedup_vs_baseline=None,
+            transfer_ms_mean=float(np.mean(transfers)) if transfers else None,
+            first_inference_ms=float(document["first_inference_ms"]),
+            load_ms=float(document["load_ms"]),
+            peak_rss_mb=float(document["peak_rss_mb"]),
+            gpu_memory_mb=document.get("gpu_memory_mb"),
+            accuracy=None,
+            top1_agreement=None,
+            harness_overhead_ms=overhead,
+            harness_overhead_percent=overhead / summary.p50 * 100 if summary.p50 > 0 else 0.0,
+            worker_pid=int(document["pid"]),
+            threads=settings.threads,
+        )
+        rows.append(row.to_dict())
+    return rows
+
+
+def fill_comparisons(
+    rows: list[dict[str, Any]],
+    infos: list[ModelInfo],
+    baseline: str,
+    predictions: dict[str, list[int] | None],
+    labels: np.ndarray | None,
+) -> None:
+    """Speedup vs the baseline per batch size; accuracy and top-1 agreement per model."""
+    base_throughput = {
+        r["batch_size"]: r["throughput_per_s"] for r in rows if r["label"] == baseline
+    }
+    reference = predictions.get(baseline)
+    for info in infos:
+        preds = predictions.get(info.label)
+        if preds is None:
+            continue
+        info.eval_samples = len(preds)
+        if labels is not None:
+            info.accuracy = stats.accuracy(preds, labels)
+        if reference is not None:
+            info.top1_agreement = stats.agreement(preds, reference)
+    by_label = {info.label: info for info in infos}
+    for row in rows:
+        row["is_baseline"] = row["label"] == baseline
+        row["speedup_vs_baseline"] = stats.speedup(
+            row["throughput_per_s"], base_throughput.get(row["batch_size"])
+        )
+        info = by_label[row["label"]]
+        row["accuracy"], row["top1_agreement"] = info.accuracy, info.top1_agreement
+
+
+def collect_warnings(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per model with unstable timings (CV above the threshold) or figures near the
+    harness floor, and one line when some runs are too short for a meaningful p99."""
+    warnings = []
+    for label in dict.fromkeys(row["label"] for row in rows):
+        mine = [row for row in rows if row["label"] == label]
+        gpu = mine[0]["backend"] in GPU_BACKENDS
+        limit = stats.CV_WARN_PERCENT_GPU if gpu else stats.CV_WARN_PERCENT_CPU
+        unstable = [f"{r['cv_percent']:.0f}% at batch {r['batch_size']}" for r in mine
+                    if r["cv_percent"] > limit]  # fmt: skip
+        if unstable:
+            warnings.append(
+                f"{label}: latency is unstable, coefficient of variation {', '.join(unstable)} "
+                f"(> {limit:g}%): other load on the machine, or too short a run."
+            )
+        floor = [f"{r['harness_overhead_percent']:.1f}% at batch {r['batch_size']}" for r in mine
+                 if r["harness_overhead_percent"] > OVERHEAD_WARN_PERCENT]  # fmt: skip
+        if floor:
+            overhead_us = mine[0]["harness_overhead_ms"] * 1000
+            warnings.append(
+                f"{label}: the harness's own {overhead_us:.1f} µs per call is "
+                f"{', '.join(floor)} of the p50 latency (> {OVERHEAD_WARN_PERCENT:g}%): "
+                "differences of that size are noise."
+            )
+    few = sorted({row["iterations"] for row in rows if row["iterations"] < FEW_SAMPLES})
+    if few:
+        warnings.append(
+            f"Some runs have fewer than {FEW_SAMPLES} timed iterations (min {few[0]}): their p99 "
+            "is close to the maximum; use --duration or more --iterations for tail latencies."
+        )
+    return warnings
+
+
+def measure(
+    plan: Plan,
+    settings: Settings,
+    data: ArraySet,
+    eval_set: ArraySet | None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Run every model's worker in order and assemble the result document (no environment)."""
+    reference = plan.baseline.signature
+    mappings = {entry.label: input_map(reference, entry) for entry in plan.models}
+    for entry in plan.models:
+        check_entry_fits(entry, data, mappings[entry.label])
+    rows: list[dict[str, Any]] = []
+    infos: list[ModelInfo] = []
+    predictions: dict[str, list[int] | None] = {}
+    with tempfile.TemporaryDirectory(prefix="trtconv-bench-") as tmp:
+        workdir = Path(tmp)
+        data_path = save_arrays(workdir / "inputs.npz", data.inputs, None)
+        eval_path = None
+        if eval_set is not None:
+            eval_path = save_arrays(workdir / "eval.npz", eval_set.inputs, None)
+        total = len(plan.models)
+        for index, entry in enumerate(plan.models):
+            if progress:
+                progress(index, total, entry.label)
+            spec = worker_spec(entry, settings, data_path, eval_path, mappings[entry.label])
+            document = run_worker(spec, workdir, index)
+            rows.extend(model_rows(entry, document, settings))
+            predictions[entry.label] = document.get("predictions")
+            infos.append(
+                ModelInfo(
+                    label=entry.label,
+                    model=str(entry.path),
+                    backend=entry.backend,
+                    precision=entry.precision,
+                    xla=entry.xla,
+                    kind=entry.kind,
+                    is_baseline=entry is plan.baseline,
+                    worker_pid=int(document["pid"]),
+                    load_ms=float(document["load_ms"]),
+                    first_inference_ms=float(document["first_inference_ms"]),
+                    peak_rss_mb=float(document["peak_rss_mb"]),
+                    gpu_memory_mb=document.get("gpu_memory_mb"),
+                    harness_overhead_ms=float(document["harness_overhead_ms"]),
+                )
+            )
+        if progress:
+            progress(total, total, "done")
+    labels = eval_set.labels if eval_set is not None else None
+    fill_comparisons(rows, infos, plan.baseline.label, predictions, labels)
+    overheads = [info.harness_overhead_ms for info in infos if info.harness_overhead_ms is not None]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "baseline": plan.baseline.label,
+        "baseline_model": str(plan.baseline.path),
+        "baseline_reason": plan.baseline_reason,
+        "order": [entry.label for entry in plan.models],
+        "models": [info.to_dict() for info in infos],
+        "results": rows,
+        "harness_overhead_ms": float(np.median(overheads)) if overheads else None,
+        "settings": settings.to_dict(),
+        "threads": settings.threads,
+        "warnings": plan.warnings + collect_warnings(rows),
+    }
+
+
+def bench(
+    models: Sequence[Path | str],
+    batch_sizes: str | Sequence[int] = DEFAULT_BATCH_SIZES,
+    warmup: int | None = None,
+    warmup_s: float | None = None,
+    iterations: int | None = None,
+    duration_s: float | None = None,
+    threads: int | None = None,
+    data: str | None = None,
+    eval_data: str | None = None,
+    xla: bool = False,
+    report: Path | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Benchmark models side by side; return the result document (see trtconv.report.schema).
+
+    With `report`, also write results.json, results.csv, report.md and PNG plots there
+    (atomically; an existing non-empty directory needs `force`); the written files are listed
+    under the result's `report` key. Raises UsageError (bad options, missing model path, batch
+    size the model cannot take, existing report) and InputError (not a model, data that does
+    not fit) before any worker starts, and the worker's error type when a model fails.
+    """
+    from trtconv.environment import environment_block
+    from trtconv.fsutil import check_output_free
+
+    sizes = parse_batch_sizes(batch_sizes)
+    warm, timed = budgets(warmup, warmup_s, iterations, duration_s)
+    data = data or RANDOM
+    if report is not None:
+        # An empty directory holds nothing to lose (callers may hand us a fresh staging dir).
+        force = force or (Path(report).is_dir() and not any(Path(report).iterdir()))
+        check_output_free(Path(report), force)
+    if threads is not None and threads < 1:
+        raise UsageError(f"--threads {threads} is invalid: it must be at least 1.")
+    plan = plan_models(models, xla=xla)
+    check_batch_sizes(plan.models, sizes)
+    card = read_model_card(plan.baseline.path) if plan.baseline.kind == "saved_model" else None
+    inputs = load_inputs(data, plan.baseline, max(sizes), card)
+    eval_set = None
+    if eval_data is not None:
+        eval_set = load_inputs(eval_data, plan.baseline, max(sizes), card)
+        if eval_set.labels is None:
+            plan.warnings.append(
+                f"{eval_set.source} has no labels: top-1 agreement only, no accuracy."
+            )
+    settings = Settings(sizes, warm, timed, threads, data, eval_data)
+    result = measure(plan, settings, inputs, eval_set, progress)
+    environment = environment_block()
+    environment["threads"] = threads
+    result["environment"] = environment
+    if report is not None:
+        from trtconv.report.writers import write_report
+
+        result["report"] = write_report(result, Path(report), force=force)
+    return result

@@ -1,0 +1,144 @@
+"""Which models `trtconv bench` measures, in which order, against which baseline.
+
+Resolving reads only manifests and saved_model.pb (no TensorFlow), so every path and signature is
+checked before the first worker starts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trtconv.bench.signature import read_signature
+from trtconv.errors import InputError, UsageError
+from trtconv.manifest import is_artifact_dir, read_manifest
+from trtconv.model_io import ModelSignature
+from trtconv.savedmodel import is_saved_model_dir
+
+
+@dataclass
+class ModelEntry:
+    """One model to measure, resolved before any worker starts."""
+
+    label: str
+    path: Path
+    kind: str  # "saved_model" or "artifact"
+    backend: str
+    precision: str
+    payload: Path
+    signature: ModelSignature
+    xla: bool = False
+    source_model: Path | None = None
+
+
+@dataclass
+class Plan:
+    """Models in measuring order, the baseline and why, and warnings found while planning."""
+
+    models: list[ModelEntry]
+    baseline: ModelEntry
+    baseline_reason: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def _short_name(path: Path) -> str:
+    path = Path(os.path.abspath(path))
+    return path.parent.name if path.name == "saved_model" else path.name
+
+
+def saved_model_entry(path: Path, xla: bool = False) -> ModelEntry:
+    """A native SavedModel (optionally run under XLA), labelled after its directory."""
+    label = _short_name(path) + ("+xla" if xla else "")
+    signature = read_signature(path)
+    return ModelEntry(label, path, "saved_model", "tf", "fp32", path, signature, xla=xla)
+
+
+def artifact_entry(path: Path) -> ModelEntry:
+    """A trtconv artifact: backend, precision, payload and source model from its manifest."""
+    manifest = read_manifest(path)
+    source = manifest.source_model.get("path")
+    return ModelEntry(
+        label=_short_name(path),
+        path=path,
+        kind="artifact",
+        backend=manifest.backend,
+        precision=manifest.precision,
+        payload=path / manifest.payload,
+        signature=manifest.model_signature,
+        source_model=Path(source) if source else None,
+    )
+
+
+def resolve_entry(path: Path) -> ModelEntry:
+    """A SavedModel or artifact entry. Missing path: UsageError; neither kind: InputError."""
+    path = Path(path)
+    if is_artifact_dir(path):
+        return artifact_entry(path)
+    if is_saved_model_dir(path):
+        return saved_model_entry(path)
+    if not path.exists():
+        raise UsageError(f"Model {path} does not exist.")
+    raise InputError(
+        f"{path} is neither a SavedModel (saved_model.pb) nor a trtconv artifact (manifest.json)."
+    )
+
+
+def _unique_labels(models: list[ModelEntry]) -> None:
+    seen: dict[str, int] = {}
+    for entry in models:
+        count = seen.get(entry.label, 0) + 1
+        seen[entry.label] = count
+        if count > 1:
+            entry.label = f"{entry.label}#{count}"
+
+
+def plan_models(paths: Sequence[Path | str], xla: bool = False) -> Plan:
+    """Resolve every model path, choose the baseline and fix the measuring order.
+
+    The baseline is the first SavedModel given; without one, the first artifact's source model
+    (put first and measured too). With --xla each SavedModel is followed by an XLA variant.
+    """
+    if not paths:
+        raise UsageError("Give at least one model (a SavedModel or a trtconv artifact directory).")
+    given = [resolve_entry(Path(p)) for p in paths]
+    warnings: list[str] = []
+    models: list[ModelEntry] = []
+    for entry in given:
+        models.append(entry)
+        if xla and entry.kind == "saved_model":
+            models.append(saved_model_entry(entry.path, xla=True))
+    native = [m for m in models if m.kind == "saved_model" and not m.xla]
+    if native:
+        baseline, reason = native[0], "the first SavedModel given"
+    else:
+        first = models[0]
+        source = first.source_model
+        if source is not None and is_saved_model_dir(source):
+            baseline = saved_model_entry(source)
+            reason = f"the source model of artifact {first.path}"
+            models.insert(0, baseline)
+            if xla:
+                models.insert(1, saved_model_entry(source, xla=True))
+        else:
+            baseline, reason = first, "the first model given (its source model was not found)"
+            warnings.append(
+                f"The source model of {first.path} ({source}) is not a SavedModel here; "
+                f"speedups are relative to {first.path}."
+            )
+    _unique_labels(models)
+    return Plan(models, baseline, reason, warnings)
+
+
+def check_batch_sizes(models: list[ModelEntry], batch_sizes: Sequence[int]) -> None:
+    """Raise UsageError when a model's fixed batch dimension excludes a requested batch size."""
+    for entry in models:
+        for spec in entry.signature.inputs:
+            fixed = spec.shape[0] if spec.shape else None
+            bad = [b for b in batch_sizes if fixed is not None and b != fixed]
+            if bad:
+                raise UsageError(
+                    f"{entry.path} takes batch size {fixed} only (input {spec.describe()}), "
+                    f"asked for {', '.join(map(str, bad))}."
+                )

@@ -1,0 +1,140 @@
+"""Latency statistics as pure functions of an array of samples (after trtexec and TF-TRT).
+
+Definitions (also in BENCHMARKS.md):
+
+- percentiles use linear interpolation between closest ranks (numpy's default method);
+- the trimmed mean drops `TRIM_FRACTION` (10%) of the samples at each end, then averages, like
+  `scipy.stats.trim_mean(x, 0.1)`, which TF-TRT's benchmark runner reports by default;
+- the coefficient of variation is the population standard deviation over the mean, in percent,
+  as trtexec computes it for GPU compute time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+TRIM_FRACTION = 0.1
+PERCENTILES = (50, 90, 95, 99)
+# trtexec warns when GPU compute time varies by more than 1% (kUNSTABLE_PERF_REPORTING_THRESHOLD
+# in samples/common/sampleReporting.cpp): kernels timed with CUDA events are that steady. A CPU
+# call also goes through the Python interpreter, the OS scheduler and frequency scaling, and a
+# sub-millisecond call (digits-cnn) moves by tens of microseconds for those reasons alone; since
+# the standard deviation is dominated by rare stalls, a run disturbed by other load shows tens or
+# hundreds of percent (measured here while the machine was shared). 10% tolerates the CPU's
+# normal jitter and still flags every disturbed run; BENCHMARKS.md records the quiet-machine CVs.
+CV_WARN_PERCENT_CPU = 10.0
+CV_WARN_PERCENT_GPU = 1.0
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Summary of latency samples, all in milliseconds except `cv_percent` and `count`."""
+
+    count: int
+    min: float
+    mean: float
+    trimmed_mean: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    max: float
+    std: float
+    cv_percent: float
+
+    def to_dict(self, prefix: str = "latency_ms_") -> dict[str, Any]:
+        """Flat, unit-suffixed keys: `latency_ms_p99`, ..., plus `cv_percent` and `iterations`."""
+        data = asdict(self)
+        flat: dict[str, Any] = {
+            "iterations": data.pop("count"),
+            "cv_percent": data.pop("cv_percent"),
+        }
+        flat.update({f"{prefix}{key}": value for key, value in data.items()})
+        return flat
+
+
+def as_samples(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """A 1-D float64 array; raises ValueError when it is empty or holds NaN/Inf."""
+    array = np.asarray(values, dtype=np.float64).ravel()
+    if array.size == 0:
+        raise ValueError("no samples")
+    if not np.isfinite(array).all():
+        raise ValueError("samples hold NaN or Inf")
+    return array
+
+
+def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
+    """The q-th percentile (0..100), linear interpolation between closest ranks."""
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} is outside [0, 100]")
+    return float(np.percentile(as_samples(values), q))
+
+
+def trimmed_mean(values: Sequence[float] | np.ndarray, fraction: float = TRIM_FRACTION) -> float:
+    """Mean after dropping int(fraction * n) of the sorted samples at each end."""
+    if not 0 <= fraction < 0.5:
+        raise ValueError(f"trim fraction {fraction} is outside [0, 0.5)")
+    array = np.sort(as_samples(values))
+    cut = int(fraction * array.size)
+    return float(array[cut : array.size - cut].mean())
+
+
+def coefficient_of_variation(values: Sequence[float] | np.ndarray) -> float:
+    """Population standard deviation over the mean, in percent (0 for constant samples)."""
+    array = as_samples(values)
+    mean = float(array.mean())
+    if mean == 0:
+        return 0.0
+    return float(array.std() / mean * 100.0)
+
+
+def summarize(latencies_ms: Sequence[float] | np.ndarray) -> LatencyStats:
+    """All the latency statistics trtconv reports for one model and batch size."""
+    array = as_samples(latencies_ms)
+    p50, p90, p95, p99 = (float(v) for v in np.percentile(array, PERCENTILES))
+    return LatencyStats(
+        count=int(array.size),
+        min=float(array.min()),
+        mean=float(array.mean()),
+        trimmed_mean=trimmed_mean(array),
+        p50=p50,
+        p90=p90,
+        p95=p95,
+        p99=p99,
+        max=float(array.max()),
+        std=float(array.std()),
+        cv_percent=coefficient_of_variation(array),
+    )
+
+
+def throughput_per_s(batch_size: int, iterations: int, wall_ns: int) -> float:
+    """Samples per second over the timed loop's wall time (trtexec: queries / total walltime)."""
+    if wall_ns <= 0:
+        raise ValueError("wall time must be positive")
+    return batch_size * iterations / (wall_ns / 1e9)
+
+
+def speedup(throughput: float, baseline_throughput: float | None) -> float | None:
+    """Throughput relative to the baseline's at the same batch size; None without a baseline."""
+    if baseline_throughput is None or baseline_throughput <= 0:
+        return None
+    return throughput / baseline_throughput
+
+
+def accuracy(predictions: Sequence[int] | np.ndarray, labels: Sequence[int] | np.ndarray) -> float:
+    """Fraction of top-1 predictions equal to the labels."""
+    pred, true = np.asarray(predictions), np.asarray(labels)
+    if pred.shape != true.shape or pred.size == 0:
+        raise ValueError(f"{pred.size} predictions for {true.size} labels")
+    return float((pred == true).mean())
+
+
+def agreement(
+    predictions: Sequence[int] | np.ndarray, reference: Sequence[int] | np.ndarray
+) -> float:
+    """Fraction of top-1 predictions equal to the reference model's (top-1 agreement)."""
+    return accuracy(predictions, reference)

@@ -1,0 +1,122 @@
+"""`trtconv bench`: native and converted models side by side, one table, same inputs and harness."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trtconv.cli._output import run_command, stderr_console
+
+Progress = Callable[[int, int, str], None]
+
+
+def render_table(result: dict[str, Any], console: Console) -> None:
+    """One rich table (models × batch sizes) on stdout; the baseline and overhead under it."""
+    from trtconv.report.writers import table_headers, table_rows
+
+    if not console.is_terminal:
+        # Piped output defaults to 80 columns, which would fold every cell: give the table room.
+        console = Console(file=console.file, width=max(console.width, 132))
+    table = Table(
+        title="trtconv bench",
+        caption=(
+            f"* baseline: {result['baseline']} ({result['baseline_model']}), "
+            f"{result['baseline_reason']}"
+        ),
+    )
+    for index, header in enumerate(table_headers(compact=True)):
+        table.add_column(header, justify="left" if index < 2 else "right")
+    previous = None
+    for cells, row in zip(table_rows(result, compact=True), result["results"], strict=True):
+        if previous is not None and row["label"] != previous:
+            table.add_section()
+        previous = row["label"]
+        table.add_row(*cells)
+    console.print(table)
+    overhead = result.get("harness_overhead_ms")
+    order = " → ".join(result["order"])
+    console.print(f"Measured in this order, one process each: {order}")
+    if overhead is not None:
+        console.print(f"Harness overhead per call: {overhead * 1000:.1f} µs (do-nothing runner)")
+    if "report" in result:
+        console.print(f"Report: {Path(result['report']['markdown']).parent}")
+
+
+def print_warnings(result: dict[str, Any]) -> None:
+    """Warnings go to stderr, in human and JSON mode alike."""
+    console = stderr_console()
+    for warning in result.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def progress_bar() -> Iterator[Progress | None]:
+    """A progress bar on stderr when it is a terminal; nothing otherwise."""
+    console = stderr_console()
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import Progress as Bar
+
+    with Bar(console=console, transient=True) as bar:
+        task = bar.add_task("benchmarking", total=None)
+
+        def update(done: int, total: int, label: str) -> None:
+            step = f" ({done + 1}/{total})" if done < total else ""
+            bar.update(task, completed=done, total=total, description=f"benchmarking {label}{step}")
+
+        yield update
+
+
+def bench_cli(
+    models: list[Path] = typer.Argument(
+        ..., help="SavedModel directories and/or trtconv artifact directories.", show_default=False
+    ),
+    batch_sizes: str = typer.Option("1,8,32", help="Comma-separated batch sizes."),
+    warmup: int = typer.Option(None, help="Warm-up iterations per batch size (default 10)."),
+    warmup_s: float = typer.Option(None, help="Warm-up seconds per batch size instead."),
+    iterations: int = typer.Option(None, help="Timed iterations per batch size."),
+    duration: float = typer.Option(
+        None, help="Timed seconds per batch size instead (default 3, at least 10 iterations)."
+    ),
+    threads: int = typer.Option(None, help="Intra-op threads per model (default: the library's)."),
+    data: str = typer.Option("random", help="digits, PATH.npz, an image folder, or random."),
+    eval_data: str = typer.Option(
+        None, help="Labelled data (digits, PATH.npz with y, image folder): accuracy, agreement."
+    ),
+    xla: bool = typer.Option(False, "--xla", help="Also run each SavedModel compiled with XLA."),
+    report: Path = typer.Option(None, help="Write results.json/csv, report.md and PNGs here."),
+    force: bool = typer.Option(False, help="Replace an existing --report directory."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Benchmark SavedModels and converted artifacts side by side (latency, throughput, speedup)."""
+
+    def work() -> dict[str, Any]:
+        from trtconv import api
+
+        with progress_bar() as progress:
+            result = api.bench(
+                models,
+                batch_sizes=batch_sizes,
+                warmup=warmup,
+                warmup_s=warmup_s,
+                iterations=iterations,
+                duration_s=duration,
+                threads=threads,
+                data=data,
+                eval_data=eval_data,
+                xla=xla,
+                report=report,
+                force=force,
+                progress=progress,
+            )
+        print_warnings(result)
+        return result
+
+    run_command(work, json_mode=json_output, render=render_table)

@@ -1,0 +1,140 @@
+"""PNG plots of a bench result with matplotlib's Agg backend (no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+Result = dict[str, Any]
+DPI = 110
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _series(result: Result, key: str) -> dict[str, tuple[list[int], list[float]]]:
+    """Per model label, in measuring order: batch sizes and the values of `key`."""
+    series: dict[str, tuple[list[int], list[float]]] = {name: ([], []) for name in result["order"]}
+    for row in result["results"]:
+        if row.get(key) is None:
+            continue
+        sizes, values = series[row["label"]]
+        sizes.append(int(row["batch_size"]))
+        values.append(float(row[key]))
+    return {label: data for label, data in series.items() if data[0]}
+
+
+# Above this max/min ratio a linear y axis flattens the fast models onto zero: use a log axis.
+LOG_Y_RATIO = 20.0
+
+
+def _finish(figure: Any, axes: Any, batch_sizes: set[int], values: list[float], path: Path) -> Path:
+    """Batch-size x axis (log2 when several), log y for wide ranges, grid, legend; save, close."""
+    if len(batch_sizes) > 1:
+        axes.set_xscale("log", base=2)
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) > LOG_Y_RATIO:
+        axes.set_yscale("log")
+    axes.set_xticks(sorted(batch_sizes), [str(b) for b in sorted(batch_sizes)])
+    axes.set_xlabel("batch size")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
+    _pyplot().close(figure)
+    return path
+
+
+def plot_latency(result: Result, path: Path) -> Path:
+    """p50 latency vs batch size, one line per model (p99 as a dashed line of the same colour)."""
+    figure, axes = _pyplot().subplots(figsize=(7, 4.5))
+    p99 = _series(result, "latency_ms_p99")
+    batch_sizes: set[int] = set()
+    plotted: list[float] = []
+    for label, (sizes, values) in _series(result, "latency_ms_p50").items():
+        (line,) = axes.plot(sizes, values, marker="o", label=f"{label} p50")
+        tail_sizes, tail_values = p99.get(label, ([], []))
+        axes.plot(tail_sizes, tail_values, linestyle="--", color=line.get_color(), alpha=0.6)
+        batch_sizes.update(sizes)
+        plotted += values + tail_values
+    axes.set_ylabel("latency, ms (solid p50, dashed p99)")
+    axes.set_title("Latency vs batch size")
+    return _finish(figure, axes, batch_sizes, plotted, path)
+
+
+def plot_throughput(result: Result, path: Path) -> Path:
+    """Throughput (samples/s) vs batch size, one line per model; the baseline drawn with squares."""
+    figure, axes = _pyplot().subplots(figsize=(7, 4.5))
+    batch_sizes: set[int] = set()
+    plotted: list[float] = []
+    for label, (sizes, values) in _series(result, "throughput_per_s").items():
+        marker = "s" if label == result["baseline"] else "o"
+        axes.plot(sizes, values, marker=marker, label=label)
+        batch_sizes.update(sizes)
+        plotted += values
+    axes.set_ylabel("throughput, samples/s")
+    axes.set_title("Throughput vs batch size")
+    return _finish(figure, axes, batch_sizes, plotted, path)
+
+
+def plot_accuracy_vs_speedup(result: Result, path: Path) -> Path | None:
+    """Accuracy (or top-1 agreement without labels) vs speedup at the largest batch size."""
+    rows = result["results"]
+    metric = "accuracy" if any(r.get("accuracy") is not None for r in rows) else "top1_agreement"
+    largest = max(int(r["batch_size"]) for r in rows)
+    points = [
+        r
+        for r in rows
+        if int(r["batch_size"]) == largest
+        and r.get(metric) is not None
+        and r.get("speedup_vs_baseline") is not None
+    ]
+    if not points:
+        return None
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    # One colour and a legend entry per model: labels written beside points collide when two
+    # models sit at the same spot (e.g. fp32 next to the baseline at 1.0x, 1.0).
+    for row in points:
+        marker = "s" if row["is_baseline"] else "o"
+        axes.scatter(
+            row["speedup_vs_baseline"], row[metric], marker=marker, s=70, clip_on=False,
+            label=row["label"], zorder=3,
+        )  # fmt: skip
+    values = [float(r[metric]) for r in points]
+    pad = max(0.01, (max(values) - min(values)) * 0.15)
+    # Accuracy and agreement are fractions: the axis stays within [0, 1].
+    axes.set_ylim(max(0.0, min(values) - pad), min(1.0, max(values) + pad))
+    axes.set_xlim(left=0.0, right=max(1.1, max(r["speedup_vs_baseline"] for r in points) * 1.15))
+    axes.axvline(1.0, color="grey", linewidth=0.8, linestyle=":")
+    axes.set_xlabel(f"speedup vs baseline ({result['baseline']}) at batch {largest}")
+    axes.set_ylabel("accuracy" if metric == "accuracy" else "top-1 agreement with baseline")
+    axes.set_title("Accuracy vs speedup")
+    axes.legend(fontsize="small", loc="best")
+    axes.grid(True, alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
+    plt.close(figure)
+    return path
+
+
+def write_plots(result: Result, directory: Path) -> list[Path]:
+    """Write latency_vs_batch.png, throughput_vs_batch.png and accuracy_vs_speedup.png.
+
+    The last only when some model has an accuracy or a top-1 agreement (--eval-data).
+    """
+    directory = Path(directory)
+    written = [
+        plot_latency(result, directory / "latency_vs_batch.png"),
+        plot_throughput(result, directory / "throughput_vs_batch.png"),
+    ]
+    accuracy = plot_accuracy_vs_speedup(result, directory / "accuracy_vs_speedup.png")
+    if accuracy is not None:
+        written.append(accuracy)
+    return written

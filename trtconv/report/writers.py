@@ -1,0 +1,170 @@
+"""Write a bench result document as JSON, CSV and Markdown, and the whole report directory."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trtconv.fsutil import atomic_directory
+from trtconv.report.schema import ROW_KEYS
+
+Result = dict[str, Any]
+
+# Columns of report.md: (header, key, format). The terminal table shows the HUMAN_KEYS subset.
+TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("batch", "batch_size", "{}"),
+    ("p50 ms", "latency_ms_p50", "{:.3f}"),
+    ("p99 ms", "latency_ms_p99", "{:.3f}"),
+    ("mean ms", "latency_ms_trimmed_mean", "{:.3f}"),
+    ("cv %", "cv_percent", "{:.1f}"),
+    ("samples/s", "throughput_per_s", "{:,.0f}"),
+    ("speedup", "speedup_vs_baseline", "{:.2f}×"),
+    ("accuracy", "accuracy", "{:.4f}"),
+    ("agreement", "top1_agreement", "{:.4f}"),
+    ("RSS MB", "peak_rss_mb", "{:.0f}"),
+    ("first ms", "first_inference_ms", "{:.0f}"),
+)
+HUMAN_KEYS = (
+    "batch_size",
+    "latency_ms_p50",
+    "latency_ms_p99",
+    "cv_percent",
+    "throughput_per_s",
+    "speedup_vs_baseline",
+    "accuracy",
+    "top1_agreement",
+    "peak_rss_mb",
+)
+
+
+def format_value(value: Any, pattern: str) -> str:
+    """A table cell: `-` for a missing figure."""
+    if value is None:
+        return "-"
+    return pattern.format(value)
+
+
+def model_cells(row: dict[str, Any]) -> list[str]:
+    """`label` (a `*` on the baseline) and `backend precision`."""
+    star = " *" if row.get("is_baseline") else ""
+    backend = row["backend"] + ("+xla" if row.get("xla") else "")
+    return [f"{row['label']}{star}", f"{backend} {row['precision']}"]
+
+
+def _columns(compact: bool) -> list[tuple[str, str, str]]:
+    return [c for c in TABLE_COLUMNS if not compact or c[1] in HUMAN_KEYS]
+
+
+def table_rows(result: Result, compact: bool = False) -> list[list[str]]:
+    """The table as text cells, models in measuring order, then batch size."""
+    columns = _columns(compact)
+    return [
+        model_cells(row) + [format_value(row.get(key), fmt) for _, key, fmt in columns]
+        for row in result["results"]
+    ]
+
+
+def table_headers(compact: bool = False) -> list[str]:
+    """Column headers matching `table_rows`."""
+    return ["model", "runs as"] + [header for header, _, _ in _columns(compact)]
+
+
+def write_json(result: Result, path: Path) -> Path:
+    """results.json: the whole result document."""
+    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return path
+
+
+def write_csv(result: Result, path: Path) -> Path:
+    """One line per model × batch size with every row key, in schema order."""
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(ROW_KEYS), extrasaction="ignore")
+        writer.writeheader()
+        for row in result["results"]:
+            writer.writerow({key: "" if row.get(key) is None else row[key] for key in ROW_KEYS})
+    return path
+
+
+def _environment_lines(environment: dict[str, Any]) -> list[str]:
+    cpu = environment.get("cpu", {})
+    libraries = environment.get("libraries", {})
+    versions = ", ".join(f"{k} {v}" for k, v in libraries.items() if v)
+    gpus = ", ".join(g["name"] for g in environment.get("gpus", [])) or "none"
+    return [
+        f"- CPU: {cpu.get('model')} ({cpu.get('logical_cores')} logical cores available)",
+        f"- GPU: {gpus}",
+        f"- threads: {environment.get('threads') or 'library default'}",
+        f"- Python {environment.get('python')} on {environment.get('platform')}",
+        f"- libraries: {versions}",
+        f"- commit: {environment.get('commit')}",
+    ]
+
+
+def render_markdown(result: Result, plots: list[str] | None = None) -> str:
+    """report.md: baseline, the table, warnings, how it was measured, environment, plots."""
+    settings = result.get("settings", {})
+    lines = [
+        "# trtconv bench report",
+        "",
+        f"Baseline: **{result['baseline']}** (`{result['baseline_model']}`), "
+        f"{result['baseline_reason']}. Models were measured in this order, each in its own "
+        f"process: {', '.join(result['order'])}.",
+        "",
+        "| " + " | ".join(table_headers()) + " |",
+        "|" + "---|" * len(table_headers()),
+    ]
+    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(result)]
+    overhead = result.get("harness_overhead_ms")
+    lines += [
+        "",
+        "`*` baseline. `mean ms` is the 10% trimmed mean; samples/s is batch × iterations over "
+        "the timed loop's wall time; speedup is throughput over the baseline's at the same batch "
+        "size.",
+        "",
+    ]
+    if overhead is not None:
+        lines += [f"Harness overhead per call (do-nothing runner): {overhead * 1000:.1f} µs.", ""]
+    if result.get("warnings"):
+        lines += ["## Warnings", ""] + [f"- {w}" for w in result["warnings"]] + [""]
+    lines += ["## Settings", ""]
+    lines += [f"- {key}: {value}" for key, value in settings.items()] + [""]
+    lines += ["## Environment", "", *_environment_lines(result.get("environment", {})), ""]
+    if plots:
+        lines += ["## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots] + [""]
+    return "\n".join(lines)
+
+
+def write_markdown(result: Result, path: Path, plots: list[str] | None = None) -> Path:
+    """report.md (see `render_markdown`)."""
+    path.write_text(render_markdown(result, plots))
+    return path
+
+
+def write_report(
+    result: Result,
+    directory: Path,
+    force: bool = False,
+    plotter: Callable[[Result, Path], list[Path]] | None = None,
+) -> dict[str, str]:
+    """Write results.json, results.csv, report.md and the plots into `directory`, atomically.
+
+    Returns the written files by kind (paths inside the final directory). Raises UsageError when
+    `directory` exists and `force` is not set.
+    """
+    if plotter is None:
+        from trtconv.report.plots import write_plots
+
+        plotter = write_plots
+    directory = Path(directory)
+    with atomic_directory(directory, force=force) as staging:
+        pngs = plotter(result, staging)
+        names = [png.name for png in pngs]
+        write_json(result, staging / "results.json")
+        write_csv(result, staging / "results.csv")
+        write_markdown(result, staging / "report.md", names)
+    files = {"json": "results.json", "csv": "results.csv", "markdown": "report.md"}
+    files.update({Path(name).stem: name for name in names})
+    return {kind: str(directory / name) for kind, name in files.items()}
