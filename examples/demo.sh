@@ -1,21 +1,34 @@
 #!/usr/bin/env bash
-# The main job on the built-in digits model. Run through `make demo`.
+# The main job on the built-in digits model (run through `make demo`): train with AMP, convert to
+# FP32 and calibrated INT8, validate against the native SavedModel, bench them side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TRTCONV=.venv/bin/trtconv
 OUT=models/demo
 rm -rf "$OUT"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "doctor: what this machine can convert"
+$TRTCONV doctor --quick
+
+step "train digits-cnn with automatic mixed precision"
 $TRTCONV train --model digits-cnn --output "$OUT/digits"
-echo "SavedModel: $OUT/digits/saved_model"
-# INT8 (explicit Q/DQ, calibrated on the digits train split) with ONNX Runtime on this CPU, then
-# validated again against the native SavedModel on the held-out digits.
-$TRTCONV convert "$OUT/digits/saved_model" --precision int8 --backend ort \
-  --calib-data digits --calib-method entropy --output "$OUT/digits-ort-int8"
-$TRTCONV validate "$OUT/digits-ort-int8"
-# Native vs converted side by side: same inputs, each model in its own process (trtconv bench).
-ARTIFACTS=()
-for artifact in "$OUT/digits-ort-fp32" "$OUT/digits-ort-int8"; do
-  if [[ -d "$artifact" ]]; then ARTIFACTS+=("$artifact"); fi
-done
-$TRTCONV bench "$OUT/digits/saved_model" "${ARTIFACTS[@]}" --batch-sizes 1,8 \
-  --data digits --eval-data digits --duration 2 --report "$OUT/bench" --force
+
+# `--backend auto` picks TF-TRT or TensorRT where a GPU has them; ONNX Runtime on this CPU.
+step "convert to FP32 (ONNX Runtime, graph optimisations applied)"
+$TRTCONV convert "$OUT/digits/saved_model" --precision fp32 --output "$OUT/digits-fp32"
+
+step "convert to INT8 (explicit Q/DQ, calibrated on the digits train split)"
+$TRTCONV convert "$OUT/digits/saved_model" --precision int8 --calib-data digits \
+  --calib-method entropy --output "$OUT/digits-int8"
+
+step "validate INT8 against the native SavedModel on held-out digits"
+$TRTCONV validate "$OUT/digits-int8"
+
+step "bench native vs FP32 vs INT8: same inputs, each model in its own process"
+$TRTCONV bench "$OUT/digits/saved_model" "$OUT/digits-fp32" "$OUT/digits-int8" \
+  --batch-sizes 1,8 --data digits --eval-data digits --duration 3 --report "$OUT/bench"
+echo
+echo "SavedModel: $OUT/digits/saved_model   artifacts: $OUT/digits-fp32, $OUT/digits-int8"
+echo "report: $OUT/bench/report.md"

@@ -159,7 +159,7 @@ def run_worker(spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any
     spec_path.write_text(json.dumps(spec))
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    command = [sys.executable, "-m", "trtconv.bench.worker", str(spec_path)]
+    command = [sys.executable, "-m", "trtconv.cli.bench_worker", str(spec_path)]
     log.debug("running %s", " ".join(command))
     completed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if completed.stderr:

@@ -1,4 +1,4 @@
-"""What runs inside each benchmark subprocess: `python -m trtconv.bench.worker SPEC.json`.
+"""What runs inside each benchmark subprocess (`python -m trtconv.cli.bench_worker SPEC.json`).
 
 One process per model keeps thread pools, allocators and memory of one model away from the next.
 The worker loads the model, times `infer()` + `sync()` with `time.perf_counter_ns` on batches
@@ -9,22 +9,20 @@ are computed by the parent, in one place) or `{"error": {"type", "message"}}`.
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import resource
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TextIO
+from typing import Any, ClassVar
 
 import numpy as np
 
 from trtconv.backends.base import Feeds, Runner
-from trtconv.errors import InputError, TrtconvError
+from trtconv.errors import InputError
 from trtconv.model_io import ModelSignature
 
 # The null runner is timed over this many calls (after as many warm-up calls): short enough to
@@ -303,41 +301,3 @@ def run(spec: dict[str, Any], progress: Callable[[str], None] | None = None) -> 
         "batches": measured,
         "predictions": predictions,
     }
-
-
-def _claim_stdout() -> TextIO:
-    """Keep the real stdout for our one JSON line; send stray library prints to stderr."""
-    sys.stdout.flush()
-    result = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    return result
-
-
-def _note(message: str) -> None:
-    sys.stderr.write(f"worker: {message}\n")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: read the spec file, run, print one JSON line; the exit code says success."""
-    args = sys.argv[1:] if argv is None else argv
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    out = _claim_stdout()
-    try:
-        spec = json.loads(Path(args[0]).read_text())
-        document = run(spec, progress=_note)
-        code = 0
-    except TrtconvError as exc:
-        document = {"error": {"type": type(exc).__name__, "message": str(exc)}}
-        code = 1
-    except Exception as exc:  # reported to the parent, which names the model
-        traceback.print_exc(file=sys.stderr)
-        document = {"error": {"type": "InternalError", "message": f"{type(exc).__name__}: {exc}"}}
-        code = 1
-    out.write(json.dumps(document) + "\n")
-    out.flush()
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

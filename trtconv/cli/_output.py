@@ -10,7 +10,8 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import typer
@@ -21,10 +22,32 @@ from trtconv.errors import TrtconvError
 
 Result = dict[str, Any]
 Renderer = Callable[[Result, Console], None]
+# progress(done, total, label): called by long-running api functions between steps.
+Progress = Callable[[int, int, str], None]
 
 
 def stderr_console() -> Console:
     return Console(stderr=True)
+
+
+@contextmanager
+def progress_bar(title: str) -> Iterator[Progress | None]:
+    """A transient progress bar on stderr when it is a terminal; None otherwise (CI logs)."""
+    console = stderr_console()
+    if not console.is_terminal:
+        yield None
+        return
+    from rich.progress import Progress as Bar
+
+    with Bar(console=console, transient=True) as bar:
+        task = bar.add_task(title, total=None)
+
+        def update(done: int, total: int, label: str) -> None:
+            step = f" ({done + 1}/{total})" if done < total else ""
+            description = f"{title}: {label}{step}"
+            bar.update(task, completed=done, total=total, description=description)
+
+        yield update
 
 
 def configure_logging(verbose: bool = False) -> None:

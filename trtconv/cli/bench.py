@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trtconv.cli._output import run_command, stderr_console
-
-Progress = Callable[[int, int, str], None]
+from trtconv.cli._output import progress_bar, run_command, stderr_console
 
 
 def render_table(result: dict[str, Any], console: Console) -> None:
@@ -55,25 +51,6 @@ def print_warnings(result: dict[str, Any]) -> None:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
 
 
-@contextmanager
-def progress_bar() -> Iterator[Progress | None]:
-    """A progress bar on stderr when it is a terminal; nothing otherwise."""
-    console = stderr_console()
-    if not console.is_terminal:
-        yield None
-        return
-    from rich.progress import Progress as Bar
-
-    with Bar(console=console, transient=True) as bar:
-        task = bar.add_task("benchmarking", total=None)
-
-        def update(done: int, total: int, label: str) -> None:
-            step = f" ({done + 1}/{total})" if done < total else ""
-            bar.update(task, completed=done, total=total, description=f"benchmarking {label}{step}")
-
-        yield update
-
-
 def bench_cli(
     models: list[Path] = typer.Argument(
         ..., help="SavedModel directories and/or trtconv artifact directories.", show_default=False
@@ -100,7 +77,7 @@ def bench_cli(
     def work() -> dict[str, Any]:
         from trtconv import api
 
-        with progress_bar() as progress:
+        with progress_bar("benchmarking") as progress:
             result = api.bench(
                 models,
                 batch_sizes=batch_sizes,

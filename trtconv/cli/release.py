@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -11,27 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from trtconv.cli._output import run_command, stderr_console
-
-Progress = Callable[[int, int, str], None]
-
-
-@contextmanager
-def progress_bar() -> Iterator[Progress | None]:
-    """A transient progress bar on stderr when it is a terminal; nothing otherwise (CI logs)."""
-    console = stderr_console()
-    if not console.is_terminal:
-        yield None
-        return
-    from rich.progress import Progress as Bar
-
-    with Bar(console=console, transient=True) as bar:
-        task = bar.add_task("release", total=None)
-
-        def update(done: int, planned: int, label: str) -> None:
-            bar.update(task, completed=done, total=planned, description=f"release: {label}")
-
-        yield update
+from trtconv.cli._output import progress_bar, run_command
 
 
 def render_release(document: dict[str, Any], console: Console) -> None:
@@ -95,7 +73,7 @@ def release_cli(
     def work() -> dict[str, Any]:
         from trtconv import api
 
-        with progress_bar() as progress:
+        with progress_bar("release") as progress:
             return api.release(config, output=output, resume=resume, force=force, progress=progress)
 
     run_command(
