@@ -111,11 +111,18 @@ EOF
 fi
 
 # ---------------------------------------------------------------------------- cross-checks
-for report in "$OUT"/digits "$OUT"/resnet50; do
-  [[ -f "$report/results.json" ]] || continue
-  echo "== plain loops vs trtconv: $report"
-  $PYTHON examples/plain_loop.py "$report/results.json" | tee "$report/plain_loop.txt" || true
-done
+# Interleaved rounds (trtconv's worker, plain loop, ...): this VM's speed drifts between runs.
+if [[ "${BENCH_QUICK:-0}" == "1" ]]; then CROSS=(--rounds 1 --seconds 0.5); else CROSS=(--rounds 5 --seconds 3); fi
+if [[ -f "$OUT/digits/results.json" ]]; then
+  echo "== plain loops vs trtconv: digits-cnn"
+  $PYTHON examples/plain_loop.py "$OUT/digits/results.json" "${CROSS[@]}" \
+    | tee "$OUT/digits/plain_loop.txt" || true
+fi
+if [[ -f "$OUT/resnet50/results.json" ]]; then
+  echo "== plain loops vs trtconv: ResNet-50 (batch 1 and 8)"
+  $PYTHON examples/plain_loop.py "$OUT/resnet50/results.json" "${CROSS[@]}" --batch-sizes 1,8 \
+    | tee "$OUT/resnet50/plain_loop.txt" || true
+fi
 
 # ---------------------------------------------------------------------------- goals
 $PYTHON - "$OUT" <<'EOF' | tee "$OUT/goals.md"

@@ -1,19 +1,22 @@
 """Cross-check trtconv bench against plain loops over the libraries themselves.
 
-    python examples/plain_loop.py RESULTS.json [--iterations N] [--tolerance 5]
+    python examples/plain_loop.py RESULTS.json [--rounds 3] [--seconds 3] [--batch-sizes 1,8]
+                                               [--tolerance 5]
 
 For every native SavedModel (without XLA) and every ONNX Runtime artifact in a `trtconv bench`
-results.json, this runs a plain loop in a fresh process, on the same inputs (same data source,
-same batches) with the same thread count:
+results.json, this times the model with trtconv's own worker process and with a plain loop in a
+separate fresh process, on the same input file and thread count:
 
 - SavedModel: `loaded.signatures["serving_default"](**feeds)` and `.numpy()` on each output;
 - ONNX Runtime: `InferenceSession.run(None, feeds)` with the session options OrtRunner uses
   (ORT_ENABLE_ALL, intra-op threads, denormals as zero).
 
-It prints trtconv's and the plain loop's median latency and throughput side by side, and exits
-with 1 when any differs by more than the tolerance (default 5%). Nothing here goes through
-trtconv's runners or timing code; only the input preparation is shared, so that both see the
-same arrays.
+This machine's speed drifts by up to 2x between identical runs minutes apart, so the two are
+interleaved (trtconv, plain, trtconv, plain, ...) for `--rounds` rounds, each running
+`--seconds` per batch size, and the medians over rounds are compared. It prints both median
+latencies and throughputs side by side with the round-to-round spread, and exits 1 when any
+median differs by more than the tolerance (default 5%). The plain loop shares nothing with
+trtconv's runners or timing code; both read the same .npz of inputs.
 """
 
 from __future__ import annotations
@@ -22,25 +25,33 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-
-def load_batches(settings: dict[str, Any], signature: Any, batch_size: int) -> list[dict]:
-    """The batches trtconv timed: same data source, same batching (shared preparation code)."""
-    from trtconv.bench.inputs import load_inputs
-    from trtconv.bench.models import ModelEntry
-    from trtconv.bench.worker import make_batches
-
-    entry = ModelEntry("plain", Path("."), "saved_model", "tf", "fp32", Path("."), signature)
-    data = load_inputs(settings["data"], entry, max(settings["batch_sizes"]), None)
-    return make_batches(data.inputs, batch_size, 8)
+MAX_BATCHES = 8  # distinct batches cycled through, as trtconv's worker does
+WARMUP_CALLS = 3
 
 
-def tf_loop(path: str, threads: int | None) -> tuple[Any, Any]:
+def plain_batches(npz: str, names: list[str], batch_size: int) -> list[dict[str, np.ndarray]]:
+    """Batches cut from the shared input file, keyed by `names` in file order (no trtconv code)."""
+    with np.load(npz) as archive:
+        arrays = [archive[key] for key in archive.files if key != "__labels__"]
+    total = len(arrays[0])
+    count = max(1, min(MAX_BATCHES, -(-total // batch_size)))
+    batches = []
+    for index in range(count):
+        rows = np.arange(index * batch_size, (index + 1) * batch_size) % total
+        batches.append(
+            {name: np.ascontiguousarray(a[rows]) for name, a in zip(names, arrays, strict=True)}
+        )
+    return batches
+
+
+def tf_call(path: str, threads: int | None) -> tuple[Any, list[str]]:
     """A plain call of the serving signature; `.numpy()` makes each call finish."""
     import tensorflow as tf
 
@@ -50,117 +61,178 @@ def tf_loop(path: str, threads: int | None) -> tuple[Any, Any]:
     loaded = tf.saved_model.load(path)
     function = loaded.signatures["serving_default"]
 
-    def call(feeds: dict) -> None:
+    def call(feeds: dict[str, np.ndarray]) -> None:
         for tensor in function(**feeds).values():
             tensor.numpy()
 
-    from trtconv.bench.signature import read_signature
-
     call.loaded = loaded  # type: ignore[attr-defined]  # keep the variables alive
-    return call, read_signature(Path(path))
+    _, kwargs = function.structured_input_signature
+    return call, sorted(kwargs)
 
 
-def ort_loop(artifact: str, threads: int | None) -> tuple[Any, Any]:
+def ort_call(onnx_path: str, threads: int | None) -> tuple[Any, list[str]]:
     """A plain `InferenceSession.run` with the session options trtconv's OrtRunner uses."""
     import onnxruntime as ort
 
-    from trtconv.manifest import read_manifest
-
-    manifest = read_manifest(Path(artifact))
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if threads:
         options.intra_op_num_threads = threads
     options.add_session_config_entry("session.set_denormal_as_zero", "1")
-    session = ort.InferenceSession(
-        str(Path(artifact) / manifest.payload), options, providers=["CPUExecutionProvider"]
-    )
-    names = [i.name for i in session.get_inputs()]
+    session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
 
-    def call(feeds: dict) -> None:
-        # Feed by position: the artifact may name its inputs differently from the SavedModel.
-        session.run(None, dict(zip(names, feeds.values(), strict=True)))
+    def call(feeds: dict[str, np.ndarray]) -> None:
+        session.run(None, feeds)
 
-    return call, manifest.model_signature
+    return call, [i.name for i in session.get_inputs()]
 
 
-def run_one(spec: dict[str, Any]) -> dict[str, Any]:
-    """Inside a fresh process: time a plain loop at every batch size."""
-    loop = tf_loop if spec["backend"] == "tf" else ort_loop
-    call, signature = loop(spec["model"], spec["threads"])
+def plain_process(spec: dict[str, Any]) -> dict[str, Any]:
+    """Inside a fresh process: time the plain loop for `seconds` at every batch size."""
+    load = tf_call if spec["backend"] == "tf" else ort_call
+    call, names = load(spec["payload"], spec["threads"])
     figures = {}
-    for batch_size in spec["settings"]["batch_sizes"]:
-        batches = load_batches(spec["settings"], signature, batch_size)
-        for index in range(spec["warmup"]):
+    for batch_size in spec["batch_sizes"]:
+        batches = plain_batches(spec["data"], names, batch_size)
+        for index in range(WARMUP_CALLS):
             call(batches[index % len(batches)])
-        latencies = []
+        latencies: list[int] = []
         start = time.perf_counter_ns()
-        for index in range(spec["iterations"]):
+        deadline = start + int(spec["seconds"] * 1e9)
+        while time.perf_counter_ns() < deadline or len(latencies) < 10:
             begin = time.perf_counter_ns()
-            call(batches[index % len(batches)])
+            call(batches[len(latencies) % len(batches)])
             latencies.append(time.perf_counter_ns() - begin)
         wall = time.perf_counter_ns() - start
         figures[str(batch_size)] = {
-            "latency_ms_p50": float(np.median(latencies)) / 1e6,
-            "throughput_per_s": batch_size * len(latencies) / (wall / 1e9),
+            "p50_ms": float(np.median(latencies)) / 1e6,
+            "per_s": batch_size * len(latencies) / (wall / 1e9),
         }
     return figures
 
 
-def compare(results_path: Path, iterations: int | None, tolerance: float) -> int:
-    """Run a plain loop per comparable model and print the comparison; 1 if any is off."""
-    results = json.loads(results_path.read_text())
-    settings = results["settings"]
-    worst = 0.0
-    print(f"{'model':24} {'batch':>5} {'trtconv p50':>12} {'plain p50':>10} {'Δ%':>6} "
-          f"{'trtconv /s':>11} {'plain /s':>10} {'Δ%':>6}")  # fmt: skip
-    for model in results["models"]:
-        if model["xla"] or model["backend"] not in ("tf", "ort"):
-            continue
-        rows = [r for r in results["results"] if r["label"] == model["label"]]
-        spec = {
-            "backend": model["backend"],
-            "model": model["model"],
-            "threads": results["threads"],
-            "settings": settings,
-            "iterations": iterations or max(r["iterations"] for r in rows),
-            "warmup": settings.get("warmup_iterations") or 10,
+def plain_round(spec: dict[str, Any]) -> dict[str, Any]:
+    completed = subprocess.run(
+        [sys.executable, __file__, "--one", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return result
+
+
+def trtconv_round(model: str, spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any]:
+    """The same model, inputs and budget through trtconv's own worker process."""
+    from trtconv.bench import harness, stats
+    from trtconv.bench.inputs import input_map
+    from trtconv.bench.models import resolve_entry
+
+    entry = resolve_entry(Path(model))
+    settings = harness.Settings(
+        batch_sizes=tuple(spec["batch_sizes"]),
+        warmup={"iterations": WARMUP_CALLS},
+        measure={"seconds": spec["seconds"], "min_iterations": 10},
+        threads=spec["threads"],
+        data=spec["data"],
+        eval_data=None,
+    )
+    mapping = input_map(entry.signature, entry)
+    worker = harness.worker_spec(entry, settings, Path(spec["data"]), None, mapping)
+    document = harness.run_worker(worker, workdir, index)
+    figures = {}
+    for measured in document["batches"]:
+        latencies = measured["latencies_ms"]
+        figures[str(measured["batch_size"])] = {
+            "p50_ms": stats.percentile(latencies, 50),
+            "per_s": stats.throughput_per_s(
+                int(measured["batch_size"]), len(latencies), int(measured["wall_ns"])
+            ),
         }
-        completed = subprocess.run(
-            [sys.executable, __file__, "--one", json.dumps(spec)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        plain = json.loads(completed.stdout.strip().splitlines()[-1])
-        for row in rows:
-            mine = plain[str(row["batch_size"])]
-            d_p50 = (mine["latency_ms_p50"] / row["latency_ms_p50"] - 1) * 100
-            d_tput = (mine["throughput_per_s"] / row["throughput_per_s"] - 1) * 100
-            worst = max(worst, abs(d_p50), abs(d_tput))
-            print(
-                f"{model['label']:24} {row['batch_size']:>5} {row['latency_ms_p50']:>12.4f} "
-                f"{mine['latency_ms_p50']:>10.4f} {d_p50:>+6.1f} {row['throughput_per_s']:>11.1f} "
-                f"{mine['throughput_per_s']:>10.1f} {d_tput:>+6.1f}"
-            )
-    verdict = "agree" if worst <= tolerance else "DISAGREE"
-    print(f"largest difference {worst:.1f}% (tolerance {tolerance:g}%): {verdict}")
-    return 0 if worst <= tolerance else 1
+    return figures
+
+
+def shared_inputs(results: dict[str, Any], model: dict[str, Any], path: Path) -> Path:
+    """The inputs trtconv bench used (its data source, fitted to the model), as one .npz."""
+    from trtconv.bench.inputs import load_inputs, save_arrays
+    from trtconv.bench.models import resolve_entry
+
+    entry = resolve_entry(Path(model["model"]))
+    settings = results["settings"]
+    data = load_inputs(settings["data"], entry, max(settings["batch_sizes"]), None)
+    return save_arrays(path, data.inputs, None)
+
+
+def compare(results_path: Path, args: argparse.Namespace) -> int:
+    """Interleave trtconv and plain rounds per comparable model; 1 if any median is off."""
+    from trtconv.bench.models import resolve_entry
+
+    results = json.loads(results_path.read_text())
+    sizes = [int(s) for s in args.batch_sizes.split(",")] if args.batch_sizes else None
+    worst = 0.0
+    header = f"{'model':22} {'batch':>5} {'trtconv p50 ms':>15} {'plain p50 ms':>13} {'Δ%':>6} "
+    header += f"{'trtconv /s':>11} {'plain /s':>10} {'Δ%':>6}  spread (trtconv, plain)"
+    print(f"{args.rounds} interleaved rounds of {args.seconds:g} s per batch size\n{header}")
+    with tempfile.TemporaryDirectory(prefix="plain-loop-") as tmp:
+        workdir = Path(tmp)
+        for index, model in enumerate(results["models"]):
+            if model["xla"] or model["backend"] not in ("tf", "ort"):
+                continue
+            entry = resolve_entry(Path(model["model"]))
+            spec = {
+                "backend": model["backend"],
+                "payload": str(entry.payload),
+                "threads": results["threads"],
+                "batch_sizes": sizes or results["settings"]["batch_sizes"],
+                "seconds": args.seconds,
+                "data": str(shared_inputs(results, model, workdir / f"inputs-{index}.npz")),
+            }
+            mine, plain = [], []
+            for round_index in range(args.rounds):
+                mine.append(trtconv_round(model["model"], spec, workdir, round_index))
+                plain.append(plain_round(spec))
+            for batch in spec["batch_sizes"]:
+                worst = max(worst, report_row(model["label"], str(batch), mine, plain))
+    verdict = "agree" if worst <= args.tolerance else "DISAGREE"
+    print(f"largest difference of medians {worst:.1f}% (tolerance {args.tolerance:g}%): {verdict}")
+    return 0 if worst <= args.tolerance else 1
+
+
+def report_row(label: str, batch: str, mine: list[dict], plain: list[dict]) -> float:
+    """Print one comparison line; return the larger of the two relative differences (%)."""
+
+    def median(rounds: list[dict], key: str) -> float:
+        return float(np.median([r[batch][key] for r in rounds]))
+
+    def spread(rounds: list[dict]) -> float:
+        values = [r[batch]["per_s"] for r in rounds]
+        return (max(values) / min(values) - 1) * 100
+
+    t_p50, p_p50 = median(mine, "p50_ms"), median(plain, "p50_ms")
+    t_tput, p_tput = median(mine, "per_s"), median(plain, "per_s")
+    d_p50, d_tput = (p_p50 / t_p50 - 1) * 100, (p_tput / t_tput - 1) * 100
+    print(
+        f"{label:22} {batch:>5} {t_p50:>15.4f} {p_p50:>13.4f} {d_p50:>+6.1f} {t_tput:>11.1f} "
+        f"{p_tput:>10.1f} {d_tput:>+6.1f}  {spread(mine):.0f}%, {spread(plain):.0f}%"
+    )
+    return max(abs(d_p50), abs(d_tput))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="?", type=Path, help="trtconv bench results.json")
-    parser.add_argument("--iterations", type=int, help="Plain-loop iterations (default: same).")
+    parser.add_argument("--rounds", type=int, default=3, help="Interleaved rounds per model.")
+    parser.add_argument("--seconds", type=float, default=3.0, help="Timed seconds per batch.")
+    parser.add_argument("--batch-sizes", help="Subset of the results' batch sizes, e.g. 1,8.")
     parser.add_argument("--tolerance", type=float, default=5.0, help="Allowed difference, %%.")
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: one model in this process
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: one plain process
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_one(json.loads(args.one))))
+        print(json.dumps(plain_process(json.loads(args.one))))
         return 0
     if args.results is None:
         parser.error("give a results.json written by `trtconv bench --report DIR`")
-    return compare(args.results, args.iterations, args.tolerance)
+    return compare(args.results, args)
 
 
 if __name__ == "__main__":

@@ -82,6 +82,7 @@ def test_flat_keys_carry_units() -> None:
     assert set(flat) == {
         "iterations",
         "cv_percent",
+        "cv_trimmed_percent",
         "latency_ms_min",
         "latency_ms_mean",
         "latency_ms_trimmed_mean",
@@ -92,3 +93,13 @@ def test_flat_keys_carry_units() -> None:
         "latency_ms_max",
         "latency_ms_std",
     }
+
+
+def test_trimmed_cv_ignores_rare_stalls_but_not_a_spread() -> None:
+    steady = np.full(1000, 0.030)
+    steady[::100] = 1.0  # ten scheduler stalls of a 30 µs call
+    summary = stats.summarize(steady)
+    assert summary.cv_percent > 100
+    assert summary.cv_trimmed_percent == pytest.approx(0.0)
+    spread = np.linspace(0.02, 0.04, 1000)  # the whole central mass moves
+    assert stats.summarize(spread).cv_trimmed_percent > 10

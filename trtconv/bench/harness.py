@@ -269,11 +269,12 @@ def collect_warnings(rows: list[dict[str, Any]]) -> list[str]:
         mine = [row for row in rows if row["label"] == label]
         gpu = mine[0]["backend"] in GPU_BACKENDS
         limit = stats.CV_WARN_PERCENT_GPU if gpu else stats.CV_WARN_PERCENT_CPU
-        unstable = [f"{r['cv_percent']:.0f}% at batch {r['batch_size']}" for r in mine
-                    if r["cv_percent"] > limit]  # fmt: skip
+        unstable = [f"{r['cv_trimmed_percent']:.0f}% at batch {r['batch_size']}" for r in mine
+                    if r["cv_trimmed_percent"] > limit]  # fmt: skip
         if unstable:
             warnings.append(
-                f"{label}: latency is unstable, coefficient of variation {', '.join(unstable)} "
+                f"{label}: latency is unstable, coefficient of variation (central 80%) "
+                f"{', '.join(unstable)} "
                 f"(> {limit:g}%): other load on the machine, or too short a run."
             )
         floor = [f"{r['harness_overhead_percent']:.1f}% at batch {r['batch_size']}" for r in mine

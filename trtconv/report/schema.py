@@ -78,6 +78,7 @@ class BenchRow:
     latency_ms_max: float
     latency_ms_std: float
     cv_percent: float
+    cv_trimmed_percent: float  # over the central 80%: what stability warnings read
     throughput_per_s: float
     speedup_vs_baseline: float | None
     transfer_ms_mean: float | None  # host<->device copies, where the runner reports them

@@ -20,6 +20,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("p99 ms", "latency_ms_p99", "{:.3f}"),
     ("mean ms", "latency_ms_trimmed_mean", "{:.3f}"),
     ("cv %", "cv_percent", "{:.1f}"),
+    ("cv80 %", "cv_trimmed_percent", "{:.1f}"),
     ("samples/s", "throughput_per_s", "{:,.0f}"),
     ("speedup", "speedup_vs_baseline", "{:.2f}×"),
     ("accuracy", "accuracy", "{:.4f}"),
@@ -31,7 +32,7 @@ HUMAN_KEYS = (
     "batch_size",
     "latency_ms_p50",
     "latency_ms_p99",
-    "cv_percent",
+    "cv_trimmed_percent",
     "throughput_per_s",
     "speedup_vs_baseline",
     "accuracy",
@@ -120,9 +121,10 @@ def render_markdown(result: Result, plots: list[str] | None = None) -> str:
     overhead = result.get("harness_overhead_ms")
     lines += [
         "",
-        "`*` baseline. `mean ms` is the 10% trimmed mean; samples/s is batch × iterations over "
-        "the timed loop's wall time; speedup is throughput over the baseline's at the same batch "
-        "size.",
+        "`*` baseline. `mean ms` is the 10% trimmed mean; `cv80 %` is the coefficient of "
+        "variation of the central 80% of the samples (stability warnings read it); samples/s is "
+        "batch × iterations over the timed loop's wall time; speedup is throughput over the "
+        "baseline's at the same batch size.",
         "",
     ]
     if overhead is not None:
