@@ -123,6 +123,11 @@ def test_int8_qdq_u8s8_runs_on_cpu_and_agrees(
     ]
     assert all(zp.dtype == np.uint8 for zp in activation_zero_points)
     assert any(array.dtype == np.int8 and array.ndim == 4 for array in initializers.values())
+    # The output Softmax stays float: nothing quantises its output.
+    softmax = [node for node in model.graph.node if node.op_type == "Softmax"]
+    assert softmax and summary["kept_float"] == [node.name for node in softmax]
+    quantized_inputs = {n.input[0] for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    assert not quantized_inputs & {node.output[0] for node in softmax}
     assert not list(output.parent.glob("augmented_model*.onnx"))
     runner = OrtRunner(output)
     outputs = run_batched(runner, held_out)  # type: ignore[arg-type]
