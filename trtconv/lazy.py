@@ -31,6 +31,14 @@ def require(module: str) -> ModuleType:
         ) from exc
 
 
+TF_LOG_LEVEL = "3"
+
+
 def quiet_tensorflow() -> None:
-    """Keep TensorFlow's C++ start-up chatter off the terminal unless the user asked for it."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    """Keep TensorFlow's C++ start-up chatter off the terminal unless the user asked for it.
+
+    Level 3, not 2: TF 2.17's wheels log "Unable to register cuFFT/cuDNN/cuBLAS factory" at ERROR
+    on every import, CPU or GPU. Set TF_CPP_MIN_LOG_LEVEL=0 to see everything; the capability
+    probe asks TensorFlow at level 0 itself when it needs the real cause of a failure.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", TF_LOG_LEVEL)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.errors import ConversionError
-from trtconv.lazy import require
+from trtconv.lazy import TF_LOG_LEVEL, require
 from trtconv.model_io import ModelSignature
 from trtconv.savedmodel import SERVING_KEY
 
@@ -54,7 +54,8 @@ def export_onnx(
         "--output",
         str(output),
     ]
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    env = {**os.environ}
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", TF_LOG_LEVEL)
     log.info("exporting %s to ONNX (tf2onnx, opset %d)", saved_model, opset)
     started = time.perf_counter()
     try:

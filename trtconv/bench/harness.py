@@ -27,6 +27,7 @@ from trtconv.bench.inputs import RANDOM, check_entry_fits, input_map, load_input
 from trtconv.bench.models import ModelEntry, Plan, check_batch_sizes, plan_models
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import TrtconvError, UsageError
+from trtconv.lazy import TF_LOG_LEVEL
 from trtconv.report.schema import SCHEMA_VERSION, BenchRow, ModelInfo
 from trtconv.savedmodel import read_model_card
 
@@ -158,7 +159,7 @@ def run_worker(spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any
     spec_path = workdir / f"spec-{index}.json"
     spec_path.write_text(json.dumps(spec))
     env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", TF_LOG_LEVEL)
     command = [sys.executable, "-m", "trtconv.cli.bench_worker", str(spec_path)]
     log.debug("running %s", " ".join(command))
     completed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)

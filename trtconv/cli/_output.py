@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from trtconv.errors import TrtconvError
+from trtconv.lazy import quiet_tensorflow
 
 Result = dict[str, Any]
 Renderer = Callable[[Result, Console], None]
@@ -93,6 +94,7 @@ def run_command(
 ) -> None:
     """Run a command's work, print its result, and map errors to exit codes (the only place)."""
     configure_logging(verbose=bool(os.environ.get("TRTCONV_VERBOSE")))
+    quiet_tensorflow()  # before any command imports TensorFlow (and for its subprocesses)
     debug = os.environ.get("TRTCONV_DEBUG") == "1"
     try:
         result = work()

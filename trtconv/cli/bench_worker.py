@@ -15,6 +15,7 @@ from typing import TextIO
 
 from trtconv.bench.worker import run
 from trtconv.errors import TrtconvError
+from trtconv.lazy import quiet_tensorflow
 
 
 def _claim_stdout() -> TextIO:
@@ -33,7 +34,7 @@ def _note(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: read the spec file, run, print one JSON line; the exit code says success."""
     args = sys.argv[1:] if argv is None else argv
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    quiet_tensorflow()
     out = _claim_stdout()
     try:
         spec = json.loads(Path(args[0]).read_text())
