@@ -82,3 +82,25 @@ def test_atomic_output_is_readable_by_others(tmp_path: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)
     assert output.stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+def test_write_atomic_replaces_whole_files_with_the_umask_mode(tmp_path: Path) -> None:
+    from trtconv.fsutil import current_umask, write_atomic
+
+    path = tmp_path / "sub" / "release.json"
+    write_atomic(path, "old")
+    write_atomic(path, b"new")
+    assert path.read_bytes() == b"new"
+    assert path.stat().st_mode & 0o777 == 0o666 & ~current_umask()
+    assert [p.name for p in path.parent.iterdir()] == ["release.json"]
+
+
+def test_write_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> None:
+    from trtconv.fsutil import write_atomic
+
+    path = tmp_path / "release.md"
+    write_atomic(path, "old")
+    with pytest.raises(TypeError):
+        write_atomic(path, None)  # type: ignore[arg-type]
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["release.md"]

@@ -11,6 +11,7 @@ import importlib
 import logging
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -64,7 +65,7 @@ def convert(
     calib_data: str | None = None,
     calib_samples: int = DEFAULT_CALIB_SAMPLES,
     calib_method: str = "entropy",
-    batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES,
+    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
     validate_samples: int = DEFAULT_VALIDATE_SAMPLES,
     tolerance: float | None = None,
     force: bool = False,
@@ -81,6 +82,7 @@ def convert(
     """
     from trtconv.backends.tf_native import SavedModelRunner
 
+    batch_sizes = tuple(batch_sizes)
     _check_arguments(precision, backend, calib_method, batch_sizes, calib_samples, validate_samples)
     saved_model = check_saved_model_dir(Path(saved_model))
     chosen, reason = _choose_backend(backend, precision)

@@ -33,9 +33,7 @@ def atomic_directory(output: Path, force: bool = False) -> Iterator[Path]:
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{PARTIAL_PREFIX}{output.name}-", dir=output.parent))
     # mkdtemp creates the directory owner-only (0700); artifacts get the umask's usual mode.
-    umask = os.umask(0)
-    os.umask(umask)
-    staging.chmod(0o777 & ~umask)
+    staging.chmod(0o777 & ~current_umask())
     try:
         yield staging
         if output.exists():
@@ -48,6 +46,34 @@ def atomic_directory(output: Path, force: bool = False) -> Iterator[Path]:
             os.replace(staging, output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def current_umask() -> int:
+    """The process's umask (reading it means setting it, so it is set back at once)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write `data` to a temporary sibling, flush it to disk, then rename it over `path`.
+
+    Readers see the old file or the new one, never half of it; the file gets the umask's usual
+    mode (mkstemp alone makes it owner-only).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f"{PARTIAL_PREFIX}{path.name}-", dir=path.parent)
+    try:
+        os.chmod(temporary, 0o666 & ~current_umask())
+        with os.fdopen(handle, "wb") as file:
+            file.write(data.encode() if isinstance(data, str) else data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
         raise
 
 

@@ -15,6 +15,7 @@ from trtconv.calib.sources import (
     load_image_folder,
     load_npz,
     load_source,
+    split_holdout,
 )
 from trtconv.errors import InputError, UsageError
 
@@ -115,3 +116,15 @@ def test_empty_npz_file_is_one_sentence(tmp_path: Path) -> None:
     path.write_bytes(b"")
     with pytest.raises(InputError, match=r"empty\.npz is not a readable \.npz archive"):
         load_npz(path)
+
+
+def test_holdout_split_is_fixed_disjoint_and_complete() -> None:
+    rows = np.arange(50, dtype=np.float32).reshape(50, 1, 1, 1)
+    data = ArraySet({"x": rows}, np.arange(50) % 2, "fifty")
+    kept, held_out = split_holdout(data)
+    assert (len(kept), len(held_out)) == (40, 10)
+    kept_ids, held_ids = set(kept.x.ravel()), set(held_out.x.ravel())
+    assert not kept_ids & held_ids and len(kept_ids | held_ids) == 50
+    np.testing.assert_array_equal(split_holdout(data)[1].x, held_out.x)  # same every run
+    with pytest.raises(InputError, match="too few to hold out"):
+        split_holdout(data.head(1))

@@ -24,6 +24,7 @@ import numpy as np
 from trtconv.backends.base import ConversionOutcome, ConversionRequest, Feeds, Runner
 from trtconv.capabilities import TRT_FIX, check_supported, probe
 from trtconv.errors import ConversionError, InputError, MissingDependencyError, UsageError
+from trtconv.fsutil import write_atomic
 from trtconv.lazy import require
 from trtconv.model_io import ModelSignature
 
@@ -204,10 +205,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
 def _update_shared_cache(path: Path, data: bytes) -> None:
     """Best effort: a cache we cannot write only makes the next build slower."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staging = path.with_suffix(".tmp")
-        staging.write_bytes(data)
-        os.replace(staging, path)
+        write_atomic(path, data)  # concurrent builds each rename a whole cache into place
     except OSError as exc:
         log.info("could not update the shared TensorRT timing cache %s (%s)", path, exc)
 

@@ -33,6 +33,7 @@ from trtconv.calib.sources import (
     load_digits,
     load_image_folder,
     load_npz,
+    split_holdout,
 )
 from trtconv.errors import InputError, UsageError
 from trtconv.model_io import ModelSignature, TensorSpec
@@ -44,8 +45,6 @@ RANDOM = "random"
 CALIBRATION = "calibration"
 VALIDATION = "validation"
 ROLES = (CALIBRATION, VALIDATION)
-HOLDOUT_FRACTION = 0.2  # same split as trtconv.train.pipeline, so held-out stays held-out
-HOLDOUT_SEED = 0
 RANDOM_SEEDS = {CALIBRATION: 1, VALIDATION: 2}
 DEFAULT_SCALE = 1.0 / 255.0
 
@@ -125,15 +124,8 @@ def _load_part(
 
 
 def holdout_split(data: ArraySet) -> tuple[ArraySet, ArraySet]:
-    """A fixed, seeded (calibration, held-out) split of a user data set; they never overlap."""
-    order = np.random.default_rng(HOLDOUT_SEED).permutation(len(data))
-    cut = int(len(data) * (1 - HOLDOUT_FRACTION))
-    if cut == 0 or cut == len(data):
-        raise InputError(
-            f"{data.source} has {len(data)} samples: too few to keep calibration and validation "
-            "samples apart (need at least 2)."
-        )
-    first, second = data.take(order[:cut]), data.take(order[cut:])
+    """(calibration, held-out) parts of a user data set: sources.split_holdout, labelled."""
+    first, second = split_holdout(data)
     first.source, second.source = f"{data.source}[{CALIBRATION}]", f"{data.source}[{VALIDATION}]"
     return first, second
 

@@ -18,6 +18,10 @@ from trtconv.fsutil import sha256_bytes
 DIGITS = "digits"
 DIGITS_TEST_FRACTION = 0.25
 DIGITS_SPLIT_SEED = 0  # fixed: the held-out split is the same on every machine and every run
+# A user data set's held-out part: the same fixed, seeded 20% whether training holds out its test
+# set or convert/validate hold out validation samples, so held-out data stays held out.
+HOLDOUT_FRACTION = 0.2
+HOLDOUT_SEED = 0
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
 
 
@@ -59,6 +63,20 @@ class ArraySet:
             parts.append(f"{name}|{array.dtype}|{array.shape}|".encode())
             parts.append(array.tobytes())
         return sha256_bytes(b"".join(parts))
+
+
+def split_holdout(data: ArraySet) -> tuple[ArraySet, ArraySet]:
+    """(kept, held_out): the fixed, seeded 80/20 split of a user data set; they never overlap.
+
+    Raises InputError when there are too few samples for both parts.
+    """
+    order = np.random.default_rng(HOLDOUT_SEED).permutation(len(data))
+    cut = int(len(data) * (1 - HOLDOUT_FRACTION))
+    if cut == 0 or cut == len(data):
+        raise InputError(
+            f"{data.source} has {len(data)} samples: too few to hold out a part (need at least 2)."
+        )
+    return data.take(order[:cut]), data.take(order[cut:])
 
 
 def load_digits(split: str = "all") -> ArraySet:

@@ -65,12 +65,6 @@ def positive_number(path: str, value: Any) -> float:
     return float(value)
 
 
-def non_negative_number(path: str, value: Any) -> float:
-    if not _is_number(value) or value < 0:
-        raise _fail(path, "a non-negative number", value)
-    return float(value)
-
-
 def fraction(path: str, value: Any) -> float:
     if not _is_number(value) or not 0 <= value <= 1:
         raise _fail(path, "a number between 0 and 1", value)

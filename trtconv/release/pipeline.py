@@ -13,7 +13,7 @@ from typing import Any
 
 from trtconv import __version__
 from trtconv.environment import environment_block
-from trtconv.fsutil import sha256_path
+from trtconv.fsutil import sha256_path, write_atomic
 from trtconv.release.config import ReleaseConfig, Target, load_config
 from trtconv.release.markdown import render_markdown
 from trtconv.release.rundir import (
@@ -98,7 +98,7 @@ def run_release(
     )
     document["timings"]["total_seconds"] = round(time.perf_counter() - started, 3)
     write_json_atomic(directory / RELEASE_JSON, document)
-    _write_text_atomic(directory / RELEASE_MD, render_markdown(document))
+    write_atomic(directory / RELEASE_MD, render_markdown(document))
     run.finish()
     log.info("verdict: %s (%s)", document["verdict"], reason)
     return document
@@ -163,12 +163,6 @@ def _document(
         "environment": environment_block(),
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    staging = path.with_name(f".partial-{path.name}")
-    staging.write_text(text, encoding="utf-8")
-    staging.replace(path)
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trtconv.fsutil import PARTIAL_PREFIX, sha256_bytes, sha256_path
+from trtconv.fsutil import PARTIAL_PREFIX, sha256_bytes, sha256_path, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -38,25 +36,8 @@ def step_key(inputs: dict[str, Any]) -> str:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a sibling temporary file, flush it to disk, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f"{PARTIAL_PREFIX}{path.name}-", dir=path.parent)
-    try:
-        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; reports are for sharing
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(json.dumps(data, indent=2, default=str) + "\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
+    """Write `data` as indented JSON, atomically (fsutil.write_atomic)."""
+    write_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
 def sweep_partials(directory: Path) -> list[Path]:

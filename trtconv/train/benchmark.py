@@ -290,3 +290,30 @@ def run_grid(
         "rows": rows,
         "environment": environment_block(),
     }
+
+
+def train_benchmark(
+    model: str = "resnet50",
+    batch_size: int | None = None,
+    warmup_steps: int | None = None,
+    num_iter: int | None = None,
+    amp: bool = True,
+    amp_dtype: str = "auto",
+    xla: bool = False,
+    image_size: int | None = None,
+    seed: int = 0,
+    grid: bool = False,
+    batch_sizes: list[int] | None = None,
+) -> dict[str, Any]:
+    """Training images/s on synthetic data; with `grid`, FP32/AMP/AMP+XLA x `batch_sizes`.
+
+    `None` counts mean the defaults; see run_benchmark and run_grid for what each returns.
+    """
+    warmup = DEFAULT_WARMUP_STEPS if warmup_steps is None else warmup_steps
+    iterations = DEFAULT_NUM_ITER if num_iter is None else num_iter
+    if grid:
+        sizes = batch_sizes or ([batch_size] if batch_size else None)
+        return run_grid(model, sizes, warmup, iterations, amp_dtype, image_size, seed)
+    return run_benchmark(
+        model, batch_size, warmup, iterations, amp, amp_dtype, xla, image_size, seed
+    )

@@ -11,7 +11,13 @@ from typing import Any
 import numpy as np
 
 from trtconv import __version__
-from trtconv.calib.sources import ArraySet, check_arrays, load_digits, load_source
+from trtconv.calib.sources import (
+    ArraySet,
+    check_arrays,
+    load_digits,
+    load_source,
+    split_holdout,
+)
 from trtconv.environment import environment_block
 from trtconv.errors import InputError, UsageError
 from trtconv.fsutil import atomic_directory, check_output_free
@@ -20,19 +26,6 @@ from trtconv.savedmodel import MODEL_CARD
 log = logging.getLogger(__name__)
 
 TRAIN_SCHEMA_VERSION = 1
-HOLDOUT_FRACTION = 0.2
-HOLDOUT_SEED = 0
-
-
-def _train_test_split(data: ArraySet) -> tuple[ArraySet, ArraySet]:
-    """A fixed, seeded hold-out split for user data (digits has its own fixed split)."""
-    order = np.random.default_rng(HOLDOUT_SEED).permutation(len(data))
-    cut = int(len(data) * (1 - HOLDOUT_FRACTION))
-    if cut == 0 or cut == len(data):
-        raise InputError(f"{data.source} has {len(data)} samples: too few to hold out a test set.")
-    return data.take(order[:cut]), data.take(order[cut:])
-
-
 IMAGE_FOLDER_SCALE = 1.0 / 255.0  # decoded 8-bit pixels -> [0, 1], whatever the model's card says
 
 
@@ -87,7 +80,7 @@ def _load_training_data(spec: str, config: Any) -> tuple[ArraySet, ArraySet]:
     ):
         raise InputError(f"{data.source}: input 'x' must be real numbers, found {data.x.dtype}.")
     data = ArraySet({"x": data.x.astype(np.float32)}, labels, data.source, data.class_names)
-    return _train_test_split(data)
+    return split_holdout(data)
 
 
 def spec_needs_data(spec: str) -> bool:
