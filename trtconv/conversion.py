@@ -22,6 +22,7 @@ from trtconv.calib.sources import ArraySet
 from trtconv.errors import UsageError
 from trtconv.fsutil import atomic_directory, check_output_free, dir_size_bytes, sha256_path
 from trtconv.manifest import Manifest, read_manifest, write_manifest
+from trtconv.quantize import CALIB_METHODS
 from trtconv.savedmodel import check_saved_model_dir
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,6 @@ BACKEND_MODULES = {
     "trt": "trtconv.backends.trt",
 }
 ONNX_BACKENDS = ("ort", "trt")
-CALIB_METHODS = ("entropy", "minmax", "percentile")
 DEFAULT_CALIB_SAMPLES = 500
 DEFAULT_VALIDATE_SAMPLES = 1000
 DEFAULT_BATCH_SIZES = (1, 8, 32)
@@ -240,7 +240,7 @@ def _prepare_onnx(
     if plan.backend not in ONNX_BACKENDS:
         return {}
     from trtconv.backends.onnx_export import export_onnx, verify_export
-    from trtconv.backends.ort import quantize_qdq
+    from trtconv.quantize.qdq import quantize_qdq
 
     onnx_path = work / "model.fp32.onnx"
     export = export_onnx(plan.saved_model, onnx_path, request.signature)

@@ -9,7 +9,8 @@ import pytest
 from convert_fixtures import digits_onnx, work_dir
 
 from trtconv.backends.base import ConversionRequest
-from trtconv.backends.ort import CPU, OrtRunner, convert, op_counts, quantize_qdq
+from trtconv.backends.onnx_export import op_counts
+from trtconv.backends.ort import CPU, OrtRunner, convert
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.calib.readers import (
     CALIBRATION,
@@ -19,6 +20,7 @@ from trtconv.calib.readers import (
     whole_batches,
 )
 from trtconv.errors import InputError, MissingDependencyError
+from trtconv.quantize.qdq import quantize_qdq
 from trtconv.validation import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx

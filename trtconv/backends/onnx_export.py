@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,10 @@ def verify_export(
         raise ConversionError(f"ONNX export {onnx_path} disagrees with TensorFlow: {failed}.")
     log.info("ONNX export matches TensorFlow on %d samples", result["samples"])
     return result
+
+
+def op_counts(path: Path) -> dict[str, int]:
+    """How many nodes of each op type the ONNX model holds (sorted by type)."""
+    onnx = require("onnx")
+    model = onnx.load(str(path), load_external_data=False)
+    return dict(sorted(Counter(node.op_type for node in model.graph.node).items()))

@@ -5,32 +5,27 @@ Gemm+activation, ...) hold on any x86 CPU; ORT_ENABLE_ALL adds layout transforms
 sized for *this* CPU's vector width, which would make the artifact wrong-footed on another machine.
 The runner still asks for ALL at load time, so the machine that runs the model adds them itself.
 
-INT8 is static Q/DQ (QuantizeLinear/DequantizeLinear around float ops), per-channel weights. For
-ORT CPU: uint8 activations and int8 weights (U8S8): on this x86 CPU S8S8 ran 3.6x slower
-(DESIGN.md). TensorRT only reads signed, symmetric int8 Q/DQ, so the `trt` backend gets its own
-S8S8 symmetric model (`quantize_qdq(..., scheme="s8s8")`).
+INT8 is the static Q/DQ model built by `trtconv.quantize` (shared with the `trt` backend), stored
+as it is so that any execution provider can run it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import shutil
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from trtconv.backends.base import (
-    CalibrationFeed,
     ConversionOutcome,
     ConversionRequest,
     Feeds,
     Runner,
 )
+from trtconv.backends.onnx_export import op_counts
 from trtconv.errors import ConversionError, InputError, MissingDependencyError, UsageError
 from trtconv.lazy import require
 from trtconv.model_io import ModelSignature, TensorSpec
@@ -40,8 +35,6 @@ log = logging.getLogger(__name__)
 PAYLOAD = "model.onnx"
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
-CALIB_METHODS = ("entropy", "minmax", "percentile")
-QDQ_SCHEMES = ("u8s8", "s8s8")
 SAVED_OPTIMIZATION = "extended"
 ORT_TYPES = {
     "tensor(float)": "float32",
@@ -170,8 +163,8 @@ def _recorded_providers(payload: Path) -> tuple[list[str], list[dict[str, str]]]
 def convert(request: ConversionRequest) -> ConversionOutcome:
     """Write `model.onnx` for the request's precision into `request.output_dir`.
 
-    fp32/tf32: the validated export, optimised offline; int8: the Q/DQ model (built here from
-    `request.calibration` unless `request.qdq_onnx_path` is given); fp16: float16 weights and
+    fp32/tf32: the validated export, optimised offline; int8: the Q/DQ model the caller built
+    (`request.qdq_onnx_path`, see trtconv.quantize); fp16: float16 weights and
     compute with float32 inputs/outputs. Raises MissingDependencyError for a precision no
     available provider runs, ConversionError when ONNX Runtime fails.
     """
@@ -186,19 +179,11 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     if request.precision in ("fp32", "tf32"):
         summary.update(optimize_offline(request.onnx_path, output, providers))
     elif request.precision == "int8":
-        qdq = request.qdq_onnx_path
-        if qdq is None:
-            if request.calibration is None:
-                raise UsageError("INT8 conversion needs calibration data (--calib-data).")
-            qdq = Path(request.output_dir) / ".qdq.onnx"
-            summary["quantization"] = quantize_qdq(
-                request.onnx_path, qdq, request.calibration, request.calib_method
-            )
+        if request.qdq_onnx_path is None:
+            raise ConversionError("ort int8 needs the Q/DQ model (request.qdq_onnx_path unset).")
         # Kept as pure Q/DQ (no offline fusion into QLinearConv): the same file runs on any EP
         # and is what TensorRT builds explicit-precision engines from.
-        shutil.copyfile(qdq, output)
-        if qdq.parent == Path(request.output_dir):
-            qdq.unlink()
+        shutil.copyfile(request.qdq_onnx_path, output)
     elif request.precision == "fp16":
         summary.update(to_float16(request.onnx_path, output))
     else:
@@ -236,116 +221,6 @@ def optimize_offline(source: Path, output: Path, providers: list[str]) -> dict[s
     }
 
 
-def _calibration_reader(feed: CalibrationFeed) -> Any:
-    """An onnxruntime CalibrationDataReader over `feed` (class built here: import stays lazy)."""
-    quantization = require("onnxruntime.quantization")
-
-    base: Any = quantization.CalibrationDataReader
-
-    class FeedReader(base):
-        def __init__(self) -> None:
-            self.batches = feed()
-            self.count = 0
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            batch = next(self.batches, None)
-            if batch is not None:
-                self.count += len(next(iter(batch.values())))
-            return batch
-
-        def rewind(self) -> None:
-            self.batches = feed()
-
-    return FeedReader()
-
-
-def quantize_qdq(
-    source: Path,
-    output: Path,
-    feed: CalibrationFeed,
-    method: str = "entropy",
-    scheme: str = "u8s8",
-) -> dict[str, Any]:
-    """Calibrate on `feed` and write an explicit Q/DQ int8 model of `source` to `output`.
-
-    `scheme` "u8s8" (uint8 activations, int8 weights: fast on ORT CPU) or "s8s8" (int8,
-    symmetric activations: what TensorRT accepts). Weights are per-channel and symmetric.
-    Returns a summary for the manifest; raises UsageError for an unknown method or scheme and
-    ConversionError when calibration or quantisation fails.
-    """
-    quantization = require("onnxruntime.quantization")
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    if method not in CALIB_METHODS:
-        raise UsageError(f"Unknown calibration method '{method}'; expected {CALIB_METHODS}.")
-    if scheme not in QDQ_SCHEMES:
-        raise UsageError(f"Unknown Q/DQ scheme '{scheme}'; expected {QDQ_SCHEMES}.")
-    methods = {
-        "entropy": quantization.CalibrationMethod.Entropy,
-        "minmax": quantization.CalibrationMethod.MinMax,
-        "percentile": quantization.CalibrationMethod.Percentile,
-    }
-    activation = quantization.QuantType.QUInt8 if scheme == "u8s8" else quantization.QuantType.QInt8
-    prepared = output.with_name(output.stem + ".pre.onnx")
-    reader = _calibration_reader(feed)
-    started = time.perf_counter()
-    chatter = io.StringIO()
-    try:
-        # Shape inference and ORT's basic fusions first (Conv+BN, ...): fewer, better-placed Q/DQ.
-        quant_pre_process(str(source), str(prepared))
-        float_nodes = softmax_nodes(prepared)
-        # The calibrators print progress to stdout, which belongs to the result (--json).
-        with contextlib.redirect_stdout(chatter):
-            quantization.quantize_static(
-                str(prepared),
-                str(output),
-                reader,
-                quant_format=quantization.QuantFormat.QDQ,
-                per_channel=True,
-                activation_type=activation,
-                weight_type=quantization.QuantType.QInt8,
-                calibrate_method=methods[method],
-                extra_options={"ActivationSymmetric": scheme == "s8s8", "WeightSymmetric": True},
-                nodes_to_exclude=float_nodes,
-            )
-    except Exception as exc:
-        raise ConversionError(f"INT8 quantisation of {source} failed: {exc}") from exc
-    finally:
-        log.debug("quantize_static: %s", chatter.getvalue().strip())
-        prepared.unlink(missing_ok=True)
-        # quantize_static leaves its augmented calibration model beside the output.
-        for leftover in output.parent.glob("augmented_model*.onnx"):
-            leftover.unlink(missing_ok=True)
-    if reader.count == 0:
-        raise ConversionError(f"INT8 quantisation of {source} saw no calibration samples.")
-    counts = op_counts(output)
-    if not counts.get("QuantizeLinear") or not counts.get("DequantizeLinear"):
-        raise ConversionError(f"Quantised model {output} holds no QuantizeLinear/Dequantize nodes.")
-    return {
-        "format": "qdq",
-        "scheme": scheme,
-        "activations": "uint8" if scheme == "u8s8" else "int8 (symmetric)",
-        "weights": "int8 per-channel symmetric",
-        "calib_method": method,
-        "kept_float": float_nodes,
-        "calibration_samples_seen": reader.count,
-        "quantize_seconds": round(time.perf_counter() - started, 3),
-    }
-
-
-def softmax_nodes(path: Path) -> list[str]:
-    """Names of the Softmax nodes, which quantisation must leave in float.
-
-    A quantised Softmax maps every probability of a low-confidence output (a random-weight
-    ResNet-50: ~0.001 each) to the same uint8 step, so the top-1 class degenerates to index 0
-    (top-1 agreement 0.0 measured); in float it costs nothing measurable on ORT CPU and the
-    class ranking survives.
-    """
-    onnx = require("onnx")
-    model = onnx.load(str(path), load_external_data=False)
-    return [node.name for node in model.graph.node if node.op_type == "Softmax"]
-
-
 def to_float16(source: Path, output: Path) -> dict[str, Any]:
     """float16 weights and compute, float32 inputs and outputs (for GPU providers)."""
     onnx = require("onnx")
@@ -354,10 +229,3 @@ def to_float16(source: Path, output: Path) -> dict[str, Any]:
     model = convert_float_to_float16(onnx.load(str(source)), keep_io_types=True)
     onnx.save(model, str(output))
     return {"float16": "weights and compute; inputs and outputs stay float32"}
-
-
-def op_counts(path: Path) -> dict[str, int]:
-    """How many nodes of each op type the ONNX model holds (sorted by type)."""
-    onnx = require("onnx")
-    model = onnx.load(str(path), load_external_data=False)
-    return dict(sorted(Counter(node.op_type for node in model.graph.node).items()))

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.errors import UsageError
+from trtconv.quantize import CALIB_METHODS
 
 BACKENDS = ("auto", "tftrt", "ort", "trt")
 PRECISIONS = ("fp32", "tf32", "fp16", "int8")
-CALIB_METHODS = ("entropy", "minmax", "percentile")
 AMP_DTYPES = ("auto", "float16", "bfloat16")
 DIGITS = "digits"
 DEFAULT_BATCH_SIZES = (1, 8)
