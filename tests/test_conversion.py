@@ -132,3 +132,56 @@ def test_small_resnet_on_npz_data(precision: str, min_top1: float, tmp_path: Pat
         assert manifest.calibration is not None
         assert manifest.calibration["part"].endswith("[calibration]")
         assert manifest.conversion_summary["op_counts"]["QuantizeLinear"] > 0
+
+
+def test_int8_weight_range_follows_this_cpu(digits_int8: dict[str, Any]) -> None:
+    from trtconv.quantize.isa import X86_NO_VNNI, this_cpu_int8_class
+
+    here = this_cpu_int8_class()
+    quantization = digits_int8["manifest"]["conversion_summary"]["quantization"]
+    assert quantization["int8_target"] == "auto"
+    assert quantization["converted_on_cpu_class"] == here
+    assert quantization["reduce_range"] is (here == X86_NO_VNNI)
+    assert digits_int8["validation"]["machine"]["cpu_int8_class"] == here
+
+
+# An AVX2 EPYC as environment.cpu_info() describes it: no AVX-512, no VNNI.
+EPYC_AVX2 = {
+    "model": "AMD EPYC 7B12 (described)",
+    "arch": "x86_64",
+    "logical_cores": 2,
+    "features": {"avx2": True, "fma": True, "f16c": True},
+}
+
+
+def test_vnni_validated_artifact_moved_to_a_cpu_without_vnni_warns(
+    digits_saved_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = api.convert(
+        digits_saved_model,
+        "int8",
+        backend="ort",
+        output=tmp_path / "full-range",
+        int8_target="vnni",
+        calib_samples=64,
+        validate_samples=100,
+    )
+    artifact = Path(result["artifact"])
+    manifest_path = artifact / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["conversion_summary"]["quantization"]["reduce_range"] is False
+    # Whatever CPU ran this test, the artifact now says it was validated on a VNNI Xeon...
+    manifest["validation"]["machine"] = {"cpu": "Xeon (described)", "cpu_int8_class": "x86-vnni"}
+    manifest_path.write_text(json.dumps(manifest))
+    # ...and it runs on an AVX2 EPYC.
+    monkeypatch.setattr("trtconv.environment.cpu_info", lambda: EPYC_AVX2)
+
+    validated = api.validate(artifact, samples=100)
+    assert validated["machine"]["cpu_int8_class"] == "x86-no-vnni"
+    [warning] = validated["warnings"]
+    assert "validated on an x86-vnni CPU" in warning and "saturate" in warning
+    assert "this run measures its accuracy here" in warning
+
+    benched = api.bench([artifact], batch_sizes=[1], warmup=1, iterations=3)
+    moved = [w for w in benched["warnings"] if "x86-vnni" in w]
+    assert len(moved) == 1 and "--int8-target portable" in moved[0]

@@ -23,6 +23,7 @@ from trtconv.errors import UsageError
 from trtconv.fsutil import atomic_directory, check_output_free, dir_size_bytes, sha256_path
 from trtconv.manifest import Manifest, read_manifest, write_manifest
 from trtconv.quantize import CALIB_METHODS
+from trtconv.quantize.isa import INT8_TARGETS
 from trtconv.savedmodel import check_saved_model_dir
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class Plan:
     data_spec: str
     calibration: ArraySet | None
     held_out: ArraySet
+    int8_target: str = "auto"
 
 
 def convert(
@@ -71,8 +73,12 @@ def convert(
     force: bool = False,
     image_scale: float | None = None,
     image_offset: float | None = None,
+    int8_target: str = "auto",
 ) -> dict[str, Any]:
     """Convert a SavedModel into a validated artifact directory; return the result dict.
+
+    `int8_target` (int8 only): where the artifact will run, which sets the weight range of CPU
+    int8 models: "auto" (this CPU's class), "vnni" (VNNI/AMX x86 CPUs) or "portable" (any x86).
 
     Keys: schema_version, artifact, backend, precision, backend_reason, conversion_seconds,
     artifact_size_bytes, manifest, validation. Outside tolerance the artifact is still written,
@@ -84,6 +90,7 @@ def convert(
 
     batch_sizes = tuple(batch_sizes)
     _check_arguments(precision, backend, calib_method, batch_sizes, calib_samples, validate_samples)
+    _check_choice("--int8-target", int8_target, INT8_TARGETS)
     saved_model = check_saved_model_dir(Path(saved_model))
     chosen, reason = _choose_backend(backend, precision)
     output = Path(output) if output else default_output(saved_model, chosen, precision)
@@ -94,7 +101,9 @@ def convert(
     spec, calibration, held_out = _read_data(
         native, saved_model, precision, calib_data, counts, image_scale, image_offset
     )
-    plan = Plan(saved_model, output, chosen, reason, precision, spec, calibration, held_out)
+    plan = Plan(
+        saved_model, output, chosen, reason, precision, spec, calibration, held_out, int8_target
+    )
     log.info("converting %s to %s %s (%s)", saved_model, chosen, precision, reason)
     with atomic_directory(output, force) as staging, tempfile.TemporaryDirectory() as work:
         # Native outputs once: they check the ONNX export and then the converted model.
@@ -148,12 +157,16 @@ def _check_arguments(
         ("--backend", backend, BACKENDS),
         ("--calib-method", calib_method, CALIB_METHODS),
     ):
-        if value not in choices:
-            raise UsageError(f"{name} must be one of {', '.join(choices)}, found '{value}'.")
+        _check_choice(name, value, choices)
     if not batch_sizes or any(size < 1 for size in batch_sizes):
         raise UsageError(f"--batch-sizes must be positive integers, found {list(batch_sizes)}.")
     if calib_samples < 1 or validate_samples < 1:
         raise UsageError("--calib-samples and --validate-samples must be at least 1.")
+
+
+def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise UsageError(f"{name} must be one of {', '.join(choices)}, found '{value}'.")
 
 
 def _choose_backend(backend: str, precision: str) -> tuple[str, str]:
@@ -254,13 +267,36 @@ def _prepare_onnx(
     summary: dict[str, Any] = {"onnx_export": export}
     if plan.precision == "int8":
         assert request.calibration is not None  # _plan_data reads calibration data for int8
-        # ORT CPU runs U8S8 fastest; TensorRT reads only signed symmetric Q/DQ.
-        scheme = "s8s8" if plan.backend == "trt" else "u8s8"
+        options, decision = _qdq_options(plan, request.calib_method)
         request.qdq_onnx_path = work / "model.qdq.onnx"
         summary["quantization"] = quantize_qdq(
-            onnx_path, request.qdq_onnx_path, request.calibration, request.calib_method, scheme
+            onnx_path, request.qdq_onnx_path, request.calibration, options
         )
+        summary["quantization"].update(decision)
     return summary
+
+
+def _qdq_options(plan: Plan, method: str) -> tuple[Any, dict[str, Any]]:
+    """The Q/DQ options for the plan's backend and int8 target, and the record of the choice.
+
+    ORT CPU runs U8S8 fastest, with the weight range its CPU kernels need; TensorRT reads only
+    signed symmetric Q/DQ and has no int16 saturation, so its weights keep the full range.
+    """
+    from trtconv.quantize.isa import CPU_SCHEME, this_cpu_int8_class, weight_range
+    from trtconv.quantize.qdq import QdqOptions
+
+    scheme = "s8s8" if plan.backend == "trt" else CPU_SCHEME
+    here = this_cpu_int8_class()
+    if scheme != CPU_SCHEME:
+        return QdqOptions(scheme, method), {"int8_target": None}
+    choice = weight_range(plan.int8_target, here)
+    log.info("int8 weights: %s (%s)", choice.description, choice.reason)
+    decision = {
+        "int8_target": choice.target,
+        "weight_range_reason": choice.reason,
+        "converted_on_cpu_class": here,
+    }
+    return QdqOptions(scheme, method, choice.reduce_range), decision
 
 
 def _head(outputs: dict[str, Any]) -> dict[str, Any]:

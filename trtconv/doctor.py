@@ -42,11 +42,19 @@ def doctor(deep: bool = True) -> dict[str, Any]:
             "notes": caps.ort_reason,
         },
         "gpus": [gpu.to_dict() for gpu in caps.gpus],
-        "cpu": caps.cpu,
+        "cpu": _cpu(caps),
         "conversions": [verdict.to_dict() for verdict in support_matrix(caps)],
         "libraries": library_versions(),
         "commit": git_commit(),
     }
+
+
+def _cpu(caps: Capabilities) -> dict[str, Any]:
+    """The CPU with its int8 class: which int8 artifacts run on it exactly."""
+    from trtconv.quantize.isa import cpu_int8_class, int8_note
+
+    int8_class = cpu_int8_class(caps.cpu)
+    return {**caps.cpu, "int8_class": int8_class, "int8_note": int8_note(int8_class)}
 
 
 def _tensorflow(caps: Capabilities) -> dict[str, Any]:

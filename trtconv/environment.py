@@ -47,7 +47,7 @@ def library_versions() -> dict[str, str | None]:
 
 
 def cpu_info() -> dict[str, Any]:
-    """CPU model, logical cores available to us, and the instruction-set features that matter."""
+    """CPU model, architecture, logical cores available to us, and the ISA features that matter."""
     model = platform.processor() or platform.machine()
     flags: set[str] = set()
     cpuinfo = Path("/proc/cpuinfo")
@@ -61,6 +61,7 @@ def cpu_info() -> dict[str, Any]:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         "model": model,
+        "arch": platform.machine(),
         "logical_cores": cores,
         "features": {name: name in flags for name in CPU_FEATURES},
     }

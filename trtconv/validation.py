@@ -196,6 +196,15 @@ def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
     return {"name": name, "passed": bool(passed), "detail": detail}
 
 
+def validating_machine() -> dict[str, Any]:
+    """The CPU (and its int8 class) a validation ran on: int8 verdicts hold per CPU class."""
+    from trtconv.environment import cpu_info
+    from trtconv.quantize.isa import cpu_int8_class
+
+    cpu = cpu_info()
+    return {"cpu": cpu["model"], "cpu_int8_class": cpu_int8_class(cpu)}
+
+
 def raise_if_failed(validation: dict[str, Any], what: str) -> None:
     """Raise one AccuracyError listing every failed check of `validation` (exit 4)."""
     if validation["passed"]:
@@ -221,6 +230,7 @@ def validate_runners(
     candidate_outputs = run_batched(candidate, data)
     result = compare(reference_outputs, candidate_outputs, tolerance, data.labels, data.source)
     result["precision"] = precision
+    result["machine"] = validating_machine()
     log.info(
         "validation on %d samples of %s: %s",
         result["samples"],
@@ -265,6 +275,9 @@ def validate(
     result = validate_runners(
         native, open_runner(artifact), held_out, manifest.precision, tolerance
     )
+    warnings = [w for w in [_portability_warning(manifest, artifact, result)] if w]
+    for warning in warnings:
+        log.warning("%s", warning)
     return {
         "schema_version": 1,
         "artifact": str(artifact),
@@ -272,7 +285,18 @@ def validate(
         "backend": manifest.backend,
         "precision": manifest.precision,
         **result,
+        "warnings": warnings,
     }
+
+
+def _portability_warning(manifest: Any, artifact: Path, result: dict[str, Any]) -> str | None:
+    """Say so when this validation runs on another int8 CPU class than the conversion's."""
+    from trtconv.quantize.isa import portability_warning
+
+    recorded = (manifest.validation or {}).get("machine", {}).get("cpu_int8_class")
+    quantization = manifest.conversion_summary.get("quantization")
+    here = result["machine"]["cpu_int8_class"]
+    return portability_warning(quantization, recorded, here, str(artifact), measured_here=True)
 
 
 def default_data_spec(saved_model: Path, calibration: dict[str, Any] | None = None) -> str:

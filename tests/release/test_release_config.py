@@ -44,6 +44,7 @@ precision = "fp16"
 data = "digits"
 method = "minmax"
 samples = 64
+int8_target = "portable"
 
 [bench]
 batch_sizes = [1, 8, 32]
@@ -60,6 +61,7 @@ def test_full_config_is_read(tmp_path: Path, saved_model: Path) -> None:
     assert [t.id for t in config.targets] == ["ort-int8", "tftrt-fp16"]
     assert config.calibration.method == "minmax"
     assert config.calibration.samples == 64
+    assert config.calibration.int8_target == "portable"
     assert config.bench.batch_sizes == (1, 8, 32)
     assert config.gates.min_speedup == 1.5
     assert config.gates.gate_batch_size == 32  # default: the largest bench batch size
@@ -113,6 +115,13 @@ def test_bad_values_name_the_key(
         load_config(write(tmp_path, good(saved_model, extra)))
     assert message in str(caught.value)
     assert caught.value.exit_code == 2
+
+
+def test_bad_int8_target_lists_the_options(tmp_path: Path, saved_model: Path) -> None:
+    text = good(saved_model).replace('"portable"', '"avx2"')
+    expected = r'^calibration\.int8_target: expected one of "auto", "vnni", "portable"'
+    with pytest.raises(UsageError, match=expected):
+        load_config(write(tmp_path, text))
 
 
 def test_wrong_type_in_a_list_names_the_index(tmp_path: Path, saved_model: Path) -> None:

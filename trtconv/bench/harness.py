@@ -24,7 +24,13 @@ import numpy as np
 from trtconv import errors
 from trtconv.bench import stats
 from trtconv.bench.inputs import RANDOM, check_entry_fits, input_map, load_inputs, save_arrays
-from trtconv.bench.models import ModelEntry, Plan, check_batch_sizes, plan_models
+from trtconv.bench.models import (
+    ModelEntry,
+    Plan,
+    check_batch_sizes,
+    plan_models,
+    portability_warnings,
+)
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import TrtconvError, UsageError
 from trtconv.lazy import TF_LOG_LEVEL
@@ -399,6 +405,7 @@ def bench(
         raise UsageError(f"--threads {threads} is invalid: it must be at least 1.")
     plan = plan_models(models, xla=xla)
     check_batch_sizes(plan.models, sizes)
+    plan.warnings += portability_warnings(plan.models, measured_here=eval_data is not None)
     card = read_model_card(plan.baseline.path) if plan.baseline.kind == "saved_model" else None
     inputs = load_inputs(data, plan.baseline, max(sizes), card)
     eval_set = None

@@ -10,6 +10,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trtconv.bench.signature import read_signature
 from trtconv.errors import InputError, UsageError
@@ -31,6 +32,9 @@ class ModelEntry:
     signature: ModelSignature
     xla: bool = False
     source_model: Path | None = None
+    # int8 artifacts: the Q/DQ summary and the CPU class their validation ran on.
+    quantization: dict[str, Any] | None = None
+    validated_on: str | None = None
 
 
 @dataclass
@@ -68,6 +72,8 @@ def artifact_entry(path: Path) -> ModelEntry:
         payload=path / manifest.payload,
         signature=manifest.model_signature,
         source_model=Path(source) if source else None,
+        quantization=manifest.conversion_summary.get("quantization"),
+        validated_on=(manifest.validation or {}).get("machine", {}).get("cpu_int8_class"),
     )
 
 
@@ -129,6 +135,18 @@ def plan_models(paths: Sequence[Path | str], xla: bool = False) -> Plan:
             )
     _unique_labels(models)
     return Plan(models, baseline, reason, warnings)
+
+
+def portability_warnings(models: list[ModelEntry], measured_here: bool = False) -> list[str]:
+    """One line per int8 artifact validated on another CPU class than this one."""
+    from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
+
+    here = this_cpu_int8_class()
+    found = (
+        portability_warning(m.quantization, m.validated_on, here, m.label, measured_here)
+        for m in models
+    )
+    return [warning for warning in found if warning]
 
 
 def check_batch_sizes(models: list[ModelEntry], batch_sizes: Sequence[int]) -> None:

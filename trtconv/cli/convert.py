@@ -69,6 +69,11 @@ def convert_cli(
     ),
     calib_samples: int = typer.Option(500, help="Calibration samples (int8)."),
     calib_method: str = typer.Option("entropy", help="entropy, minmax or percentile."),
+    int8_target: str = typer.Option(
+        "auto",
+        help="Where an int8 CPU artifact will run: auto (this CPU's kind), vnni (x86 CPUs with "
+        "VNNI/AMX) or portable (any x86: 7-bit weights, which CPUs without VNNI need).",
+    ),
     batch_sizes: str = typer.Option("1,8,32", help="Batch sizes to build for, e.g. 1,8,32."),
     validate_samples: int = typer.Option(1000, help="Held-out samples to validate on."),
     tolerance: float = typer.Option(
@@ -96,6 +101,7 @@ def convert_cli(
             calib_data=calib_data,
             calib_samples=calib_samples,
             calib_method=calib_method,
+            int8_target=int8_target,
             batch_sizes=parse_batch_sizes(batch_sizes),
             validate_samples=validate_samples,
             tolerance=tolerance,

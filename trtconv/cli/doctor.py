@@ -81,6 +81,7 @@ def _devices_table(report: dict[str, Any]) -> Table:
         "CPU", "-", "-", "-", "-", escape(f"{cpu['model']}, {cpu['logical_cores']} cores")
     )
     table.add_row("", "", "", "", "", f"features: {features or 'none of note'}")
+    table.add_row("", "", "", "", "", escape(f"int8: {cpu['int8_class']}: {cpu['int8_note']}"))
     return table
 
 

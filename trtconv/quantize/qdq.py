@@ -12,6 +12,7 @@ import contextlib
 import io
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,29 @@ from trtconv.quantize import CALIB_METHODS
 log = logging.getLogger(__name__)
 
 QDQ_SCHEMES = ("u8s8", "s8s8")
+
+
+@dataclass(frozen=True)
+class QdqOptions:
+    """How to quantise: the Q/DQ scheme, the calibration method and the int8 weight range.
+
+    `scheme` "u8s8" (uint8 activations, int8 weights: fast on ORT CPU) or "s8s8" (int8,
+    symmetric activations: what TensorRT accepts). `reduce_range` quantises weights to 7 bits,
+    which x86 CPUs without VNNI need (see trtconv.quantize.isa).
+    """
+
+    scheme: str = "u8s8"
+    method: str = "entropy"
+    reduce_range: bool = False
+
+    def check(self) -> None:
+        """Raise UsageError for an unknown method or scheme."""
+        if self.method not in CALIB_METHODS:
+            raise UsageError(
+                f"Unknown calibration method '{self.method}'; expected {CALIB_METHODS}."
+            )
+        if self.scheme not in QDQ_SCHEMES:
+            raise UsageError(f"Unknown Q/DQ scheme '{self.scheme}'; expected {QDQ_SCHEMES}.")
 
 
 def _calibration_reader(feed: CalibrationFeed) -> Any:
@@ -52,26 +76,20 @@ def _calibration_reader(feed: CalibrationFeed) -> Any:
 
 
 def quantize_qdq(
-    source: Path,
-    output: Path,
-    feed: CalibrationFeed,
-    method: str = "entropy",
-    scheme: str = "u8s8",
+    source: Path, output: Path, feed: CalibrationFeed, options: QdqOptions | None = None
 ) -> dict[str, Any]:
     """Calibrate on `feed` and write an explicit Q/DQ int8 model of `source` to `output`.
 
-    `scheme` "u8s8" (uint8 activations, int8 weights: fast on ORT CPU) or "s8s8" (int8,
-    symmetric activations: what TensorRT accepts). Weights are per-channel and symmetric.
+    Weights are per-channel and symmetric; `options` (default QdqOptions()) chooses the rest.
     Returns a summary for the manifest; raises UsageError for an unknown method or scheme and
     ConversionError when calibration or quantisation fails.
     """
     quantization = require("onnxruntime.quantization")
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    if method not in CALIB_METHODS:
-        raise UsageError(f"Unknown calibration method '{method}'; expected {CALIB_METHODS}.")
-    if scheme not in QDQ_SCHEMES:
-        raise UsageError(f"Unknown Q/DQ scheme '{scheme}'; expected {QDQ_SCHEMES}.")
+    options = options or QdqOptions()
+    options.check()
+    scheme, method = options.scheme, options.method
     methods = {
         "entropy": quantization.CalibrationMethod.Entropy,
         "minmax": quantization.CalibrationMethod.MinMax,
@@ -96,6 +114,7 @@ def quantize_qdq(
                 per_channel=True,
                 activation_type=activation,
                 weight_type=quantization.QuantType.QInt8,
+                reduce_range=options.reduce_range,
                 calibrate_method=methods[method],
                 extra_options={"ActivationSymmetric": scheme == "s8s8", "WeightSymmetric": True},
                 nodes_to_exclude=float_nodes,
@@ -117,7 +136,8 @@ def quantize_qdq(
         "format": "qdq",
         "scheme": scheme,
         "activations": "uint8" if scheme == "u8s8" else "int8 (symmetric)",
-        "weights": "int8 per-channel symmetric",
+        "weights": "int8 per-channel symmetric" + (", 7-bit range" if options.reduce_range else ""),
+        "reduce_range": options.reduce_range,
         "calib_method": method,
         "kept_float": float_nodes,
         "calibration_samples_seen": reader.count,

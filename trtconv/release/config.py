@@ -20,6 +20,7 @@ from typing import Any
 
 from trtconv.errors import UsageError
 from trtconv.quantize import CALIB_METHODS
+from trtconv.quantize.isa import INT8_TARGETS
 
 BACKENDS = ("auto", "tftrt", "ort", "trt")
 PRECISIONS = ("fp32", "tf32", "fp16", "int8")
@@ -154,11 +155,12 @@ class Target:
 
 @dataclass(frozen=True)
 class CalibrationSettings:
-    """INT8 calibration data, as `convert --calib-data/--calib-method/--calib-samples`."""
+    """INT8 calibration, as `convert --calib-data/--calib-method/--calib-samples/--int8-target`."""
 
     data: str | None = None
     method: str = "entropy"
     samples: int | None = None
+    int8_target: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,7 @@ CALIBRATION_FIELDS: dict[str, Validator] = {
     "data": string,
     "method": choice(*CALIB_METHODS),
     "samples": positive_int,
+    "int8_target": choice(*INT8_TARGETS),
 }
 EVAL_FIELDS: dict[str, Validator] = {"data": string, "samples": positive_int}
 BENCH_FIELDS: dict[str, Validator] = {

@@ -173,7 +173,11 @@ class ReleaseRun:
             "calibration": {
                 "data": data_fingerprint(calibration.data),
                 **(
-                    {"method": calibration.method, "samples": calibration.samples}
+                    {
+                        "method": calibration.method,
+                        "samples": calibration.samples,
+                        "int8_target": calibration.int8_target,
+                    }
                     if target.precision == "int8"
                     else {}
                 ),
@@ -201,6 +205,7 @@ class ReleaseRun:
                     output=output,
                     calib_data=calibration.data,
                     calib_method=calibration.method,
+                    int8_target=calibration.int8_target,
                     batch_sizes=batch_sizes,
                     tolerance=target.tolerance,
                     force=True,

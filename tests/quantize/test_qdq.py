@@ -1,0 +1,127 @@
+"""Static Q/DQ INT8 with ONNX Runtime's quantiser on the digits model: schemes and weight range."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from convert_fixtures import digits_onnx, work_dir
+
+from trtconv.backends.onnx_export import op_counts
+from trtconv.backends.ort import OrtRunner
+from trtconv.backends.tf_native import SavedModelRunner
+from trtconv.calib.readers import CALIBRATION, calibration_feed, read_model_data, whole_batches
+from trtconv.quantize.qdq import QdqOptions, quantize_qdq
+from trtconv.validation import run_batched
+
+pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
+
+
+def _feed(native: SavedModelRunner, samples: int = 256) -> object:
+    data = read_model_data("digits", native.signature, role=CALIBRATION, samples=samples)
+    return calibration_feed(whole_batches(data, 32), 32)
+
+
+def _top1(outputs: dict[str, np.ndarray]) -> np.ndarray:
+    return outputs["probabilities"].argmax(axis=1)
+
+
+def _int8_weights(path: Path) -> list[np.ndarray]:
+    """The int8 weight tensors (rank > 1) the Q/DQ model dequantises."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    initializers = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
+    dequantized = [n.input[0] for n in model.graph.node if n.op_type == "DequantizeLinear"]
+    return [
+        initializers[name]
+        for name in dequantized
+        if name in initializers
+        and initializers[name].dtype == np.int8
+        and initializers[name].ndim > 1
+    ]
+
+
+def test_int8_qdq_u8s8_runs_on_cpu_and_agrees(
+    digits_saved_model: Path,
+    digits_native: SavedModelRunner,
+    digits_held_out: object,
+    digits_reference: dict[str, np.ndarray],
+) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    output = work_dir() / "digits.qdq.onnx"
+    summary = quantize_qdq(digits_onnx(digits_saved_model), output, _feed(digits_native))
+    assert summary["calibration_samples_seen"] == 256 and summary["scheme"] == "u8s8"
+    counts = op_counts(output)
+    assert counts["QuantizeLinear"] > 0 and counts["DequantizeLinear"] > 0
+    model = onnx.load(str(output))
+    initializers = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
+    activation_zero_points = [
+        initializers[node.input[2]] for node in model.graph.node if node.op_type == "QuantizeLinear"
+    ]
+    assert all(zp.dtype == np.uint8 for zp in activation_zero_points)
+    assert any(array.dtype == np.int8 and array.ndim == 4 for array in initializers.values())
+    # The output Softmax stays float: nothing quantises its output.
+    softmax = [node for node in model.graph.node if node.op_type == "Softmax"]
+    assert softmax and summary["kept_float"] == [node.name for node in softmax]
+    quantized_inputs = {n.input[0] for n in model.graph.node if n.op_type == "QuantizeLinear"}
+    assert not quantized_inputs & {node.output[0] for node in softmax}
+    assert not list(output.parent.glob("augmented_model*.onnx"))
+    runner = OrtRunner(output)
+    outputs = run_batched(runner, digits_held_out)  # type: ignore[arg-type]
+    assert (_top1(outputs) == _top1(digits_reference)).mean() >= 0.97
+
+
+@pytest.mark.parametrize("method", ["minmax", "percentile"])
+def test_int8_other_methods_and_tensorrt_scheme(
+    method: str,
+    digits_saved_model: Path,
+    tmp_path: Path,
+    digits_native: SavedModelRunner,
+    digits_held_out: object,
+    digits_reference: dict[str, np.ndarray],
+) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    output = tmp_path / "s8s8.onnx"
+    options = QdqOptions(scheme="s8s8", method=method)
+    summary = quantize_qdq(digits_onnx(digits_saved_model), output, _feed(digits_native), options)
+    assert summary["calib_method"] == method
+    model = onnx.load(str(output))
+    initializers = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
+    zero_points = [
+        initializers[node.input[2]] for node in model.graph.node if node.op_type == "QuantizeLinear"
+    ]
+    # TensorRT reads only signed, symmetric Q/DQ.
+    assert zero_points and all(zp.dtype == np.int8 and not zp.any() for zp in zero_points)
+    outputs = run_batched(OrtRunner(output), digits_held_out)  # type: ignore[arg-type]
+    assert (_top1(outputs) == _top1(digits_reference)).mean() >= 0.97
+
+
+@pytest.mark.parametrize("reduce_range", [False, True])
+def test_weight_range_in_the_model(
+    reduce_range: bool,
+    digits_saved_model: Path,
+    tmp_path: Path,
+    digits_native: SavedModelRunner,
+    digits_held_out: object,
+    digits_reference: dict[str, np.ndarray],
+) -> None:
+    """7-bit weights (|w| <= 64) cannot saturate int16 pair sums on x86 without VNNI."""
+    output = tmp_path / "model.qdq.onnx"
+    options = QdqOptions(reduce_range=reduce_range)
+    summary = quantize_qdq(digits_onnx(digits_saved_model), output, _feed(digits_native), options)
+    assert summary["reduce_range"] is reduce_range
+    assert summary["weights"].endswith("7-bit range") is reduce_range
+    weights = _int8_weights(output)
+    assert weights  # every conv and dense layer
+    largest = max(int(np.abs(w.astype(np.int16)).max()) for w in weights)
+    # Per-channel symmetric: each channel's largest weight maps to the end of the range.
+    assert largest == (64 if reduce_range else 127)
+    outputs = run_batched(OrtRunner(output), digits_held_out)  # type: ignore[arg-type]
+    assert (_top1(outputs) == _top1(digits_reference)).mean() >= 0.97
