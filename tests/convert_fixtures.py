@@ -100,3 +100,58 @@ def small_resnet() -> Path:
     path = work_dir() / "resnet16" / "saved_model"
     export_saved_model(model, path, "image", (RESNET_SIZE, RESNET_SIZE, 3))
     return path
+
+
+TEXT_VOCAB, TEXT_CLASSES = 32, 3
+
+
+def text_tokens(samples: int = 600, seed: int = 0) -> ArraySet:
+    """Token sequences of varying content (int32 ids) labelled by which of tokens 1-3 is most
+    frequent: a task attention can learn."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.integers(4, TEXT_VOCAB, (samples, 12)).astype(np.int32)
+    labels = rng.integers(0, TEXT_CLASSES, samples)
+    for row, label in enumerate(labels):
+        tokens[row, rng.choice(12, 5, replace=False)] = label + 1
+    return ArraySet({"x": tokens}, labels.astype(np.int64), "tokens")
+
+
+@functools.cache
+def text_model() -> Path:
+    """A SavedModel over int32 token ids with a dynamic sequence length: embedding,
+    multi-head self-attention, pooling, softmax; trained briefly. Input `tokens` [batch, None]."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((None,), dtype="int32", name="tokens")
+    x = keras.layers.Embedding(TEXT_VOCAB, 16)(inputs)
+    x = keras.layers.MultiHeadAttention(num_heads=2, key_dim=8)(x, x)
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    model = keras.Model(inputs, keras.layers.Dense(TEXT_CLASSES)(x))
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    train, _ = holdout_split(text_tokens())
+    model.fit(train.x, train.labels, epochs=8, batch_size=32, verbose=0)
+    spec = tf.TensorSpec([None, None], tf.int32, name="tokens")
+
+    @tf.function(input_signature=[spec])
+    def serve(tokens: tf.Tensor) -> dict[str, tf.Tensor]:
+        return {"probabilities": tf.nn.softmax(model(tokens, training=False), axis=-1)}
+
+    module = tf.Module()
+    module.model, module.serve = model, serve
+    path = work_dir() / "text" / "saved_model"
+    tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
+    return path
+
+
+@functools.cache
+def text_tokens_npz() -> Path:
+    """text_tokens saved as an .npz with arrays x (int32) and y."""
+    data = text_tokens()
+    path = work_dir() / "tokens.npz"
+    np.savez(path, x=data.x, y=data.labels)
+    return path

@@ -185,3 +185,27 @@ def test_vnni_validated_artifact_moved_to_a_cpu_without_vnni_warns(
     benched = api.bench([artifact], batch_sizes=[1], warmup=1, iterations=3)
     moved = [w for w in benched["warnings"] if "x86-vnni" in w]
     assert len(moved) == 1 and "--int8-target portable" in moved[0]
+
+
+def test_dynamic_sequence_text_model_quantizes_without_litter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """int32 token ids, dynamic sequence length, attention: symbolic shape inference fails, ONNX
+    shape inference carries on, and nothing lands in the working directory or on stdout."""
+    from convert_fixtures import text_model, text_tokens_npz
+
+    model, data = text_model(), text_tokens_npz()
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    capfd.readouterr()
+    output = tmp_path / "text-int8"
+    result = api.convert(model, "int8", backend="ort", output=output, calib_data=str(data))
+    out, err = capfd.readouterr()
+    assert out == "" and "Please consider" not in err
+    assert list(cwd.iterdir()) == []
+    quantization = result["manifest"]["conversion_summary"]["quantization"]
+    assert quantization["shape_inference"].startswith("onnx (symbolic")
+    assert result["manifest"]["conversion_summary"]["op_counts"]["QuantizeLinear"] > 0
+    validation = result["validation"]
+    assert validation["passed"] and validation["accuracy_reference"] > 0.9

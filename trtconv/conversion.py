@@ -270,7 +270,7 @@ def _prepare_onnx(
         options, decision = _qdq_options(plan, request.calib_method)
         request.qdq_onnx_path = work / "model.qdq.onnx"
         summary["quantization"] = quantize_qdq(
-            onnx_path, request.qdq_onnx_path, request.calibration, options
+            onnx_path, request.qdq_onnx_path, request.calibration, options, str(plan.saved_model)
         )
         summary["quantization"].update(decision)
     return summary

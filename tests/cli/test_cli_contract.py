@@ -154,6 +154,13 @@ def test_subprocess_bad_option_is_usage_error() -> None:
     assert "Traceback" not in completed.stderr
 
 
+def test_version_alone_prints_the_version() -> None:
+    from trtconv import __version__
+
+    completed = _run("--version")
+    assert (completed.returncode, completed.stdout.strip()) == (0, __version__)
+
+
 PROBE = """
 import json, sys
 import trtconv.cli

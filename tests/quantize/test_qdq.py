@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -125,3 +126,46 @@ def test_weight_range_in_the_model(
     assert largest == (64 if reduce_range else 127)
     outputs = run_batched(OrtRunner(output), digits_held_out)  # type: ignore[arg-type]
     assert (_top1(outputs) == _top1(digits_reference)).mean() >= 0.97
+
+
+def _activation_scales(path: Path) -> dict[str, float]:
+    """Scale of every activation QuantizeLinear, by the tensor it quantises."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    initializers = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
+    return {
+        node.input[0]: float(initializers[node.input[1]])
+        for node in model.graph.node
+        if node.op_type == "QuantizeLinear" and node.input[0] not in initializers
+    }
+
+
+def test_entropy_searches_thresholds_minmax_does_not(
+    digits_saved_model: Path, tmp_path: Path, digits_native: SavedModelRunner
+) -> None:
+    """ORT's default entropy settings give one candidate, the full range: minmax, bit for bit."""
+    source, feed = digits_onnx(digits_saved_model), _feed(digits_native)
+    scales = {}
+    for method in ("minmax", "entropy"):
+        output = tmp_path / f"{method}.onnx"
+        summary = quantize_qdq(source, output, feed, QdqOptions(method=method))
+        scales[method] = _activation_scales(output)
+    assert "193 candidate ranges" in summary["calibration"]
+    assert scales["entropy"].keys() == scales["minmax"].keys()
+    entropy, minmax = scales["entropy"], scales["minmax"]
+    assert any(entropy[name] < minmax[name] for name in minmax)  # a narrower range, somewhere
+    assert all(entropy[name] <= minmax[name] * (1 + 1e-6) for name in minmax)
+
+
+def test_errors_name_the_users_model(digits_saved_model: Path, tmp_path: Path) -> None:
+    from trtconv.errors import ConversionError
+
+    def no_batches() -> Iterator[dict[str, np.ndarray]]:
+        return iter([])
+
+    with pytest.raises(ConversionError, match=r"^INT8 calibration of models/mine saw no samples"):
+        source = digits_onnx(digits_saved_model)
+        quantize_qdq(source, tmp_path / "q.onnx", no_batches, None, "models/mine")
+    assert list(tmp_path.iterdir()) == []

@@ -19,16 +19,26 @@ app = typer.Typer(
 )
 
 
-@app.callback()
-def root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
-) -> None:
-    """Train, convert, validate and benchmark TensorFlow models for fast inference."""
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         from trtconv import __version__
 
         typer.echo(__version__)
         raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    # Eager: runs before click asks for a command, so `trtconv --version` alone works.
+    version: bool = typer.Option(
+        False,
+        "--version",
+        help="Print the version and exit.",
+        is_eager=True,
+        callback=_print_version,
+    ),
+) -> None:
+    """Train, convert, validate and benchmark TensorFlow models for fast inference."""
 
 
 app.command("doctor")(doctor.doctor_cli)
