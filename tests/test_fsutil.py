@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from trtconv.errors import UsageError
-from trtconv.fsutil import PARTIAL_PREFIX, atomic_directory, sha256_path
+from trtconv.fsutil import PARTIAL_PREFIX, atomic_directory, check_output_free, sha256_path
 
 
 def test_atomic_directory_renames_into_place(tmp_path: Path) -> None:
@@ -104,3 +105,28 @@ def test_write_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> N
         write_atomic(path, None)  # type: ignore[arg-type]
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["release.md"]
+
+
+def test_output_under_a_file_is_refused(tmp_path: Path) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("x")
+    with pytest.raises(UsageError, match=r"notes\.txt is a file, not a folder\.$"):
+        check_output_free(blocker / "deeper" / "artifact", force=False)
+
+
+def test_output_in_a_folder_nobody_may_write_is_refused(tmp_path: Path) -> None:
+    # Root may write in a 0500 folder, but not under /sys (sysfs): refused for everyone.
+    target = Path("/sys/trtconv-out") if os.geteuid() == 0 else tmp_path / "locked" / "out"
+    if os.geteuid() == 0 and not Path("/sys").is_dir():
+        pytest.skip("running as root on a machine without /sys")
+    if os.geteuid() != 0:
+        target.parent.mkdir()
+        target.parent.chmod(0o500)
+    with pytest.raises(UsageError, match=r"cannot be written: .*\.$"):
+        check_output_free(target, force=False)
+    assert not target.exists()
+
+
+def test_writable_output_leaves_no_probe_behind(tmp_path: Path) -> None:
+    check_output_free(tmp_path / "a" / "b" / "artifact", force=False)
+    assert list(tmp_path.iterdir()) == []

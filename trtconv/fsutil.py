@@ -16,9 +16,33 @@ PARTIAL_PREFIX = ".partial-"
 
 
 def check_output_free(output: Path, force: bool) -> None:
-    """Raise UsageError if `output` exists and `force` is not set."""
+    """Raise UsageError if `output` exists and `force` is not set, or cannot be written.
+
+    Called before any work, so that a bad `--output` costs nothing (not a trained model or a
+    benchmark's measurements thrown away at the end).
+    """
     if output.exists() and not force:
         raise UsageError(f"Output {output} already exists; pass --force to replace it.")
+    check_writable(output)
+
+
+def check_writable(output: Path) -> None:
+    """Raise UsageError unless `output` (a file or directory, existing or not) can be created
+    beside its siblings: its nearest existing parent is a directory we can write in.
+
+    Tried for real (a probe directory made and removed), because permission bits do not tell:
+    root may write anywhere they allow, and a read-only filesystem refuses everyone.
+    """
+    parent = Path(output).absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"Output {output} cannot be created: {parent} is a file, not a folder.")
+    try:
+        Path(tempfile.mkdtemp(prefix=f"{PARTIAL_PREFIX}write-check-", dir=parent)).rmdir()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UsageError(f"Output {output} cannot be written: {parent}: {reason}.") from None
 
 
 @contextmanager

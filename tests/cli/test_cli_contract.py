@@ -98,6 +98,32 @@ def test_runner_refuses_existing_output_and_leaves_it_intact(tmp_path: Path) -> 
     assert sorted(p.name for p in output.iterdir()) == ["saved_model", "trtconv.json"]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["train", "convert", "bench", "release"])
+def test_runner_unwritable_output_is_refused_before_any_work(
+    command: str, tmp_path: Path, digits_saved_model: Path
+) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("not a folder")
+    output = str(blocker / "out")
+    config = tmp_path / "release.toml"
+    config.write_text(
+        f'[model]\npath = "{digits_saved_model}"\n[[targets]]\nbackend = "ort"\n'
+        'precision = "fp32"\n'
+    )
+    args = {
+        "train": ["train", "--output", output],
+        "convert": ["convert", str(digits_saved_model), "--precision", "fp32", "--output", output],
+        "bench": ["bench", str(digits_saved_model), "--report", output],
+        "release": ["release", str(config), "--output", output],
+    }[command]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 2, result.stdout
+    message = json.loads(result.stdout)["error"]["message"]
+    assert message.endswith("notes.txt is a file, not a folder.")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "release.toml"]
+
+
 # --- as a subprocess: the real entry point -------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from trtconv.errors import TrtconvError
+from trtconv.interrupts import Terminated, interrupt_exit_code, sigterm_as_interrupt
 from trtconv.lazy import quiet_tensorflow
 
 Result = dict[str, Any]
@@ -97,15 +98,17 @@ def run_command(
     quiet_tensorflow()  # before any command imports TensorFlow (and for its subprocesses)
     debug = os.environ.get("TRTCONV_DEBUG") == "1"
     try:
-        result = work()
+        with sigterm_as_interrupt():
+            result = work()
     except TrtconvError as exc:
         if debug:
             traceback.print_exc()
         emit_error(type(exc).__name__, str(exc), json_mode)
         raise typer.Exit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        emit_error("Interrupted", "interrupted; nothing half-written was kept.", json_mode)
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as interrupt:
+        what = "terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
+        emit_error("Interrupted", f"{what}; nothing half-written was kept.", json_mode)
+        raise typer.Exit(interrupt_exit_code(interrupt)) from None
     except Exception as exc:
         if debug:
             raise

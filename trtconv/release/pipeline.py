@@ -14,6 +14,7 @@ from typing import Any
 from trtconv import __version__
 from trtconv.environment import environment_block
 from trtconv.fsutil import sha256_path, write_atomic
+from trtconv.interrupts import sigterm_as_interrupt
 from trtconv.release.config import ReleaseConfig, Target, load_config
 from trtconv.release.markdown import render_markdown
 from trtconv.release.rundir import (
@@ -24,7 +25,6 @@ from trtconv.release.rundir import (
     clean_release_dir,
     exclusive,
     release_log,
-    sigterm_as_interrupt,
 )
 from trtconv.release.steps import Progress, ReleaseRun
 from trtconv.release.store import write_json_atomic

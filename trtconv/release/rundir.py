@@ -1,4 +1,4 @@
-"""The release directory as a resource: its lock, its log file, SIGTERM, and clean-up.
+"""The release directory as a resource: its lock, its log file, and clean-up.
 
 release.json  release.md  release.log
 model/        the trained SavedModel and model card (model.zoo only)
@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import logging
 import shutil
-import signal
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from trtconv.errors import UsageError
+from trtconv.fsutil import check_writable
 from trtconv.release.store import STATE_DIR, sweep_partials
 
 log = logging.getLogger(__name__)
@@ -49,29 +47,6 @@ def release_log(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Turn the first SIGTERM into KeyboardInterrupt so atomic outputs clean up on the way out.
-
-    A second SIGTERM during that clean-up gets the previous (default: terminate) behaviour, like
-    pressing Ctrl-C twice; its leftovers are `.partial-*` directories, swept on the next run.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be installed from the main thread
-        return
-    previous = signal.getsignal(signal.SIGTERM)
-
-    def interrupt(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, previous)
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
 def exclusive(directory: Path) -> Iterator[None]:
     """Hold an advisory lock on the release directory: two runs must not write it at once.
 
@@ -98,6 +73,7 @@ def check_release_dir(directory: Path, resume: bool, force: bool) -> None:
         raise UsageError("Pass --resume or --force, not both.")
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"Release output {directory} is a file; expected a directory.")
+    check_writable(directory / RELEASE_JSON)  # inside it when it exists, beside it otherwise
     if not (directory.is_dir() and any(directory.iterdir())):
         return
     if not (resume or force):
