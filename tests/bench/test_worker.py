@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -76,3 +81,16 @@ def test_make_batches_wraps_small_data_and_caps_the_count() -> None:
     assert [b["image"].ravel().tolist() for b in made] == [[0, 1, 2, 3], [4, 0, 1, 2]]
     assert len(make_batches(inputs, 1, max_batches=3)) == 3
     assert all(b["image"].flags.c_contiguous for b in made)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads /proc (Linux)")
+def test_peak_rss_is_the_workers_own_not_its_parents() -> None:
+    """ru_maxrss survives fork and exec: a worker of a big parent reported the parent's peak."""
+    child = "from trtconv.bench.worker import peak_rss_mb; print(peak_rss_mb())"
+    ballast = bytearray(400 * 1024 * 1024)
+    ballast[::4096] = b"\1" * len(ballast[::4096])  # touch every page: 400 MB resident
+    inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True)
+    del ballast
+    assert inherited > 400
+    assert float(done.stdout) < 200  # the child imports numpy and trtconv, nothing more

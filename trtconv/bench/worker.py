@@ -179,8 +179,16 @@ def configure_threads(spec: dict[str, Any]) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(int(threads))
 
 
-def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far (Linux reports ru_maxrss in KiB)."""
+def peak_rss_mb(status: Path = Path("/proc/self/status")) -> float:
+    """Peak resident set size of this process so far, in MB.
+
+    Linux reads `VmHWM`: `ru_maxrss` survives fork and exec, so a worker started by a release
+    (whose process holds TensorFlow, ~800 MB) reported the parent's peak, not its own.
+    """
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
