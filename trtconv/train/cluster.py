@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -183,54 +184,97 @@ def resolve_cluster(workers: str | None, worker_index: int | None) -> Cluster:
     return parse_tf_config(text)
 
 
-def _listen(port: int) -> socket.socket:
-    """Listen on our own port (every interface, as TensorFlow's server will) while we wait, so
-    the others see this worker up; the kernel completes their connections without accept()."""
-    try:
-        if socket.has_dualstack_ipv6():
-            return socket.create_server(("", port), family=socket.AF_INET6, dualstack_ipv6=True)
-        return socket.create_server(("", port))
-    except OSError as exc:
-        raise ClusterError(f"This worker cannot listen on port {port}: {exc.strerror}.") from exc
+class _Doorbell:
+    """Our own port while we wait: a thread accepts the others' connections and records the
+    address each one says it is. Listening on every interface, as TensorFlow's server will."""
+
+    def __init__(self, port: int) -> None:
+        try:
+            if socket.has_dualstack_ipv6():
+                family = socket.AF_INET6
+                self._server = socket.create_server(("", port), family=family, dualstack_ipv6=True)
+            else:
+                self._server = socket.create_server(("", port))
+        except OSError as exc:
+            raise ClusterError(
+                f"This worker cannot listen on port {port}: {exc.strerror}."
+            ) from exc
+        self._server.settimeout(RETRY_S)
+        self.rung_by: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with connection:
+                connection.settimeout(2.0)
+                try:
+                    self.rung_by.add(connection.recv(1024).decode(errors="replace").strip())
+                except OSError:
+                    continue
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._server.close()
 
 
-def _answers(address: str, timeout_s: float) -> str | None:
-    """None when `address` accepts a TCP connection, else why not."""
+def _ring(address: str, me: str, timeout_s: float) -> str | None:
+    """Connect to `address` and say who we are; None on success, else why it failed."""
     host, port = split_address(address)
     try:
-        with socket.create_connection((host, port), timeout=max(0.1, timeout_s)):
+        with socket.create_connection((host, port), timeout=max(0.1, timeout_s)) as connection:
+            connection.sendall(f"{me}\n".encode())
             return None
     except OSError as exc:
         return exc.strerror or type(exc).__name__
 
 
+def _unreachable(cluster: Cluster, timeout_s: float, pending: dict[str, str], why: dict[str, str],
+                 silent: list[tuple[str, str]]) -> ClusterError:  # fmt: skip
+    parts = [f"could not reach {name} at {pending[name]} ({why[name]})" for name in pending]
+    parts += [f"was never reached by {n} at {a}" for n, a in silent if n not in pending]
+    return ClusterError(
+        f"{cluster.name.capitalize()} ({cluster.address}) {'; '.join(parts)} within "
+        f"{timeout_s:g} s: start every worker with the same cluster, and check the addresses "
+        "and that their ports are open."
+    )
+
+
 def wait_for_peers(cluster: Cluster, timeout_s: float) -> None:
-    """Return once every other task accepts a connection on its address.
+    """Return once this worker has reached every other task and every other task has reached
+    it (each connects to the others' addresses and says which task it is).
 
     TensorFlow's own join blocks without a limit (and holds the interpreter while it does), so
-    trtconv first checks, within `timeout_s`, that every address answers. Raises ClusterError
-    naming each task that did not answer, and why.
+    trtconv first checks this within `timeout_s`. Keeping our port open until everyone has rung
+    means no worker leaves the wait while another still looks for it. Raises ClusterError
+    naming each task that could not be reached or never rang, and why.
     """
     deadline = time.monotonic() + timeout_s
     pending = dict(cluster.peers())
-    failures: dict[str, str] = {}
-    with _listen(split_address(cluster.address)[1]):
-        while pending:
+    why: dict[str, str] = {}
+    doorbell = _Doorbell(split_address(cluster.address)[1])
+    try:
+        while True:
             for name, address in list(pending.items()):
-                remaining = deadline - time.monotonic()
-                failure = _answers(address, min(2.0, remaining))
+                failure = _ring(address, cluster.address, min(2.0, deadline - time.monotonic()))
                 if failure is None:
                     del pending[name]
-                    failures.pop(name, None)
                 else:
-                    failures[name] = failure
-            if pending and time.monotonic() + RETRY_S > deadline:
-                missing = "; ".join(f"{n} at {pending[n]} ({failures[n]})" for n in pending)
-                raise ClusterError(
-                    f"{cluster.name.capitalize()} ({cluster.address}) could not reach {missing} "
-                    f"within {timeout_s:g} s: start every worker with the same cluster, and "
-                    "check the addresses and that their ports are open."
-                )
-            if pending:
-                time.sleep(RETRY_S)
+                    why[name] = failure
+            silent = [(n, a) for n, a in cluster.peers() if a not in doorbell.rung_by]
+            if not pending and not silent:
+                break
+            if time.monotonic() + RETRY_S > deadline:
+                raise _unreachable(cluster, timeout_s, pending, why, silent)
+            time.sleep(RETRY_S)
+    finally:
+        doorbell.close()
     log.info("%s of %d: every other worker answered", cluster.name, cluster.workers)
