@@ -59,7 +59,9 @@ def two_workers(tmp_path: Path, *args: str) -> Iterator[list[Worker]]:
             command += ["--workers", addresses, "--worker-index", str(index), "--json"]
             command += ["--cluster-timeout", CLUSTER_TIMEOUT_S, *args]
             with stdout.open("w") as out, stderr.open("w") as err:
-                process = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=err, text=True)
+                process = subprocess.Popen(
+                    command, cwd=cwd, stdout=out, stderr=err, text=True, env=env
+                )
             workers.append(Worker(process, cwd, stdout, stderr))
         yield workers
     finally:
