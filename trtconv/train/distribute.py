@@ -6,7 +6,9 @@ import faulthandler
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -134,11 +136,30 @@ def join_cluster(cluster: Cluster, timeout_s: float) -> Any:
     wait_for_peers(cluster, timeout_s)
     options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout_s)
     log.info("joining the cluster (a worker that never joins ends this one after %g s)", timeout_s)
-    with _hang_guard(timeout_s):
+    with _hang_guard(timeout_s), _keep_sigterm_handler():
         try:
             return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         except (RuntimeError, ValueError, tf.errors.OpError) as exc:
             raise ClusterError(f"{cluster.name} could not join the cluster: {exc}") from exc
+
+
+@contextmanager
+def _keep_sigterm_handler() -> Iterator[None]:
+    """Put back this process's SIGTERM handler after the block.
+
+    Joining a cluster starts TensorFlow's preemption watcher, which takes SIGTERM over and only
+    records it (the run goes on). trtconv's own handling applies instead: stop, remove anything
+    half-written, exit 143.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGTERM, handler)
 
 
 def split_cpu(count: int) -> None:

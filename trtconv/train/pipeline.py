@@ -166,7 +166,8 @@ def train(
         strategy, cpu_devices, workers, worker_index, cluster_timeout_s or DEFAULT_CLUSTER_TIMEOUT_S
     )
     output = Path(output or Path("models") / model)
-    check_output_free(output, force)  # on every worker: the same command fails alike everywhere
+    if plan.writes_outputs:  # the others never touch the output, wherever it may be for them
+        check_output_free(output, force)
     prepared = _training_data(model, config, data)
     amp_choice = choose_policy(amp, amp_dtype)
     distribution = start_strategy(plan)
