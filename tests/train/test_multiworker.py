@@ -81,7 +81,7 @@ def wait_all(workers: list[Worker], deadline_s: float = DEADLINE_S) -> None:
 def test_two_workers_train_and_only_the_chief_exports(tmp_path: Path) -> None:
     tf = pytest.importorskip("tensorflow")
     output = tmp_path / "shared" / "digits"  # one path on every worker, as on a shared disk
-    args = ("--epochs", "4", "--batch-size", "32", "--output", str(output))
+    args = ("--epochs", "10", "--batch-size", "32", "--output", str(output))
     with two_workers(tmp_path, *args) as workers:
         wait_all(workers)
     for worker in workers:
@@ -115,7 +115,7 @@ def test_two_workers_train_and_only_the_chief_exports(tmp_path: Path) -> None:
     probabilities = loaded.signatures["serving_default"](image=tf.constant(test.x))["probabilities"]
     accuracy = float(np.mean(np.argmax(probabilities.numpy(), axis=-1) == test.labels))
     assert accuracy == pytest.approx(chief["test_accuracy"], abs=1e-6)
-    assert accuracy > 0.7  # it learned across the two workers (4 short epochs)
+    assert accuracy > 0.8  # it learned across the two workers
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ import numpy as np
 from trtconv.environment import environment_block
 from trtconv.errors import UsageError
 from trtconv.lazy import require
+from trtconv.train.distribute import DistributionPlan
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,14 @@ def _input_shape(default: tuple[int, ...], image_size: int | None) -> tuple[int,
 
 
 def _step_runner(
-    plan: Any, strategy: Any, model: Any, images: Any, labels: Any, batch: int, xla: bool, seed: int
+    plan: DistributionPlan,
+    strategy: Any,
+    model: Any,
+    images: Any,
+    labels: Any,
+    batch: int,
+    xla: bool,
+    seed: int,
 ) -> Callable[[], float]:
     """One synchronous training step returning its loss as a host value.
 
@@ -144,7 +152,7 @@ def run_benchmark(
     xla: bool = False,
     image_size: int | None = None,
     seed: int = 0,
-    plan: Any = None,
+    plan: DistributionPlan | None = None,
 ) -> dict[str, Any]:
     """Time `num_iter` training steps of a zoo model on one synthetic batch after a warm-up.
 
@@ -156,7 +164,6 @@ def run_benchmark(
     """
     from trtconv.train.amp import choose_policy
     from trtconv.train.distribute import (
-        DistributionPlan,
         check_global_batch,
         cluster_failures,
         describe_strategy,
@@ -360,11 +367,9 @@ def train_benchmark(
     `None` counts mean the defaults; the distribution options are as for `train` (the grid runs
     on one device only). See run_benchmark and run_grid for what each returns.
     """
-    from trtconv.train.distribute import DEFAULT_CLUSTER_TIMEOUT_S, plan_distribution
+    from trtconv.train.distribute import plan_distribution
 
-    plan = plan_distribution(
-        strategy, cpu_devices, workers, worker_index, cluster_timeout_s or DEFAULT_CLUSTER_TIMEOUT_S
-    )
+    plan = plan_distribution(strategy, cpu_devices, workers, worker_index, cluster_timeout_s)
     warmup = DEFAULT_WARMUP_STEPS if warmup_steps is None else warmup_steps
     iterations = DEFAULT_NUM_ITER if num_iter is None else num_iter
     if grid:

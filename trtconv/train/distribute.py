@@ -53,17 +53,19 @@ def plan_distribution(
     cpu_devices: int | None = None,
     workers: str | None = None,
     worker_index: int | None = None,
-    timeout_s: float = DEFAULT_CLUSTER_TIMEOUT_S,
+    timeout_s: float | None = None,
 ) -> DistributionPlan:
     """Check the distribution options before any data or TensorFlow work.
 
-    Returns the plan (with the cluster for `multi-worker`). Raises UsageError for an unknown
+    `timeout_s` None is DEFAULT_CLUSTER_TIMEOUT_S. Returns the plan (with the cluster for
+    `multi-worker`). Raises UsageError for an unknown
     strategy, options that do not go with it, or a malformed TF_CONFIG / --workers.
     """
     name = strategy or "default"
     if name not in STRATEGIES:
         raise UsageError(f"Unknown --strategy '{name}'; expected one of {', '.join(STRATEGIES)}.")
     devices = cpu_device_count(cpu_devices)
+    timeout_s = DEFAULT_CLUSTER_TIMEOUT_S if timeout_s is None else timeout_s
     if timeout_s <= 0:
         raise UsageError(f"--cluster-timeout must be more than 0 seconds, found {timeout_s:g}.")
     if name != "multi-worker":
@@ -116,7 +118,11 @@ def _hang_guard(timeout_s: float) -> Iterator[None]:
     timer can interrupt it; faulthandler's watchdog thread runs without the interpreter. It is
     the last resort for a worker that answered and then never joined (another cluster, a crash).
     """
-    faulthandler.dump_traceback_later(timeout_s, exit=True, file=sys.stderr)
+    try:
+        faulthandler.dump_traceback_later(timeout_s, exit=True, file=sys.stderr)
+    except (AttributeError, OSError, RuntimeError, ValueError):  # stderr is no real file
+        yield
+        return
     try:
         yield
     finally:

@@ -23,6 +23,8 @@ from trtconv.environment import environment_block
 from trtconv.errors import InputError, UsageError
 from trtconv.fsutil import atomic_directory, check_output_free
 from trtconv.savedmodel import MODEL_CARD
+from trtconv.train.amp import AmpChoice
+from trtconv.train.distribute import DistributionPlan
 
 log = logging.getLogger(__name__)
 
@@ -151,20 +153,13 @@ def train(
     other workers cannot be reached within `cluster_timeout_s`.
     """
     from trtconv.train.amp import choose_policy
-    from trtconv.train.distribute import (
-        DEFAULT_CLUSTER_TIMEOUT_S,
-        check_global_batch,
-        plan_distribution,
-        start_strategy,
-    )
+    from trtconv.train.distribute import check_global_batch, plan_distribution, start_strategy
     from trtconv.train.export import export_saved_model, float32_copy
     from trtconv.train.fit import build_compiled, evaluate_accuracy
     from trtconv.zoo import get_model
 
     config = get_model(model)
-    plan = plan_distribution(
-        strategy, cpu_devices, workers, worker_index, cluster_timeout_s or DEFAULT_CLUSTER_TIMEOUT_S
-    )
+    plan = plan_distribution(strategy, cpu_devices, workers, worker_index, cluster_timeout_s)
     output = Path(output or Path("models") / model)
     if plan.writes_outputs:  # the others never touch the output, wherever it may be for them
         check_output_free(output, force)
@@ -211,9 +206,9 @@ class _Session:
 
     config: Any  # ModelConfig
     prepared: TrainingData
-    plan: Any  # DistributionPlan
+    plan: DistributionPlan
     distribution: Any
-    amp_choice: Any  # AmpChoice
+    amp_choice: AmpChoice
     xla: bool
     seed: int
     global_batch: int
