@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -156,3 +157,35 @@ def test_a_worker_stopped_mid_run_exits_143_and_stops_the_other_with_exit_1(
     error = survivor.document()["error"]
     assert error["type"] == "ClusterError"
     assert "Worker 0 stopped: the cluster failed during a step" in error["message"]
+
+
+@pytest.mark.slow
+def test_a_peer_that_answers_but_never_joins_ends_the_worker_after_the_timeout(
+    tmp_path: Path,
+) -> None:
+    """The last resort: past trtconv's own wait, TensorFlow's join blocks without a limit."""
+    mine, impostor_port = free_ports(2)
+    with socket.create_server(("127.0.0.1", impostor_port)):  # answers, never joins
+        command = [sys.executable, "-m", "trtconv", "train", "--strategy", "multi-worker"]
+        command += ["--workers", f"127.0.0.1:{mine},127.0.0.1:{impostor_port}"]
+        command += ["--worker-index", "0", "--cluster-timeout", "5", "--json"]
+        command += ["--output", str(tmp_path / "out")]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            # Ring worker 0 as worker 1 would, then never start TensorFlow.
+            end = time.monotonic() + DEADLINE_S
+            while time.monotonic() < end and process.poll() is None:
+                try:
+                    with socket.create_connection(("127.0.0.1", mine), timeout=1) as ring:
+                        ring.sendall(f"127.0.0.1:{impostor_port}\n".encode())
+                    break
+                except OSError:
+                    time.sleep(0.2)
+            _, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 1, stderr.decode()[-2000:]
+    assert b"Timeout (0:00:05)!" in stderr  # faulthandler's watchdog ended it
+    assert not (tmp_path / "out").exists()
