@@ -94,6 +94,10 @@ def test_two_machines_merge_into_one_table(reports: Reports, tmp_path: Path) -> 
     ]
     assert result["report"]["markdown"] == str(output / "report.md")
 
+    again = merge_cli(output, reports.here, "--output", tmp_path / "again")
+    assert again.returncode == 1
+    assert "already a merged report" in json.loads(again.stdout)["error"]["message"]
+
 
 @pytest.mark.slow
 def test_different_settings_exit_2_naming_the_key(

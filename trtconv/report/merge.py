@@ -18,12 +18,20 @@ from trtconv.environment import environment_block
 from trtconv.errors import InputError, UsageError
 from trtconv.fsutil import atomic_directory, check_output_free
 from trtconv.report.schema import ROW_KEYS
-from trtconv.report.writers import TABLE_COLUMNS, environment_lines, format_value, write_csv
+from trtconv.report.writers import (
+    TABLE_COLUMNS,
+    environment_lines,
+    format_value,
+    markdown_table,
+    model_cells,
+    write_csv,
+)
 from trtconv.report.writers import write_json as write_result_json
 
 Result = dict[str, Any]
 
 MERGE_SCHEMA_VERSION = 1
+MERGED_KIND = "bench-merge"  # the merged document's `kind`: not a run to merge again
 RESULTS_JSON = "results.json"
 RELEASE_JSON = "release.json"
 BENCH_KEYS = ("schema_version", "baseline", "order", "models", "results", "settings", "environment")
@@ -81,6 +89,8 @@ def read_source(directory: Path) -> BenchSource:
             f"release directory ({RELEASE_JSON} and bench/{RESULTS_JSON})."
         )
     document = _read_json(results)
+    if document.get("kind") == MERGED_KIND:
+        raise InputError(f"{results} is already a merged report; merge the runs it came from.")
     missing = [key for key in BENCH_KEYS if key not in document]
     if missing:
         raise InputError(f"{results} is not a bench result: it has no '{missing[0]}'.")
@@ -169,7 +179,7 @@ def merge_documents(sources: list[BenchSource]) -> Result:
     first = sources[0].document
     return {
         "schema_version": MERGE_SCHEMA_VERSION,
-        "kind": "bench-merge",
+        "kind": MERGED_KIND,
         "baseline": first["baseline"],
         "order": first["order"],
         "machines": machines,
@@ -199,30 +209,24 @@ def merge_documents(sources: list[BenchSource]) -> Result:
 
 def pivot(result: Result, key: str) -> tuple[list[str], list[list[str]]]:
     """One figure per machine side by side: headers and text rows (model, runs as, batch,
-    then one cell per machine)."""
+    then one cell per machine), models in measuring order, then batch size."""
     pattern = next(fmt for _, column, fmt in TABLE_COLUMNS if column == key)
-    cells: dict[tuple[str, int], dict[str, Any]] = {}
-    runs_as: dict[str, str] = {}
+    first: dict[tuple[str, int], Result] = {}
+    by_machine: dict[tuple[str, int], dict[str, Any]] = {}
     for row in result["results"]:
-        cells.setdefault((row["label"], int(row["batch_size"])), {})[row["machine"]] = row.get(key)
-        runs_as[row["label"]] = row["backend"] + ("+xla" if row.get("xla") else "")
-        runs_as[row["label"]] += f" {row['precision']}"
-    headers = ["model", "runs as", "batch", *result["machines"]]
+        cell = (row["label"], int(row["batch_size"]))
+        first.setdefault(cell, row)
+        by_machine.setdefault(cell, {})[row["machine"]] = row.get(key)
+    order = sorted(first, key=lambda cell: (result["order"].index(cell[0]), cell[1]))
     rows = [
         [
-            label + (" *" if label == result["baseline"] else ""),
-            runs_as[label],
-            str(batch),
-            *(format_value(cells[(label, batch)].get(m), pattern) for m in result["machines"]),
+            *model_cells(first[cell]),
+            str(cell[1]),
+            *(format_value(by_machine[cell].get(m), pattern) for m in result["machines"]),
         ]
-        for label, batch in sorted(cells, key=lambda k: (result["order"].index(k[0]), k[1]))
+        for cell in order
     ]
-    return headers, rows
-
-
-def _markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
+    return ["model", "runs as", "batch", *result["machines"]], rows
 
 
 def render_markdown(result: Result, plots: list[str] | None = None) -> str:
@@ -236,7 +240,7 @@ def render_markdown(result: Result, plots: list[str] | None = None) -> str:
         "",
     ]
     for title, key in PIVOTS:
-        lines += [f"## {title}", "", *_markdown_table(*pivot(result, key)), ""]
+        lines += [f"## {title}", "", *markdown_table(*pivot(result, key)), ""]
     lines += ["## Machines", ""]
     for source in result["sources"]:
         lines += [f"### {source['machine']}", "", f"- from: `{source['directory']}`"]

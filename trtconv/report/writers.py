@@ -73,6 +73,12 @@ def table_headers(compact: bool = False) -> list[str]:
     return ["model", "runs as"] + [header for header, _, _ in _columns(compact)]
 
 
+def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table's lines: header, separator, one line per row of text cells."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
+
+
 def write_json(result: Result, path: Path) -> Path:
     """results.json: the whole result document."""
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
@@ -115,10 +121,8 @@ def render_markdown(result: Result, plots: list[str] | None = None) -> str:
         f"{result['baseline_reason']}. Models were measured in this order, each in its own "
         f"process: {', '.join(result['order'])}.",
         "",
-        "| " + " | ".join(table_headers()) + " |",
-        "|" + "---|" * len(table_headers()),
+        *markdown_table(table_headers(), table_rows(result)),
     ]
-    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(result)]
     overhead = result.get("harness_overhead_ms")
     lines += [
         "",
