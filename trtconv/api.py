@@ -11,6 +11,7 @@ from trtconv.conversion import convert
 from trtconv.doctor import doctor
 from trtconv.inspect_model import inspect_path as inspect
 from trtconv.release.pipeline import release
+from trtconv.report.merge import merge_reports
 from trtconv.train.benchmark import train_benchmark
 from trtconv.train.pipeline import train
 from trtconv.validation import validate
@@ -20,6 +21,7 @@ __all__ = [
     "convert",
     "doctor",
     "inspect",
+    "merge_reports",
     "release",
     "train",
     "train_benchmark",

@@ -45,3 +45,9 @@ class GateError(TrtconvError):
 
 class AccuracyError(GateError):
     """A converted model disagrees with the native one beyond the precision's tolerance."""
+
+
+class ClusterError(TrtconvError):
+    """A worker of a multi-worker run could not reach the others, or the cluster failed."""
+
+    exit_code = 1

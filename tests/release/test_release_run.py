@@ -148,6 +148,35 @@ def test_release_recommends_the_faster_passing_target(ort_release: Release) -> N
 
 
 @pytest.mark.slow
+def test_releases_from_two_machines_merge_with_speedups_per_machine(
+    ort_release: Release, tmp_path: Path
+) -> None:
+    """`trtconv report merge` reads release directories; a release of another model is refused."""
+    other = tmp_path / "on-l4"
+    shutil.copytree(ort_release.directory, other)
+    bench_json = other / "bench" / "results.json"
+    bench = json.loads(bench_json.read_text())
+    bench["environment"]["gpus"] = [{"name": "NVIDIA L4"}]  # as a GPU runner would record it
+    bench_json.write_text(json.dumps(bench))
+
+    merged = api.merge_reports([ort_release.directory, other], tmp_path / "merged")
+    here = merged["machines"][0]
+    assert merged["machines"] == [here, "NVIDIA L4"]
+    assert [s["kind"] for s in merged["sources"]] == ["release", "release"]
+    rows = ort_release.document["bench"]["results"]
+    for machine in merged["machines"]:
+        mine = [r for r in merged["results"] if r["machine"] == machine]
+        assert [r["speedup_vs_baseline"] for r in mine] == [r["speedup_vs_baseline"] for r in rows]
+    assert "ort-int8" in (tmp_path / "merged" / "report.md").read_text()
+
+    document = json.loads((other / "release.json").read_text())
+    document["source_model"]["sha256"] = "0" * 64
+    (other / "release.json").write_text(json.dumps(document))
+    with pytest.raises(UsageError, match=r"source_model\.sha256 differs"):
+        api.merge_reports([ort_release.directory, other], tmp_path / "refused")
+
+
+@pytest.mark.slow
 def test_resume_after_a_finished_run_reuses_every_step(
     ort_release: Release, tmp_path: Path
 ) -> None:

@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from trtconv.cli import bench, convert, doctor, inspect, release, train, validate
+from trtconv.cli import bench, convert, doctor, inspect, release, report, train, validate
 from trtconv.cli._output import emit_error
 
 app = typer.Typer(
@@ -48,6 +48,7 @@ app.command("convert")(convert.convert_cli)
 app.command("validate")(validate.validate_cli)
 app.command("release")(release.release_cli)
 app.command("bench")(bench.bench_cli)
+app.add_typer(report.app, name="report")
 
 
 def main(argv: list[str] | None = None) -> None:

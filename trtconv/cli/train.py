@@ -20,7 +20,16 @@ def render_card(card: dict[str, Any], console: Console) -> None:
         f"  test accuracy {card['test_accuracy']:.4f}   "
         f"training {card['train_images_per_s']:.0f} images/s   {card['train_seconds']:.1f} s"
     )
-    console.print(f"  SavedModel: {card['saved_model']}")
+    strategy = card.get("strategy", {})
+    if strategy.get("replicas", 1) > 1:
+        console.print(
+            f"  {strategy['name']}: {strategy['replicas']} replicas on {strategy['workers']} "
+            f"worker(s), global batch {card['batch_size']}"
+        )
+    if card["saved_model"] is None:
+        console.print(f"  SavedModel: written by the chief ({strategy.get('task')} writes nothing)")
+    else:
+        console.print(f"  SavedModel: {card['saved_model']}")
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -30,8 +39,10 @@ def _fmt(value: Any, spec: str) -> str:
 def render_benchmark(result: dict[str, Any], console: Console) -> None:
     amp = result["amp"]
     shape = "x".join(str(d) for d in result["input_shape"][1:])
+    strategy = result["strategy"]
+    replicas = f" over {strategy['replicas']} replicas" if strategy["replicas"] > 1 else ""
     console.print(
-        f"[bold]{result['model']}[/bold] {shape}, batch {result['batch_size']}, "
+        f"[bold]{result['model']}[/bold] {shape}, batch {result['batch_size']}{replicas}, "
         f"{amp['policy']}{' + XLA' if result['xla'] else ''}: "
         f"[bold]{result['images_per_s']:.1f} images/s[/bold]"
     )
@@ -92,12 +103,27 @@ def train_cli(
     seed: int = typer.Option(0, help="Random seed."),
     output: Path = typer.Option(None, help="Output directory (default models/MODEL)."),
     force: bool = typer.Option(False, help="Replace an existing output."),
-    strategy: str = typer.Option("default", help="default or mirrored (all local GPUs)."),
+    strategy: str = typer.Option(
+        "default",
+        help="default, mirrored (all local GPUs) or multi-worker (every worker of a cluster "
+        "runs this same command; the cluster comes from TF_CONFIG or --workers).",
+    ),
     cpu_devices: int = typer.Option(
         None,
         min=1,
         help="Split the CPU into N logical devices first (env TRTCONV_CPU_DEVICES); lets "
         "--strategy mirrored run without GPUs.",
+    ),
+    workers: str = typer.Option(
+        None, help="Multi-worker: every worker's host:port, comma-separated (writes TF_CONFIG)."
+    ),
+    worker_index: int = typer.Option(
+        None, min=0, help="Multi-worker: which of --workers this process is (0 is the chief)."
+    ),
+    cluster_timeout: float = typer.Option(
+        None,
+        help="Multi-worker: seconds to wait for the other workers, at the start and in any "
+        "step, before failing (default 300).",
     ),
     benchmark: bool = typer.Option(
         False, "--benchmark", help="Measure training images/s on synthetic data; no export."
@@ -135,17 +161,18 @@ def train_cli(
             force=force,
             strategy=strategy,
             cpu_devices=cpu_devices,
+            workers=workers,
+            worker_index=worker_index,
+            cluster_timeout_s=cluster_timeout,
         )
 
     def _benchmark() -> dict[str, Any]:
         from trtconv import api
         from trtconv.train.benchmark import parse_batch_sizes
 
-        single_device = (strategy or "default") == "default" and cpu_devices is None
-        if output is not None or data is not None or not single_device:
+        if output is not None or data is not None:
             raise UsageError(
-                "--benchmark trains on synthetic data on one device and writes nothing: drop "
-                "--output, --data, --strategy and --cpu-devices."
+                "--benchmark trains on synthetic data and writes nothing: drop --output and --data."
             )
         name = model or "resnet50"
         sizes = parse_batch_sizes(batch_sizes, batch_size) if batch_sizes or batch_size else None
@@ -161,6 +188,11 @@ def train_cli(
             seed=seed,
             grid=grid,
             batch_sizes=sizes,
+            strategy=strategy,
+            cpu_devices=cpu_devices,
+            workers=workers,
+            worker_index=worker_index,
+            cluster_timeout_s=cluster_timeout,
         )
 
     run_command(work, json_mode=json_output, render=render_train)

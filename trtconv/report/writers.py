@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,23 +73,30 @@ def table_headers(compact: bool = False) -> list[str]:
     return ["model", "runs as"] + [header for header, _, _ in _columns(compact)]
 
 
+def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table's lines: header, separator, one line per row of text cells."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
+
+
 def write_json(result: Result, path: Path) -> Path:
     """results.json: the whole result document."""
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
     return path
 
 
-def write_csv(result: Result, path: Path) -> Path:
-    """One line per model × batch size with every row key, in schema order."""
+def write_csv(result: Result, path: Path, keys: Sequence[str] = ROW_KEYS) -> Path:
+    """One line per model × batch size with every row key (or `keys`), in schema order."""
     with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(ROW_KEYS), extrasaction="ignore")
+        writer = csv.DictWriter(handle, fieldnames=list(keys), extrasaction="ignore")
         writer.writeheader()
         for row in result["results"]:
-            writer.writerow({key: "" if row.get(key) is None else row[key] for key in ROW_KEYS})
+            writer.writerow({key: "" if row.get(key) is None else row[key] for key in keys})
     return path
 
 
-def _environment_lines(environment: dict[str, Any]) -> list[str]:
+def environment_lines(environment: dict[str, Any]) -> list[str]:
+    """The environment block as Markdown list items (CPU, GPU, threads, Python, libraries)."""
     cpu = environment.get("cpu", {})
     libraries = environment.get("libraries", {})
     versions = ", ".join(f"{k} {v}" for k, v in libraries.items() if v)
@@ -114,10 +121,8 @@ def render_markdown(result: Result, plots: list[str] | None = None) -> str:
         f"{result['baseline_reason']}. Models were measured in this order, each in its own "
         f"process: {', '.join(result['order'])}.",
         "",
-        "| " + " | ".join(table_headers()) + " |",
-        "|" + "---|" * len(table_headers()),
+        *markdown_table(table_headers(), table_rows(result)),
     ]
-    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(result)]
     overhead = result.get("harness_overhead_ms")
     lines += [
         "",
@@ -133,7 +138,7 @@ def render_markdown(result: Result, plots: list[str] | None = None) -> str:
         lines += ["## Warnings", ""] + [f"- {w}" for w in result["warnings"]] + [""]
     lines += ["## Settings", ""]
     lines += [f"- {key}: {value}" for key, value in settings.items()] + [""]
-    lines += ["## Environment", "", *_environment_lines(result.get("environment", {})), ""]
+    lines += ["## Environment", "", *environment_lines(result.get("environment", {})), ""]
     if plots:
         lines += ["## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots] + [""]
     return "\n".join(lines)

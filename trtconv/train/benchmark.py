@@ -16,6 +16,7 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ import numpy as np
 from trtconv.environment import environment_block
 from trtconv.errors import UsageError
 from trtconv.lazy import require
+from trtconv.train.distribute import DistributionPlan
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +99,49 @@ def _input_shape(default: tuple[int, ...], image_size: int | None) -> tuple[int,
     return (image_size, image_size, default[-1])
 
 
+def _step_runner(
+    plan: DistributionPlan,
+    strategy: Any,
+    model: Any,
+    images: Any,
+    labels: Any,
+    batch: int,
+    xla: bool,
+    seed: int,
+) -> Callable[[], float]:
+    """One synchronous training step returning its loss as a host value.
+
+    One device: Keras' train_on_batch. Under a strategy: trtconv's distributed step (Keras'
+    train_on_batch cannot run under MultiWorkerMirroredStrategy), fed the same batch each time.
+    """
+    if plan.name == "default":
+        return lambda: float(np.asarray(model.train_on_batch(images, labels)).ravel()[0])
+    from trtconv.train.loop import distributed_batches, make_train_step
+
+    batches = distributed_batches(
+        strategy, images.numpy(), labels.numpy(), batch, seed, shuffle=False
+    )
+    step = make_train_step(strategy, model, batch, xla)
+    return lambda: float(step(batches))
+
+
+def _timed_steps(
+    run_step: Callable[[], float], warmup_steps: int, num_iter: int
+) -> tuple[float, list[float], float]:
+    """Warm-up seconds, the seconds of each timed step, and the last loss."""
+    started = time.perf_counter()
+    for _ in range(warmup_steps):
+        run_step()
+    warmup_seconds = time.perf_counter() - started
+    seconds: list[float] = []
+    loss = float("nan")
+    for _ in range(num_iter):
+        begin = time.perf_counter()
+        loss = run_step()  # a host value: each step is synchronous
+        seconds.append(time.perf_counter() - begin)
+    return warmup_seconds, seconds, loss
+
+
 def run_benchmark(
     model: str = "resnet50",
     batch_size: int | None = None,
@@ -107,56 +152,62 @@ def run_benchmark(
     xla: bool = False,
     image_size: int | None = None,
     seed: int = 0,
+    plan: DistributionPlan | None = None,
 ) -> dict[str, Any]:
     """Time `num_iter` training steps of a zoo model on one synthetic batch after a warm-up.
 
-    Returns the result dict (images/s, step latency statistics, peak memory, environment).
-    Raises UsageError for an unknown model or non-positive counts.
+    `plan` (a DistributionPlan; default: one device) runs the steps under a strategy, the batch
+    being global over every replica of every worker. Returns the result dict (images/s over the
+    whole cluster, step latency statistics, this process's peak memory, the strategy,
+    environment). Raises UsageError for an unknown model, non-positive counts or a batch that
+    does not divide over the replicas, and ClusterError when the other workers cannot be reached.
     """
     from trtconv.train.amp import choose_policy
-    from trtconv.train.fit import build_compiled
+    from trtconv.train.distribute import (
+        check_global_batch,
+        cluster_failures,
+        describe_strategy,
+        start_strategy,
+    )
+    from trtconv.train.fit import build_compiled, training_compute_dtype
     from trtconv.zoo import get_model
 
+    plan = plan or DistributionPlan("default")
     config = get_model(model)
     batch = batch_size or config.default_batch_size
     _check_counts(batch, warmup_steps, num_iter)
     input_shape = _input_shape(config.input_shape, image_size)
     amp_choice = choose_policy(amp, amp_dtype)
+    strategy = start_strategy(plan)
+    check_global_batch(batch, int(strategy.num_replicas_in_sync))
     tf = require("tensorflow")
     tf.random.set_seed(seed)
-    keras_model = build_compiled(config, input_shape, config.num_classes, amp_choice, xla)
+    with strategy.scope():
+        keras_model = build_compiled(config, input_shape, config.num_classes, amp_choice, xla)
     # Synthetic data lives in memory for the whole run, so the timings are compute only (as in
     # NVIDIA's --data_dir-less runs).
     images = tf.random.uniform((batch, *input_shape), dtype=tf.float32, seed=seed)
     labels = tf.random.uniform((batch,), maxval=config.num_classes, dtype=tf.int32, seed=seed)
+    run_step = _step_runner(plan, strategy, keras_model, images, labels, batch, xla, seed)
     log.info(
-        "benchmarking %s %s batch %d, policy %s, xla %s: %d warm-up + %d timed steps",
+        "benchmarking %s %s batch %d, policy %s, xla %s, %d replicas: %d warm-up + %d timed steps",
         model,
         "x".join(map(str, input_shape)),
         batch,
         amp_choice.policy,
         xla,
+        strategy.num_replicas_in_sync,
         warmup_steps,
         num_iter,
     )
-    started = time.perf_counter()
-    for _ in range(warmup_steps):
-        keras_model.train_on_batch(images, labels)
-    warmup_seconds = time.perf_counter() - started
-    seconds: list[float] = []
-    loss = float("nan")
-    for _ in range(num_iter):
-        begin = time.perf_counter()
-        # train_on_batch returns the loss as a host value, so each step is synchronous.
-        loss = float(np.asarray(keras_model.train_on_batch(images, labels)).ravel()[0])
-        seconds.append(time.perf_counter() - begin)
+    with cluster_failures(plan):
+        warmup_seconds, seconds, loss = _timed_steps(run_step, warmup_steps, num_iter)
     stats = step_statistics(seconds)
     if stats["step_ms_cv"] > HIGH_CV:
         log.warning(
             "step times vary by %.0f%% (coefficient of variation): is the machine busy?",
             100 * stats["step_ms_cv"],
         )
-    hidden = next(layer for layer in keras_model.layers if layer.weights)
     return {
         "schema_version": BENCHMARK_SCHEMA_VERSION,
         "mode": "benchmark",
@@ -168,9 +219,10 @@ def run_benchmark(
         "amp": {
             "policy": amp_choice.policy,
             "reason": amp_choice.reason,
-            "training_compute_dtype": str(hidden.compute_dtype),
+            "training_compute_dtype": training_compute_dtype(keras_model),
         },
         "xla": xla,
+        "strategy": describe_strategy(plan, strategy),
         "images_per_s": batch * num_iter / float(sum(seconds)),
         **stats,
         "warmup_seconds": warmup_seconds,
@@ -304,16 +356,30 @@ def train_benchmark(
     seed: int = 0,
     grid: bool = False,
     batch_sizes: list[int] | None = None,
+    strategy: str | None = None,
+    cpu_devices: int | None = None,
+    workers: str | None = None,
+    worker_index: int | None = None,
+    cluster_timeout_s: float | None = None,
 ) -> dict[str, Any]:
     """Training images/s on synthetic data; with `grid`, FP32/AMP/AMP+XLA x `batch_sizes`.
 
-    `None` counts mean the defaults; see run_benchmark and run_grid for what each returns.
+    `None` counts mean the defaults; the distribution options are as for `train` (the grid runs
+    on one device only). See run_benchmark and run_grid for what each returns.
     """
+    from trtconv.train.distribute import plan_distribution
+
+    plan = plan_distribution(strategy, cpu_devices, workers, worker_index, cluster_timeout_s)
     warmup = DEFAULT_WARMUP_STEPS if warmup_steps is None else warmup_steps
     iterations = DEFAULT_NUM_ITER if num_iter is None else num_iter
     if grid:
+        if plan.name != "default":
+            raise UsageError(
+                "--grid runs each cell in its own process on one device; time a strategy with "
+                "--benchmark instead."
+            )
         sizes = batch_sizes or ([batch_size] if batch_size else None)
         return run_grid(model, sizes, warmup, iterations, amp_dtype, image_size, seed)
     return run_benchmark(
-        model, batch_size, warmup, iterations, amp, amp_dtype, xla, image_size, seed
+        model, batch_size, warmup, iterations, amp, amp_dtype, xla, image_size, seed, plan
     )

@@ -13,9 +13,9 @@ OUTPUT_NAME = "probabilities"
 
 
 def float32_copy(
-    trained: Any, config: ModelConfig, input_shape: tuple[int, ...], num_classes: int
+    weights: list[Any], config: ModelConfig, input_shape: tuple[int, ...], num_classes: int
 ) -> Any:
-    """Rebuild the graph under the float32 policy and copy the (float32) weights into it.
+    """Rebuild the graph under the float32 policy and load the trained (float32) `weights`.
 
     Under mixed precision the variables are already float32 but the graph computes in
     bfloat16/float16; converters need a float32 graph (tf2onnx fails on bfloat16) and pick their
@@ -26,7 +26,7 @@ def float32_copy(
         model = config.build(input_shape, num_classes)
     finally:
         set_policy(previous.name)
-    model.set_weights(trained.get_weights())
+    model.set_weights(weights)
     return model
 
 

@@ -42,6 +42,21 @@ def _epoch_timer() -> tuple[Any, list[float]]:
     return EpochTimer(), seconds
 
 
+def classification_loss(reduction: str | None = "sum_over_batch_size") -> Any:
+    """The training loss of every zoo model: sparse cross-entropy on logits.
+
+    `reduction=None` gives one value per example (what a distributed loop averages itself).
+    """
+    keras = require("keras")
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
+
+
+def training_compute_dtype(model: Any) -> str:
+    """The dtype the first layer with weights computes in (bfloat16 under mixed_bfloat16)."""
+    hidden = next(layer for layer in model.layers if layer.weights)
+    return str(hidden.compute_dtype)
+
+
 def build_compiled(
     config: ModelConfig,
     input_shape: tuple[int, ...],
@@ -63,7 +78,7 @@ def build_compiled(
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     model.compile(
         optimizer=optimizer,
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        loss=classification_loss(),
         metrics=["accuracy"],
         jit_compile=xla,
     )
@@ -86,10 +101,9 @@ def fit(model: Any, data: ArraySet, epochs: int, batch_size: int, seed: int) -> 
     )
     steady = seconds[1:] or seconds
     images_per_s = len(data) / float(np.mean(steady))
-    hidden = next(layer for layer in model.layers if layer.weights)
     return FitResult(
         model=model,
-        compute_dtype=str(hidden.compute_dtype),
+        compute_dtype=training_compute_dtype(model),
         images_per_s=images_per_s,
         epoch_seconds=seconds,
         final_loss=float(history.history["loss"][-1]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from trtconv.environment import environment_block
 from trtconv.errors import InputError, UsageError
 from trtconv.fsutil import atomic_directory, check_output_free
 from trtconv.savedmodel import MODEL_CARD
+from trtconv.train.amp import AmpChoice
+from trtconv.train.distribute import DistributionPlan
 
 log = logging.getLogger(__name__)
 
@@ -88,50 +91,19 @@ def spec_needs_data(spec: str) -> bool:
     return spec == "synthetic"
 
 
-def train(
-    model: str = "digits-cnn",
-    data: str | None = None,
-    epochs: int | None = None,
-    batch_size: int | None = None,
-    amp: bool = True,
-    amp_dtype: str = "auto",
-    xla: bool = False,
-    seed: int = 0,
-    output: Path | None = None,
-    force: bool = False,
-    strategy: str | None = None,
-    cpu_devices: int | None = None,
-) -> dict[str, Any]:
-    """Train a zoo model with AMP and export a float32 SavedModel plus its model card.
+@dataclass
+class TrainingData:
+    """The training and held-out sets, and what the model card says about them."""
 
-    `batch_size` is global: under `strategy="mirrored"` each of the N replicas gets
-    batch_size / N. `cpu_devices` (or $TRTCONV_CPU_DEVICES) splits the CPU into logical devices
-    before TensorFlow initialises, so the mirrored strategy can run on a CPU-only host.
+    spec: str
+    train_set: ArraySet
+    test_set: ArraySet
+    input_shape: tuple[int, ...]
+    num_classes: int
 
-    Returns the model card (with `saved_model` path). Raises UsageError (bad options, existing
-    output) and InputError (bad data) before any training starts.
-    """
-    from trtconv.train.amp import choose_policy
-    from trtconv.train.distribute import (
-        STRATEGIES,
-        check_global_batch,
-        cpu_device_count,
-        make_strategy,
-        split_cpu,
-        strategy_devices,
-    )
-    from trtconv.train.export import OUTPUT_NAME, export_saved_model, float32_copy
-    from trtconv.train.fit import build_compiled, evaluate_accuracy, fit
-    from trtconv.zoo import get_model
 
-    config = get_model(model)
-    if (strategy or "default") not in STRATEGIES:
-        raise UsageError(
-            f"Unknown --strategy '{strategy}'; expected one of {', '.join(STRATEGIES)}."
-        )
-    devices = cpu_device_count(cpu_devices)
-    output = Path(output or Path("models") / model)
-    check_output_free(output, force)
+def _training_data(model: str, config: Any, data: str | None) -> TrainingData:
+    """Load and check the data (InputError/UsageError); nothing is trained or written yet."""
     if spec_needs_data(data or config.default_data):
         raise UsageError(
             f"{model} has no built-in training data; pass --data PATH.npz or an image folder, "
@@ -147,75 +119,164 @@ def train(
         raise InputError(f"{model} expects {config.input_shape}, digits are {input_shape}.")
     check_arrays(train_set, num_classes)
     check_arrays(test_set, num_classes)
+    return TrainingData(spec, train_set, test_set, input_shape, num_classes)
 
-    if devices is not None:
-        split_cpu(devices)
+
+def train(
+    model: str = "digits-cnn",
+    data: str | None = None,
+    epochs: int | None = None,
+    batch_size: int | None = None,
+    amp: bool = True,
+    amp_dtype: str = "auto",
+    xla: bool = False,
+    seed: int = 0,
+    output: Path | None = None,
+    force: bool = False,
+    strategy: str | None = None,
+    cpu_devices: int | None = None,
+    workers: str | None = None,
+    worker_index: int | None = None,
+    cluster_timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """Train a zoo model with AMP and export a float32 SavedModel plus its model card.
+
+    `batch_size` is global: under `strategy="mirrored"` or `"multi-worker"` each of the N
+    replicas (over every worker) gets batch_size / N. `cpu_devices` (or $TRTCONV_CPU_DEVICES)
+    splits the CPU into logical devices before TensorFlow initialises, so the mirrored strategy
+    can run on a CPU-only host. `multi-worker` takes its cluster from `workers` and
+    `worker_index`, else $TF_CONFIG; every worker runs the same call and only the chief writes
+    `output` (the others return their card with `saved_model` None).
+
+    Returns the model card (with `saved_model` path). Raises UsageError (bad options, existing
+    output) and InputError (bad data) before any training starts, and ClusterError when the
+    other workers cannot be reached within `cluster_timeout_s`.
+    """
+    from trtconv.train.amp import choose_policy
+    from trtconv.train.distribute import check_global_batch, plan_distribution, start_strategy
+    from trtconv.train.export import export_saved_model, float32_copy
+    from trtconv.train.fit import build_compiled, evaluate_accuracy
+    from trtconv.zoo import get_model
+
+    config = get_model(model)
+    plan = plan_distribution(strategy, cpu_devices, workers, worker_index, cluster_timeout_s)
+    output = Path(output or Path("models") / model)
+    if plan.writes_outputs:  # the others never touch the output, wherever it may be for them
+        check_output_free(output, force)
+    prepared = _training_data(model, config, data)
     amp_choice = choose_policy(amp, amp_dtype)
-    log.info(
-        "training %s on %s with policy %s (%s)",
-        model,
-        train_set.source,
-        amp_choice.policy,
-        amp_choice.reason,
-    )
-    distribution = make_strategy(strategy)
+    distribution = start_strategy(plan)
     global_batch = batch_size or config.default_batch_size
     check_global_batch(global_batch, int(distribution.num_replicas_in_sync))
-    with distribution.scope():
-        keras_model = build_compiled(config, input_shape, num_classes, amp_choice, xla)
-    started = time.perf_counter()
-    result = fit(
-        keras_model,
-        train_set,
-        epochs or config.default_epochs,
-        global_batch,
-        seed,
+    log.info(
+        "training %s on %s with policy %s (%s), %d replicas",
+        model,
+        prepared.train_set.source,
+        amp_choice.policy,
+        amp_choice.reason,
+        distribution.num_replicas_in_sync,
     )
+    with distribution.scope():
+        keras_model = build_compiled(
+            config, prepared.input_shape, prepared.num_classes, amp_choice, xla
+        )
+    session = _Session(config, prepared, plan, distribution, amp_choice, xla, seed, global_batch)
+    started = time.perf_counter()
+    result, weights = session.fit(keras_model, epochs or config.default_epochs)
     train_seconds = time.perf_counter() - started
-    accuracy = evaluate_accuracy(result.model, test_set)
+    export_model = float32_copy(weights, config, prepared.input_shape, prepared.num_classes)
+    # The accuracy of what is exported: the float32 rebuild, not the mixed-precision graph.
+    accuracy = evaluate_accuracy(export_model, prepared.test_set)
     log.info("test accuracy %.4f, %.0f images/s", accuracy, result.images_per_s)
-
-    export_model = float32_copy(result.model, config, input_shape, num_classes)
-    card = {
-        "schema_version": TRAIN_SCHEMA_VERSION,
-        "model": model,
-        "saved_model": str(output / "saved_model"),
-        "signature": "serving_default",
-        "input": {"name": config.input_name, "shape": [None, *input_shape], "dtype": "float32"},
-        "output": {"name": OUTPUT_NAME, "shape": [None, num_classes], "dtype": "float32"},
-        "preprocessing": {**_preprocessing(spec, config), "image_size": list(input_shape[:2])},
-        "labels": train_set.class_names or [str(i) for i in range(num_classes)],
-        "data": {
-            "source": spec,
-            "train_samples": len(train_set),
-            "test_samples": len(test_set),
-            "sha256": train_set.sha256(),
-        },
-        "amp": {
-            "policy": amp_choice.policy,
-            "reason": amp_choice.reason,
-            "loss_scaling": amp_choice.loss_scaling,
-            "training_compute_dtype": result.compute_dtype,
-        },
-        "xla": xla,
-        "strategy": {
-            "name": strategy or "default",
-            "replicas": int(distribution.num_replicas_in_sync),
-            "devices": strategy_devices(distribution),
-        },
-        "epochs": len(result.epoch_seconds),
-        "batch_size": global_batch,
-        "batch_size_per_replica": global_batch // int(distribution.num_replicas_in_sync),
-        "seed": seed,
-        "final_loss": result.final_loss,
-        "test_accuracy": accuracy,
-        "train_images_per_s": result.images_per_s,
-        "train_seconds": train_seconds,
-        "exported_dtype": "float32",
-        "trtconv_version": __version__,
-        "environment": environment_block(),
-    }
+    card = session.model_card(result, accuracy, train_seconds)
+    if not plan.writes_outputs:
+        return card  # a worker other than the chief writes nothing
+    card["saved_model"] = str(output / "saved_model")
     with atomic_directory(output, force=force) as staging:
-        export_saved_model(export_model, staging / "saved_model", config.input_name, input_shape)
+        export_saved_model(
+            export_model, staging / "saved_model", config.input_name, prepared.input_shape
+        )
         (staging / MODEL_CARD).write_text(json.dumps(card, indent=2) + "\n")
     return card
+
+
+@dataclass
+class _Session:
+    """A training run once its strategy exists: the fit, and the model card."""
+
+    config: Any  # ModelConfig
+    prepared: TrainingData
+    plan: DistributionPlan
+    distribution: Any
+    amp_choice: AmpChoice
+    xla: bool
+    seed: int
+    global_batch: int
+
+    def fit(self, keras_model: Any, epochs: int) -> tuple[Any, list[Any]]:
+        """Train; returns the FitResult and the weights to export.
+
+        One host fits with Keras; a cluster runs trtconv's distributed loop (Keras' fit cannot
+        run under MultiWorkerMirroredStrategy) and averages the batch-norm statistics.
+        """
+        from trtconv.train.distribute import cluster_failures
+        from trtconv.train.fit import fit
+        from trtconv.train.loop import fit_distributed, replica_mean_weights
+
+        train_set = self.prepared.train_set
+        if self.plan.cluster is None:
+            result = fit(keras_model, train_set, epochs, self.global_batch, self.seed)
+            return result, list(result.model.get_weights())
+        strategy, batch = self.distribution, self.global_batch
+        with cluster_failures(self.plan):
+            result = fit_distributed(
+                strategy, keras_model, train_set, epochs, batch, self.seed, self.xla
+            )
+            return result, replica_mean_weights(strategy, result.model)
+
+    def model_card(self, result: Any, accuracy: float, train_seconds: float) -> dict[str, Any]:
+        """The model card (`saved_model` None until the chief writes it)."""
+        from trtconv.train.distribute import describe_strategy
+        from trtconv.train.export import OUTPUT_NAME
+
+        config, prepared = self.config, self.prepared
+        shape, classes, train_set = prepared.input_shape, prepared.num_classes, prepared.train_set
+        replicas = int(self.distribution.num_replicas_in_sync)
+        return {
+            "schema_version": TRAIN_SCHEMA_VERSION,
+            "model": config.name,
+            "saved_model": None,
+            "signature": "serving_default",
+            "input": {"name": config.input_name, "shape": [None, *shape], "dtype": "float32"},
+            "output": {"name": OUTPUT_NAME, "shape": [None, classes], "dtype": "float32"},
+            "preprocessing": {
+                **_preprocessing(prepared.spec, config),
+                "image_size": list(shape[:2]),
+            },
+            "labels": train_set.class_names or [str(i) for i in range(classes)],
+            "data": {
+                "source": prepared.spec,
+                "train_samples": len(train_set),
+                "test_samples": len(prepared.test_set),
+                "sha256": train_set.sha256(),
+            },
+            "amp": {
+                "policy": self.amp_choice.policy,
+                "reason": self.amp_choice.reason,
+                "loss_scaling": self.amp_choice.loss_scaling,
+                "training_compute_dtype": result.compute_dtype,
+            },
+            "xla": self.xla,
+            "strategy": describe_strategy(self.plan, self.distribution),
+            "epochs": len(result.epoch_seconds),
+            "batch_size": self.global_batch,
+            "batch_size_per_replica": self.global_batch // replicas,
+            "seed": self.seed,
+            "final_loss": result.final_loss,
+            "test_accuracy": accuracy,
+            "train_images_per_s": result.images_per_s,
+            "train_seconds": train_seconds,
+            "exported_dtype": "float32",
+            "trtconv_version": __version__,
+            "environment": environment_block(),
+        }

@@ -1,0 +1,58 @@
+"""`trtconv report`: work on reports already written (`merge` runs from several machines)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from trtconv.cli._output import run_command
+
+app = typer.Typer(
+    help="Work on bench and release reports already written.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def render_merged(result: dict[str, Any], console: Console) -> None:
+    """Throughput and speedup per machine, side by side; where the report went."""
+    from trtconv.report.merge import PIVOTS, pivot
+
+    if not console.is_terminal:
+        console = Console(file=console.file, width=max(console.width, 132))
+    for title, key in PIVOTS[:2]:
+        headers, rows = pivot(result, key)
+        table = Table(title=title)
+        for index, header in enumerate(headers):
+            table.add_column(header, justify="left" if index < 2 else "right")
+        for cells in rows:
+            table.add_row(*cells)
+        console.print(table)
+    console.print(f"Report: {Path(result['report']['markdown']).parent}", highlight=False)
+
+
+@app.command("merge")
+def merge_cli(
+    directories: list[Path] = typer.Argument(
+        ...,
+        help="`trtconv bench --report` directories and/or release directories.",
+        show_default=False,
+    ),
+    output: Path = typer.Option(..., help="Write the merged report here.", show_default=False),
+    force: bool = typer.Option(False, help="Replace an existing --output."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Merge bench runs of the same models from several machines into one report."""
+
+    def work() -> dict[str, Any]:
+        from trtconv import api
+
+        return api.merge_reports(directories, output, force=force)
+
+    run_command(work, json_mode=json_output, render=render_merged)

@@ -1,0 +1,309 @@
+"""One report from bench runs on several machines: the machine becomes a column.
+
+Reads `trtconv bench --report` directories (results.json) and release directories (release.json
+and bench/results.json). They merge only when they measured the same models with the same
+settings; the machine of each comes from its result's `environment` block (the GPUs, else the
+CPU). Speedups stay per machine: each is over the baseline measured on that same machine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trtconv.environment import environment_block
+from trtconv.errors import InputError, UsageError
+from trtconv.fsutil import atomic_directory, check_output_free
+from trtconv.report.schema import ROW_KEYS
+from trtconv.report.writers import (
+    TABLE_COLUMNS,
+    environment_lines,
+    format_value,
+    markdown_table,
+    model_cells,
+    write_csv,
+)
+from trtconv.report.writers import write_json as write_result_json
+
+Result = dict[str, Any]
+
+MERGE_SCHEMA_VERSION = 1
+MERGED_KIND = "bench-merge"  # the merged document's `kind`: not a run to merge again
+RESULTS_JSON = "results.json"
+RELEASE_JSON = "release.json"
+BENCH_KEYS = ("schema_version", "baseline", "order", "models", "results", "settings", "environment")
+# What identifies a model across machines (its path differs from one runner to the next).
+MODEL_IDENTITY = ("label", "backend", "precision", "xla", "kind", "is_baseline")
+# The per-machine tables of report.md and the terminal: (title, row key).
+PIVOTS = (
+    ("Throughput, samples/s", "throughput_per_s"),
+    ("Speedup over the baseline on the same machine", "speedup_vs_baseline"),
+    ("Latency p50, ms", "latency_ms_p50"),
+    ("Latency p99, ms", "latency_ms_p99"),
+)
+CSV_KEYS = ("machine", *ROW_KEYS)
+SEPARATOR = " @ "  # plot series: "model @ machine"
+
+
+@dataclass
+class BenchSource:
+    """One directory given to merge: its bench document and, for a release, its source model."""
+
+    directory: Path
+    kind: str  # "bench" or "release"
+    document: Result
+    source_sha256: str | None = None
+
+
+def _read_json(path: Path) -> Result:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path} is not readable JSON ({exc}).") from None
+    if not isinstance(document, dict):
+        raise InputError(f"{path} must hold a JSON object, found {type(document).__name__}.")
+    return document
+
+
+def read_source(directory: Path) -> BenchSource:
+    """Read a bench report or release directory.
+
+    Raises UsageError when it does not exist, InputError when it is neither kind or its JSON is
+    unreadable or lacks a bench key.
+    """
+    directory = Path(directory)
+    if not directory.exists():
+        raise UsageError(f"{directory} does not exist.")
+    kind, sha = "bench", None
+    results = directory / RESULTS_JSON
+    if (directory / RELEASE_JSON).is_file():
+        release = _read_json(directory / RELEASE_JSON)
+        kind, results = "release", directory / "bench" / RESULTS_JSON
+        sha = (release.get("source_model") or {}).get("sha256")
+    if not results.is_file():
+        raise InputError(
+            f"{directory} is neither a `trtconv bench --report` directory ({RESULTS_JSON}) nor a "
+            f"release directory ({RELEASE_JSON} and bench/{RESULTS_JSON})."
+        )
+    document = _read_json(results)
+    if document.get("kind") == MERGED_KIND:
+        raise InputError(f"{results} is already a merged report; merge the runs it came from.")
+    missing = [key for key in BENCH_KEYS if key not in document]
+    if missing:
+        raise InputError(f"{results} is not a bench result: it has no '{missing[0]}'.")
+    return BenchSource(directory, kind, document, sha)
+
+
+def machine_name(environment: dict[str, Any]) -> str:
+    """`2x NVIDIA L4` from the GPUs of an environment block, else its CPU model."""
+    gpus = Counter(str(gpu.get("name")) for gpu in environment.get("gpus") or [])
+    if gpus:
+        return ", ".join(f"{n}x {name}" if n > 1 else name for name, n in gpus.items())
+    return str((environment.get("cpu") or {}).get("model") or "unknown machine")
+
+
+def _comparable(source: BenchSource, with_source_model: bool) -> Result:
+    """What must be equal for two runs to share a table, in the order differences are named."""
+    document = source.document
+    keys: Result = {
+        "schema_version": document["schema_version"],
+        "models": [{k: model.get(k) for k in MODEL_IDENTITY} for model in document["models"]],
+        "order": document["order"],
+        "baseline": document["baseline"],
+        "settings": document["settings"],
+    }
+    if with_source_model:
+        keys["source_model.sha256"] = source.source_sha256
+    return keys
+
+
+def first_difference(a: Any, b: Any, where: str = "") -> tuple[str, Any, Any] | None:
+    """The first key path at which `a` and `b` differ (`settings.batch_sizes`,
+    `models[1].precision`), with both values; None when they are equal."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            path = f"{where}.{key}" if where else str(key)
+            if key not in a or key not in b:
+                return path, a.get(key, "(absent)"), b.get(key, "(absent)")
+            found = first_difference(a[key], b[key], path)
+            if found:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            nested = any(isinstance(item, (dict, list)) for item in [*a, *b])
+            return (f"{where} (count)", len(a), len(b)) if nested else (where, a, b)
+        for index, (left, right) in enumerate(zip(a, b, strict=True)):
+            found = first_difference(left, right, f"{where}[{index}]")
+            if found:
+                return found
+        return None
+    return None if a == b else (where, a, b)
+
+
+def check_mergeable(sources: list[BenchSource]) -> None:
+    """Raise UsageError naming the first key in which a source differs from the first one."""
+    reference = sources[0]
+    for other in sources[1:]:
+        both_releases = reference.kind == other.kind == "release"
+        found = first_difference(
+            _comparable(reference, both_releases), _comparable(other, both_releases)
+        )
+        if found:
+            key, mine, theirs = found
+            raise UsageError(
+                f"Cannot merge {other.directory} with {reference.directory}: {key} differs "
+                f"({json.dumps(theirs)} there, {json.dumps(mine)} in the first); merge runs of "
+                "the same models measured with the same settings."
+            )
+
+
+def _machines(sources: list[BenchSource]) -> list[str]:
+    """Each source's machine; a name shared by several runs is numbered (`X #1`, `X #2`)."""
+    names = [machine_name(source.document["environment"]) for source in sources]
+    counts, seen = Counter(names), Counter[str]()
+    numbered = []
+    for name in names:
+        seen[name] += 1
+        numbered.append(f"{name} #{seen[name]}" if counts[name] > 1 else name)
+    return numbered
+
+
+def merge_documents(sources: list[BenchSource]) -> Result:
+    """The merged result document: every row with its `machine`, one entry per source."""
+    check_mergeable(sources)
+    machines = _machines(sources)
+    first = sources[0].document
+    return {
+        "schema_version": MERGE_SCHEMA_VERSION,
+        "kind": MERGED_KIND,
+        "baseline": first["baseline"],
+        "order": first["order"],
+        "machines": machines,
+        "models": [{k: model.get(k) for k in MODEL_IDENTITY} for model in first["models"]],
+        "settings": first["settings"],
+        "sources": [
+            {
+                "directory": str(source.directory),
+                "kind": source.kind,
+                "machine": machine,
+                "baseline_model": source.document.get("baseline_model"),
+                "source_sha256": source.source_sha256,
+                "harness_overhead_ms": source.document.get("harness_overhead_ms"),
+                "warnings": source.document.get("warnings", []),
+                "environment": source.document["environment"],
+            }
+            for source, machine in zip(sources, machines, strict=True)
+        ],
+        "results": [
+            {"machine": machine, **row}
+            for source, machine in zip(sources, machines, strict=True)
+            for row in source.document["results"]
+        ],
+        "environment": environment_block(),
+    }
+
+
+def pivot(result: Result, key: str) -> tuple[list[str], list[list[str]]]:
+    """One figure per machine side by side: headers and text rows (model, runs as, batch,
+    then one cell per machine), models in measuring order, then batch size."""
+    pattern = next(fmt for _, column, fmt in TABLE_COLUMNS if column == key)
+    first: dict[tuple[str, int], Result] = {}
+    by_machine: dict[tuple[str, int], dict[str, Any]] = {}
+    for row in result["results"]:
+        cell = (row["label"], int(row["batch_size"]))
+        first.setdefault(cell, row)
+        by_machine.setdefault(cell, {})[row["machine"]] = row.get(key)
+    order = sorted(first, key=lambda cell: (result["order"].index(cell[0]), cell[1]))
+    rows = [
+        [
+            *model_cells(first[cell]),
+            str(cell[1]),
+            *(format_value(by_machine[cell].get(m), pattern) for m in result["machines"]),
+        ]
+        for cell in order
+    ]
+    return ["model", "runs as", "batch", *result["machines"]], rows
+
+
+def render_markdown(result: Result, plots: list[str] | None = None) -> str:
+    """report.md: the per-machine tables, then each machine's environment, settings, plots."""
+    lines = [
+        f"# trtconv bench report: {len(result['machines'])} machines",
+        "",
+        f"Models, measured in this order on every machine, each in its own process: "
+        f"{', '.join(result['order'])}. `*` baseline (**{result['baseline']}**): every speedup "
+        "is over the baseline measured on the same machine.",
+        "",
+    ]
+    for title, key in PIVOTS:
+        lines += [f"## {title}", "", *markdown_table(*pivot(result, key)), ""]
+    lines += ["## Machines", ""]
+    for source in result["sources"]:
+        lines += [f"### {source['machine']}", "", f"- from: `{source['directory']}`"]
+        lines += environment_lines(source["environment"])
+        lines += [f"- warning: {w}" for w in source["warnings"]] + [""]
+    lines += ["## Settings", "", *(f"- {k}: {v}" for k, v in result["settings"].items()), ""]
+    if plots:
+        lines += ["## Plots", "", *(f"![{Path(p).stem}]({p})" for p in plots), ""]
+    return "\n".join(lines)
+
+
+def plot_view(result: Result) -> Result:
+    """The merged rows as the plots read a bench result: one series per model and machine."""
+    series = [f"{label}{SEPARATOR}{m}" for m in result["machines"] for label in result["order"]]
+    return {
+        "order": series,
+        "baseline": f"{result['baseline']}{SEPARATOR}{result['machines'][0]}",
+        "results": [
+            {**row, "label": f"{row['label']}{SEPARATOR}{row['machine']}"}
+            for row in result["results"]
+        ],
+    }
+
+
+def write_merged_report(result: Result, directory: Path, force: bool = False) -> dict[str, str]:
+    """results.json, results.csv (a `machine` column first), report.md and the plots, written
+    atomically into `directory`. Returns the written files by kind."""
+    from trtconv.report.plots import write_plots
+
+    directory = Path(directory)
+    with atomic_directory(directory, force=force) as staging:
+        names = [png.name for png in write_plots(plot_view(result), staging)]
+        write_result_json(result, staging / "results.json")
+        write_csv(result, staging / "results.csv", keys=CSV_KEYS)
+        (staging / "report.md").write_text(render_markdown(result, names))
+    files = {"json": "results.json", "csv": "results.csv", "markdown": "report.md"}
+    files.update({Path(name).stem: name for name in names})
+    return {kind: str(directory / name) for kind, name in files.items()}
+
+
+def _check_paths(directories: list[Path], output: Path, force: bool) -> None:
+    if not directories:
+        raise UsageError("Give at least one bench report or release directory to merge.")
+    resolved = [Path(d).resolve() for d in directories]
+    repeated = next((d for d in directories if resolved.count(Path(d).resolve()) > 1), None)
+    if repeated is not None:
+        raise UsageError(f"{repeated} is given twice; give each run once.")
+    target = Path(output).resolve()
+    inside = next((d for d, r in zip(directories, resolved, strict=True)
+                   if r == target or target in r.parents), None)  # fmt: skip
+    if inside is not None:
+        raise UsageError(f"--output {output} would replace the input {inside}; write elsewhere.")
+    check_output_free(Path(output), force)
+
+
+def merge_reports(directories: list[Path], output: Path, force: bool = False) -> Result:
+    """Merge bench report / release directories into one report written to `output`.
+
+    Returns the merged document with `report` (the written files). Raises UsageError for a
+    missing input, an existing output without `force`, or runs that differ in models or
+    settings (naming the first differing key), and InputError for an unreadable input.
+    """
+    _check_paths(directories, output, force)
+    result = merge_documents([read_source(Path(d)) for d in directories])
+    result["report"] = write_merged_report(result, output, force=force)
+    return result
