@@ -10,7 +10,7 @@ import pytest
 from convert_fixtures import digits_rgb16_npz, small_resnet
 
 from trtconv import api
-from trtconv.backends.base import open_runner
+from trtconv.backends.registry import open_runner
 from trtconv.manifest import Manifest, read_manifest
 
 pytestmark = pytest.mark.slow  # trains and converts real models
@@ -81,9 +81,8 @@ def test_digits_fp32_default_output(
     assert validation["samples"] == 300 and validation["data_source"] == "digits[test]"
     assert validation["outputs"]["probabilities"]["max_abs_error"] < 1e-4
     assert validation["top1_agreement"] >= 0.99
-    runner = open_runner(Path(result["artifact"]))
-    runner.activate()
-    assert runner.signature.input_names == ["image"]
+    with open_runner(Path(result["artifact"])) as runner:
+        assert runner.signature.input_names == ["image"]
 
 
 def test_digits_int8_qdq_artifact(digits_int8: dict[str, Any]) -> None:

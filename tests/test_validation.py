@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trtconv.backends.base import PRECISIONS
+from trtconv.backends.request import PRECISIONS
 from trtconv.errors import AccuracyError, UsageError
 from trtconv.validation import TOLERANCES, compare, raise_if_failed, tolerance_for
 

@@ -9,16 +9,16 @@ from typing import Any
 from trtconv.errors import InputError
 from trtconv.lazy import require
 from trtconv.model_io import ModelSignature, TensorSpec
+from trtconv.model_paths import require_exists
 
 SERVING_KEY = "serving_default"
 MODEL_CARD = "trtconv.json"
 
 
 def check_saved_model_dir(path: Path) -> Path:
-    """Cheap checks (no TensorFlow): the directory exists and holds saved_model.pb."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"SavedModel {path} does not exist.")
+    """Cheap checks (no TensorFlow): the directory exists (else UsageError, exit 2) and holds
+    saved_model.pb (else InputError)."""
+    path = require_exists(Path(path), "SavedModel")
     if not path.is_dir():
         raise InputError(f"SavedModel {path} is a file; expected a SavedModel directory.")
     if not (path / "saved_model.pb").is_file():
@@ -26,10 +26,6 @@ def check_saved_model_dir(path: Path) -> Path:
             f"{path} is not a SavedModel: expected {path / 'saved_model.pb'}, found none."
         )
     return path
-
-
-def is_saved_model_dir(path: Path) -> bool:
-    return Path(path).is_dir() and (Path(path) / "saved_model.pb").is_file()
 
 
 @dataclass

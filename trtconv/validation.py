@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.backends.base import Runner
+from trtconv.backends.runner import Runner
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import AccuracyError, UsageError
 
@@ -253,28 +253,27 @@ def validate(
     training data, then `random`; the held-out part is used. Returns the validation dict plus
     `artifact`, `reference`, `backend`, `precision`; raises InputError for a bad artifact.
     """
-    from trtconv.backends.base import open_runner
-    from trtconv.backends.tf_native import SavedModelRunner
+    from trtconv.backends import registry
+    from trtconv.backends.runner import RunOptions
     from trtconv.calib.readers import VALIDATION, read_model_data
     from trtconv.manifest import read_manifest
+    from trtconv.model_paths import require_exists
     from trtconv.savedmodel import check_saved_model_dir
 
-    artifact = Path(artifact)
+    artifact = require_exists(Path(artifact), "Artifact")
     manifest = read_manifest(artifact)
     reference_path = check_saved_model_dir(Path(reference or manifest.source_model["path"]))
     spec = data or default_data_spec(reference_path, manifest.calibration)
-    native = SavedModelRunner(reference_path)
-    native.activate()
-    held_out = read_model_data(
-        spec,
-        native.signature,
-        role=VALIDATION,
-        samples=samples or DEFAULT_VALIDATE_SAMPLES,
-        saved_model=reference_path,
-    )
-    result = validate_runners(
-        native, open_runner(artifact), held_out, manifest.precision, tolerance
-    )
+    with registry.native().runner(reference_path, None, RunOptions()) as native:
+        held_out = read_model_data(
+            spec,
+            native.signature,
+            role=VALIDATION,
+            samples=samples or DEFAULT_VALIDATE_SAMPLES,
+            saved_model=reference_path,
+        )
+        with registry.open_runner(artifact) as candidate:
+            result = validate_runners(native, candidate, held_out, manifest.precision, tolerance)
     warnings = [w for w in [_portability_warning(manifest, artifact, result)] if w]
     for warning in warnings:
         log.warning("%s", warning)

@@ -30,10 +30,9 @@ def test_export_keeps_names_dynamic_batch_and_opset(digits_saved_model: Path) ->
 
 
 def test_export_matches_tensorflow_and_a_wrong_reference_fails(digits_saved_model: Path) -> None:
-    native = SavedModelRunner(digits_saved_model)
-    native.activate()
-    held_out = read_model_data("digits", native.signature, role=VALIDATION, samples=128)
-    reference = run_batched(native, held_out)
+    with SavedModelRunner(digits_saved_model) as native:
+        held_out = read_model_data("digits", native.signature, role=VALIDATION, samples=128)
+        reference = run_batched(native, held_out)
     onnx_path = digits_onnx(digits_saved_model)
     result = verify_export(onnx_path, held_out, reference)
     assert result["passed"] and result["top1_agreement"] == 1.0

@@ -238,6 +238,7 @@ def test_resume_redoes_only_the_steps_whose_inputs_changed(
 
 
 @pytest.mark.slow
+@pytest.mark.no_gpu
 def test_tftrt_target_is_recorded_as_failed_and_the_release_completes(
     mixed_release: Release,
 ) -> None:
@@ -317,6 +318,7 @@ def clean_code(document: dict[str, Any]) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.no_gpu
 def test_zoo_model_is_trained_first(tmp_path: Path) -> None:
     config = tmp_path / "release.toml"
     config.write_text(

@@ -28,7 +28,7 @@ LABELS = np.array([0, 1, 2, 3])
 def entry(label: str, backend: str, precision: str) -> ModelEntry:
     path = Path(f"/models/{label}")
     kind = "saved_model" if backend == "tf" else "artifact"
-    return ModelEntry(label, path, kind, backend, precision, path, SIGNATURE)
+    return ModelEntry(label, path, kind, backend, precision, SIGNATURE)
 
 
 def document(scale: float, pid: int, predictions: list[int] | None) -> dict[str, Any]:

@@ -131,11 +131,11 @@ def verify_export(
     Returns the validation dict; raises ConversionError when the export is outside the fp32
     tolerance (a wrong export must never reach quantisation or TensorRT).
     """
-    from trtconv.backends.ort import OrtRunner
+    from trtconv.backends.ort.runner import CPU, OrtRunner
     from trtconv.validation import compare, run_batched, tolerance_for
 
-    runner = OrtRunner(onnx_path, providers=["CPUExecutionProvider"])
-    candidate = run_batched(runner, data)
+    with OrtRunner(onnx_path, providers=[CPU]) as runner:
+        candidate = run_batched(runner, data)
     result = compare(reference_outputs, candidate, tolerance_for("fp32"), data.labels, data.source)
     if not result["passed"]:
         failed = "; ".join(

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from trtconv import errors
+from trtconv.backends import registry
 from trtconv.bench import stats
 from trtconv.bench.inputs import RANDOM, check_entry_fits, input_map, load_inputs, save_arrays
 from trtconv.bench.models import (
@@ -34,6 +35,7 @@ from trtconv.bench.models import (
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import TrtconvError, UsageError
 from trtconv.lazy import TF_LOG_LEVEL
+from trtconv.model_paths import SAVED_MODEL
 from trtconv.report.schema import SCHEMA_VERSION, BenchRow, ModelInfo
 from trtconv.savedmodel import read_model_card
 
@@ -47,7 +49,6 @@ MIN_ITERATIONS = 10
 OVERHEAD_WARN_PERCENT = 2.0
 # Below this many samples the p99 is (nearly) the maximum: say so once.
 FEW_SAMPLES = 100
-GPU_BACKENDS = ("tftrt", "trt")
 
 Progress = Callable[[int, int, str], None]
 
@@ -148,7 +149,7 @@ def worker_spec(
     return {
         "label": entry.label,
         "backend": entry.backend,
-        "payload": str(entry.payload),
+        "model": str(entry.path),
         "xla": entry.xla,
         "threads": settings.threads,
         "batch_sizes": list(settings.batch_sizes),
@@ -164,7 +165,8 @@ def run_worker(spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any
     """Run one model in a fresh Python process; return its JSON document or raise its error."""
     spec_path = workdir / f"spec-{index}.json"
     spec_path.write_text(json.dumps(spec))
-    env = dict(os.environ)
+    # Backends registered at run time are registered in the worker too.
+    env = {**os.environ, **registry.worker_environment()}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", TF_LOG_LEVEL)
     command = [sys.executable, "-m", "trtconv.cli.bench_worker", str(spec_path)]
     log.debug("running %s", " ".join(command))
@@ -274,7 +276,7 @@ def collect_warnings(rows: list[dict[str, Any]]) -> list[str]:
     warnings = []
     for label in dict.fromkeys(row["label"] for row in rows):
         mine = [row for row in rows if row["label"] == label]
-        gpu = mine[0]["backend"] in GPU_BACKENDS
+        gpu = _on_gpu(mine[0]["backend"])
         limit = stats.CV_WARN_PERCENT_GPU if gpu else stats.CV_WARN_PERCENT_CPU
         unstable = [f"{r['cv_trimmed_percent']:.0f}% at batch {r['batch_size']}" for r in mine
                     if r["cv_trimmed_percent"] > limit]  # fmt: skip
@@ -300,6 +302,14 @@ def collect_warnings(rows: list[dict[str, Any]]) -> list[str]:
             "is close to the maximum; use --duration or more --iterations for tail latencies."
         )
     return warnings
+
+
+def _on_gpu(backend: str) -> bool:
+    """Whether `backend` runs on a GPU (its timings then follow trtexec's stability rule)."""
+    try:
+        return registry.get(backend).on_gpu
+    except UsageError:  # a result from a backend not registered here: judge it as a CPU one
+        return False
 
 
 def measure(
@@ -406,7 +416,7 @@ def bench(
     plan = plan_models(models, xla=xla)
     check_batch_sizes(plan.models, sizes)
     plan.warnings += portability_warnings(plan.models, measured_here=eval_data is not None)
-    card = read_model_card(plan.baseline.path) if plan.baseline.kind == "saved_model" else None
+    card = read_model_card(plan.baseline.path) if plan.baseline.kind == SAVED_MODEL else None
     inputs = load_inputs(data, plan.baseline, max(sizes), card)
     eval_set = None
     if eval_data is not None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.backends.base import CalibrationFeed, Feeds
+from trtconv.backends.request import CalibrationFeed, Feeds
 from trtconv.calib.sources import (
     DIGITS,
     ArraySet,

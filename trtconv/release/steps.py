@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from trtconv import __version__
-from trtconv.environment import cpu_info, library_versions, nvidia_gpus
 from trtconv.errors import GateError, TrtconvError
+from trtconv.facts import library_versions, probe_cpu, probe_gpus
 from trtconv.fsutil import dir_size_bytes, sha256_path
 from trtconv.release.config import DIGITS, ReleaseConfig, Target
 from trtconv.release.store import StepStore
@@ -54,8 +54,9 @@ def _version(distribution: str) -> str | None:
 
 def device_fingerprint() -> dict[str, Any]:
     """The hardware a converted artifact may be specialised for (ORT layouts, TensorRT engines)."""
-    cpu = cpu_info()
-    return {"cpu": cpu["model"], "cpu_features": cpu["features"], "gpus": nvidia_gpus()}
+    cpu = probe_cpu().to_dict()
+    gpus = [gpu.to_dict() for gpu in probe_gpus()]
+    return {"cpu": cpu["model"], "cpu_features": cpu["features"], "gpus": gpus}
 
 
 class ReleaseRun:
