@@ -68,6 +68,7 @@ def _check_artifact(result: dict[str, Any], precision: str) -> Manifest:
     return manifest
 
 
+@pytest.mark.no_gpu  # auto picks ort only where no GPU backend runs
 def test_digits_fp32_default_output(
     digits_saved_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -72,7 +72,7 @@ def inspect_saved_model(path: Path) -> dict[str, Any]:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InputError(f"SavedModel {path} could not be loaded: {first[:200]}") from exc
     signatures = {
-        key: signature_of(function, key).to_dict()
+        key: signature_of(function, key, path).to_dict()
         for key, function in sorted(dict(loaded.signatures).items())
     }
     result: dict[str, Any] = {

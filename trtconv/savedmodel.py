@@ -8,7 +8,7 @@ from typing import Any
 
 from trtconv.errors import InputError
 from trtconv.lazy import require
-from trtconv.model_io import ModelSignature, TensorSpec
+from trtconv.model_io import ModelSignature, TensorSpec, unknown_rank
 from trtconv.model_paths import require_exists
 
 SERVING_KEY = "serving_default"
@@ -55,22 +55,27 @@ def load_saved_model(path: Path, signature_key: str = SERVING_KEY) -> LoadedSave
         found = ", ".join(sorted(signatures)) or "none"
         raise InputError(f"SavedModel {path} has no '{signature_key}' signature (found: {found}).")
     function = signatures[signature_key]
-    return LoadedSavedModel(path, loaded, function, signature_of(function, signature_key))
+    return LoadedSavedModel(path, loaded, function, signature_of(function, signature_key, path))
 
 
-def signature_of(function: Any, name: str = SERVING_KEY) -> ModelSignature:
-    """Read the named inputs and outputs of a concrete function; never assume names."""
+def signature_of(function: Any, name: str = SERVING_KEY, model: Path | str = "") -> ModelSignature:
+    """Read the named inputs and outputs of a concrete function; never assume names.
+
+    Raises InputError (naming `model`) for a tensor of unknown rank.
+    """
     _, kwargs = function.structured_input_signature
-    inputs = tuple(
-        TensorSpec(key, tuple(spec.shape.as_list()), spec.dtype.name)
-        for key, spec in sorted(kwargs.items())
-    )
-    outputs_structure = function.structured_outputs
+    inputs = tuple(_spec(key, spec, "input", model) for key, spec in sorted(kwargs.items()))
     outputs = tuple(
-        TensorSpec(key, tuple(tensor.shape.as_list()), tensor.dtype.name)
-        for key, tensor in sorted(outputs_structure.items())
+        _spec(key, tensor, "output", model)
+        for key, tensor in sorted(function.structured_outputs.items())
     )
     return ModelSignature(inputs=inputs, outputs=outputs, name=name)
+
+
+def _spec(name: str, tensor: Any, kind: str, model: Path | str) -> TensorSpec:
+    if tensor.shape.rank is None:
+        raise unknown_rank(model, kind, name)
+    return TensorSpec(name, tuple(tensor.shape.as_list()), tensor.dtype.name)
 
 
 def read_model_card(path: Path) -> dict[str, Any] | None:

@@ -37,7 +37,6 @@ from trtconv.errors import TrtconvError, UsageError
 from trtconv.lazy import TF_LOG_LEVEL
 from trtconv.model_paths import SAVED_MODEL
 from trtconv.report.schema import SCHEMA_VERSION, BenchRow, ModelInfo
-from trtconv.savedmodel import read_model_card
 
 log = logging.getLogger(__name__)
 
@@ -416,11 +415,11 @@ def bench(
     plan = plan_models(models, xla=xla)
     check_batch_sizes(plan.models, sizes)
     plan.warnings += portability_warnings(plan.models, measured_here=eval_data is not None)
-    card = read_model_card(plan.baseline.path) if plan.baseline.kind == SAVED_MODEL else None
-    inputs = load_inputs(data, plan.baseline, max(sizes), card)
+    source = plan.baseline.path if plan.baseline.kind == SAVED_MODEL else None
+    inputs = load_inputs(data, plan.baseline, max(sizes), source)
     eval_set = None
     if eval_data is not None:
-        eval_set = load_inputs(eval_data, plan.baseline, max(sizes), card)
+        eval_set = load_inputs(eval_data, plan.baseline, max(sizes), source)
         if eval_set.labels is None:
             plan.warnings.append(
                 f"{eval_set.source} has no labels: top-1 agreement only, no accuracy."
