@@ -11,6 +11,7 @@ from convert_fixtures import digits_rgb16_npz, small_resnet
 
 from trtconv import api
 from trtconv.backends.registry import open_runner
+from trtconv.errors import AccuracyError
 from trtconv.manifest import Manifest, read_manifest
 
 pytestmark = pytest.mark.slow  # trains and converts real models
@@ -106,8 +107,10 @@ def test_validate_an_artifact_against_its_source(digits_int8: dict[str, Any]) ->
     result = api.validate(Path(digits_int8["artifact"]), samples=200)
     assert result["passed"] and result["samples"] == 200 and result["precision"] == "int8"
     assert result["top1_agreement"] >= 0.97
-    strict = api.validate(Path(digits_int8["artifact"]), samples=200, tolerance=1e-6)
-    assert not strict["passed"]
+    with pytest.raises(AccuracyError, match="outside tolerance: probabilities values") as caught:
+        api.validate(Path(digits_int8["artifact"]), samples=200, tolerance=1e-6)
+    strict = caught.value.result  # the whole result rides on the error (exit 4)
+    assert strict is not None and not strict["passed"] and strict["samples"] == 200
     assert [c["name"] for c in strict["checks"] if not c["passed"]] == ["probabilities values"]
 
 

@@ -27,6 +27,7 @@ from trtconv.manifest import Manifest, read_manifest, write_manifest
 from trtconv.quantize import CALIB_METHODS
 from trtconv.quantize.isa import INT8_TARGETS
 from trtconv.savedmodel import check_saved_model_dir
+from trtconv.validation import raise_if_failed
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +80,10 @@ def convert(
     int8 models: "auto" (this CPU's class), "vnni" (VNNI/AMX x86 CPUs) or "portable" (any x86).
 
     Keys: schema_version, artifact, backend, precision, backend_reason, conversion_seconds,
-    artifact_size_bytes, manifest, validation. Outside tolerance the artifact is still written,
-    with manifest status "failed" and `validation.passed` false (the CLI exits 4).
-    Raises UsageError (2), InputError (1), MissingDependencyError (3), ConversionError (1), each
-    before anything is written except ConversionError.
+    artifact_size_bytes, manifest, validation. Raises UsageError (2), InputError (1),
+    MissingDependencyError (3), ConversionError (1), each before anything is written except
+    ConversionError; and AccuracyError (4) outside tolerance, after writing the artifact with
+    manifest status "failed": the error carries the whole result.
     """
     batch_sizes = tuple(batch_sizes)
     _check_arguments(precision, backend, calib_method, batch_sizes, calib_samples, validate_samples)
@@ -102,7 +103,7 @@ def convert(
     size = dir_size_bytes(output)
     status, seconds = manifest.status, manifest.conversion_seconds
     log.info("wrote %s (%.2f MB) in %.1f s: validation %s", output, size / 1e6, seconds, status)
-    return {
+    result = {
         "schema_version": RESULT_SCHEMA_VERSION,
         "artifact": str(output),
         "backend": chosen.name,
@@ -113,6 +114,9 @@ def convert(
         "manifest": manifest.to_dict(),
         "validation": manifest.validation,
     }
+    assert manifest.validation is not None  # _convert_staged validates what it wrote
+    raise_if_failed(manifest.validation, f"{output} ({chosen.name} {precision})", result)
+    return result
 
 
 def _convert_staged(plan: Plan, native: Runner, force: bool) -> Manifest:

@@ -205,14 +205,18 @@ def validating_machine() -> dict[str, Any]:
     return {"cpu": cpu["model"], "cpu_int8_class": cpu_int8_class(cpu)}
 
 
-def raise_if_failed(validation: dict[str, Any], what: str) -> None:
-    """Raise one AccuracyError listing every failed check of `validation` (exit 4)."""
+def raise_if_failed(
+    validation: dict[str, Any], what: str, result: dict[str, Any] | None = None
+) -> None:
+    """Raise one AccuracyError (exit 4) listing every failed check of `validation`, carrying the
+    command's full `result` (the validation itself by default)."""
     if validation["passed"]:
         return
     failed = "; ".join(
         f"{c['name']}: {c['detail']}" for c in validation["checks"] if not c["passed"]
     )
-    raise AccuracyError(f"{what} is outside tolerance: {failed or 'no checks ran'}.")
+    message = f"{what} is outside tolerance: {failed or 'no checks ran'}."
+    raise AccuracyError(message, result if result is not None else validation)
 
 
 def validate_runners(
@@ -251,7 +255,9 @@ def validate(
 
     `data` defaults to the calibration source recorded in the manifest, then the model card's
     training data, then `random`; the held-out part is used. Returns the validation dict plus
-    `artifact`, `reference`, `backend`, `precision`; raises InputError for a bad artifact.
+    `artifact`, `reference`, `backend`, `precision`, `warnings`. Raises UsageError for a missing
+    artifact or reference, InputError for a bad one, and AccuracyError (exit 4, carrying that
+    same result) when the artifact is outside tolerance.
     """
     from trtconv.backends import registry
     from trtconv.backends.runner import RunOptions
@@ -277,7 +283,7 @@ def validate(
     warnings = [w for w in [_portability_warning(manifest, artifact, result)] if w]
     for warning in warnings:
         log.warning("%s", warning)
-    return {
+    document = {
         "schema_version": 1,
         "artifact": str(artifact),
         "reference": str(reference_path),
@@ -286,6 +292,8 @@ def validate(
         **result,
         "warnings": warnings,
     }
+    raise_if_failed(result, f"{artifact} ({manifest.backend} {manifest.precision})", document)
+    return document
 
 
 def _portability_warning(manifest: Any, artifact: Path, result: dict[str, Any]) -> str | None:

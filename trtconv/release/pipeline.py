@@ -13,6 +13,7 @@ from typing import Any
 
 from trtconv import __version__
 from trtconv.environment import environment_block
+from trtconv.errors import GateError
 from trtconv.fsutil import sha256_path, write_atomic
 from trtconv.interrupts import sigterm_as_interrupt
 from trtconv.release.config import ReleaseConfig, Target, load_config
@@ -52,9 +53,10 @@ def release(
 ) -> dict[str, Any]:
     """Run a release from a TOML config; return the release document (also in release.json).
 
-    `exit_code` in the result is 0 with a recommended artifact and 4 when no target passed.
-    Raises UsageError for a bad config or output, and TrtconvError for a failure that stops the
-    whole release (training, benchmarking); a target that fails to convert does not.
+    With a recommended artifact its `exit_code` is 0. Raises GateError (exit 4, carrying the whole
+    document, also written) when no target passed every gate, UsageError for a bad config or
+    output, and TrtconvError for a failure that stops the whole release (training,
+    benchmarking); a target that fails to convert does not.
     """
     config = load_config(Path(config_path))
     directory = Path(output or default_output(config_path)).resolve()
@@ -64,7 +66,10 @@ def release(
         clean_release_dir(directory, force)
         with release_log(directory / LOG_FILE), sigterm_as_interrupt():
             log.info("release %s into %s (trtconv %s)", config_path, directory, __version__)
-            return run_release(config, directory, resume, progress)
+            document = run_release(config, directory, resume, progress)
+    if document["recommendation"] is None:
+        raise GateError(document["recommendation_reason"], result=document)
+    return document
 
 
 def run_release(

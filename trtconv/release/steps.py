@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from trtconv import __version__
-from trtconv.errors import GateError, TrtconvError
+from trtconv.errors import AccuracyError, TrtconvError
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
-from trtconv.fsutil import dir_size_bytes, sha256_path
+from trtconv.fsutil import sha256_path
 from trtconv.release.config import DIGITS, ReleaseConfig, Target
 from trtconv.release.store import StepStore
 
@@ -212,9 +212,9 @@ class ReleaseRun:
                     force=True,
                     **options,
                 )
-            except GateError as exc:
+            except AccuracyError as exc:
                 # Outside tolerance: the artifact is written and marked failed; keep its figures.
-                result = _result_from_artifact(output, exc)
+                result = exc.result or {}
             except TrtconvError as exc:
                 log.warning("target %s failed: %s", target.id, exc)
                 shutil.rmtree(output, ignore_errors=True)  # a stale artifact must not look current
@@ -244,16 +244,17 @@ class ReleaseRun:
             from trtconv import api
 
             log.info("evaluating %s on %s", target.id, settings.data)
-            return (
-                api.validate(
+            try:
+                result = api.validate(
                     artifact,
                     reference=source,
                     data=settings.data,
                     samples=settings.samples,
                     tolerance=target.tolerance,
-                ),
-                [],
-            )
+                )
+            except AccuracyError as exc:  # outside tolerance: the gates judge its figures
+                result = exc.result or {}
+            return result, []
 
         return self.step(f"eval-{target.id}", inputs, work)
 
@@ -300,20 +301,3 @@ class ReleaseRun:
 
 def _error(exc: TrtconvError) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}
-
-
-def _result_from_artifact(artifact: Path, exc: GateError) -> dict[str, Any]:
-    """The convert result of an artifact written but failed by validation (its manifest)."""
-    from trtconv.manifest import read_manifest
-
-    manifest = read_manifest(artifact)
-    return {
-        "artifact": str(artifact),
-        "backend": manifest.backend,
-        "precision": manifest.precision,
-        "backend_reason": manifest.backend_reason,
-        "conversion_seconds": manifest.conversion_seconds,
-        "artifact_size_bytes": dir_size_bytes(artifact),
-        "manifest": manifest.to_dict(),
-        "validation": manifest.validation or {"passed": False, "error": str(exc)},
-    }
