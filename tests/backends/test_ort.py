@@ -47,6 +47,7 @@ def test_runner_fails_loudly_when_a_provider_falls_back(digits_saved_model: Path
         runner.activate()
 
 
+@pytest.mark.converts("ort")
 def test_fp32_convert_saves_an_optimised_model(
     digits_saved_model: Path, tmp_path: Path, digits_native: SavedModelRunner
 ) -> None:

@@ -283,6 +283,7 @@ def test_runner_here_is_exit_3(digits_model: Path) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.converts("tftrt")
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "int8"])
 def test_convert_and_run_on_gpu(digits_model: Path, tmp_path: Path, precision: str) -> None:
     digits = load_digits("train")

@@ -236,6 +236,7 @@ def test_runner_here_is_exit_3(tmp_path: Path) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.converts("trt")
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_build_and_run_engine_on_gpu(
     digits_saved_model: Path, tmp_path: Path, precision: str
