@@ -26,6 +26,7 @@ from trtconv.fsutil import atomic_directory, check_output_free, dir_size_bytes, 
 from trtconv.manifest import Manifest, read_manifest, write_manifest
 from trtconv.quantize import CALIB_METHODS
 from trtconv.quantize.isa import INT8_TARGETS
+from trtconv.report.validation import ValidationReport
 from trtconv.savedmodel import check_saved_model_dir
 from trtconv.validation import raise_if_failed
 
@@ -99,7 +100,7 @@ def convert(
         counts = (calib_samples, validate_samples)
         _read_data(plan, native, calib_data, counts, image_scale, image_offset)
         log.info("converting %s to %s %s (%s)", saved_model, chosen.name, precision, reason)
-        manifest = _convert_staged(plan, native, force)
+        manifest, report = _convert_staged(plan, native, force)
     size = dir_size_bytes(output)
     status, seconds = manifest.status, manifest.conversion_seconds
     log.info("wrote %s (%.2f MB) in %.1f s: validation %s", output, size / 1e6, seconds, status)
@@ -114,12 +115,11 @@ def convert(
         "manifest": manifest.to_dict(),
         "validation": manifest.validation,
     }
-    assert manifest.validation is not None  # _convert_staged validates what it wrote
-    raise_if_failed(manifest.validation, f"{output} ({chosen.name} {precision})", result)
+    raise_if_failed(report, f"{output} ({chosen.name} {precision})", result)
     return result
 
 
-def _convert_staged(plan: Plan, native: Runner, force: bool) -> Manifest:
+def _convert_staged(plan: Plan, native: Runner, force: bool) -> tuple[Manifest, ValidationReport]:
     """Convert and validate inside a staging directory renamed to `plan.output` at the end."""
     assert plan.held_out is not None  # _read_data always reads the held-out part
     with atomic_directory(plan.output, force) as staging, tempfile.TemporaryDirectory() as work:
@@ -142,11 +142,11 @@ def _convert_staged(plan: Plan, native: Runner, force: bool) -> Manifest:
         summary = {**outcome.summary, **export_summary}
         manifest = _manifest(plan, request, outcome, summary, seconds)
         write_manifest(staging, manifest)
-        validation = _validate_staged(staging, native, plan, reference)
-        manifest.validation = validation
-        manifest.status = "passed" if validation["passed"] else "failed"
+        report = _validate_staged(staging, native, plan, reference)
+        manifest.validation = report.to_dict()
+        manifest.status = "passed" if report.passed else "failed"
         write_manifest(staging, manifest)
-    return manifest
+    return manifest, report
 
 
 def _check_arguments(
@@ -259,9 +259,9 @@ def _prepare_onnx(
     export = export_onnx(plan.saved_model, onnx_path, request.signature)
     check = verify_export(onnx_path, plan.held_out.head(EXPORT_CHECK_SAMPLES), _head(reference))
     export["check"] = {
-        "samples": check["samples"],
-        "max_abs_error": {name: o["max_abs_error"] for name, o in check["outputs"].items()},
-        "top1_agreement": check["top1_agreement"],
+        "samples": check.samples,
+        "max_abs_error": {name: o.max_abs_error for name, o in check.outputs.items()},
+        "top1_agreement": check.top1_agreement,
     }
     request.onnx_path = onnx_path
     summary: dict[str, Any] = {"onnx_export": export}
@@ -339,7 +339,7 @@ def _manifest(
 
 def _validate_staged(
     staging: Path, native: Runner, plan: Plan, reference: dict[str, Any]
-) -> dict[str, Any]:
+) -> ValidationReport:
     """Validate the staged artifact the way users will open it (manifest -> runner)."""
     from trtconv.validation import validate_runners
 

@@ -107,8 +107,9 @@ class DeviceRunner(NullRunner):
 
 def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> None:
     """Before, the worker looked for `last_transfer_ms`, which no runner sets: never recorded."""
-    from trtconv.bench.harness import Settings, model_rows
+    from trtconv.bench.harness import model_rows
     from trtconv.bench.models import ModelEntry
+    from trtconv.report.schema import Settings
 
     spec = {"warmup": {"iterations": 1}, "measure": {"iterations": 4}}
     measured = measure_batch(DeviceRunner(SIGNATURE), batches(2), spec)
@@ -120,7 +121,7 @@ def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> No
     entry = ModelEntry("engine", Path("engine"), "artifact", "trt", "fp16", SIGNATURE)
     settings = Settings((2,), spec["warmup"], spec["measure"], None, "random", None)
     [row] = model_rows(entry, document, settings)
-    assert row["transfer_ms_mean"] == 0.75
+    assert row.transfer_ms_mean == 0.75
 
 
 def test_the_timed_call_skips_the_per_call_input_check() -> None:
