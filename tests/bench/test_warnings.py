@@ -5,20 +5,20 @@ from __future__ import annotations
 from dataclasses import fields
 
 from trtconv.bench.harness import collect_warnings
-from trtconv.report.schema import BenchRow
+from trtconv.report.schema import BenchRow, ModelInfo
 
 
 def row(label: str, batch: int, cv: float, overhead_percent: float = 0.1, backend: str = "tf",
         iterations: int = 500) -> BenchRow:  # fmt: skip
     """A row with a p50 of 1 ms, so the harness overhead (in ms) is `overhead_percent` / 100."""
+    info = ModelInfo(label, label, backend, "fp32", False, "artifact", False)
+    info.harness_overhead_ms = overhead_percent / 100
     figures = {f.name: 1.0 for f in fields(BenchRow)}
     figures.update(
-        label=label,
-        backend=backend,
+        info=info,
         batch_size=batch,
         cv_percent=10 * cv,  # rare stalls inflate the raw CV; warnings must not read it
         cv_trimmed_percent=cv,
-        harness_overhead_ms=overhead_percent / 100,
         iterations=iterations,
     )
     return BenchRow(**figures)  # type: ignore[arg-type]

@@ -107,7 +107,7 @@ class DeviceRunner(NullRunner):
 
 def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> None:
     """Before, the worker looked for `last_transfer_ms`, which no runner sets: never recorded."""
-    from trtconv.bench.harness import model_rows
+    from trtconv.bench.harness import model_info, model_rows
     from trtconv.bench.models import ModelEntry
     from trtconv.report.schema import Settings
 
@@ -120,7 +120,7 @@ def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> No
     }  # fmt: skip
     entry = ModelEntry("engine", Path("engine"), "artifact", "trt", "fp16", SIGNATURE)
     settings = Settings((2,), spec["warmup"], spec["measure"], None, "random", None)
-    [row] = model_rows(entry, document, settings)
+    [row] = model_rows(model_info(entry, document, False), document, settings)
     assert row.transfer_ms_mean == 0.75
 
 

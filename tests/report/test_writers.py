@@ -66,8 +66,9 @@ def make_result(with_eval: bool = True) -> dict[str, Any]:
     result = BenchResult("digits", "/models/digits", "the first SavedModel given", [], [], settings)
     predictions = {}
     for model, doc in models:
-        result.rows += model_rows(model, doc, settings)
-        result.models.append(model_info(model, doc, model.label == "digits"))
+        info = model_info(model, doc, model.label == "digits")
+        result.models.append(info)
+        result.rows += model_rows(info, doc, settings)
         predictions[model.label] = doc["predictions"] if with_eval else None
     fill_comparisons(result.models, "digits", predictions, LABELS if with_eval else None)
     result.warnings = collect_warnings(result.rows)

@@ -166,39 +166,6 @@ def run_worker(spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any
 # ---------------------------------------------------------------------------- results
 
 
-def model_rows(entry: ModelEntry, document: dict[str, Any], settings: Settings) -> list[BenchRow]:
-    """One row per batch size from a worker's raw samples (comparisons come with the result)."""
-    rows = []
-    for measured in document["batches"]:
-        summary = stats.summarize(measured["latencies_ms"])
-        batch_size = int(measured["batch_size"])
-        transfers = measured.get("transfer_ms")
-        row = BenchRow(
-            model=str(entry.path),
-            label=entry.label,
-            backend=entry.backend,
-            precision=entry.precision,
-            xla=entry.xla,
-            batch_size=batch_size,
-            warmup_iterations=int(measured["warmup_iterations"]),
-            timed_s=measured["wall_ns"] / 1e9,
-            **summary.to_dict(),  # iterations, cv_percent, latency_ms_{min,...,max,std}
-            throughput_per_s=stats.throughput_per_s(
-                batch_size, summary.count, int(measured["wall_ns"])
-            ),
-            transfer_ms_mean=float(np.mean(transfers)) if transfers else None,
-            first_inference_ms=float(document["first_inference_ms"]),
-            load_ms=float(document["load_ms"]),
-            peak_rss_mb=float(document["peak_rss_mb"]),
-            gpu_memory_mb=document.get("gpu_memory_mb"),
-            harness_overhead_ms=float(document["harness_overhead_ms"]),
-            worker_pid=int(document["pid"]),
-            threads=settings.threads,
-        )
-        rows.append(row)
-    return rows
-
-
 def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -> ModelInfo:
     """The model as its worker measured it (accuracy and agreement come with the result)."""
     return ModelInfo(
@@ -216,6 +183,28 @@ def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -
         gpu_memory_mb=document.get("gpu_memory_mb"),
         harness_overhead_ms=float(document["harness_overhead_ms"]),
     )
+
+
+def model_rows(info: ModelInfo, document: dict[str, Any], settings: Settings) -> list[BenchRow]:
+    """One row per batch size from a worker's raw samples."""
+    rows = []
+    for measured in document["batches"]:
+        summary = stats.summarize(measured["latencies_ms"])
+        batch_size = int(measured["batch_size"])
+        transfers = measured.get("transfer_ms")
+        wall_ns = int(measured["wall_ns"])
+        row = BenchRow(
+            info=info,
+            batch_size=batch_size,
+            warmup_iterations=int(measured["warmup_iterations"]),
+            timed_s=wall_ns / 1e9,
+            **summary.to_dict(),  # iterations, cv_percent, latency_ms_{min,...,max,std}
+            throughput_per_s=stats.throughput_per_s(batch_size, summary.count, wall_ns),
+            transfer_ms_mean=float(np.mean(transfers)) if transfers else None,
+            threads=settings.threads,
+        )
+        rows.append(row)
+    return rows
 
 
 def fill_comparisons(
@@ -241,9 +230,10 @@ def collect_warnings(rows: list[BenchRow]) -> list[str]:
     """One line per model with unstable timings (CV above the threshold) or figures near the
     harness floor, and one line when some runs are too short for a meaningful p99."""
     warnings = []
-    for label in dict.fromkeys(row.label for row in rows):
-        mine = [row for row in rows if row.label == label]
-        limit = stats.CV_WARN_PERCENT_GPU if _on_gpu(mine[0].backend) else stats.CV_WARN_PERCENT_CPU
+    for label in dict.fromkeys(row.info.label for row in rows):
+        mine = [row for row in rows if row.info.label == label]
+        info = mine[0].info
+        limit = stats.CV_WARN_PERCENT_GPU if _on_gpu(info.backend) else stats.CV_WARN_PERCENT_CPU
         unstable = [f"{r.cv_trimmed_percent:.0f}% at batch {r.batch_size}" for r in mine
                     if r.cv_trimmed_percent > limit]  # fmt: skip
         if unstable:
@@ -255,9 +245,10 @@ def collect_warnings(rows: list[BenchRow]) -> list[str]:
         floor = [f"{r.harness_overhead_percent:.1f}% at batch {r.batch_size}" for r in mine
                  if r.harness_overhead_percent > OVERHEAD_WARN_PERCENT]  # fmt: skip
         if floor:
+            overhead_us = (info.harness_overhead_ms or 0.0) * 1000
             warnings.append(
-                f"{label}: the harness's own {mine[0].harness_overhead_ms * 1000:.1f} µs per call "
-                f"is {', '.join(floor)} of the p50 latency (> {OVERHEAD_WARN_PERCENT:g}%): "
+                f"{label}: the harness's own {overhead_us:.1f} µs per call is "
+                f"{', '.join(floor)} of the p50 latency (> {OVERHEAD_WARN_PERCENT:g}%): "
                 "differences of that size are noise."
             )
     few = sorted({row.iterations for row in rows if row.iterations < FEW_SAMPLES})
@@ -305,8 +296,9 @@ def measure(
                 progress(index, total, entry.label)
             spec = worker_spec(entry, settings, data_path, eval_path, mappings[entry.label])
             document = run_worker(spec, workdir, index)
-            result.rows += model_rows(entry, document, settings)
-            result.models.append(model_info(entry, document, entry is plan.baseline))
+            info = model_info(entry, document, entry is plan.baseline)
+            result.models.append(info)
+            result.rows += model_rows(info, document, settings)
             predictions[entry.label] = document.get("predictions")
         if progress:
             progress(total, total, "done")

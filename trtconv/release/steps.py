@@ -163,31 +163,6 @@ class ReleaseRun:
         """Convert one target; a known failure is recorded as the target's result, not raised."""
         calibration = self.config.calibration
         output = self.directory / "artifacts" / target.id
-        batch_sizes = self.config.bench.batch_sizes
-        inputs = {
-            "source_sha256": source_sha,
-            "backend": target.backend,
-            "precision": target.precision,
-            "tolerance": target.tolerance,
-            # Its data also supplies every target's validation samples; method and samples
-            # matter only to int8, so changing them does not redo the other conversions.
-            "calibration": {
-                "data": data_fingerprint(calibration.data),
-                **(
-                    {
-                        "method": calibration.method,
-                        "samples": calibration.samples,
-                        "int8_target": calibration.int8_target,
-                    }
-                    if target.precision == "int8"
-                    else {}
-                ),
-            },
-            "batch_sizes": list(batch_sizes),
-            "validate_samples": self.config.eval.samples,
-            "tools": self.tools,
-            "device": self.device,
-        }
 
         def work() -> tuple[dict[str, Any], list[Path]]:
             from trtconv import api
@@ -207,7 +182,7 @@ class ReleaseRun:
                     calib_data=calibration.data,
                     calib_method=calibration.method,
                     int8_target=calibration.int8_target,
-                    batch_sizes=batch_sizes,
+                    batch_sizes=self.config.bench.batch_sizes,
                     tolerance=target.tolerance,
                     force=True,
                     **options,
@@ -221,7 +196,32 @@ class ReleaseRun:
                 return {"status": "failed", "error": _error(exc)}, []
             return {"status": "converted", **result}, [output]
 
-        return self.step(f"convert-{target.id}", inputs, work)
+        return self.step(f"convert-{target.id}", self._convert_inputs(target, source_sha), work)
+
+    def _convert_inputs(self, target: Target, source_sha: str) -> dict[str, Any]:
+        """What a conversion's result depends on (its resume key)."""
+        calibration = self.config.calibration
+        int8_only = {
+            "method": calibration.method,
+            "samples": calibration.samples,
+            "int8_target": calibration.int8_target,
+        }
+        return {
+            "source_sha256": source_sha,
+            "backend": target.backend,
+            "precision": target.precision,
+            "tolerance": target.tolerance,
+            # Its data also supplies every target's validation samples; method and samples
+            # matter only to int8, so changing them does not redo the other conversions.
+            "calibration": {
+                "data": data_fingerprint(calibration.data),
+                **(int8_only if target.precision == "int8" else {}),
+            },
+            "batch_sizes": list(self.config.bench.batch_sizes),
+            "validate_samples": self.config.eval.samples,
+            "tools": self.tools,
+            "device": self.device,
+        }
 
     # eval ------------------------------------------------------------------------------------
 

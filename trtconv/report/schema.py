@@ -60,15 +60,12 @@ class ModelInfo:
 
 @dataclass
 class BenchRow:
-    """One model at one batch size, as measured. The comparisons (`is_baseline`,
-    `speedup_vs_baseline`, `accuracy`, `top1_agreement`) and `harness_overhead_percent` are
-    derived when the row is serialised, from the result it belongs to."""
+    """One model at one batch size, as measured. The model-wide figures (load time, peak RSS,
+    harness overhead, worker) and the comparisons (`is_baseline`, `accuracy`,
+    `top1_agreement`, `speedup_vs_baseline`) come from its `info` and its result when the row
+    is serialised: each is stored once."""
 
-    model: str
-    label: str
-    backend: str
-    precision: str
-    xla: bool
+    info: ModelInfo
     batch_size: int
     iterations: int
     warmup_iterations: int
@@ -86,28 +83,22 @@ class BenchRow:
     cv_trimmed_percent: float  # over the central 80%: what stability warnings read
     throughput_per_s: float
     transfer_ms_mean: float | None  # host<->device copies, where the runner reports them
-    first_inference_ms: float
-    load_ms: float
-    peak_rss_mb: float
-    gpu_memory_mb: float | None
-    harness_overhead_ms: float
-    worker_pid: int
     threads: int | None
 
     @property
     def harness_overhead_percent(self) -> float:
         """The harness's own cost per call, in percent of this row's p50 latency."""
-        p50 = self.latency_ms_p50
-        return self.harness_overhead_ms / p50 * 100 if p50 > 0 else 0.0
+        overhead, p50 = self.info.harness_overhead_ms or 0.0, self.latency_ms_p50
+        return overhead / p50 * 100 if p50 > 0 else 0.0
 
-    def to_dict(self, model: ModelInfo, speedup: float | None) -> dict[str, Any]:
-        """This row as an entry of `results` (ROW_KEYS order), compared as `model` says."""
+    def to_dict(self, speedup: float | None) -> dict[str, Any]:
+        """This row as an entry of `results`, in ROW_KEYS order."""
+        info = asdict(self.info)
+        measured = {k: v for k, v in asdict(self).items() if k != "info"}
         data = {
-            **asdict(self),
-            "is_baseline": model.is_baseline,
+            **info,
+            **measured,
             "speedup_vs_baseline": speedup,
-            "accuracy": model.accuracy,
-            "top1_agreement": model.top1_agreement,
             "harness_overhead_percent": self.harness_overhead_percent,
         }
         return {key: data[key] for key in ROW_KEYS}
@@ -180,14 +171,12 @@ class BenchResult:
     def speedup(self, row: BenchRow) -> float | None:
         """`row`'s throughput over the baseline's at the same batch size."""
         base = next(
-            (r for r in self.rows if r.label == self.baseline and r.batch_size == row.batch_size),
-            None,
+            (r for r in self.rows if r.info.is_baseline and r.batch_size == row.batch_size), None
         )
         return stats.speedup(row.throughput_per_s, base.throughput_per_s if base else None)
 
     def to_dict(self) -> dict[str, Any]:
         """The document `trtconv bench --json` prints (TOP_LEVEL_KEYS)."""
-        by_label = {model.label: model for model in self.models}
         return {
             "schema_version": SCHEMA_VERSION,
             "baseline": self.baseline,
@@ -195,7 +184,7 @@ class BenchResult:
             "baseline_reason": self.baseline_reason,
             "order": [model.label for model in self.models],
             "models": [model.to_dict() for model in self.models],
-            "results": [row.to_dict(by_label[row.label], self.speedup(row)) for row in self.rows],
+            "results": [row.to_dict(self.speedup(row)) for row in self.rows],
             "harness_overhead_ms": self.harness_overhead_ms,
             "settings": self.settings.to_dict(),
             "threads": self.settings.threads,
