@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -59,8 +59,6 @@ class RunOptions:
 
 class Runner(ABC):
     """Loads one model (`activate`) and runs it on numpy feeds keyed by input name (`infer`)."""
-
-    backend: ClassVar[str] = "base"
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)

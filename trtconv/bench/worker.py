@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -63,8 +63,6 @@ class Timing:
 
 class NullRunner(Runner):
     """A runner that does nothing: timing it gives the harness's own cost per call."""
-
-    backend: ClassVar[str] = "null"
 
     def __init__(self, signature: ModelSignature) -> None:
         super().__init__(Path("<null>"))

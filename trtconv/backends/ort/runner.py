@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from trtconv.backends.request import Feeds
 from trtconv.backends.runner import Outputs, Runner, RunOptions
@@ -34,8 +34,6 @@ class OrtRunner(Runner):
     session must really use every provider asked for: onnxruntime-gpu silently falls back to the
     CPU when CUDA libraries are missing, and that is an error here, not a slow surprise.
     """
-
-    backend: ClassVar[str] = "ort"
 
     def __init__(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from trtconv.backends.request import Feeds
 from trtconv.backends.runner import Outputs, Runner, RunOptions
@@ -20,8 +20,6 @@ log = logging.getLogger(__name__)
 
 class SavedModelRunner(Runner):
     """Runs `serving_default` (a concrete graph function), optionally compiled with XLA."""
-
-    backend: ClassVar[str] = "tf"
 
     def __init__(self, path: Path, xla: bool = False, threads: int | None = None) -> None:
         super().__init__(path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from trtconv.backends.runner import Runner, RunOptions
 from trtconv.backends.tf_native.runner import SavedModelRunner
@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
 class TfTrtRunner(SavedModelRunner):
     """A TF-TRT SavedModel's serving_default, with the TF32 policy of its precision."""
-
-    backend: ClassVar[str] = "tftrt"
 
     def __init__(self, path: Path, precision: str = "fp32", threads: int | None = None) -> None:
         super().__init__(path, threads=threads)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,8 +64,6 @@ class TrtRunner(Runner):
     times measured with CUDA events. An engine does not keep the SavedModel's signature (names
     and dtypes, but not which dimension is the batch), so the manifest's is given.
     """
-
-    backend: ClassVar[str] = "trt"
 
     def __init__(self, path: Path, signature: ModelSignature, precision: str = "fp32") -> None:
         super().__init__(path)
