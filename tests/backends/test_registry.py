@@ -104,3 +104,18 @@ def test_worker_processes_get_run_time_registrations() -> None:
         assert str(TESTS) in env["PYTHONPATH"].split(":")
     finally:
         registry.unregister(reference_backend.NAME)
+
+
+def test_an_artifact_of_an_unknown_backend_is_bad_input(tmp_path: Path) -> None:
+    from trtconv.bench.models import artifact_entry
+    from trtconv.errors import InputError
+    from trtconv.manifest import Manifest, write_manifest
+
+    signature = {"inputs": [], "outputs": []}
+    write_manifest(
+        tmp_path, Manifest("tensorflow-lite", "fp32", "m.tflite", {}, signature, {}, {}, 0)
+    )
+    (tmp_path / "m.tflite").write_bytes(b"")
+    for opening in (registry.open_runner, artifact_entry):
+        with pytest.raises(InputError, match="backend 'tensorflow-lite', which this trtconv does"):
+            opening(tmp_path)

@@ -19,7 +19,7 @@ from typing import Any
 from trtconv.backends.request import PRECISIONS, ConversionOutcome, ConversionRequest
 from trtconv.backends.runner import Runner, RunnerFactory, RunOptions
 from trtconv.backends.support import Support
-from trtconv.errors import UsageError
+from trtconv.errors import InputError, UsageError
 from trtconv.facts import Facts, probe
 
 # One line per backend shipped with trtconv; importing the package registers its record.
@@ -134,7 +134,10 @@ def support(name: str, precision: str, facts: Facts | None = None) -> Support:
         raise UsageError(f"Unknown precision '{precision}'; choose one of {', '.join(PRECISIONS)}.")
     facts = facts or probe()
     if precision not in backend.precisions:
-        return Support(name, precision, False, f"{name} has no {precision} mode", "choose another")
+        choices = ", ".join(backend.precisions)
+        return Support(
+            name, precision, False, f"{name} has no {precision} mode", f"--precision {choices}"
+        )
     return backend.support(facts, precision)
 
 
@@ -179,8 +182,21 @@ def open_runner(path: Path, options: RunOptions | None = None) -> Runner:
     options = options or RunOptions()
     if model_kind(path) == "artifact":
         manifest = read_manifest(path)
-        return get(manifest.backend).runner(path / manifest.payload, manifest, options)
+        backend = artifact_backend(manifest.backend, path)
+        return backend.runner(path / manifest.payload, manifest, options)
     return native().runner(path, None, options)
+
+
+def artifact_backend(name: str, artifact: Path) -> Backend:
+    """The backend an artifact's manifest names. Raises InputError when none is registered."""
+    registry = _load()
+    if name not in registry:
+        known = ", ".join(registry)
+        raise InputError(
+            f"Artifact {artifact} was made by backend '{name}', which this trtconv does not know "
+            f"(known: {known})."
+        )
+    return registry[name]
 
 
 def worker_environment() -> dict[str, str]:

@@ -63,6 +63,7 @@ def saved_model_entry(path: Path, xla: bool = False) -> ModelEntry:
 def artifact_entry(path: Path) -> ModelEntry:
     """A trtconv artifact: backend, precision and source model from its manifest."""
     manifest = read_manifest(path)
+    registry.artifact_backend(manifest.backend, path)  # its worker must be able to run it
     source = manifest.source_model.get("path")
     return ModelEntry(
         label=_short_name(path),
