@@ -93,8 +93,10 @@ def convert(
     chosen, reason = _choose_backend(backend, precision)
     output = Path(output) if output else default_output(saved_model, chosen.name, precision)
     check_output_free(output, force)
-    plan = Plan(saved_model, output, chosen, reason, precision, batch_sizes, calib_method)
-    plan.tolerance, plan.int8_target = tolerance, int8_target
+    plan = Plan(
+        saved_model, output, chosen, reason, precision, batch_sizes, calib_method,
+        tolerance=tolerance, int8_target=int8_target,
+    )  # fmt: skip
     # Loading is the first heavy step: a corrupt or signature-less model fails here, exit 1.
     with registry.native().runner(saved_model, None, RunOptions()) as native:
         counts = (calib_samples, validate_samples)

@@ -8,6 +8,7 @@ module named in $TRTCONV_BACKENDS (comma-separated), which worker processes impo
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -54,7 +55,6 @@ class Backend:
 
 
 _REGISTRY: dict[str, Backend] = {}
-_LOADED: list[bool] = []
 
 
 def register(backend: Backend) -> Backend:
@@ -68,9 +68,11 @@ def register(backend: Backend) -> Backend:
             f"Backend '{backend.name}' is registered by {existing.module}; {backend.module} "
             "cannot register it again."
         )
+    if backend.name == AUTO:
+        raise UsageError(f"A backend cannot be called '{AUTO}': --backend {AUTO} chooses one.")
     unknown = [p for p in backend.precisions if p not in PRECISIONS]
-    if backend.name == AUTO or unknown:
-        raise UsageError(f"Backend '{backend.name}' cannot be registered (precisions {unknown}).")
+    if unknown:
+        raise UsageError(f"Backend '{backend.name}' declares unknown precisions {unknown}.")
     _REGISTRY[backend.name] = backend
     return backend
 
@@ -80,12 +82,16 @@ def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
 
 
+@functools.cache
+def _import_backends() -> None:
+    """Import (once) the builtin backends and those $TRTCONV_BACKENDS names: each registers."""
+    extra = [m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(",") if m.strip()]
+    for module in (*BUILTIN, *extra):
+        importlib.import_module(module)
+
+
 def _load() -> dict[str, Backend]:
-    if not _LOADED:
-        _LOADED.append(True)
-        extra = [m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(",") if m.strip()]
-        for module in (*BUILTIN, *extra):
-            importlib.import_module(module)
+    _import_backends()
     return _REGISTRY
 
 
