@@ -1,4 +1,4 @@
-"""TensorRT >= 10 engines built from the validated ONNX export, and a runner for them.
+"""The TensorRT >= 10 builder configuration for engines built from the validated ONNX export.
 
 Written against the TensorRT 10 Python API (as used by Polygraphy's backend/trt and NVIDIA's
 samples/python/common_runtime.py): networks are explicit-batch by default, INT8 is *explicit*
