@@ -12,14 +12,16 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `gpu` tests unless an NVIDIA GPU is visible."""
-    from trtconv.environment import nvidia_gpus
+    """Skip `gpu` tests unless an NVIDIA GPU is visible, and `no_gpu` tests when one is."""
+    from trtconv.facts import probe_gpus
 
-    if nvidia_gpus():
-        return
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with TensorRT (none on this machine)")
+    if probe_gpus():
+        marker, why = "no_gpu", "expects a machine without an NVIDIA GPU (this one has one)"
+    else:
+        marker, why = "gpu", "needs an NVIDIA GPU with TensorRT (none on this machine)"
+    skip = pytest.mark.skip(reason=why)
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker(marker) is not None:
             item.add_marker(skip)
 
 
@@ -44,7 +46,7 @@ def digits_native(digits_saved_model: Path) -> Any:
     from trtconv.backends.tf_native import SavedModelRunner
 
     runner = SavedModelRunner(digits_saved_model)
-    runner.activate()
+    runner.activate()  # for the whole session: TensorFlow frees it at exit
     return runner
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trtconv.calib.readers import holdout_split
-from trtconv.calib.sources import ArraySet, load_digits
+from trtconv.calib.sources import ArraySet, load_digits, split_holdout
 
 RESNET_SIZE = 16  # digits upsampled 2x to 16x16, grey repeated to 3 channels
 
@@ -90,7 +89,7 @@ def small_resnet() -> Path:
     from trtconv.train.export import export_saved_model
 
     keras.utils.set_random_seed(0)
-    train, _ = holdout_split(digits_rgb16())
+    train, _ = split_holdout(digits_rgb16())
     model = build_small_resnet()
     model.compile(
         optimizer=keras.optimizers.Adam(3e-3),
@@ -133,7 +132,7 @@ def text_model() -> Path:
         optimizer=keras.optimizers.Adam(1e-2),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
-    train, _ = holdout_split(text_tokens())
+    train, _ = split_holdout(text_tokens())
     model.fit(train.x, train.labels, epochs=8, batch_size=32, verbose=0)
     spec = tf.TensorSpec([None, None], tf.int32, name="tokens")
 

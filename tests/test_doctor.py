@@ -11,6 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from trtconv import api
+from trtconv.backends import registry
+from trtconv.backends.request import PRECISIONS
 from trtconv.cli import app
 
 
@@ -29,6 +31,7 @@ def rows(report: dict[str, Any], backend: str) -> dict[str, dict[str, Any]]:
     return {r["precision"]: r for r in report["conversions"] if r["backend"] == backend}
 
 
+@pytest.mark.no_gpu
 def test_report_on_this_machine() -> None:
     report = api.doctor(deep=False)
     assert report["tensorflow"]["is_tensorrt_build"] is True
@@ -37,7 +40,10 @@ def test_report_on_this_machine() -> None:
     assert report["gpus"] == []
     assert report["tensorrt"]["version"] is None
     assert "CPUExecutionProvider" in report["onnxruntime"]["providers"]
-    assert set(report["cpu"]["features"]) >= {"avx512f", "avx512_vnni", "avx512_bf16"}
+    # Every feature of note has a yes/no, whatever this CPU has.
+    features = report["cpu"]["features"]
+    assert set(features) >= {"avx2", "avx512f", "avx512_vnni", "avx512_bf16"}
+    assert all(isinstance(present, bool) for present in features.values())
     ort = rows(report, "ort")
     assert ort["fp32"]["ok"] and ort["int8"]["ok"]
     assert not ort["fp16"]["ok"] and "trtconv[gpu]" in ort["fp16"]["fix"]
@@ -50,7 +56,9 @@ def test_json_is_one_document_and_exit_0() -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["schema_version"] == 1
-    assert len(report["conversions"]) == 12
+    converters = [backend.name for backend in registry.converters()]
+    expected = [name for name in converters for _ in PRECISIONS]
+    assert [row["backend"] for row in report["conversions"]] == expected
 
 
 def test_missing_libraries_are_rows_not_crashes() -> None:
@@ -66,7 +74,9 @@ def test_missing_libraries_are_rows_not_crashes() -> None:
 def test_missing_tensorflow_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
     from importlib import metadata
 
-    from trtconv import capabilities
+    from trtconv import doctor as doctor_module
+    from trtconv import facts
+    from trtconv.facts import libraries
 
     real_version = metadata.version
 
@@ -75,16 +85,15 @@ def test_missing_tensorflow_is_reported(monkeypatch: pytest.MonkeyPatch) -> None
             raise metadata.PackageNotFoundError(name)
         return real_version(name)
 
-    from trtconv import doctor as doctor_module
-
-    monkeypatch.setattr(capabilities.metadata, "version", version)
-    monkeypatch.setattr(doctor_module, "probe", capabilities.probe.__wrapped__)  # not the cache
+    monkeypatch.setattr(libraries.metadata, "version", version)
+    monkeypatch.setattr(doctor_module, "probe", facts.probe.__wrapped__)  # not the cache
     report = doctor_module.doctor(deep=True)  # deep: still must not ask a missing TensorFlow
     assert report["tensorflow"]["version"] is None
     assert "not installed" in report["tf_trt"]["reason"]
     assert report["tf_trt"]["asked_tensorflow"] is False
 
 
+@pytest.mark.no_gpu
 def test_human_report_shows_fixes_verbatim() -> None:
     result = CliRunner().invoke(app, ["doctor", "--quick"])
     assert result.exit_code == 0, result.output
@@ -96,6 +105,7 @@ def test_human_report_shows_fixes_verbatim() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.no_gpu
 def test_deep_report_asks_tensorflow_for_its_tensorrt() -> None:
     done = run_doctor("--json")
     assert done.returncode == 0, done.stderr

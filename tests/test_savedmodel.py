@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtconv.backends.base import open_runner
+from trtconv.backends.registry import open_runner
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.errors import InputError, UsageError
 from trtconv.savedmodel import load_saved_model
@@ -22,8 +22,8 @@ def test_signature_is_read_from_the_model(digits_saved_model: Path) -> None:
     assert model.signature.inputs[0].dtype == "float32"
 
 
-def test_missing_directory(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="does not exist"):
+def test_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
         load_saved_model(tmp_path / "nope")
 
 
@@ -42,17 +42,19 @@ def test_corrupt_saved_model_pb(tmp_path: Path, digits_saved_model: Path) -> Non
 
 def test_runner_runs_and_checks_feeds(digits_saved_model: Path) -> None:
     runner = open_runner(digits_saved_model)
-    assert isinstance(runner, SavedModelRunner)
+    assert isinstance(runner, SavedModelRunner) and not runner.is_active  # nothing loaded yet
     batch = np.zeros((3, 8, 8, 1), np.float32)
-    probabilities = runner.infer({"image": batch})["probabilities"]
-    assert probabilities.shape == (3, 10)
-    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
-    with pytest.raises(InputError, match="expects dtype float32, found float64"):
-        runner.infer({"image": batch.astype(np.float64)})
-    with pytest.raises(InputError, match=r"expects shape image: float32\[\?,8,8,1\]"):
-        runner.infer({"image": np.zeros((3, 8, 8), np.float32)})
-    with pytest.raises(InputError, match="the model expects"):
-        runner.infer({"pixels": batch})
+    with runner:
+        probabilities = runner.infer({"image": batch})["probabilities"]
+        assert probabilities.shape == (3, 10)
+        np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+        with pytest.raises(InputError, match="expects dtype float32, found float64"):
+            runner.infer({"image": batch.astype(np.float64)})
+        with pytest.raises(InputError, match=r"expects shape image: float32\[\?,8,8,1\]"):
+            runner.infer({"image": np.zeros((3, 8, 8), np.float32)})
+        with pytest.raises(InputError, match="the model expects"):
+            runner.infer({"pixels": batch})
+    assert not runner.is_active
 
 
 def test_open_runner_rejects_other_paths(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trtconv.backends.base import PRECISIONS
+from trtconv.backends.request import PRECISIONS
 from trtconv.errors import AccuracyError, UsageError
 from trtconv.validation import TOLERANCES, compare, raise_if_failed, tolerance_for
 
@@ -35,48 +35,66 @@ def test_tolerance_override_and_errors() -> None:
 def test_identical_outputs_pass_every_check() -> None:
     probs = _probabilities()
     labels = probs.argmax(axis=1)
-    result = compare({"p": probs}, {"p": probs.copy()}, tolerance_for("fp32"), labels, "unit")
-    assert result["passed"] and result["top1_agreement"] == 1.0
-    assert result["outputs"]["p"]["max_abs_error"] == 0.0
-    assert result["accuracy_reference"] == result["accuracy_candidate"] == 1.0
-    assert [c["name"] for c in result["checks"]] == ["p values", "top-1 agreement", "accuracy drop"]
+    report = compare({"p": probs}, {"p": probs.copy()}, tolerance_for("fp32"), labels, "unit")
+    assert report.passed and report.top1_agreement == 1.0 and report.accuracy_drop == 0.0
+    assert report.outputs["p"].max_abs_error == 0.0
+    assert report.accuracy_reference == report.accuracy_candidate == 1.0
+    assert [c.name for c in report.checks] == ["p values", "top-1 agreement", "accuracy drop"]
 
 
 def test_small_noise_fails_fp32_but_passes_int8() -> None:
     probs = _probabilities()
     noisy = probs + np.float32(1e-3)
     fp32 = compare({"p": probs}, {"p": noisy}, tolerance_for("fp32"))
-    assert not fp32["passed"] and fp32["outputs"]["p"]["max_abs_error"] == pytest.approx(
-        1e-3, rel=1e-3
-    )
-    assert compare({"p": probs}, {"p": noisy}, tolerance_for("int8"))["passed"]
+    assert not fp32.passed
+    assert fp32.outputs["p"].max_abs_error == pytest.approx(1e-3, rel=1e-3)
+    assert compare({"p": probs}, {"p": noisy}, tolerance_for("int8")).passed
 
 
 def test_every_mismatch_is_collected_then_one_error() -> None:
     probs = _probabilities()
     labels = probs.argmax(axis=1)
     flipped = probs[:, ::-1].copy()  # different top-1 almost everywhere
-    result = compare({"p": probs}, {"p": flipped}, tolerance_for("fp32"), labels)
-    failed = [c["name"] for c in result["checks"] if not c["passed"]]
+    report = compare({"p": probs}, {"p": flipped}, tolerance_for("fp32"), labels)
+    failed = [c.name for c in report.checks if not c.passed]
     assert failed == ["p values", "top-1 agreement", "accuracy drop"]
-    assert result["accuracy_drop"] > 0.5
-    with pytest.raises(AccuracyError, match=r"p values.*top-1 agreement.*accuracy drop"):
-        raise_if_failed(result, "the int8 artifact")
+    assert report.accuracy_drop is not None and report.accuracy_drop > 0.5
+    with pytest.raises(AccuracyError, match=r"p values.*top-1 agreement.*accuracy drop") as caught:
+        raise_if_failed(report, "the int8 artifact")
+    assert caught.value.exit_code == 4 and caught.value.result == report.to_dict()
 
 
 def test_shape_mismatch_missing_output_and_nan_fail() -> None:
     probs = _probabilities()
-    result = compare({"p": probs, "q": probs}, {"p": probs[:, :5]}, tolerance_for("int8"))
-    names = {c["name"]: c["passed"] for c in result["checks"]}
+    report = compare({"p": probs, "q": probs}, {"p": probs[:, :5]}, tolerance_for("int8"))
+    names = {c.name: c.passed for c in report.checks}
     assert names == {"outputs present": False, "p shape": False}
-    assert not result["passed"]
+    assert not report.passed
     broken = probs.copy()
     broken[0, 0] = np.nan
-    assert not compare({"p": probs}, {"p": broken}, tolerance_for("int8"))["passed"]
+    assert not compare({"p": probs}, {"p": broken}, tolerance_for("int8")).passed
 
 
 def test_relative_error_ignores_tiny_references() -> None:
     reference = np.array([[1e-9, 1.0 - 1e-9]], np.float32)
     candidate = np.array([[2e-9, 1.0 - 2e-9]], np.float32)
-    result = compare({"p": reference}, {"p": candidate}, tolerance_for("fp32"))
-    assert result["outputs"]["p"]["max_rel_error"] < 1e-5
+    report = compare({"p": reference}, {"p": candidate}, tolerance_for("fp32"))
+    max_rel_error = report.outputs["p"].max_rel_error
+    assert max_rel_error is not None and max_rel_error < 1e-5
+
+
+def test_the_report_serialises_to_the_documented_keys() -> None:
+    probs = _probabilities()
+    report = compare({"p": probs}, {"p": probs}, tolerance_for("fp16"), probs.argmax(axis=1), "u")
+    data = report.to_dict()
+    assert list(data) == [
+        "samples", "data_source", "outputs", "top1_agreement", "min_top1_agreement",
+        "accuracy_reference", "accuracy_candidate", "accuracy_drop", "max_accuracy_drop",
+        "checks", "passed",
+    ]  # fmt: skip
+    assert data["outputs"]["p"] == {
+        "max_abs_error": 0.0, "max_rel_error": 0.0, "atol": 1e-2, "passed": True,
+        "shape_matches": True,
+    }  # fmt: skip
+    assert set(data["checks"][0]) == {"name", "passed", "detail"}
+    assert data["accuracy_drop"] == 0.0 and data["passed"] is True

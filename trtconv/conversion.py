@@ -7,7 +7,6 @@ work inside a staging directory that only becomes the output when every step has
 
 from __future__ import annotations
 
-import importlib
 import logging
 import tempfile
 import time
@@ -17,25 +16,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.base import PRECISIONS, ConversionOutcome, ConversionRequest, open_runner
+from trtconv.backends import registry
+from trtconv.backends.registry import Backend
+from trtconv.backends.request import PRECISIONS, ConversionOutcome, ConversionRequest
+from trtconv.backends.runner import Runner, RunOptions
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import UsageError
 from trtconv.fsutil import atomic_directory, check_output_free, dir_size_bytes, sha256_path
 from trtconv.manifest import Manifest, read_manifest, write_manifest
 from trtconv.quantize import CALIB_METHODS
 from trtconv.quantize.isa import INT8_TARGETS
+from trtconv.report.validation import ValidationReport
 from trtconv.savedmodel import check_saved_model_dir
+from trtconv.validation import raise_if_failed
 
 log = logging.getLogger(__name__)
 
 RESULT_SCHEMA_VERSION = 1
-BACKENDS = ("auto", "tftrt", "ort", "trt")
-BACKEND_MODULES = {
-    "tftrt": "trtconv.backends.tftrt",
-    "ort": "trtconv.backends.ort",
-    "trt": "trtconv.backends.trt",
-}
-ONNX_BACKENDS = ("ort", "trt")
 DEFAULT_CALIB_SAMPLES = 500
 DEFAULT_VALIDATE_SAMPLES = 1000
 DEFAULT_BATCH_SIZES = (1, 8, 32)
@@ -50,12 +47,15 @@ class Plan:
 
     saved_model: Path
     output: Path
-    backend: str
+    backend: Backend
     backend_reason: str
     precision: str
-    data_spec: str
-    calibration: ArraySet | None
-    held_out: ArraySet
+    batch_sizes: tuple[int, ...]
+    calib_method: str
+    tolerance: float | None = None
+    data_spec: str = ""
+    calibration: ArraySet | None = None
+    held_out: ArraySet | None = None
     int8_target: str = "auto"
 
 
@@ -81,67 +81,74 @@ def convert(
     int8 models: "auto" (this CPU's class), "vnni" (VNNI/AMX x86 CPUs) or "portable" (any x86).
 
     Keys: schema_version, artifact, backend, precision, backend_reason, conversion_seconds,
-    artifact_size_bytes, manifest, validation. Outside tolerance the artifact is still written,
-    with manifest status "failed" and `validation.passed` false (the CLI exits 4).
-    Raises UsageError (2), InputError (1), MissingDependencyError (3), ConversionError (1), each
-    before anything is written except ConversionError.
+    artifact_size_bytes, manifest, validation. Raises UsageError (2), InputError (1),
+    MissingDependencyError (3), ConversionError (1), each before anything is written except
+    ConversionError; and AccuracyError (4) outside tolerance, after writing the artifact with
+    manifest status "failed": the error carries the whole result.
     """
-    from trtconv.backends.tf_native import SavedModelRunner
-
     batch_sizes = tuple(batch_sizes)
     _check_arguments(precision, backend, calib_method, batch_sizes, calib_samples, validate_samples)
     _check_choice("--int8-target", int8_target, INT8_TARGETS)
     saved_model = check_saved_model_dir(Path(saved_model))
     chosen, reason = _choose_backend(backend, precision)
-    output = Path(output) if output else default_output(saved_model, chosen, precision)
+    output = Path(output) if output else default_output(saved_model, chosen.name, precision)
     check_output_free(output, force)
-    native = SavedModelRunner(saved_model)
-    native.activate()  # loads: a corrupt or signature-less model fails here, exit 1
-    counts = (calib_samples, validate_samples)
-    spec, calibration, held_out = _read_data(
-        native, saved_model, precision, calib_data, counts, image_scale, image_offset
-    )
     plan = Plan(
-        saved_model, output, chosen, reason, precision, spec, calibration, held_out, int8_target
-    )
-    log.info("converting %s to %s %s (%s)", saved_model, chosen, precision, reason)
-    with atomic_directory(output, force) as staging, tempfile.TemporaryDirectory() as work:
+        saved_model, output, chosen, reason, precision, batch_sizes, calib_method,
+        tolerance=tolerance, int8_target=int8_target,
+    )  # fmt: skip
+    # Loading is the first heavy step: a corrupt or signature-less model fails here, exit 1.
+    with registry.native().runner(saved_model, None, RunOptions()) as native:
+        counts = (calib_samples, validate_samples)
+        _read_data(plan, native, calib_data, counts, image_scale, image_offset)
+        log.info("converting %s to %s %s (%s)", saved_model, chosen.name, precision, reason)
+        manifest, report = _convert_staged(plan, native, force)
+    size = dir_size_bytes(output)
+    status, seconds = manifest.status, manifest.conversion_seconds
+    log.info("wrote %s (%.2f MB) in %.1f s: validation %s", output, size / 1e6, seconds, status)
+    result = {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "artifact": str(output),
+        "backend": chosen.name,
+        "precision": precision,
+        "backend_reason": reason,
+        "conversion_seconds": seconds,
+        "artifact_size_bytes": size,
+        "manifest": manifest.to_dict(),
+        "validation": manifest.validation,
+    }
+    raise_if_failed(report, f"{output} ({chosen.name} {precision})", result)
+    return result
+
+
+def _convert_staged(plan: Plan, native: Runner, force: bool) -> tuple[Manifest, ValidationReport]:
+    """Convert and validate inside a staging directory renamed to `plan.output` at the end."""
+    assert plan.held_out is not None  # _read_data always reads the held-out part
+    with atomic_directory(plan.output, force) as staging, tempfile.TemporaryDirectory() as work:
         # Native outputs once: they check the ONNX export and then the converted model.
         reference = _reference_outputs(native, plan.held_out)
         started = time.perf_counter()
         request = ConversionRequest(
-            saved_model=saved_model,
+            saved_model=plan.saved_model,
             signature=native.signature,
-            precision=precision,
+            precision=plan.precision,
             output_dir=staging,
-            batch_sizes=batch_sizes,
+            batch_sizes=plan.batch_sizes,
             calibration=_feed(plan.calibration),
-            calib_method=calib_method,
+            calib_method=plan.calib_method,
         )
         export_summary = _prepare_onnx(request, plan, Path(work), reference)
-        outcome: ConversionOutcome = _backend_module(chosen).convert(request)
+        assert plan.backend.convert is not None  # _choose_backend accepts converters only
+        outcome = plan.backend.convert(request)
         seconds = time.perf_counter() - started
         summary = {**outcome.summary, **export_summary}
-        manifest = _manifest(plan, request, outcome, summary, seconds, calib_method)
+        manifest = _manifest(plan, request, outcome, summary, seconds)
         write_manifest(staging, manifest)
-        validation = _validate_staged(staging, native, plan, reference, tolerance)
-        manifest.validation = validation
-        manifest.status = "passed" if validation["passed"] else "failed"
+        report = _validate_staged(staging, native, plan, reference)
+        manifest.validation = report.to_dict()
+        manifest.status = "passed" if report.passed else "failed"
         write_manifest(staging, manifest)
-    size = dir_size_bytes(output)
-    status = manifest.status
-    log.info("wrote %s (%.2f MB) in %.1f s: validation %s", output, size / 1e6, seconds, status)
-    return {
-        "schema_version": RESULT_SCHEMA_VERSION,
-        "artifact": str(output),
-        "backend": chosen,
-        "precision": precision,
-        "backend_reason": reason,
-        "conversion_seconds": round(seconds, 3),
-        "artifact_size_bytes": size,
-        "manifest": manifest.to_dict(),
-        "validation": validation,
-    }
+    return manifest, report
 
 
 def _check_arguments(
@@ -154,7 +161,7 @@ def _check_arguments(
 ) -> None:
     for name, value, choices in (
         ("--precision", precision, PRECISIONS),
-        ("--backend", backend, BACKENDS),
+        ("--backend", backend, registry.backend_choices()),
         ("--calib-method", calib_method, CALIB_METHODS),
     ):
         _check_choice(name, value, choices)
@@ -169,16 +176,14 @@ def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
         raise UsageError(f"{name} must be one of {', '.join(choices)}, found '{value}'.")
 
 
-def _choose_backend(backend: str, precision: str) -> tuple[str, str]:
+def _choose_backend(backend: str, precision: str) -> tuple[Backend, str]:
     """(backend, reason); exit 3 here, before any work, when it cannot run this precision."""
-    from trtconv import capabilities
-
-    if backend == "auto":
-        chosen, reason = capabilities.choose_backend(precision)
+    if backend == registry.AUTO:
+        chosen, reason = registry.choose(precision)
     else:
         chosen, reason = backend, "requested with --backend"
-    capabilities.check_supported(chosen, precision)
-    return chosen, reason
+    registry.support(chosen, precision).require()
+    return registry.get(chosen), reason
 
 
 def default_output(saved_model: Path, backend: str, precision: str) -> Path:
@@ -189,18 +194,15 @@ def default_output(saved_model: Path, backend: str, precision: str) -> Path:
 
 
 def _read_data(
-    native: Any,
-    saved_model: Path,
-    precision: str,
+    plan: Plan,
+    native: Runner,
     calib_data: str | None,
     samples: tuple[int, int],
     scale: float | None,
     offset: float | None,
-) -> tuple[str, ArraySet | None, ArraySet]:
-    """(spec, calibration part for int8, held-out part), both checked against the signature.
-
-    `samples` is (calibration, validation) sample counts.
-    """
+) -> None:
+    """Fill the plan's data: its spec, the calibration part (int8) and the held-out part, both
+    checked against the signature. `samples` is (calibration, validation) sample counts."""
     from trtconv.calib.readers import (
         CALIBRATION,
         RANDOM,
@@ -210,28 +212,26 @@ def _read_data(
     )
     from trtconv.validation import default_data_spec
 
-    spec = calib_data or default_data_spec(saved_model)
-    if precision == "int8" and calib_data is None:
+    spec = calib_data or default_data_spec(plan.saved_model)
+    int8 = plan.precision == "int8"
+    if int8 and calib_data is None:
         if spec == RANDOM:  # random calibration only when asked for by name
             raise UsageError(
-                f"INT8 needs calibration data and {saved_model} has no model card naming "
+                f"INT8 needs calibration data and {plan.saved_model} has no model card naming "
                 "its data; pass --calib-data digits|PATH.npz|IMAGE_DIR (or 'random', for timing "
                 "only)."
             )
         log.info("no --calib-data: calibrating on '%s' (the model card's data)", spec)
-    options: dict[str, Any] = {"saved_model": saved_model, "scale": scale, "offset": offset}
-    calibration = None
-    if precision == "int8":
-        calibration = whole_batches(
-            read_model_data(
-                spec, native.signature, role=CALIBRATION, samples=samples[0], **options
-            ),
-            CALIB_BATCH,
+    options: dict[str, Any] = {"saved_model": plan.saved_model, "scale": scale, "offset": offset}
+    plan.data_spec = spec
+    if int8:
+        part = read_model_data(
+            spec, native.signature, role=CALIBRATION, samples=samples[0], **options
         )
-    held_out = read_model_data(
+        plan.calibration = whole_batches(part, CALIB_BATCH)
+    plan.held_out = read_model_data(
         spec, native.signature, role=VALIDATION, samples=samples[1], **options
     )
-    return spec, calibration, held_out
 
 
 def _feed(data: ArraySet | None) -> Any:
@@ -240,7 +240,7 @@ def _feed(data: ArraySet | None) -> Any:
     return None if data is None else calibration_feed(data, CALIB_BATCH)
 
 
-def _reference_outputs(native: Any, held_out: ArraySet) -> dict[str, Any]:
+def _reference_outputs(native: Runner, held_out: ArraySet) -> dict[str, Any]:
     from trtconv.validation import run_batched
 
     return run_batched(native, held_out)
@@ -249,25 +249,28 @@ def _reference_outputs(native: Any, held_out: ArraySet) -> dict[str, Any]:
 def _prepare_onnx(
     request: ConversionRequest, plan: Plan, work: Path, reference: dict[str, Any]
 ) -> dict[str, Any]:
-    """For ONNX backends: export, check against TensorFlow, and quantise (int8) in `work`."""
-    if plan.backend not in ONNX_BACKENDS:
+    """For backends that build from ONNX: export, check against TensorFlow, and quantise int8 in
+    the Q/DQ scheme the backend asks for, all in `work`."""
+    if not plan.backend.needs_onnx:
         return {}
     from trtconv.backends.onnx_export import export_onnx, verify_export
     from trtconv.quantize.qdq import quantize_qdq
 
+    assert plan.held_out is not None
     onnx_path = work / "model.fp32.onnx"
     export = export_onnx(plan.saved_model, onnx_path, request.signature)
     check = verify_export(onnx_path, plan.held_out.head(EXPORT_CHECK_SAMPLES), _head(reference))
     export["check"] = {
-        "samples": check["samples"],
-        "max_abs_error": {name: o["max_abs_error"] for name, o in check["outputs"].items()},
-        "top1_agreement": check["top1_agreement"],
+        "samples": check.samples,
+        "max_abs_error": {name: o.max_abs_error for name, o in check.outputs.items()},
+        "top1_agreement": check.top1_agreement,
     }
     request.onnx_path = onnx_path
     summary: dict[str, Any] = {"onnx_export": export}
-    if plan.precision == "int8":
-        assert request.calibration is not None  # _plan_data reads calibration data for int8
-        options, decision = _qdq_options(plan, request.calib_method)
+    scheme = plan.backend.qdq_scheme
+    if plan.precision == "int8" and scheme is not None:
+        assert request.calibration is not None  # _read_data reads calibration data for int8
+        options, decision = _qdq_options(plan, scheme, request.calib_method)
         request.qdq_onnx_path = work / "model.qdq.onnx"
         summary["quantization"] = quantize_qdq(
             onnx_path, request.qdq_onnx_path, request.calibration, options, str(plan.saved_model)
@@ -276,16 +279,16 @@ def _prepare_onnx(
     return summary
 
 
-def _qdq_options(plan: Plan, method: str) -> tuple[Any, dict[str, Any]]:
-    """The Q/DQ options for the plan's backend and int8 target, and the record of the choice.
+def _qdq_options(plan: Plan, scheme: str, method: str) -> tuple[Any, dict[str, Any]]:
+    """The Q/DQ options for the backend's scheme and the int8 target, and the record of the
+    choice.
 
-    ORT CPU runs U8S8 fastest, with the weight range its CPU kernels need; TensorRT reads only
-    signed symmetric Q/DQ and has no int16 saturation, so its weights keep the full range.
+    The CPU scheme (U8S8) gets the weight range the CPU's kernels need; other schemes (S8S8 for
+    TensorRT, which has no int16 saturation) keep the full range.
     """
     from trtconv.quantize.isa import CPU_SCHEME, this_cpu_int8_class, weight_range
     from trtconv.quantize.qdq import QdqOptions
 
-    scheme = "s8s8" if plan.backend == "trt" else CPU_SCHEME
     here = this_cpu_int8_class()
     if scheme != CPU_SCHEME:
         return QdqOptions(scheme, method), {"int8_target": None}
@@ -303,27 +306,22 @@ def _head(outputs: dict[str, Any]) -> dict[str, Any]:
     return {name: array[:EXPORT_CHECK_SAMPLES] for name, array in outputs.items()}
 
 
-def _backend_module(backend: str) -> Any:
-    return importlib.import_module(BACKEND_MODULES[backend])
-
-
 def _manifest(
     plan: Plan,
     request: ConversionRequest,
     outcome: ConversionOutcome,
     summary: dict[str, Any],
     seconds: float,
-    calib_method: str,
 ) -> Manifest:
     from trtconv.calib.readers import describe
-    from trtconv.environment import cpu_info, library_versions
+    from trtconv.facts import library_versions, probe_cpu
 
     calibration = None
     if plan.calibration is not None:
-        calibration = describe(plan.calibration, plan.data_spec, calib_method)
+        calibration = describe(plan.calibration, plan.data_spec, plan.calib_method)
     summary["batch_sizes"] = list(request.batch_sizes)
     return Manifest(
-        backend=plan.backend,
+        backend=plan.backend.name,
         precision=plan.precision,
         payload=outcome.payload,
         source_model={
@@ -331,7 +329,7 @@ def _manifest(
             "sha256": sha256_path(plan.saved_model),
         },
         signature=request.signature.to_dict(),
-        device=outcome.device or {"cpu": cpu_info()["model"]},
+        device=outcome.device or {"cpu": probe_cpu().model},
         tools=library_versions(),
         conversion_seconds=round(seconds, 3),
         conversion_summary=summary,
@@ -342,16 +340,14 @@ def _manifest(
 
 
 def _validate_staged(
-    staging: Path,
-    native: Any,
-    plan: Plan,
-    reference: dict[str, Any],
-    tolerance: float | None,
-) -> dict[str, Any]:
+    staging: Path, native: Runner, plan: Plan, reference: dict[str, Any]
+) -> ValidationReport:
     """Validate the staged artifact the way users will open it (manifest -> runner)."""
     from trtconv.validation import validate_runners
 
+    assert plan.held_out is not None
     read_manifest(staging)  # the manifest we wrote must read back
-    return validate_runners(
-        native, open_runner(staging), plan.held_out, plan.precision, tolerance, reference
-    )
+    with registry.open_runner(staging) as candidate:
+        return validate_runners(
+            native, candidate, plan.held_out, plan.precision, plan.tolerance, reference
+        )

@@ -6,11 +6,18 @@ hardware, 4 a gate failed.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TrtconvError(Exception):
-    """Base of every error trtconv reports to users with a one-sentence message."""
+    """Base of every error trtconv reports to users with a one-sentence message.
+
+    `result` is the command's full result when there is one to show despite the error (a gate
+    that failed on measured figures); the CLI prints it as it would on success.
+    """
 
     exit_code = 1
+    result: dict[str, Any] | None = None
 
 
 class UsageError(TrtconvError):
@@ -38,9 +45,13 @@ class MissingDependencyError(TrtconvError):
 
 
 class GateError(TrtconvError):
-    """A result fell outside a tolerance, speedup or latency budget."""
+    """A result fell outside a tolerance, speedup or latency budget; `result` holds all of it."""
 
     exit_code = 4
+
+    def __init__(self, message: str, result: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 class AccuracyError(GateError):

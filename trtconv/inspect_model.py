@@ -13,17 +13,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from trtconv.errors import InputError, UsageError
+from trtconv.errors import InputError
 from trtconv.fsutil import dir_size_bytes
 from trtconv.lazy import require
-from trtconv.manifest import is_artifact_dir, read_manifest
-from trtconv.savedmodel import (
-    SERVING_KEY,
-    check_saved_model_dir,
-    is_saved_model_dir,
-    read_model_card,
-    signature_of,
-)
+from trtconv.manifest import read_manifest
+from trtconv.model_paths import is_artifact_dir, is_saved_model_dir, require_exists
+from trtconv.savedmodel import SERVING_KEY, check_saved_model_dir, read_model_card, signature_of
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +72,7 @@ def inspect_saved_model(path: Path) -> dict[str, Any]:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InputError(f"SavedModel {path} could not be loaded: {first[:200]}") from exc
     signatures = {
-        key: signature_of(function, key).to_dict()
+        key: signature_of(function, key, path).to_dict()
         for key, function in sorted(dict(loaded.signatures).items())
     }
     result: dict[str, Any] = {
@@ -183,9 +178,7 @@ def inspect_path(path: Path) -> dict[str, Any]:
 
     Raises UsageError when `path` does not exist and InputError when it is none of those.
     """
-    path = Path(path)
-    if not path.exists():
-        raise UsageError(f"Model {path} does not exist.")
+    path = require_exists(Path(path))
     if is_artifact_dir(path):
         return inspect_artifact(path)
     if path.is_file() and path.suffix == ".onnx":

@@ -49,10 +49,6 @@ def write_manifest(directory: Path, manifest: Manifest) -> Path:
     return path
 
 
-def is_artifact_dir(path: Path) -> bool:
-    return (Path(path) / MANIFEST).is_file()
-
-
 def read_manifest(directory: Path) -> Manifest:
     """Read and check an artifact's manifest. Raises InputError naming what is wrong."""
     path = Path(directory) / MANIFEST

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
+
+from trtconv.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -56,3 +59,12 @@ class ModelSignature:
     @property
     def output_names(self) -> list[str]:
         return [spec.name for spec in self.outputs]
+
+
+def unknown_rank(model: Path | str, kind: str, name: str) -> InputError:
+    """The one sentence for a signature tensor declared without a rank (`TensorSpec(None)`)."""
+    return InputError(
+        f"SavedModel {model}: {kind} '{name}' has an unknown rank (shape None); trtconv needs "
+        "the rank of every input and output: save the signature with a shape such as "
+        "[None, 224, 224, 3]."
+    )

@@ -8,17 +8,17 @@ from typing import Any
 
 from trtconv.errors import InputError
 from trtconv.lazy import require
-from trtconv.model_io import ModelSignature, TensorSpec
+from trtconv.model_io import ModelSignature, TensorSpec, unknown_rank
+from trtconv.model_paths import require_exists
 
 SERVING_KEY = "serving_default"
 MODEL_CARD = "trtconv.json"
 
 
 def check_saved_model_dir(path: Path) -> Path:
-    """Cheap checks (no TensorFlow): the directory exists and holds saved_model.pb."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"SavedModel {path} does not exist.")
+    """Cheap checks (no TensorFlow): the directory exists (else UsageError, exit 2) and holds
+    saved_model.pb (else InputError)."""
+    path = require_exists(Path(path), "SavedModel")
     if not path.is_dir():
         raise InputError(f"SavedModel {path} is a file; expected a SavedModel directory.")
     if not (path / "saved_model.pb").is_file():
@@ -26,10 +26,6 @@ def check_saved_model_dir(path: Path) -> Path:
             f"{path} is not a SavedModel: expected {path / 'saved_model.pb'}, found none."
         )
     return path
-
-
-def is_saved_model_dir(path: Path) -> bool:
-    return Path(path).is_dir() and (Path(path) / "saved_model.pb").is_file()
 
 
 @dataclass
@@ -59,22 +55,27 @@ def load_saved_model(path: Path, signature_key: str = SERVING_KEY) -> LoadedSave
         found = ", ".join(sorted(signatures)) or "none"
         raise InputError(f"SavedModel {path} has no '{signature_key}' signature (found: {found}).")
     function = signatures[signature_key]
-    return LoadedSavedModel(path, loaded, function, signature_of(function, signature_key))
+    return LoadedSavedModel(path, loaded, function, signature_of(function, signature_key, path))
 
 
-def signature_of(function: Any, name: str = SERVING_KEY) -> ModelSignature:
-    """Read the named inputs and outputs of a concrete function; never assume names."""
+def signature_of(function: Any, name: str = SERVING_KEY, model: Path | str = "") -> ModelSignature:
+    """Read the named inputs and outputs of a concrete function; never assume names.
+
+    Raises InputError (naming `model`) for a tensor of unknown rank.
+    """
     _, kwargs = function.structured_input_signature
-    inputs = tuple(
-        TensorSpec(key, tuple(spec.shape.as_list()), spec.dtype.name)
-        for key, spec in sorted(kwargs.items())
-    )
-    outputs_structure = function.structured_outputs
+    inputs = tuple(_spec(key, spec, "input", model) for key, spec in sorted(kwargs.items()))
     outputs = tuple(
-        TensorSpec(key, tuple(tensor.shape.as_list()), tensor.dtype.name)
-        for key, tensor in sorted(outputs_structure.items())
+        _spec(key, tensor, "output", model)
+        for key, tensor in sorted(function.structured_outputs.items())
     )
     return ModelSignature(inputs=inputs, outputs=outputs, name=name)
+
+
+def _spec(name: str, tensor: Any, kind: str, model: Path | str) -> TensorSpec:
+    if tensor.shape.rank is None:
+        raise unknown_rank(model, kind, name)
+    return TensorSpec(name, tuple(tensor.shape.as_list()), tensor.dtype.name)
 
 
 def read_model_card(path: Path) -> dict[str, Any] | None:

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.backends.base import Runner
+from trtconv.backends.runner import Runner
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import AccuracyError, UsageError
+from trtconv.report.validation import Check, OutputComparison, ValidationReport
 
 log = logging.getLogger(__name__)
 
@@ -87,56 +88,34 @@ def compare(
     tolerance: Tolerance,
     labels: np.ndarray | None = None,
     data_source: str = "",
-) -> dict[str, Any]:
-    """Every check of `candidate` against `reference`; returns the validation dict.
-
-    Keys: samples, data_source, outputs {name: max_abs_error, max_rel_error, atol, passed},
-    top1_agreement, min_top1_agreement, accuracy_reference, accuracy_candidate, accuracy_drop,
-    checks [{name, passed, detail}], passed.
-    """
-    checks: list[dict[str, Any]] = []
-    outputs: dict[str, dict[str, Any]] = {}
+) -> ValidationReport:
+    """Every check of `candidate` against `reference`, collected into one report: outputs
+    present, each output's values (atol), and for classifiers top-1 agreement and, with
+    `labels`, the accuracy drop."""
+    samples = len(next(iter(reference.values()))) if reference else 0
+    report = ValidationReport(
+        samples, data_source, tolerance.min_top1_agreement, tolerance.max_accuracy_drop
+    )
     missing = sorted(set(reference) - set(candidate))
     if missing:
-        checks.append(_check("outputs present", False, f"missing {', '.join(missing)}"))
+        report.checks.append(Check("outputs present", False, f"missing {', '.join(missing)}"))
     for name in sorted(set(reference) & set(candidate)):
-        outputs[name] = _compare_output(name, reference[name], candidate[name], tolerance, checks)
-    samples = len(next(iter(reference.values()))) if reference else 0
-    result: dict[str, Any] = {
-        "samples": samples,
-        "data_source": data_source,
-        "outputs": outputs,
-        "top1_agreement": None,
-        "min_top1_agreement": tolerance.min_top1_agreement,
-        "accuracy_reference": None,
-        "accuracy_candidate": None,
-        "accuracy_drop": None,
-        "max_accuracy_drop": tolerance.max_accuracy_drop,
-    }
+        report.outputs[name] = _compare_output(
+            name, reference[name], candidate[name], tolerance, report
+        )
     scores = classification_output(reference)
-    if scores is not None and scores in candidate and outputs[scores]["shape_matches"]:
-        _classification_checks(result, reference[scores], candidate[scores], labels, checks)
-    result["checks"] = checks
-    result["passed"] = bool(checks) and all(check["passed"] for check in checks)
-    return result
+    if scores is not None and scores in candidate and report.outputs[scores].shape_matches:
+        _classification_checks(report, reference[scores], candidate[scores], labels)
+    return report
 
 
 def _compare_output(
-    name: str,
-    want: np.ndarray,
-    got: np.ndarray,
-    tolerance: Tolerance,
-    checks: list[dict[str, Any]],
-) -> dict[str, Any]:
+    name: str, want: np.ndarray, got: np.ndarray, tolerance: Tolerance, report: ValidationReport
+) -> OutputComparison:
     if want.shape != got.shape:
-        checks.append(_check(f"{name} shape", False, f"expected {want.shape}, found {got.shape}"))
-        return {
-            "max_abs_error": None,
-            "max_rel_error": None,
-            "atol": tolerance.atol,
-            "passed": False,
-            "shape_matches": False,
-        }
+        detail = f"expected {want.shape}, found {got.shape}"
+        report.checks.append(Check(f"{name} shape", False, detail))
+        return OutputComparison(None, None, tolerance.atol, False, False)
     want64, got64 = want.astype(np.float64), got.astype(np.float64)
     finite = bool(np.isfinite(got64).all())
     diff = np.abs(want64 - got64)
@@ -147,53 +126,29 @@ def _compare_output(
     detail = f"max abs error {max_abs:.3g} ({bound}), max rel error {max_rel:.3g}"
     if not finite:
         detail += ", NaN/Inf in the converted output"
-    checks.append(_check(f"{name} values", passed, detail))
-    return {
-        "max_abs_error": max_abs,
-        "max_rel_error": max_rel,
-        "atol": tolerance.atol,
-        "passed": passed,
-        "shape_matches": True,
-    }
+    report.checks.append(Check(f"{name} values", passed, detail))
+    return OutputComparison(max_abs, max_rel, tolerance.atol, passed, True)
 
 
 def _classification_checks(
-    result: dict[str, Any],
-    want: np.ndarray,
-    got: np.ndarray,
-    labels: np.ndarray | None,
-    checks: list[dict[str, Any]],
+    report: ValidationReport, want: np.ndarray, got: np.ndarray, labels: np.ndarray | None
 ) -> None:
     want_top1, got_top1 = want.argmax(axis=1), got.argmax(axis=1)
     agreement = float((want_top1 == got_top1).mean())
-    minimum = result["min_top1_agreement"]
-    result["top1_agreement"] = agreement
-    checks.append(
-        _check("top-1 agreement", agreement >= minimum, f"{agreement:.4f} (minimum {minimum:g})")
-    )
+    minimum = report.min_top1_agreement
+    report.top1_agreement = agreement
+    detail = f"{agreement:.4f} (minimum {minimum:g})"
+    report.checks.append(Check("top-1 agreement", agreement >= minimum, detail))
     if labels is None or len(labels) != len(want):
         return
-    reference_accuracy = float((want_top1 == labels).mean())
-    candidate_accuracy = float((got_top1 == labels).mean())
-    drop = reference_accuracy - candidate_accuracy
-    result.update(
-        accuracy_reference=reference_accuracy,
-        accuracy_candidate=candidate_accuracy,
-        accuracy_drop=drop,
+    report.accuracy_reference = float((want_top1 == labels).mean())
+    report.accuracy_candidate = float((got_top1 == labels).mean())
+    drop, limit = report.accuracy_drop or 0.0, report.max_accuracy_drop
+    detail = (
+        f"{report.accuracy_reference:.4f} -> {report.accuracy_candidate:.4f} "
+        f"(drop {drop:+.4f}, maximum {limit:g})"
     )
-    limit = result["max_accuracy_drop"]
-    checks.append(
-        _check(
-            "accuracy drop",
-            drop <= limit,
-            f"{reference_accuracy:.4f} -> {candidate_accuracy:.4f} (drop {drop:+.4f}, "
-            f"maximum {limit:g})",
-        )
-    )
-
-
-def _check(name: str, passed: bool, detail: str) -> dict[str, Any]:
-    return {"name": name, "passed": bool(passed), "detail": detail}
+    report.checks.append(Check("accuracy drop", drop <= limit, detail))
 
 
 def validating_machine() -> dict[str, Any]:
@@ -205,14 +160,14 @@ def validating_machine() -> dict[str, Any]:
     return {"cpu": cpu["model"], "cpu_int8_class": cpu_int8_class(cpu)}
 
 
-def raise_if_failed(validation: dict[str, Any], what: str) -> None:
-    """Raise one AccuracyError listing every failed check of `validation` (exit 4)."""
-    if validation["passed"]:
-        return
-    failed = "; ".join(
-        f"{c['name']}: {c['detail']}" for c in validation["checks"] if not c["passed"]
-    )
-    raise AccuracyError(f"{what} is outside tolerance: {failed or 'no checks ran'}.")
+def raise_if_failed(
+    report: ValidationReport, what: str, result: dict[str, Any] | None = None
+) -> None:
+    """Raise one AccuracyError (exit 4) listing every failed check of `report`, carrying the
+    command's full `result` (the report itself by default)."""
+    if not report.passed:
+        message = f"{what} is outside tolerance: {report.failures()}."
+        raise AccuracyError(message, result if result is not None else report.to_dict())
 
 
 def validate_runners(
@@ -222,22 +177,18 @@ def validate_runners(
     precision: str,
     atol_override: float | None = None,
     reference_outputs: Outputs | None = None,
-) -> dict[str, Any]:
-    """Run both runners on `data` (the reference only if its outputs are not given) and compare."""
+) -> ValidationReport:
+    """Run both runners on `data` (the reference only if its outputs are not given), compare,
+    and say which precision and CPU the report is for."""
     tolerance = tolerance_for(precision, atol_override)
     if reference_outputs is None:
         reference_outputs = run_batched(reference, data)
     candidate_outputs = run_batched(candidate, data)
-    result = compare(reference_outputs, candidate_outputs, tolerance, data.labels, data.source)
-    result["precision"] = precision
-    result["machine"] = validating_machine()
-    log.info(
-        "validation on %d samples of %s: %s",
-        result["samples"],
-        data.source,
-        "passed" if result["passed"] else "FAILED",
-    )
-    return result
+    report = compare(reference_outputs, candidate_outputs, tolerance, data.labels, data.source)
+    report.precision, report.machine = precision, validating_machine()
+    verdict = "passed" if report.passed else "FAILED"
+    log.info("validation on %d samples of %s: %s", report.samples, data.source, verdict)
+    return report
 
 
 def validate(
@@ -251,51 +202,54 @@ def validate(
 
     `data` defaults to the calibration source recorded in the manifest, then the model card's
     training data, then `random`; the held-out part is used. Returns the validation dict plus
-    `artifact`, `reference`, `backend`, `precision`; raises InputError for a bad artifact.
+    `artifact`, `reference`, `backend`, `precision`, `warnings`. Raises UsageError for a missing
+    artifact or reference, InputError for a bad one, and AccuracyError (exit 4, carrying that
+    same result) when the artifact is outside tolerance.
     """
-    from trtconv.backends.base import open_runner
-    from trtconv.backends.tf_native import SavedModelRunner
+    from trtconv.backends import registry
+    from trtconv.backends.runner import RunOptions
     from trtconv.calib.readers import VALIDATION, read_model_data
     from trtconv.manifest import read_manifest
+    from trtconv.model_paths import require_exists
     from trtconv.savedmodel import check_saved_model_dir
 
-    artifact = Path(artifact)
+    artifact = require_exists(Path(artifact), "Artifact")
     manifest = read_manifest(artifact)
     reference_path = check_saved_model_dir(Path(reference or manifest.source_model["path"]))
     spec = data or default_data_spec(reference_path, manifest.calibration)
-    native = SavedModelRunner(reference_path)
-    native.activate()
-    held_out = read_model_data(
-        spec,
-        native.signature,
-        role=VALIDATION,
-        samples=samples or DEFAULT_VALIDATE_SAMPLES,
-        saved_model=reference_path,
-    )
-    result = validate_runners(
-        native, open_runner(artifact), held_out, manifest.precision, tolerance
-    )
-    warnings = [w for w in [_portability_warning(manifest, artifact, result)] if w]
+    with registry.native().runner(reference_path, None, RunOptions()) as native:
+        held_out = read_model_data(
+            spec,
+            native.signature,
+            role=VALIDATION,
+            samples=samples or DEFAULT_VALIDATE_SAMPLES,
+            saved_model=reference_path,
+        )
+        with registry.open_runner(artifact) as candidate:
+            report = validate_runners(native, candidate, held_out, manifest.precision, tolerance)
+    warnings = [w for w in [_portability_warning(manifest, artifact, report)] if w]
     for warning in warnings:
         log.warning("%s", warning)
-    return {
+    document = {
         "schema_version": 1,
         "artifact": str(artifact),
         "reference": str(reference_path),
         "backend": manifest.backend,
         "precision": manifest.precision,
-        **result,
+        **report.to_dict(),
         "warnings": warnings,
     }
+    raise_if_failed(report, f"{artifact} ({manifest.backend} {manifest.precision})", document)
+    return document
 
 
-def _portability_warning(manifest: Any, artifact: Path, result: dict[str, Any]) -> str | None:
+def _portability_warning(manifest: Any, artifact: Path, report: ValidationReport) -> str | None:
     """Say so when this validation runs on another int8 CPU class than the conversion's."""
     from trtconv.quantize.isa import portability_warning
 
     recorded = (manifest.validation or {}).get("machine", {}).get("cpu_int8_class")
     quantization = manifest.conversion_summary.get("quantization")
-    here = result["machine"]["cpu_int8_class"]
+    here = (report.machine or {}).get("cpu_int8_class", "")
     return portability_warning(quantization, recorded, here, str(artifact), measured_here=True)
 
 

@@ -30,14 +30,14 @@ def test_export_keeps_names_dynamic_batch_and_opset(digits_saved_model: Path) ->
 
 
 def test_export_matches_tensorflow_and_a_wrong_reference_fails(digits_saved_model: Path) -> None:
-    native = SavedModelRunner(digits_saved_model)
-    native.activate()
-    held_out = read_model_data("digits", native.signature, role=VALIDATION, samples=128)
-    reference = run_batched(native, held_out)
+    with SavedModelRunner(digits_saved_model) as native:
+        held_out = read_model_data("digits", native.signature, role=VALIDATION, samples=128)
+        reference = run_batched(native, held_out)
     onnx_path = digits_onnx(digits_saved_model)
-    result = verify_export(onnx_path, held_out, reference)
-    assert result["passed"] and result["top1_agreement"] == 1.0
-    assert result["outputs"]["probabilities"]["max_abs_error"] < 1e-5
+    report = verify_export(onnx_path, held_out, reference)
+    assert report.passed and report.top1_agreement == 1.0
+    max_abs_error = report.outputs["probabilities"].max_abs_error
+    assert max_abs_error is not None and max_abs_error < 1e-5
     # The same check on a reference from other inputs must fail, naming what is off.
     shifted = {name: np.roll(array, 1, axis=0) for name, array in reference.items()}
     with pytest.raises(ConversionError, match=r"disagrees with TensorFlow: probabilities values"):

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from convert_fixtures import digits_onnx
 
-from trtconv.backends.base import ConversionRequest
 from trtconv.backends.onnx_export import op_counts
-from trtconv.backends.ort import CPU, OrtRunner, convert
+from trtconv.backends.ort import convert
+from trtconv.backends.ort.runner import CPU, OrtRunner
+from trtconv.backends.request import ConversionRequest
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.errors import InputError, MissingDependencyError
 from trtconv.validation import run_batched
@@ -22,17 +23,22 @@ def test_runner_reads_signature_and_matches_tensorflow(
     digits_saved_model: Path, digits_held_out: object, digits_reference: dict[str, np.ndarray]
 ) -> None:
     runner = OrtRunner(digits_onnx(digits_saved_model), threads=1)
-    runner.activate()
-    assert runner.session.get_providers() == [CPU]
-    spec = runner.signature.inputs[0]
-    assert (spec.name, spec.shape, spec.dtype) == ("image", (None, 8, 8, 1), "float32")
-    outputs = run_batched(runner, digits_held_out)  # type: ignore[arg-type]
-    expected = digits_reference["probabilities"]
-    np.testing.assert_allclose(outputs["probabilities"], expected, atol=1e-5)
-    with pytest.raises(InputError, match=r"input 'image' expects dtype float32, found float64"):
-        runner.infer({"image": np.zeros((1, 8, 8, 1))})
+    with runner:
+        assert runner.session.get_providers() == [CPU]
+        spec = runner.signature.inputs[0]
+        assert (spec.name, spec.shape, spec.dtype) == ("image", (None, 8, 8, 1), "float32")
+        outputs = run_batched(runner, digits_held_out)  # type: ignore[arg-type]
+        expected = digits_reference["probabilities"]
+        np.testing.assert_allclose(outputs["probabilities"], expected, atol=1e-5)
+        with pytest.raises(InputError, match=r"input 'image' expects dtype float32, found float64"):
+            runner.infer({"image": np.zeros((1, 8, 8, 1))})
+    # Deactivated: the session is gone and the runner says so instead of crashing.
+    assert runner.session is None and not runner.is_active
+    with pytest.raises(RuntimeError, match="before activate"):
+        runner.infer({"image": np.zeros((1, 8, 8, 1), np.float32)})
 
 
+@pytest.mark.no_gpu
 @pytest.mark.filterwarnings("ignore:Specified provider")
 def test_runner_fails_loudly_when_a_provider_falls_back(digits_saved_model: Path) -> None:
     # onnxruntime silently drops CUDA on this machine; the runner must not.
@@ -41,6 +47,7 @@ def test_runner_fails_loudly_when_a_provider_falls_back(digits_saved_model: Path
         runner.activate()
 
 
+@pytest.mark.converts("ort")
 def test_fp32_convert_saves_an_optimised_model(
     digits_saved_model: Path, tmp_path: Path, digits_native: SavedModelRunner
 ) -> None:
@@ -55,6 +62,7 @@ def test_fp32_convert_saves_an_optimised_model(
     assert sum(op_counts(tmp_path / "model.onnx").values()) < sum(op_counts(source).values())
 
 
+@pytest.mark.no_gpu
 @pytest.mark.parametrize("precision", ["fp16", "tf32"])
 def test_gpu_only_precisions_need_a_gpu_provider(
     precision: str, digits_saved_model: Path, tmp_path: Path, digits_native: SavedModelRunner

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trtconv.backends import tftrt
-from trtconv.backends.base import ConversionRequest
+from trtconv.backends.request import ConversionRequest
+from trtconv.backends.tftrt import converter as tftrt
+from trtconv.backends.tftrt.runner import TfTrtRunner
 from trtconv.calib.readers import calibration_feed
 from trtconv.calib.sources import ArraySet, load_digits
 from trtconv.errors import InputError, MissingDependencyError, UsageError
@@ -250,6 +251,7 @@ def request_for(saved_model: Path, output: Path, precision: str = "fp16") -> Con
     return ConversionRequest(saved_model, signature, precision, output, batch_sizes=(1, 8))
 
 
+@pytest.mark.no_gpu
 def test_convert_here_is_exit_3_and_writes_nothing(digits_model: Path, tmp_path: Path) -> None:
     request = request_for(digits_model, tmp_path / "staging")
     with pytest.raises(MissingDependencyError) as caught:
@@ -260,6 +262,7 @@ def test_convert_here_is_exit_3_and_writes_nothing(digits_model: Path, tmp_path:
     assert list(request.output_dir.iterdir()) == []
 
 
+@pytest.mark.no_gpu
 def test_tensorflows_misleading_error_becomes_the_real_cause(
     digits_model: Path, tmp_path: Path
 ) -> None:
@@ -270,15 +273,17 @@ def test_tensorflows_misleading_error_becomes_the_real_cause(
     assert "libnvinfer.so.8.6.1 cannot be loaded" in str(caught.value)
 
 
+@pytest.mark.no_gpu
 def test_runner_here_is_exit_3(digits_model: Path) -> None:
     with pytest.raises(MissingDependencyError):
-        tftrt.TfTrtRunner(digits_model).activate()
+        TfTrtRunner(digits_model).activate()
 
 
 # --- end to end on a GPU with TensorRT 8.6 ---------------------------------------------------
 
 
 @pytest.mark.gpu
+@pytest.mark.converts("tftrt")
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "int8"])
 def test_convert_and_run_on_gpu(digits_model: Path, tmp_path: Path, precision: str) -> None:
     digits = load_digits("train")
@@ -288,9 +293,9 @@ def test_convert_and_run_on_gpu(digits_model: Path, tmp_path: Path, precision: s
     outcome = tftrt.convert(request)
     assert outcome.payload == "saved_model"
     assert outcome.summary["trt_engine_ops"] >= 1
-    runner = tftrt.TfTrtRunner(request.output_dir / outcome.payload)
     images = load_digits("test").x[:8]
-    got = runner.infer({"image": images})["probabilities"]
+    with TfTrtRunner(request.output_dir / outcome.payload, precision) as runner:
+        got = runner.infer({"image": images})["probabilities"]
     want = load_saved_model(digits_model).function(image=images)["probabilities"].numpy()
     tolerance = {"fp32": 1e-4, "fp16": 2e-2, "int8": 1e-1}[precision]
     np.testing.assert_allclose(got, want, atol=tolerance)

@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trtconv.backends import trt as trt_backend
-from trtconv.backends.base import ConversionRequest
+from trtconv.backends.request import ConversionRequest
+from trtconv.backends.trt import builder as trt_builder
+from trtconv.backends.trt import converter as trt_converter
+from trtconv.backends.trt.runner import TrtRunner
 from trtconv.errors import ConversionError, InputError, MissingDependencyError, UsageError
 from trtconv.model_io import ModelSignature, TensorSpec
 
@@ -89,8 +91,8 @@ class FakeTensorrt:
 
 def configure(precision: str, batch_sizes: tuple[int, ...] = (1, 8, 32), cache: bytes = b""):
     log: list[tuple[str, tuple[Any, ...]]] = []
-    shapes = trt_backend.profile_shapes([("image", (-1, 8, 8, 1))], batch_sizes)
-    trt_backend.configure_builder(
+    shapes = trt_builder.profile_shapes([("image", (-1, 8, 8, 1))], batch_sizes)
+    trt_builder.configure_builder(
         FakeTensorrt, RecordingBuilder(log, "builder"), precision, shapes, cache
     )
     return log
@@ -136,24 +138,24 @@ def test_timing_cache_is_loaded_and_mismatches_refused() -> None:
     assert calls(log, "config.create_timing_cache") == [(b"previous-cache",)]
     assert calls(log, "config.set_timing_cache") == [("cache-object", False)]
     assert calls(log, "config.set_memory_pool_limit") == [
-        ("WORKSPACE", trt_backend.WORKSPACE_BYTES)
+        ("WORKSPACE", trt_builder.WORKSPACE_BYTES)
     ]
 
 
 def test_profile_shapes_from_a_signature_with_several_inputs() -> None:
-    shapes = trt_backend.profile_shapes([("a", (-1, 3)), ("b", (None, 2, 2))], (4,))
+    shapes = trt_builder.profile_shapes([("a", (-1, 3)), ("b", (None, 2, 2))], (4,))
     assert shapes == {"a": ((4, 3), (4, 3), (4, 3)), "b": ((4, 2, 2), (4, 2, 2), (4, 2, 2))}
 
 
 def test_profile_shapes_refuse_what_tensorrt_cannot_build() -> None:
     with pytest.raises(InputError, match="dynamic dimensions"):
-        trt_backend.profile_shapes([("image", (-1, -1, -1, 3))], (1,))
+        trt_builder.profile_shapes([("image", (-1, -1, -1, 3))], (1,))
     with pytest.raises(InputError, match="fixed batch of 1"):
-        trt_backend.profile_shapes([("image", (1, 8, 8, 1))], (1, 8))
+        trt_builder.profile_shapes([("image", (1, 8, 8, 1))], (1, 8))
     with pytest.raises(UsageError):
-        trt_backend.profile_shapes([("image", (-1, 8))], ())
+        trt_builder.profile_shapes([("image", (-1, 8))], ())
     with pytest.raises(UsageError):
-        trt_backend.precision_flags("bf16")
+        trt_builder.precision_flags("bf16")
 
 
 def test_source_onnx_is_the_qdq_model_for_int8(tmp_path: Path) -> None:
@@ -161,11 +163,11 @@ def test_source_onnx_is_the_qdq_model_for_int8(tmp_path: Path) -> None:
         tmp_path, SIGNATURE, "int8", tmp_path, onnx_path=tmp_path / "model.onnx"
     )
     with pytest.raises(UsageError, match="Q/DQ"):
-        trt_backend.source_onnx(request)
+        trt_converter.source_onnx(request)
     request.qdq_onnx_path = tmp_path / "model.qdq.onnx"
-    assert trt_backend.source_onnx(request) == tmp_path / "model.qdq.onnx"
+    assert trt_converter.source_onnx(request) == tmp_path / "model.qdq.onnx"
     request.precision = "fp16"
-    assert trt_backend.source_onnx(request) == tmp_path / "model.onnx"
+    assert trt_converter.source_onnx(request) == tmp_path / "model.onnx"
 
 
 def test_parser_errors_are_reported(tmp_path: Path) -> None:
@@ -191,7 +193,7 @@ def test_parser_errors_are_reported(tmp_path: Path) -> None:
             return "network"
 
     with pytest.raises(ConversionError, match="node 0: unsupported; node 1: unsupported"):
-        trt_backend.parse_onnx(Trt, Builder(), None, tmp_path / "model.onnx")
+        trt_builder.parse_onnx(Trt, Builder(), None, tmp_path / "model.onnx")
 
 
 # --- without TensorRT ------------------------------------------------------------------------
@@ -208,6 +210,7 @@ def test_module_imports_without_tensorrt() -> None:
     assert done.stdout.strip() == "False"
 
 
+@pytest.mark.no_gpu
 def test_convert_here_is_exit_3_naming_the_extra_and_the_gpu(tmp_path: Path) -> None:
     staging = tmp_path / "staging"
     staging.mkdir()
@@ -215,29 +218,29 @@ def test_convert_here_is_exit_3_naming_the_extra_and_the_gpu(tmp_path: Path) -> 
         tmp_path, SIGNATURE, "fp16", staging, (1, 8), onnx_path=tmp_path / "model.onnx"
     )
     with pytest.raises(MissingDependencyError) as caught:
-        trt_backend.convert(request)
+        trt_converter.convert(request)
     assert caught.value.exit_code == 3
     assert "pip install 'trtconv[trt]'" in str(caught.value)
     assert "GPU" in str(caught.value)
     assert list(staging.iterdir()) == []
 
 
+@pytest.mark.no_gpu
 def test_runner_here_is_exit_3(tmp_path: Path) -> None:
     (tmp_path / "model.plan").write_bytes(b"not an engine")
     with pytest.raises(MissingDependencyError):
-        trt_backend.TrtRunner(tmp_path / "model.plan").activate()
+        TrtRunner(tmp_path / "model.plan", SIGNATURE).activate()
 
 
 # --- end to end on a GPU with TensorRT >= 10 --------------------------------------------------
 
 
 @pytest.mark.gpu
+@pytest.mark.converts("trt")
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_build_and_run_engine_on_gpu(
     digits_saved_model: Path, tmp_path: Path, precision: str
 ) -> None:
-    import json
-
     from convert_fixtures import digits_onnx
 
     from trtconv.calib.sources import load_digits
@@ -254,18 +257,16 @@ def test_build_and_run_engine_on_gpu(
         (1, 8, 32),
         onnx_path=digits_onnx(digits_saved_model),
     )
-    outcome = trt_backend.convert(request)
+    outcome = trt_converter.convert(request)
     assert (artifact / "model.plan").stat().st_size > 0
     assert (artifact / "timing.cache").stat().st_size > 0
     assert outcome.summary["layers"] > 0
-    manifest = {"precision": precision, "signature": loaded.signature.to_dict()}
-    (artifact / "manifest.json").write_text(json.dumps(manifest))
-    runner = trt_backend.TrtRunner(artifact / outcome.payload)
     name = loaded.signature.input_names[0]
     images = load_digits("test").x[:8]
-    got = runner.infer({name: images})
+    with TrtRunner(artifact / outcome.payload, loaded.signature, precision) as runner:
+        got = runner.infer({name: images})
+        timings = runner.last_timings
     want = {k: v.numpy() for k, v in loaded.function(**{name: images}).items()}
     for key, value in want.items():
         np.testing.assert_allclose(got[key], value, atol=1e-3 if precision == "fp32" else 2e-2)
-    assert set(runner.last_timings_ms) == {"h2d_ms", "compute_ms", "d2h_ms"}
-    runner.close()
+    assert timings is not None and timings.compute_ms > 0 and timings.transfer_ms > 0

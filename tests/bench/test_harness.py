@@ -73,6 +73,7 @@ def test_document_schema(result: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.no_gpu
 def test_every_row_is_complete_and_ordered(result: dict[str, Any]) -> None:
     rows = result["results"]
     assert [(r["label"], r["batch_size"]) for r in rows] == [

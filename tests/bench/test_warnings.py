@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import fields
 
 from trtconv.bench.harness import collect_warnings
+from trtconv.report.schema import BenchRow, ModelInfo
 
 
 def row(label: str, batch: int, cv: float, overhead_percent: float = 0.1, backend: str = "tf",
-        iterations: int = 500) -> dict[str, Any]:  # fmt: skip
-    return {
-        "label": label,
-        "backend": backend,
-        "batch_size": batch,
-        "cv_percent": 10 * cv,  # rare stalls inflate the raw CV; warnings must not read it
-        "cv_trimmed_percent": cv,
-        "harness_overhead_ms": 0.0002,
-        "harness_overhead_percent": overhead_percent,
-        "iterations": iterations,
-    }
+        iterations: int = 500) -> BenchRow:  # fmt: skip
+    """A row with a p50 of 1 ms, so the harness overhead (in ms) is `overhead_percent` / 100."""
+    info = ModelInfo(label, label, backend, "fp32", False, "artifact", False)
+    info.harness_overhead_ms = overhead_percent / 100
+    figures = {f.name: 1.0 for f in fields(BenchRow)}
+    figures.update(
+        info=info,
+        batch_size=batch,
+        cv_percent=10 * cv,  # rare stalls inflate the raw CV; warnings must not read it
+        cv_trimmed_percent=cv,
+        iterations=iterations,
+    )
+    return BenchRow(**figures)  # type: ignore[arg-type]
 
 
 def test_steady_runs_earn_no_warning() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtconv.bench.worker import Budget, NullRunner, make_batches, time_loop
+from trtconv.backends.runner import CallTimings
+from trtconv.bench.worker import Budget, NullRunner, make_batches, measure_batch, time_loop
 from trtconv.errors import InputError
 from trtconv.model_io import ModelSignature, TensorSpec
 
@@ -94,3 +95,44 @@ def test_peak_rss_is_the_workers_own_not_its_parents() -> None:
     del ballast
     assert inherited > 400
     assert float(done.stdout) < 200  # the child imports numpy and trtconv, nothing more
+
+
+class DeviceRunner(NullRunner):
+    """Reports its device copies after each call, as TrtRunner does with CUDA events."""
+
+    def infer_impl(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.last_timings = CallTimings(0.25, 1.0, 0.5)
+        return {}
+
+
+def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> None:
+    """Before, the worker looked for `last_transfer_ms`, which no runner sets: never recorded."""
+    from trtconv.bench.harness import model_info, model_rows
+    from trtconv.bench.models import ModelEntry
+    from trtconv.report.schema import Settings
+
+    spec = {"warmup": {"iterations": 1}, "measure": {"iterations": 4}}
+    measured = measure_batch(DeviceRunner(SIGNATURE), batches(2), spec)
+    assert measured["transfer_ms"] == [0.75] * 4  # host-to-device + device-to-host, per call
+    document = {
+        "pid": 1, "load_ms": 1.0, "first_inference_ms": 2.0, "peak_rss_mb": 3.0,
+        "harness_overhead_ms": 0.001, "batches": [measured],
+    }  # fmt: skip
+    entry = ModelEntry("engine", Path("engine"), "artifact", "trt", "fp16", SIGNATURE)
+    settings = Settings((2,), spec["warmup"], spec["measure"], None, "random", None)
+    [row] = model_rows(model_info(entry, document, False), document, settings)
+    assert row.transfer_ms_mean == 0.75
+
+
+def test_the_timed_call_skips_the_per_call_input_check() -> None:
+    """Each batch is checked once before timing; the timed calls pass check_inputs=False."""
+    checks: list[int] = []
+
+    class Checked(CountingRunner):
+        def check_inputs(self, feeds: dict[str, np.ndarray]) -> None:
+            checks.append(1)
+            super().check_inputs(feeds)
+
+    runner = Checked()
+    time_loop(runner, batches(3), Budget(iterations=5), Budget(iterations=20))
+    assert len(checks) == 3 and len(runner.seen) == 25

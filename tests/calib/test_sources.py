@@ -9,12 +9,13 @@ import pytest
 
 from trtconv.calib.sources import (
     ArraySet,
+    ImagePreprocessing,
     check_arrays,
     check_input_shape,
     load_digits,
+    load_file,
     load_image_folder,
     load_npz,
-    load_source,
     split_holdout,
 )
 from trtconv.errors import InputError, UsageError
@@ -35,7 +36,7 @@ def test_digits_split_is_fixed_disjoint_and_scaled() -> None:
 def test_npz_round_trip_and_named_inputs(tmp_path: Path) -> None:
     x = np.ones((4, 2, 2, 1), np.float32)
     np.savez(tmp_path / "d.npz", x=x, y=np.array([0, 1, 0, 1]))
-    data = load_source(str(tmp_path / "d.npz"))
+    data = load_file(str(tmp_path / "d.npz"))
     np.testing.assert_array_equal(data.x, x)
     assert data.labels is not None and data.labels.tolist() == [0, 1, 0, 1]
     np.savez(tmp_path / "two.npz", a=x, b=x)
@@ -80,7 +81,7 @@ def test_image_folder_decodes_resizes_and_labels(tmp_path: Path) -> None:
         (tmp_path / name).mkdir()
         for i in range(3):
             Image.fromarray(np.full((10, 6, 3), level, np.uint8)).save(tmp_path / name / f"{i}.png")
-    data = load_image_folder(tmp_path, (4, 4), 1, 1 / 255, 0.0)
+    data = load_image_folder(tmp_path, ImagePreprocessing((4, 4), 1, 1 / 255, 0.0))
     assert data.class_names == ["cat", "dog"]
     assert data.x.shape == (6, 4, 4, 1)
     assert data.labels is not None and data.labels.tolist() == [0, 0, 0, 1, 1, 1]
@@ -88,27 +89,30 @@ def test_image_folder_decodes_resizes_and_labels(tmp_path: Path) -> None:
     np.testing.assert_allclose(data.x[3:], 0.0)
 
 
+RGB4 = ImagePreprocessing((4, 4), 3, 1.0, 0.0)
+
+
 def test_image_folder_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no class sub-folders"):
-        load_image_folder(tmp_path, (4, 4), 3, 1.0, 0.0)
+        load_image_folder(tmp_path, RGB4)
     (tmp_path / "a").mkdir()
     with pytest.raises(InputError, match="holds no images"):
-        load_image_folder(tmp_path, (4, 4), 3, 1.0, 0.0)
+        load_image_folder(tmp_path, RGB4)
     (tmp_path / "a" / "x.png").write_bytes(b"not a png")
     with pytest.raises(InputError, match="could not be decoded"):
-        load_image_folder(tmp_path, (4, 4), 3, 1.0, 0.0)
+        load_image_folder(tmp_path, RGB4)
 
 
-def test_load_source_dispatch_errors(tmp_path: Path) -> None:
+def test_load_file_dispatch_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="neither 'digits'"):
-        load_source(str(tmp_path / "nowhere"))
+        load_file(str(tmp_path / "nowhere"))
     (tmp_path / "data.csv").write_text("1,2\n")
     with pytest.raises(InputError, match=r"expected \.npz or a folder"):
-        load_source(str(tmp_path / "data.csv"))
+        load_file(str(tmp_path / "data.csv"))
     with pytest.raises(InputError, match="does not exist"):
-        load_source(str(tmp_path / "missing.npz"))
+        load_file(str(tmp_path / "missing.npz"))
     with pytest.raises(UsageError, match="needs an image size"):
-        load_source(str(tmp_path))
+        load_file(str(tmp_path))
 
 
 def test_empty_npz_file_is_one_sentence(tmp_path: Path) -> None:
@@ -123,6 +127,7 @@ def test_holdout_split_is_fixed_disjoint_and_complete() -> None:
     data = ArraySet({"x": rows}, np.arange(50) % 2, "fifty")
     kept, held_out = split_holdout(data)
     assert (len(kept), len(held_out)) == (40, 10)
+    assert (kept.source, held_out.source) == ("fifty[train]", "fifty[test]")
     kept_ids, held_ids = set(kept.x.ravel()), set(held_out.x.ravel())
     assert not kept_ids & held_ids and len(kept_ids | held_ids) == 50
     np.testing.assert_array_equal(split_holdout(data)[1].x, held_out.x)  # same every run

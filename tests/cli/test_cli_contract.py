@@ -212,3 +212,34 @@ def test_import_and_help_load_no_heavy_library() -> None:
     assert "--benchmark" in completed.stdout and "--json" in completed.stdout
     probe = next(line for line in completed.stderr.splitlines() if line.startswith("PROBE "))
     assert json.loads(probe[len("PROBE ") :]) == [[], []]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["convert", "{missing}", "--precision", "fp32"],
+        ["validate", "{missing}"],
+        ["validate", "{artifact}", "--reference", "{missing}"],
+        ["inspect", "{missing}"],
+        ["bench", "{missing}"],
+    ],
+    ids=["convert", "validate", "validate --reference", "inspect", "bench"],
+)
+def test_a_missing_model_is_exit_2_everywhere(tmp_path: Path, argv: list[str]) -> None:
+    """Before, convert and validate said exit 1 where inspect and bench said 2."""
+    missing = tmp_path / "nowhere"
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    manifest = {
+        "schema_version": 1, "backend": "ort", "precision": "fp32", "payload": "model.onnx",
+        "source_model": {"path": str(missing)}, "signature": {"inputs": [], "outputs": []},
+        "device": {}, "tools": {}, "conversion_seconds": 0.0,
+    }  # fmt: skip
+    (artifact / "manifest.json").write_text(json.dumps(manifest))
+    (artifact / "model.onnx").write_bytes(b"")
+    args = [a.format(missing=missing, artifact=artifact) for a in argv]
+    completed = _run(*args, "--json")
+    assert completed.returncode == 2, completed.stderr
+    error = json.loads(completed.stdout)["error"]
+    assert error["type"] == "UsageError"
+    assert error["message"].endswith(f"{missing} does not exist.")

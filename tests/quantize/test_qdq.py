@@ -10,7 +10,7 @@ import pytest
 from convert_fixtures import digits_onnx, work_dir
 
 from trtconv.backends.onnx_export import op_counts
-from trtconv.backends.ort import OrtRunner
+from trtconv.backends.ort.runner import OrtRunner
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.calib.readers import CALIBRATION, calibration_feed, read_model_data, whole_batches
 from trtconv.quantize.qdq import QdqOptions, quantize_qdq
@@ -72,8 +72,8 @@ def test_int8_qdq_u8s8_runs_on_cpu_and_agrees(
     quantized_inputs = {n.input[0] for n in model.graph.node if n.op_type == "QuantizeLinear"}
     assert not quantized_inputs & {node.output[0] for node in softmax}
     assert not list(output.parent.glob("augmented_model*.onnx"))
-    runner = OrtRunner(output)
-    outputs = run_batched(runner, digits_held_out)  # type: ignore[arg-type]
+    with OrtRunner(output) as runner:
+        outputs = run_batched(runner, digits_held_out)  # type: ignore[arg-type]
     assert (_top1(outputs) == _top1(digits_reference)).mean() >= 0.97
 
 
@@ -100,7 +100,8 @@ def test_int8_other_methods_and_tensorrt_scheme(
     ]
     # TensorRT reads only signed, symmetric Q/DQ.
     assert zero_points and all(zp.dtype == np.int8 and not zp.any() for zp in zero_points)
-    outputs = run_batched(OrtRunner(output), digits_held_out)  # type: ignore[arg-type]
+    with OrtRunner(output) as runner:
+        outputs = run_batched(runner, digits_held_out)  # type: ignore[arg-type]
     assert (_top1(outputs) == _top1(digits_reference)).mean() >= 0.97
 
 
@@ -124,7 +125,8 @@ def test_weight_range_in_the_model(
     largest = max(int(np.abs(w.astype(np.int16)).max()) for w in weights)
     # Per-channel symmetric: each channel's largest weight maps to the end of the range.
     assert largest == (64 if reduce_range else 127)
-    outputs = run_batched(OrtRunner(output), digits_held_out)  # type: ignore[arg-type]
+    with OrtRunner(output) as runner:
+        outputs = run_batched(runner, digits_held_out)  # type: ignore[arg-type]
     assert (_top1(outputs) == _top1(digits_reference)).mean() >= 0.97
 
 

@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 
 from trtconv import api
-from trtconv.errors import UsageError
+from trtconv.errors import GateError, UsageError
 from trtconv.fsutil import sha256_path
 from trtconv.release.schema import release_schema
 
@@ -198,11 +198,14 @@ def test_impossible_gate_exits_4_with_every_measured_value(
 ) -> None:
     config = copy_release(ort_release, tmp_path, {**LENIENT_GATES, "min_speedup": 1000})
     progress: list[tuple[int, int, str]] = []
-    # In-process this time: the API returns the exit code the CLI would use.
-    document = api.release(
-        config, tmp_path / "out", resume=True, progress=lambda *event: progress.append(event)
-    )
-    assert document["exit_code"] == 4
+    # In-process this time: the API raises the GateError the CLI maps to exit 4.
+    with pytest.raises(GateError, match="no target passed every gate") as caught:
+        api.release(
+            config, tmp_path / "out", resume=True, progress=lambda *event: progress.append(event)
+        )
+    document = caught.value.result
+    assert document is not None and document["exit_code"] == 4
+    assert json.loads((tmp_path / "out" / "release.json").read_text()) == document
     assert progress == [(len(document["steps"]),) * 2 + ("done",)]  # nothing ran, all reused
     assert document["recommendation"] is None and document["verdict"] == "failed"
     assert "no target passed every gate" in document["recommendation_reason"]
@@ -238,6 +241,7 @@ def test_resume_redoes_only_the_steps_whose_inputs_changed(
 
 
 @pytest.mark.slow
+@pytest.mark.no_gpu
 def test_tftrt_target_is_recorded_as_failed_and_the_release_completes(
     mixed_release: Release,
 ) -> None:
@@ -317,6 +321,7 @@ def clean_code(document: dict[str, Any]) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.no_gpu
 def test_zoo_model_is_trained_first(tmp_path: Path) -> None:
     config = tmp_path / "release.toml"
     config.write_text(

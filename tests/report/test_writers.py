@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from trtconv.bench.harness import Settings, collect_warnings, fill_comparisons, model_rows
+from trtconv.bench.harness import collect_warnings, fill_comparisons, model_info, model_rows
 from trtconv.bench.models import ModelEntry
 from trtconv.errors import UsageError
 from trtconv.model_io import ModelSignature, TensorSpec
-from trtconv.report.schema import ROW_KEYS, SCHEMA_VERSION, ModelInfo
+from trtconv.report.schema import ROW_KEYS, SCHEMA_VERSION, BenchResult, Settings
 from trtconv.report.writers import render_markdown, write_report
 
 SIGNATURE = ModelSignature(
@@ -28,7 +28,7 @@ LABELS = np.array([0, 1, 2, 3])
 def entry(label: str, backend: str, precision: str) -> ModelEntry:
     path = Path(f"/models/{label}")
     kind = "saved_model" if backend == "tf" else "artifact"
-    return ModelEntry(label, path, kind, backend, precision, path, SIGNATURE)
+    return ModelEntry(label, path, kind, backend, precision, SIGNATURE)
 
 
 def document(scale: float, pid: int, predictions: list[int] | None) -> dict[str, Any]:
@@ -63,39 +63,20 @@ def make_result(with_eval: bool = True) -> dict[str, Any]:
         (entry("digits", "tf", "fp32"), document(1.0, 101, [0, 1, 2, 3])),
         (entry("digits-ort-int8", "ort", "int8"), document(0.25, 102, [0, 1, 2, 0])),
     ]
-    rows: list[dict[str, Any]] = []
-    infos = []
+    result = BenchResult("digits", "/models/digits", "the first SavedModel given", [], [], settings)
     predictions = {}
     for model, doc in models:
-        rows += model_rows(model, doc, settings)
-        infos.append(
-            ModelInfo(
-                model.label,
-                str(model.path),
-                model.backend,
-                model.precision,
-                False,
-                model.kind,
-                model.label == "digits",
-                worker_pid=doc["pid"],
-            )
-        )
+        info = model_info(model, doc, model.label == "digits")
+        result.models.append(info)
+        result.rows += model_rows(info, doc, settings)
         predictions[model.label] = doc["predictions"] if with_eval else None
-    fill_comparisons(rows, infos, "digits", predictions, LABELS if with_eval else None)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "baseline": "digits",
-        "baseline_model": "/models/digits",
-        "baseline_reason": "the first SavedModel given",
-        "order": ["digits", "digits-ort-int8"],
-        "models": [info.to_dict() for info in infos],
-        "results": rows,
-        "harness_overhead_ms": 0.0002,
-        "settings": settings.to_dict(),
-        "threads": 2,
-        "warnings": collect_warnings(rows),
-        "environment": {"cpu": {"model": "test cpu", "logical_cores": 2}, "threads": 2},
-    }
+    fill_comparisons(result.models, "digits", predictions, LABELS if with_eval else None)
+    result.warnings = collect_warnings(result.rows)
+    result.environment = {"cpu": {"model": "test cpu", "logical_cores": 2}, "threads": 2}
+    data = result.to_dict()
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert data["order"] == ["digits", "digits-ort-int8"]
+    return data
 
 
 def test_comparisons_from_known_samples() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trtconv.environment import cpu_has_bf16
 from trtconv.errors import UsageError
+from trtconv.facts import Facts, Gpu, described, probe_cpu
 from trtconv.train.amp import choose_policy, policy_scope
 from trtconv.train.fit import build_compiled
 from trtconv.zoo import get_model
@@ -22,12 +22,28 @@ def test_unknown_amp_dtype_is_a_usage_error() -> None:
         choose_policy(True, "int8")
 
 
-def test_auto_picks_bfloat16_on_a_bf16_cpu_and_float16_gets_loss_scaling() -> None:
-    # This machine has no GPU: auto is bfloat16 exactly when the CPU computes bf16 natively.
-    expected = "mixed_bfloat16" if cpu_has_bf16() else "float32"
+@pytest.mark.no_gpu
+def test_auto_on_this_cpu_machine_is_bfloat16_exactly_when_the_cpu_computes_it() -> None:
+    expected = "mixed_bfloat16" if probe_cpu().has_bf16 else "float32"
     assert choose_policy(True, "auto").policy == expected
     assert choose_policy(True, "float16").loss_scaling
     assert not choose_policy(True, "bfloat16").loss_scaling
+
+
+@pytest.mark.parametrize(
+    ("machine", "policy"),
+    [
+        (described(cpu_features=("avx2", "fma")), "float32"),
+        (described(cpu_features=("avx512f", "avx512_bf16")), "mixed_bfloat16"),
+        (described(cpu_features=("amx_bf16",), gpus=[Gpu("Tesla T4", (7, 5))]), "mixed_float16"),
+        (described(gpus=[Gpu("Tesla P100", (6, 0))]), "float32"),
+    ],
+)
+def test_auto_policy_on_described_machines(machine: Facts, policy: str) -> None:
+    """Tensor-core GPUs get float16 (with loss scaling), bf16 CPUs bfloat16, the rest float32."""
+    choice = choose_policy(True, "auto", machine)
+    assert choice.policy == policy
+    assert choice.loss_scaling == (policy == "mixed_float16")
 
 
 def test_build_compiled_applies_the_policy_and_restores_the_global_one() -> None:

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from trtconv import api
-from trtconv.environment import cpu_has_bf16
 from trtconv.errors import UsageError
+from trtconv.facts import probe_cpu
 from trtconv.train.benchmark import parse_batch_sizes, peak_rss_mb, step_statistics
 
 
@@ -51,6 +51,7 @@ def test_bad_benchmark_options_are_usage_errors(options: dict, message: str) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.no_gpu
 def test_resnet50_benchmark_at_small_size() -> None:
     result = api.train_benchmark(
         model="resnet50", batch_size=2, warmup_steps=1, num_iter=2, image_size=32
@@ -64,7 +65,7 @@ def test_resnet50_benchmark_at_small_size() -> None:
     assert result["images_per_s"] == pytest.approx(2000.0 / result["step_ms_mean"], rel=1e-6)
     assert result["peak_rss_mb"] > 100  # TensorFlow and a 25M-parameter model are resident
     assert result["gpu_peak_memory_mb"] is None  # no GPU here
-    if cpu_has_bf16():
+    if probe_cpu().has_bf16:
         assert result["amp"]["training_compute_dtype"] == "bfloat16"
 
 

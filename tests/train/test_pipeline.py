@@ -11,8 +11,8 @@ import pytest
 
 from trtconv import api
 from trtconv.calib.sources import load_digits
-from trtconv.environment import cpu_has_bf16
 from trtconv.errors import InputError, UsageError
+from trtconv.facts import probe_cpu
 from trtconv.inspect_model import graph_def_of, graph_dtypes
 
 LOW_PRECISION = {"bfloat16", "float16", "half"}
@@ -40,9 +40,10 @@ def test_reloaded_saved_model_is_accurate_with_float32_io(digits_model_dir: Path
 
 
 @pytest.mark.slow
+@pytest.mark.no_gpu
 def test_model_card_records_the_policy_training_really_used(digits_model_dir: Path) -> None:
     card = _card(digits_model_dir)
-    if not cpu_has_bf16():
+    if not probe_cpu().has_bf16:
         pytest.skip("this CPU has no native bfloat16: auto trains in float32")
     assert card["amp"]["policy"] == "mixed_bfloat16"
     # Read from a hidden layer of the trained model, not from the requested policy.

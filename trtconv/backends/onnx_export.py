@@ -20,6 +20,7 @@ from typing import Any
 from trtconv.errors import ConversionError
 from trtconv.lazy import TF_LOG_LEVEL, require
 from trtconv.model_io import ModelSignature
+from trtconv.report.validation import ValidationReport
 from trtconv.savedmodel import SERVING_KEY
 
 log = logging.getLogger(__name__)
@@ -125,25 +126,24 @@ def verify_export(
     onnx_path: Path,
     data: Any,
     reference_outputs: dict[str, Any],
-) -> dict[str, Any]:
+) -> ValidationReport:
     """Run the ONNX model (ORT CPU, fp32) on `data` and compare with TensorFlow's outputs.
 
-    Returns the validation dict; raises ConversionError when the export is outside the fp32
+    Returns the validation report; raises ConversionError when the export is outside the fp32
     tolerance (a wrong export must never reach quantisation or TensorRT).
     """
-    from trtconv.backends.ort import OrtRunner
+    from trtconv.backends.ort.runner import CPU, OrtRunner
     from trtconv.validation import compare, run_batched, tolerance_for
 
-    runner = OrtRunner(onnx_path, providers=["CPUExecutionProvider"])
-    candidate = run_batched(runner, data)
-    result = compare(reference_outputs, candidate, tolerance_for("fp32"), data.labels, data.source)
-    if not result["passed"]:
-        failed = "; ".join(
-            f"{c['name']}: {c['detail']}" for c in result["checks"] if not c["passed"]
+    with OrtRunner(onnx_path, providers=[CPU]) as runner:
+        candidate = run_batched(runner, data)
+    report = compare(reference_outputs, candidate, tolerance_for("fp32"), data.labels, data.source)
+    if not report.passed:
+        raise ConversionError(
+            f"ONNX export {onnx_path} disagrees with TensorFlow: {report.failures()}."
         )
-        raise ConversionError(f"ONNX export {onnx_path} disagrees with TensorFlow: {failed}.")
-    log.info("ONNX export matches TensorFlow on %d samples", result["samples"])
-    return result
+    log.info("ONNX export matches TensorFlow on %d samples", report.samples)
+    return report
 
 
 def op_counts(path: Path) -> dict[str, int]:

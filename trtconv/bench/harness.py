@@ -15,13 +15,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from trtconv import errors
+from trtconv.backends import registry
 from trtconv.bench import stats
 from trtconv.bench.inputs import RANDOM, check_entry_fits, input_map, load_inputs, save_arrays
 from trtconv.bench.models import (
@@ -34,8 +34,8 @@ from trtconv.bench.models import (
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import TrtconvError, UsageError
 from trtconv.lazy import TF_LOG_LEVEL
-from trtconv.report.schema import SCHEMA_VERSION, BenchRow, ModelInfo
-from trtconv.savedmodel import read_model_card
+from trtconv.model_paths import SAVED_MODEL
+from trtconv.report.schema import BenchResult, BenchRow, ModelInfo, Settings
 
 log = logging.getLogger(__name__)
 
@@ -47,39 +47,8 @@ MIN_ITERATIONS = 10
 OVERHEAD_WARN_PERCENT = 2.0
 # Below this many samples the p99 is (nearly) the maximum: say so once.
 FEW_SAMPLES = 100
-GPU_BACKENDS = ("tftrt", "trt")
 
 Progress = Callable[[int, int, str], None]
-
-
-@dataclass
-class Settings:
-    """How each model is measured; `warmup`/`measure` are worker Budget dicts."""
-
-    batch_sizes: tuple[int, ...]
-    warmup: dict[str, Any]
-    measure: dict[str, Any]
-    threads: int | None
-    data: str
-    eval_data: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `settings` block of the result document."""
-        return {
-            "batch_sizes": list(self.batch_sizes),
-            "warmup_iterations": self.warmup.get("iterations"),
-            "warmup_s": self.warmup.get("seconds"),
-            "iterations": self.measure.get("iterations"),
-            "duration_s": self.measure.get("seconds"),
-            "min_iterations": self.measure.get("min_iterations"),
-            "threads": self.threads,
-            "data": self.data,
-            "eval_data": self.eval_data,
-            "trim_fraction": stats.TRIM_FRACTION,
-            "cv_warn_percent_cpu": stats.CV_WARN_PERCENT_CPU,
-            "cv_warn_percent_gpu": stats.CV_WARN_PERCENT_GPU,
-            "percentile_method": "linear",
-        }
 
 
 # ---------------------------------------------------------------------------- options
@@ -148,7 +117,7 @@ def worker_spec(
     return {
         "label": entry.label,
         "backend": entry.backend,
-        "payload": str(entry.payload),
+        "model": str(entry.path),
         "xla": entry.xla,
         "threads": settings.threads,
         "batch_sizes": list(settings.batch_sizes),
@@ -164,7 +133,8 @@ def run_worker(spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any
     """Run one model in a fresh Python process; return its JSON document or raise its error."""
     spec_path = workdir / f"spec-{index}.json"
     spec_path.write_text(json.dumps(spec))
-    env = dict(os.environ)
+    # Backends registered at run time are registered in the worker too.
+    env = {**os.environ, **registry.worker_environment()}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", TF_LOG_LEVEL)
     command = [sys.executable, "-m", "trtconv.cli.bench_worker", str(spec_path)]
     log.debug("running %s", " ".join(command))
@@ -196,58 +166,54 @@ def run_worker(spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any
 # ---------------------------------------------------------------------------- results
 
 
-def model_rows(
-    entry: ModelEntry, document: dict[str, Any], settings: Settings
-) -> list[dict[str, Any]]:
-    """One flat row per batch size from a worker's raw samples (speedups filled in later)."""
+def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -> ModelInfo:
+    """The model as its worker measured it (accuracy and agreement come with the result)."""
+    return ModelInfo(
+        label=entry.label,
+        model=str(entry.path),
+        backend=entry.backend,
+        precision=entry.precision,
+        xla=entry.xla,
+        kind=entry.kind,
+        is_baseline=is_baseline,
+        worker_pid=int(document["pid"]),
+        load_ms=float(document["load_ms"]),
+        first_inference_ms=float(document["first_inference_ms"]),
+        peak_rss_mb=float(document["peak_rss_mb"]),
+        gpu_memory_mb=document.get("gpu_memory_mb"),
+        harness_overhead_ms=float(document["harness_overhead_ms"]),
+    )
+
+
+def model_rows(info: ModelInfo, document: dict[str, Any], settings: Settings) -> list[BenchRow]:
+    """One row per batch size from a worker's raw samples."""
     rows = []
-    overhead = float(document["harness_overhead_ms"])
     for measured in document["batches"]:
         summary = stats.summarize(measured["latencies_ms"])
         batch_size = int(measured["batch_size"])
         transfers = measured.get("transfer_ms")
+        wall_ns = int(measured["wall_ns"])
         row = BenchRow(
-            model=str(entry.path),
-            label=entry.label,
-            backend=entry.backend,
-            precision=entry.precision,
-            xla=entry.xla,
-            is_baseline=False,
+            info=info,
             batch_size=batch_size,
             warmup_iterations=int(measured["warmup_iterations"]),
-            timed_s=measured["wall_ns"] / 1e9,
+            timed_s=wall_ns / 1e9,
             **summary.to_dict(),  # iterations, cv_percent, latency_ms_{min,...,max,std}
-            throughput_per_s=stats.throughput_per_s(
-                batch_size, summary.count, int(measured["wall_ns"])
-            ),
-            speedup_vs_baseline=None,
+            throughput_per_s=stats.throughput_per_s(batch_size, summary.count, wall_ns),
             transfer_ms_mean=float(np.mean(transfers)) if transfers else None,
-            first_inference_ms=float(document["first_inference_ms"]),
-            load_ms=float(document["load_ms"]),
-            peak_rss_mb=float(document["peak_rss_mb"]),
-            gpu_memory_mb=document.get("gpu_memory_mb"),
-            accuracy=None,
-            top1_agreement=None,
-            harness_overhead_ms=overhead,
-            harness_overhead_percent=overhead / summary.p50 * 100 if summary.p50 > 0 else 0.0,
-            worker_pid=int(document["pid"]),
             threads=settings.threads,
         )
-        rows.append(row.to_dict())
+        rows.append(row)
     return rows
 
 
 def fill_comparisons(
-    rows: list[dict[str, Any]],
     infos: list[ModelInfo],
     baseline: str,
     predictions: dict[str, list[int] | None],
     labels: np.ndarray | None,
 ) -> None:
-    """Speedup vs the baseline per batch size; accuracy and top-1 agreement per model."""
-    base_throughput = {
-        r["batch_size"]: r["throughput_per_s"] for r in rows if r["label"] == baseline
-    }
+    """Accuracy (with labels) and top-1 agreement with the baseline, per model."""
     reference = predictions.get(baseline)
     for info in infos:
         preds = predictions.get(info.label)
@@ -258,42 +224,34 @@ def fill_comparisons(
             info.accuracy = stats.accuracy(preds, labels)
         if reference is not None:
             info.top1_agreement = stats.agreement(preds, reference)
-    by_label = {info.label: info for info in infos}
-    for row in rows:
-        row["is_baseline"] = row["label"] == baseline
-        row["speedup_vs_baseline"] = stats.speedup(
-            row["throughput_per_s"], base_throughput.get(row["batch_size"])
-        )
-        info = by_label[row["label"]]
-        row["accuracy"], row["top1_agreement"] = info.accuracy, info.top1_agreement
 
 
-def collect_warnings(rows: list[dict[str, Any]]) -> list[str]:
+def collect_warnings(rows: list[BenchRow]) -> list[str]:
     """One line per model with unstable timings (CV above the threshold) or figures near the
     harness floor, and one line when some runs are too short for a meaningful p99."""
     warnings = []
-    for label in dict.fromkeys(row["label"] for row in rows):
-        mine = [row for row in rows if row["label"] == label]
-        gpu = mine[0]["backend"] in GPU_BACKENDS
-        limit = stats.CV_WARN_PERCENT_GPU if gpu else stats.CV_WARN_PERCENT_CPU
-        unstable = [f"{r['cv_trimmed_percent']:.0f}% at batch {r['batch_size']}" for r in mine
-                    if r["cv_trimmed_percent"] > limit]  # fmt: skip
+    for label in dict.fromkeys(row.info.label for row in rows):
+        mine = [row for row in rows if row.info.label == label]
+        info = mine[0].info
+        limit = stats.CV_WARN_PERCENT_GPU if _on_gpu(info.backend) else stats.CV_WARN_PERCENT_CPU
+        unstable = [f"{r.cv_trimmed_percent:.0f}% at batch {r.batch_size}" for r in mine
+                    if r.cv_trimmed_percent > limit]  # fmt: skip
         if unstable:
             warnings.append(
                 f"{label}: latency is unstable, coefficient of variation (central 80%) "
                 f"{', '.join(unstable)} "
                 f"(> {limit:g}%): other load on the machine, or too short a run."
             )
-        floor = [f"{r['harness_overhead_percent']:.1f}% at batch {r['batch_size']}" for r in mine
-                 if r["harness_overhead_percent"] > OVERHEAD_WARN_PERCENT]  # fmt: skip
+        floor = [f"{r.harness_overhead_percent:.1f}% at batch {r.batch_size}" for r in mine
+                 if r.harness_overhead_percent > OVERHEAD_WARN_PERCENT]  # fmt: skip
         if floor:
-            overhead_us = mine[0]["harness_overhead_ms"] * 1000
+            overhead_us = (info.harness_overhead_ms or 0.0) * 1000
             warnings.append(
                 f"{label}: the harness's own {overhead_us:.1f} µs per call is "
                 f"{', '.join(floor)} of the p50 latency (> {OVERHEAD_WARN_PERCENT:g}%): "
                 "differences of that size are noise."
             )
-    few = sorted({row["iterations"] for row in rows if row["iterations"] < FEW_SAMPLES})
+    few = sorted({row.iterations for row in rows if row.iterations < FEW_SAMPLES})
     if few:
         warnings.append(
             f"Some runs have fewer than {FEW_SAMPLES} timed iterations (min {few[0]}): their p99 "
@@ -302,20 +260,29 @@ def collect_warnings(rows: list[dict[str, Any]]) -> list[str]:
     return warnings
 
 
+def _on_gpu(backend: str) -> bool:
+    """Whether `backend` runs on a GPU (its timings then follow trtexec's stability rule)."""
+    try:
+        return registry.get(backend).on_gpu
+    except UsageError:  # a result from a backend not registered here: judge it as a CPU one
+        return False
+
+
 def measure(
     plan: Plan,
     settings: Settings,
     data: ArraySet,
     eval_set: ArraySet | None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
-    """Run every model's worker in order and assemble the result document (no environment)."""
+) -> BenchResult:
+    """Run every model's worker in order and assemble the result (no environment yet)."""
     reference = plan.baseline.signature
     mappings = {entry.label: input_map(reference, entry) for entry in plan.models}
     for entry in plan.models:
         check_entry_fits(entry, data, mappings[entry.label])
-    rows: list[dict[str, Any]] = []
-    infos: list[ModelInfo] = []
+    result = BenchResult(
+        plan.baseline.label, str(plan.baseline.path), plan.baseline_reason, [], [], settings
+    )
     predictions: dict[str, list[int] | None] = {}
     with tempfile.TemporaryDirectory(prefix="trtconv-bench-") as tmp:
         workdir = Path(tmp)
@@ -329,43 +296,16 @@ def measure(
                 progress(index, total, entry.label)
             spec = worker_spec(entry, settings, data_path, eval_path, mappings[entry.label])
             document = run_worker(spec, workdir, index)
-            rows.extend(model_rows(entry, document, settings))
+            info = model_info(entry, document, entry is plan.baseline)
+            result.models.append(info)
+            result.rows += model_rows(info, document, settings)
             predictions[entry.label] = document.get("predictions")
-            infos.append(
-                ModelInfo(
-                    label=entry.label,
-                    model=str(entry.path),
-                    backend=entry.backend,
-                    precision=entry.precision,
-                    xla=entry.xla,
-                    kind=entry.kind,
-                    is_baseline=entry is plan.baseline,
-                    worker_pid=int(document["pid"]),
-                    load_ms=float(document["load_ms"]),
-                    first_inference_ms=float(document["first_inference_ms"]),
-                    peak_rss_mb=float(document["peak_rss_mb"]),
-                    gpu_memory_mb=document.get("gpu_memory_mb"),
-                    harness_overhead_ms=float(document["harness_overhead_ms"]),
-                )
-            )
         if progress:
             progress(total, total, "done")
     labels = eval_set.labels if eval_set is not None else None
-    fill_comparisons(rows, infos, plan.baseline.label, predictions, labels)
-    overheads = [info.harness_overhead_ms for info in infos if info.harness_overhead_ms is not None]
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "baseline": plan.baseline.label,
-        "baseline_model": str(plan.baseline.path),
-        "baseline_reason": plan.baseline_reason,
-        "order": [entry.label for entry in plan.models],
-        "models": [info.to_dict() for info in infos],
-        "results": rows,
-        "harness_overhead_ms": float(np.median(overheads)) if overheads else None,
-        "settings": settings.to_dict(),
-        "threads": settings.threads,
-        "warnings": plan.warnings + collect_warnings(rows),
-    }
+    fill_comparisons(result.models, plan.baseline.label, predictions, labels)
+    result.warnings = plan.warnings + collect_warnings(result.rows)
+    return result
 
 
 def bench(
@@ -406,22 +346,21 @@ def bench(
     plan = plan_models(models, xla=xla)
     check_batch_sizes(plan.models, sizes)
     plan.warnings += portability_warnings(plan.models, measured_here=eval_data is not None)
-    card = read_model_card(plan.baseline.path) if plan.baseline.kind == "saved_model" else None
-    inputs = load_inputs(data, plan.baseline, max(sizes), card)
+    source = plan.baseline.path if plan.baseline.kind == SAVED_MODEL else None
+    inputs = load_inputs(data, plan.baseline, max(sizes), source)
     eval_set = None
     if eval_data is not None:
-        eval_set = load_inputs(eval_data, plan.baseline, max(sizes), card)
+        eval_set = load_inputs(eval_data, plan.baseline, max(sizes), source)
         if eval_set.labels is None:
             plan.warnings.append(
                 f"{eval_set.source} has no labels: top-1 agreement only, no accuracy."
             )
     settings = Settings(sizes, warm, timed, threads, data, eval_data)
     result = measure(plan, settings, inputs, eval_set, progress)
-    environment = environment_block()
-    environment["threads"] = threads
-    result["environment"] = environment
+    result.environment = {**environment_block(), "threads": threads}
+    document = result.to_dict()
     if report is not None:
         from trtconv.report.writers import write_report
 
-        result["report"] = write_report(result, Path(report), force=force)
-    return result
+        document["report"] = write_report(document, Path(report), force=force)
+    return document

@@ -7,90 +7,30 @@ the table come from the models, not from the data.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from trtconv.bench.models import ModelEntry
-from trtconv.calib.sources import ArraySet, check_arrays, check_input_shape, load_source
+from trtconv.calib.readers import ALL, RANDOM, read_model_data
+from trtconv.calib.sources import ArraySet, check_input_shape
 from trtconv.errors import InputError
 from trtconv.model_io import ModelSignature
 
-RANDOM = "random"
-RANDOM_SEED = 0
 # Random data: this many batches of the largest batch size, so consecutive calls see new data.
 RANDOM_BATCHES = 4
 MIN_RANDOM_SAMPLES = 64
 
 
-def random_inputs(signature: ModelSignature, samples: int) -> dict[str, np.ndarray]:
-    """Seeded random inputs shaped by the signature: floats in [0, 1), integers in [0, 10)."""
-    rng = np.random.default_rng(RANDOM_SEED)
-    arrays = {}
-    for spec in signature.inputs:
-        if any(d is None for d in spec.shape[1:]):
-            raise InputError(
-                f"Input {spec.describe()} has a dynamic dimension besides the batch: random data "
-                "cannot be shaped for it; pass --data."
-            )
-        shape = (samples, *(int(d) for d in spec.shape[1:] if d is not None))
-        dtype = np.dtype(spec.dtype)
-        if np.issubdtype(dtype, np.floating):
-            arrays[spec.name] = rng.random(shape, dtype=np.float32).astype(dtype)
-        elif dtype == np.bool_:
-            arrays[spec.name] = rng.random(shape) < 0.5
-        else:
-            arrays[spec.name] = rng.integers(0, 10, shape).astype(dtype)
-    return arrays
+def load_inputs(spec: str, entry: ModelEntry, max_batch: int, saved_model: Path | None) -> ArraySet:
+    """The benchmark inputs: every sample of `spec` (`random`: enough for a few batches), read by
+    the model-data reader with the rules convert and validate apply, fitted to `entry`.
 
-
-def _image_options(signature: ModelSignature, card: dict[str, Any] | None) -> dict[str, Any]:
-    """Image-folder decoding from the model's NHWC input and its model card's preprocessing."""
-    shape = signature.inputs[0].shape
-    if len(shape) != 4 or shape[1] is None or shape[2] is None or shape[3] is None:
-        return {}
-    prep = (card or {}).get("preprocessing", {})
-    return {
-        "image_size": (int(shape[1]), int(shape[2])),
-        "channels": int(shape[3]),
-        "scale": float(prep.get("scale", 1.0 / 255.0)),
-        "offset": float(prep.get("offset", 0.0)),
-    }
-
-
-def fit_to_signature(data: ArraySet, signature: ModelSignature, model: Path) -> ArraySet:
-    """Key the arrays by the model's input names, check shapes, cast to the model's dtypes."""
-    inputs = data.inputs
-    names = signature.input_names
-    if len(inputs) == 1 and len(names) == 1:
-        inputs = {names[0]: next(iter(inputs.values()))}
-    missing = [name for name in names if name not in inputs]
-    if missing:
-        raise InputError(
-            f"{data.source} holds arrays {sorted(inputs)}, but {model} expects inputs {names}."
-        )
-    fitted = ArraySet({name: inputs[name] for name in names}, data.labels, data.source)
-    for spec in signature.inputs:
-        check_input_shape(fitted, spec.name, spec.shape[1:], what=f"model {model}")
-        array, dtype = fitted.inputs[spec.name], np.dtype(spec.dtype)
-        if not np.can_cast(array.dtype, dtype, casting="same_kind"):
-            raise InputError(
-                f"{data.source}: input '{spec.name}' is {array.dtype}, but {model} expects {dtype}."
-            )
-        fitted.inputs[spec.name] = np.ascontiguousarray(array.astype(dtype, copy=False))
-    return fitted
-
-
-def load_inputs(
-    spec: str, entry: ModelEntry, max_batch: int, card: dict[str, Any] | None
-) -> ArraySet:
-    """The benchmark inputs: `random`, `digits`, an .npz or an image folder, fitted to the model."""
-    if spec == RANDOM:
-        samples = max(MIN_RANDOM_SAMPLES, RANDOM_BATCHES * max_batch)
-        return ArraySet(random_inputs(entry.signature, samples), None, RANDOM)
-    data = load_source(spec, **_image_options(entry.signature, card))
-    check_arrays(data)
-    return fit_to_signature(data, entry.signature, entry.path)
+    `saved_model` (the baseline's) holds the model card that says how to decode images.
+    """
+    samples = max(MIN_RANDOM_SAMPLES, RANDOM_BATCHES * max_batch) if spec == RANDOM else None
+    return read_model_data(
+        spec, entry.signature, role=ALL, samples=samples, saved_model=saved_model
+    )
 
 
 def input_map(reference: ModelSignature, entry: ModelEntry) -> dict[str, str]:

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtconv.backends import registry
 from trtconv.bench.signature import read_signature
-from trtconv.errors import InputError, UsageError
-from trtconv.manifest import is_artifact_dir, read_manifest
+from trtconv.errors import UsageError
+from trtconv.manifest import read_manifest
 from trtconv.model_io import ModelSignature
-from trtconv.savedmodel import is_saved_model_dir
+from trtconv.model_paths import ARTIFACT, SAVED_MODEL, is_saved_model_dir, model_kind
 
 
 @dataclass
@@ -25,10 +26,9 @@ class ModelEntry:
 
     label: str
     path: Path
-    kind: str  # "saved_model" or "artifact"
+    kind: str  # SAVED_MODEL or ARTIFACT
     backend: str
     precision: str
-    payload: Path
     signature: ModelSignature
     xla: bool = False
     source_model: Path | None = None
@@ -56,20 +56,21 @@ def saved_model_entry(path: Path, xla: bool = False) -> ModelEntry:
     """A native SavedModel (optionally run under XLA), labelled after its directory."""
     label = _short_name(path) + ("+xla" if xla else "")
     signature = read_signature(path)
-    return ModelEntry(label, path, "saved_model", "tf", "fp32", path, signature, xla=xla)
+    native = registry.native().name
+    return ModelEntry(label, path, SAVED_MODEL, native, "fp32", signature, xla=xla)
 
 
 def artifact_entry(path: Path) -> ModelEntry:
-    """A trtconv artifact: backend, precision, payload and source model from its manifest."""
+    """A trtconv artifact: backend, precision and source model from its manifest."""
     manifest = read_manifest(path)
+    registry.artifact_backend(manifest.backend, path)  # its worker must be able to run it
     source = manifest.source_model.get("path")
     return ModelEntry(
         label=_short_name(path),
         path=path,
-        kind="artifact",
+        kind=ARTIFACT,
         backend=manifest.backend,
         precision=manifest.precision,
-        payload=path / manifest.payload,
         signature=manifest.model_signature,
         source_model=Path(source) if source else None,
         quantization=manifest.conversion_summary.get("quantization"),
@@ -80,15 +81,7 @@ def artifact_entry(path: Path) -> ModelEntry:
 def resolve_entry(path: Path) -> ModelEntry:
     """A SavedModel or artifact entry. Missing path: UsageError; neither kind: InputError."""
     path = Path(path)
-    if is_artifact_dir(path):
-        return artifact_entry(path)
-    if is_saved_model_dir(path):
-        return saved_model_entry(path)
-    if not path.exists():
-        raise UsageError(f"Model {path} does not exist.")
-    raise InputError(
-        f"{path} is neither a SavedModel (saved_model.pb) nor a trtconv artifact (manifest.json)."
-    )
+    return artifact_entry(path) if model_kind(path) == ARTIFACT else saved_model_entry(path)
 
 
 def _unique_labels(models: list[ModelEntry]) -> None:
@@ -113,9 +106,9 @@ def plan_models(paths: Sequence[Path | str], xla: bool = False) -> Plan:
     models: list[ModelEntry] = []
     for entry in given:
         models.append(entry)
-        if xla and entry.kind == "saved_model":
+        if xla and entry.kind == SAVED_MODEL:
             models.append(saved_model_entry(entry.path, xla=True))
-    native = [m for m in models if m.kind == "saved_model" and not m.xla]
+    native = [m for m in models if m.kind == SAVED_MODEL and not m.xla]
     if native:
         baseline, reason = native[0], "the first SavedModel given"
     else:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trtconv.errors import InputError
-from trtconv.model_io import ModelSignature, TensorSpec
+from trtconv.model_io import ModelSignature, TensorSpec, unknown_rank
 
 # tensorflow/core/framework/types.proto DataType -> numpy dtype name.
 DTYPES = {
@@ -94,11 +94,13 @@ def _int64(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _tensor_spec(name: str, info: bytes) -> TensorSpec:
+def _tensor_spec(name: str, info: bytes, kind: str, model: Path) -> TensorSpec:
     dtype_code = next((v for n, w, v in fields(info) if n == 2 and w == 0), 0)
     assert isinstance(dtype_code, int)
     dims: list[int | None] = []
     for shape in _messages(info, 3):
+        if any(n == 3 and w == 0 and v for n, w, v in fields(shape)):  # unknown_rank = true
+            raise unknown_rank(model, kind, name)
         for dim in _messages(shape, 2):
             size = next((v for n, w, v in fields(dim) if n == 1 and w == 0), 0)
             assert isinstance(size, int)
@@ -109,7 +111,8 @@ def _tensor_spec(name: str, info: bytes) -> TensorSpec:
 def read_signature(path: Path, key: str = "serving_default") -> ModelSignature:
     """The `key` signature of the SavedModel directory `path` (inputs and outputs sorted by name).
 
-    Raises InputError when saved_model.pb cannot be parsed or has no such signature.
+    Raises InputError when saved_model.pb cannot be parsed, has no such signature or declares a
+    tensor of unknown rank.
     """
     pb = Path(path) / "saved_model.pb"
     try:
@@ -126,7 +129,9 @@ def read_signature(path: Path, key: str = "serving_default") -> ModelSignature:
     inputs = _map_entries(signature, 1)
     outputs = _map_entries(signature, 2)
     return ModelSignature(
-        inputs=tuple(_tensor_spec(name, inputs[name]) for name in sorted(inputs)),
-        outputs=tuple(_tensor_spec(name, outputs[name]) for name in sorted(outputs)),
+        inputs=tuple(_tensor_spec(name, inputs[name], "input", path) for name in sorted(inputs)),
+        outputs=tuple(
+            _tensor_spec(name, outputs[name], "output", path) for name in sorted(outputs)
+        ),
         name=key,
     )

@@ -8,7 +8,6 @@ are computed by the parent, in one place) or `{"error": {"type", "message"}}`.
 
 from __future__ import annotations
 
-import inspect
 import os
 import resource
 import subprocess
@@ -17,11 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from trtconv.backends.base import Feeds, Runner
+from trtconv.backends.request import Feeds
+from trtconv.backends.runner import Outputs, Runner, RunOptions
 from trtconv.errors import InputError
 from trtconv.model_io import ModelSignature
 
@@ -64,8 +64,6 @@ class Timing:
 class NullRunner(Runner):
     """A runner that does nothing: timing it gives the harness's own cost per call."""
 
-    backend: ClassVar[str] = "null"
-
     def __init__(self, signature: ModelSignature) -> None:
         super().__init__(Path("<null>"))
         self._null_signature = signature
@@ -74,7 +72,7 @@ class NullRunner(Runner):
         """Nothing to load: the signature given at construction."""
         return self._null_signature
 
-    def infer_impl(self, feeds: Feeds) -> dict[str, np.ndarray]:
+    def infer_impl(self, feeds: Feeds) -> Outputs:
         """Return at once, with no outputs."""
         return {}
 
@@ -82,39 +80,37 @@ class NullRunner(Runner):
 def time_loop(runner: Runner, batches: list[Feeds], warmup: Budget, measure: Budget) -> Timing:
     """Warm up (dropped), then time each inference call + `sync()`; cycles through `batches`.
 
-    Every batch is checked once, before timing, by the runner's own `check_feeds`; the timed call
-    is then the backend's `infer_impl`, which is all a plain loop over the library pays. Checking
-    names, dtypes and shapes on every call cost 3.8 µs here, 10% of a 37 µs ORT call.
+    Every batch is checked once, before timing (`check_inputs`); the timed call is then
+    `infer(feeds, check_inputs=False)`, the runner's protocol without the per-call check, which
+    cost 3.8 µs here (10% of a 37 µs ORT call). A runner that times its device copies reports
+    them in `last_timings` after each call (trtexec's H2D/D2H apart from compute); CPU runners
+    report none and `transfer_ms` stays empty.
     """
     runner.activate()
     for feeds in batches:
-        runner.check_feeds(feeds)
-    infer, sync = runner.infer_impl, runner.sync
+        runner.check_inputs(feeds)
+    infer, sync = runner.infer, runner.sync
     count = len(batches)
     calls = 0
     start = time.perf_counter_ns()
     while not warmup.done(calls, time.perf_counter_ns() - start):
-        infer(batches[calls % count])
+        infer(batches[calls % count], False)
         sync()
         calls += 1
     warmup_calls = calls
     latencies: list[int] = []
     transfers: list[float] = []
-    # Runners that move data to a device may expose the last call's transfer time (trtexec
-    # reports H2D/D2H apart from compute); CPU runners do not, and the list stays empty.
-    has_transfer = hasattr(runner, "last_transfer_ms")
     clock = time.perf_counter_ns
     wall_start = clock()
     while not measure.done(len(latencies), clock() - wall_start):
         feeds = batches[(warmup_calls + len(latencies)) % count]
         begin = clock()
-        infer(feeds)
+        infer(feeds, False)
         sync()
         latencies.append(clock() - begin)
-        if has_transfer:
-            transfer = getattr(runner, "last_transfer_ms", None)
-            if transfer is not None:
-                transfers.append(float(transfer))
+        timings = runner.last_timings
+        if timings is not None:
+            transfers.append(timings.transfer_ms)
     wall_ns = clock() - wall_start
     return Timing(latencies, wall_ns, warmup_calls, transfers)
 
@@ -130,53 +126,12 @@ def make_batches(inputs: dict[str, np.ndarray], batch_size: int, max_batches: in
     return batches
 
 
-# The library each backend loads; imported before the load clock starts (see `run`).
-LIBRARIES = {
-    "tf": "tensorflow",
-    "tftrt": "tensorflow",
-    "ort": "onnxruntime",
-    "onnx": "onnxruntime",
-    "trt": "tensorrt",
-}
-
-
-def make_runner(spec: dict[str, Any]) -> Runner:
-    """The runner for the spec's model: native SavedModel (optionally XLA) or artifact backend."""
-    from trtconv.backends.base import runner_class
-
-    backend = spec["backend"]
-    payload = Path(spec["payload"])
-    if backend == "tf":
-        from trtconv.backends.tf_native import SavedModelRunner
-
-        return SavedModelRunner(payload, xla=bool(spec.get("xla")))
-    cls = runner_class(backend)
-    if spec.get("threads") is not None and "threads" in inspect.signature(cls).parameters:
-        return cls(payload, threads=spec["threads"])  # type: ignore[call-arg]
-    return cls(payload)
-
-
 def import_backend(spec: dict[str, Any]) -> None:
-    """Import the backend's runner module and library: process start-up, not model loading."""
-    from trtconv.backends.base import runner_class
+    """Import the backend's library: process start-up, not model loading."""
+    from trtconv.backends import registry
     from trtconv.lazy import require
 
-    runner_class(spec["backend"])
-    library = LIBRARIES.get(spec["backend"])
-    if library is not None:
-        require(library)
-
-
-def configure_threads(spec: dict[str, Any]) -> None:
-    """Apply --threads to TensorFlow's pools before anything runs (other runners take an arg)."""
-    threads = spec.get("threads")
-    if threads is None or spec["backend"] not in ("tf", "tftrt"):
-        return
-    from trtconv.lazy import require
-
-    tf = require("tensorflow")
-    tf.config.threading.set_intra_op_parallelism_threads(int(threads))
-    tf.config.threading.set_inter_op_parallelism_threads(int(threads))
+    require(registry.get(spec["backend"]).library)
 
 
 def peak_rss_mb(status: Path = Path("/proc/self/status")) -> float:
@@ -195,6 +150,10 @@ def peak_rss_mb(status: Path = Path("/proc/self/status")) -> float:
 
 def gpu_memory_mb(pid: int) -> float | None:
     """GPU memory nvidia-smi attributes to `pid`; None without an NVIDIA GPU."""
+    from trtconv.facts import probe_gpus
+
+    if not probe_gpus():
+        return None
     try:
         completed = subprocess.run(
             ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
@@ -254,10 +213,12 @@ def load(spec: dict[str, Any], first_batch: Feeds) -> tuple[Runner, float, float
     Importing TensorFlow or ONNX Runtime is left out: it is process start-up, seconds that every
     caller pays once whatever the model.
     """
+    from trtconv.backends.registry import open_runner
+
     import_backend(spec)
-    configure_threads(spec)
+    options = RunOptions(threads=spec.get("threads"), xla=bool(spec.get("xla")))
     started = time.perf_counter_ns()
-    runner = make_runner(spec)
+    runner = open_runner(Path(spec["model"]), options)
     runner.activate()
     loaded = time.perf_counter_ns()
     runner.infer(first_batch)
@@ -266,45 +227,47 @@ def load(spec: dict[str, Any], first_batch: Feeds) -> tuple[Runner, float, float
     return runner, (loaded - started) / 1e6, (first - started) / 1e6
 
 
+def measure_batch(runner: Runner, batches: list[Feeds], spec: dict[str, Any]) -> dict[str, Any]:
+    """The raw samples of one batch size: latencies, wall time, warm-up calls, transfers."""
+    warmup = Budget.from_dict(spec["warmup"])
+    measure = Budget.from_dict(spec["measure"])
+    timing = time_loop(runner, batches, warmup, measure)
+    return {
+        "batch_size": len(next(iter(batches[0].values()))),
+        "latencies_ms": [ns / 1e6 for ns in timing.latencies_ns],
+        "wall_ns": timing.wall_ns,
+        "warmup_iterations": timing.warmup_iterations,
+        "transfer_ms": timing.transfer_ms or None,
+    }
+
+
 def run(spec: dict[str, Any], progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Benchmark one model as `spec` says; return the raw measurements (one JSON document)."""
     note = progress or (lambda _message: None)
     inputs = load_arrays(spec["data"], spec.get("input_map"))
     batch_sizes = [int(b) for b in spec["batch_sizes"]]
     all_batches = {b: make_batches(inputs, b, int(spec.get("max_batches", 8))) for b in batch_sizes}
-    warmup = Budget.from_dict(spec["warmup"])
-    measure = Budget.from_dict(spec["measure"])
-
     runner, load_ms, first_inference_ms = load(spec, all_batches[batch_sizes[0]][0])
     note(f"loaded in {load_ms:.0f} ms")
-
-    overhead_ms = measure_overhead(runner, all_batches[batch_sizes[0]])
-    measured = []
-    for batch_size in batch_sizes:
-        note(f"batch {batch_size}")
-        timing = time_loop(runner, all_batches[batch_size], warmup, measure)
-        measured.append(
-            {
-                "batch_size": batch_size,
-                "latencies_ms": [ns / 1e6 for ns in timing.latencies_ns],
-                "wall_ns": timing.wall_ns,
-                "warmup_iterations": timing.warmup_iterations,
-                "transfer_ms": timing.transfer_ms or None,
-            }
-        )
-    # Read the peak before evaluation so that it reflects the timed runs, not the eval set.
-    peak = peak_rss_mb()
-    predictions = None
-    if spec.get("eval"):
-        eval_inputs = load_arrays(spec["eval"], spec.get("input_map"))
-        predictions = top1(runner, eval_inputs, max(batch_sizes))
+    with runner:  # deactivated (device memory freed) when done
+        overhead_ms = measure_overhead(runner, all_batches[batch_sizes[0]])
+        measured = []
+        for batch_size in batch_sizes:
+            note(f"batch {batch_size}")
+            measured.append(measure_batch(runner, all_batches[batch_size], spec))
+        # Read the peaks before evaluation: they reflect the timed runs, not the eval set.
+        peak, gpu_memory = peak_rss_mb(), gpu_memory_mb(os.getpid())
+        predictions = None
+        if spec.get("eval"):
+            eval_inputs = load_arrays(spec["eval"], spec.get("input_map"))
+            predictions = top1(runner, eval_inputs, max(batch_sizes))
     return {
         "label": spec["label"],
         "pid": os.getpid(),
         "load_ms": load_ms,
         "first_inference_ms": first_inference_ms,
         "peak_rss_mb": peak,
-        "gpu_memory_mb": gpu_memory_mb(os.getpid()),
+        "gpu_memory_mb": gpu_memory,
         "harness_overhead_ms": overhead_ms,
         "batches": measured,
         "predictions": predictions,

@@ -1,38 +1,42 @@
-"""Calibration and validation data shaped for one model: keyed by input name, in its dtype.
+"""The one reader of model data: train, convert (calibration and validation), validate and bench
+all read a data spec through here, with one set of rules, keyed by input name in the model's dtype.
 
-A data spec is `digits`, `PATH.npz`, an image folder, or `random`. Every spec is split into a
-calibration part and a held-out part, and the two never overlap:
+A data spec is `digits`, `PATH.npz`, an image folder, or `random`. Its calibration part and its
+held-out (validation) part never overlap; the bench reads all of it:
 
-- `digits`: scikit-learn's fixed split (calibration: train, validation: test);
+- `digits`: scikit-learn's fixed split (calibration: train, validation: test, bench: all);
 - `.npz` and image folders: the same seeded 80/20 split `trtconv train` uses, so a file used for
   training, calibration and validation is validated on samples the model never trained on;
-- `random`: two different seeds; results are valid for timing only.
+- `random`: a seed per role; valid for timing only.
 
+Names: an `.npz` holds one array per input name, or a single `x` for a single-input model.
 Dtypes: an array of the same kind as the input (float64 for a float32 input, int32 for int64) is
 cast, because `np.savez` of Python data gives float64 and the values survive the cast to the
 precision the model computes in anyway. A different kind (integers for a float input) is refused:
-uint8 pixels fed to a model that expects [0, 1] would calibrate silently wrong.
+uint8 pixels fed to a model that expects [0, 1] would calibrate (or time) silently wrong.
+Images: resized to the input's static height and width, scaled by the flags, else the model card,
+else 1/255.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from trtconv.backends.base import CalibrationFeed, Feeds
+from trtconv.backends.request import CalibrationFeed, Feeds
 from trtconv.calib.sources import (
+    DEFAULT_SCALE,
     DIGITS,
     ArraySet,
+    ImagePreprocessing,
     check_arrays,
     check_input_shape,
     load_digits,
-    load_image_folder,
-    load_npz,
+    load_file,
     split_holdout,
 )
 from trtconv.errors import InputError, UsageError
@@ -44,19 +48,11 @@ log = logging.getLogger(__name__)
 RANDOM = "random"
 CALIBRATION = "calibration"
 VALIDATION = "validation"
-ROLES = (CALIBRATION, VALIDATION)
-RANDOM_SEEDS = {CALIBRATION: 1, VALIDATION: 2}
-DEFAULT_SCALE = 1.0 / 255.0
-
-
-@dataclass(frozen=True)
-class ImagePreprocessing:
-    """How image files become model inputs: resized to `image_size`, then x * scale + offset."""
-
-    image_size: tuple[int, int]
-    channels: int
-    scale: float = DEFAULT_SCALE
-    offset: float = 0.0
+ALL = "all"  # every sample, no hold-out (the bench's inputs and evaluation data)
+ROLES = (CALIBRATION, VALIDATION, ALL)
+DIGITS_SPLITS = {CALIBRATION: "train", VALIDATION: "test", ALL: "all"}
+RANDOM_SEEDS = {CALIBRATION: 1, VALIDATION: 2, ALL: 0}
+DEFAULT_RANDOM_SAMPLES = 256
 
 
 def read_model_data(
@@ -69,65 +65,49 @@ def read_model_data(
     scale: float | None = None,
     offset: float | None = None,
 ) -> ArraySet:
-    """The `role` part ("calibration" or "validation") of `spec`, fitted to `signature`.
+    """The `role` part ("calibration", "validation" or "all") of `spec`, fitted to `signature`.
 
-    Returns at most `samples` samples keyed by the model's input names, in the signature dtypes.
-    Raises UsageError for an unknown spec or role and InputError for data that cannot fit.
+    Returns at most `samples` samples keyed by the model's input names, in the signature dtypes
+    (`random`: exactly `samples`, default 256). `saved_model`, `scale` and `offset` say how image
+    folders are decoded (see `image_preprocessing`). Raises UsageError for an unknown spec or role
+    and InputError for data that cannot fit.
     """
     if role not in ROLES:
         raise UsageError(f"Unknown data role '{role}'; expected one of {', '.join(ROLES)}.")
     if samples is not None and samples < 1:
         raise UsageError(f"The number of samples must be at least 1, found {samples}.")
     if spec == RANDOM:
-        return random_data(signature, samples or 256, seed=RANDOM_SEEDS[role])
-    data = _load_part(spec, signature, role, saved_model, scale, offset)
-    data = fit_to_signature(data, signature)
-    if samples is not None:
-        if samples > len(data):
-            log.info(
-                "%s: %d %s samples requested, %d available; using all of them",
-                data.source,
-                samples,
-                role,
-                len(data),
+        if role != ALL:
+            log.warning(
+                "calibrating/validating on random data: the result is valid for timing only, "
+                "not for accuracy"
             )
-        data = data.head(samples)
+        return random_data(signature, samples or DEFAULT_RANDOM_SAMPLES, RANDOM_SEEDS[role])
+    part = load_part(spec, role, lambda: image_preprocessing(signature, saved_model, scale, offset))
+    data = fit_to_signature(part, signature)
+    if samples is not None and samples < len(data):
+        return data.head(samples)
+    if samples is not None and samples > len(data):
+        log.info(
+            "%s: %d samples requested, %d available; using all", data.source, samples, len(data)
+        )
     return data
 
 
-def _load_part(
-    spec: str,
-    signature: ModelSignature,
-    role: str,
-    saved_model: Path | None,
-    scale: float | None,
-    offset: float | None,
+def load_part(
+    spec: str, role: str, images: Callable[[], ImagePreprocessing] | None = None
 ) -> ArraySet:
+    """The `role` part of `digits` or a user data set (as read, not yet fitted to a model).
+
+    `images` gives the preprocessing of an image folder (called only for one).
+    """
     if spec == DIGITS:
-        return load_digits("train" if role == CALIBRATION else "test")
-    path = Path(spec)
-    if path.suffix == ".npz":
-        data = load_npz(path)
-    elif path.is_dir():
-        prep = image_preprocessing(signature, saved_model, scale, offset)
-        data = load_image_folder(path, prep.image_size, prep.channels, prep.scale, prep.offset)
-    elif not path.exists():
-        raise UsageError(
-            f"Data source '{spec}' is neither 'digits', 'random', an existing .npz file nor an "
-            "image folder."
-        )
-    else:
-        raise InputError(
-            f"Data source {path} is a {path.suffix or 'file'}; expected .npz or a folder."
-        )
-    return holdout_split(data)[0 if role == CALIBRATION else 1]
-
-
-def holdout_split(data: ArraySet) -> tuple[ArraySet, ArraySet]:
-    """(calibration, held-out) parts of a user data set: sources.split_holdout, labelled."""
-    first, second = split_holdout(data)
-    first.source, second.source = f"{data.source}[{CALIBRATION}]", f"{data.source}[{VALIDATION}]"
-    return first, second
+        return load_digits(DIGITS_SPLITS[role])
+    data = load_file(spec, images)
+    if role == ALL:
+        return data
+    calibration, held_out = split_holdout(data, (CALIBRATION, VALIDATION))
+    return calibration if role == CALIBRATION else held_out
 
 
 def image_preprocessing(
@@ -212,11 +192,8 @@ def _cast(array: np.ndarray, spec: TensorSpec, source: str) -> np.ndarray:
 
 
 def random_data(signature: ModelSignature, samples: int, seed: int) -> ArraySet:
-    """Uniform [0, 1) floats (or small integers) for every input; only good for timing."""
-    log.warning(
-        "calibrating/validating on random data: the result is valid for timing only, "
-        "not for accuracy"
-    )
+    """Seeded inputs shaped by the signature: floats in [0, 1), integers in [0, 10), booleans;
+    only good for timing. Raises InputError for a dynamic non-batch dimension."""
     rng = np.random.default_rng(seed)
     inputs: dict[str, np.ndarray] = {}
     for spec in signature.inputs:
@@ -230,6 +207,8 @@ def random_data(signature: ModelSignature, samples: int, seed: int) -> ArraySet:
             inputs[spec.name] = rng.random(shape, dtype=np.float32).astype(dtype)
         elif dtype.kind in "iu":
             inputs[spec.name] = rng.integers(0, 10, shape).astype(dtype)
+        elif dtype.kind == "b":
+            inputs[spec.name] = rng.random(shape) < 0.5
         else:
             raise InputError(f"Random data cannot fill input {spec.describe()}.")
     return ArraySet(inputs, None, f"{RANDOM}(seed={seed})")

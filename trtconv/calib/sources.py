@@ -1,12 +1,14 @@
 """Load labelled or unlabelled arrays from `digits`, an `.npz`, or an image folder.
 
 Every loader checks what it read: empty data, NaN/Inf, labels out of range and shapes that do not
-fit the model each raise InputError with one sentence naming the file, expected and found.
+fit the model each raise InputError with one sentence naming the file, expected and found. A user
+data set has one seeded hold-out split (`split_holdout`), shared by train, convert and validate.
 """
 
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +25,17 @@ DIGITS_SPLIT_SEED = 0  # fixed: the held-out split is the same on every machine 
 HOLDOUT_FRACTION = 0.2
 HOLDOUT_SEED = 0
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
+DEFAULT_SCALE = 1.0 / 255.0
+
+
+@dataclass(frozen=True)
+class ImagePreprocessing:
+    """How image files become model inputs: resized to `image_size`, then x * scale + offset."""
+
+    image_size: tuple[int, int]
+    channels: int
+    scale: float = DEFAULT_SCALE
+    offset: float = 0.0
 
 
 @dataclass
@@ -65,10 +78,13 @@ class ArraySet:
         return sha256_bytes(b"".join(parts))
 
 
-def split_holdout(data: ArraySet) -> tuple[ArraySet, ArraySet]:
+def split_holdout(
+    data: ArraySet, names: tuple[str, str] = ("train", "test")
+) -> tuple[ArraySet, ArraySet]:
     """(kept, held_out): the fixed, seeded 80/20 split of a user data set; they never overlap.
 
-    Raises InputError when there are too few samples for both parts.
+    The parts' sources are labelled with `names` (e.g. `x.npz[train]`). Raises InputError when
+    there are too few samples for both parts.
     """
     order = np.random.default_rng(HOLDOUT_SEED).permutation(len(data))
     cut = int(len(data) * (1 - HOLDOUT_FRACTION))
@@ -76,7 +92,9 @@ def split_holdout(data: ArraySet) -> tuple[ArraySet, ArraySet]:
         raise InputError(
             f"{data.source} has {len(data)} samples: too few to hold out a part (need at least 2)."
         )
-    return data.take(order[:cut]), data.take(order[cut:])
+    kept, held_out = data.take(order[:cut]), data.take(order[cut:])
+    kept.source, held_out.source = (f"{data.source}[{name}]" for name in names)
+    return kept, held_out
 
 
 def load_digits(split: str = "all") -> ArraySet:
@@ -122,12 +140,12 @@ def load_npz(path: Path) -> ArraySet:
     return data
 
 
-def load_image_folder(
-    path: Path, image_size: tuple[int, int], channels: int, scale: float, offset: float
-) -> ArraySet:
-    """A folder with one sub-folder per class; images decoded, resized, scaled as x*scale+offset."""
+def load_image_folder(path: Path, prep: ImagePreprocessing) -> ArraySet:
+    """A folder with one sub-folder per class; images decoded and resized as `prep` says, scaled
+    as x * scale + offset."""
     from PIL import Image
 
+    image_size, channels = prep.image_size, prep.channels
     path = Path(path)
     classes = sorted(p.name for p in path.iterdir() if p.is_dir())
     if not classes:
@@ -145,7 +163,7 @@ def load_image_folder(
             except OSError as exc:
                 raise InputError(f"Image {file} could not be decoded ({exc}).") from exc
             array = np.asarray(resized, dtype=np.float32).reshape(*image_size, channels)
-            images.append(array * scale + offset)
+            images.append(array * prep.scale + prep.offset)
             labels.append(label)
     if not images:
         raise InputError(f"Image folder {path} holds no images ({', '.join(IMAGE_SUFFIXES)}).")
@@ -201,27 +219,22 @@ def check_input_shape(
         )
 
 
-def load_source(
-    spec: str,
-    *,
-    split: str = "all",
-    image_size: tuple[int, int] | None = None,
-    channels: int = 3,
-    scale: float = 1.0 / 255.0,
-    offset: float = 0.0,
-) -> ArraySet:
-    """Resolve a data spec: `digits`, a path to an `.npz`, or an image folder."""
-    if spec == DIGITS:
-        return load_digits(split)
+def load_file(spec: str, images: Callable[[], ImagePreprocessing] | None = None) -> ArraySet:
+    """A user data set: an `.npz`, or an image folder decoded as `images()` says.
+
+    Raises UsageError for a path that does not exist (or an image folder without `images`) and
+    InputError for a file that is not an `.npz`.
+    """
     path = Path(spec)
     if path.suffix == ".npz":
         return load_npz(path)
     if path.is_dir():
-        if image_size is None:
+        if images is None:
             raise UsageError(f"Image folder {path} needs an image size (from a model card).")
-        return load_image_folder(path, image_size, channels, scale, offset)
+        return load_image_folder(path, images())
     if not path.exists():
         raise UsageError(
-            f"Data source '{spec}' is neither 'digits', an existing .npz file nor an image folder."
+            f"Data source '{spec}' is neither 'digits', 'random', an existing .npz file nor an "
+            "image folder."
         )
     raise InputError(f"Data source {path} is a {path.suffix or 'file'}; expected .npz or a folder.")

@@ -87,13 +87,14 @@ def emit_error(error_type: str, message: str, json_mode: bool) -> None:
 
 
 def run_command(
-    work: Callable[[], Result],
-    *,
-    json_mode: bool,
-    render: Renderer | None = None,
-    exit_code: Callable[[Result], int] | None = None,
+    work: Callable[[], Result], *, json_mode: bool, render: Renderer | None = None
 ) -> None:
-    """Run a command's work, print its result, and map errors to exit codes (the only place)."""
+    """Run a command's work, print its result, and map errors to exit codes (the only place).
+
+    Every error is a TrtconvError carrying its exit code. One that carries the command's result
+    (a failed validation or gate, exit 4) prints that result as success would, JSON included,
+    and its one-line reason on stderr.
+    """
     configure_logging(verbose=bool(os.environ.get("TRTCONV_VERBOSE")))
     quiet_tensorflow()  # before any command imports TensorFlow (and for its subprocesses)
     debug = os.environ.get("TRTCONV_DEBUG") == "1"
@@ -103,7 +104,10 @@ def run_command(
     except TrtconvError as exc:
         if debug:
             traceback.print_exc()
-        emit_error(type(exc).__name__, str(exc), json_mode)
+        if exc.result is not None:
+            emit_result(exc.result, json_mode, render)
+        # With a result on stdout, the error document would make it two: stderr only.
+        emit_error(type(exc).__name__, str(exc), json_mode and exc.result is None)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt as interrupt:
         what = "terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
@@ -118,6 +122,3 @@ def run_command(
         emit_error("InternalError", message, json_mode)
         raise typer.Exit(1) from None
     emit_result(result, json_mode, render)
-    code = exit_code(result) if exit_code else 0
-    if code:
-        raise typer.Exit(code)

@@ -76,9 +76,4 @@ def release_cli(
         with progress_bar("release") as progress:
             return api.release(config, output=output, resume=resume, force=force, progress=progress)
 
-    run_command(
-        work,
-        json_mode=json_output,
-        render=render_release,
-        exit_code=lambda document: int(document["exit_code"]),
-    )
+    run_command(work, json_mode=json_output, render=render_release)

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from trtconv.cli._output import run_command
-from trtconv.cli.convert import failed_exit_code, render_validation
+from trtconv.cli.convert import render_validation
 
 
 def render(result: dict[str, Any], console: Console) -> None:
@@ -44,9 +44,4 @@ def validate_cli(
             artifact=artifact, reference=reference, data=data, samples=samples, tolerance=tolerance
         )
 
-    run_command(
-        work,
-        json_mode=json_output,
-        render=render,
-        exit_code=lambda result: failed_exit_code({"validation": result}),
-    )
+    run_command(work, json_mode=json_output, render=render)

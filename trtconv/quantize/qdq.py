@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.backends.base import CalibrationFeed
 from trtconv.backends.onnx_export import op_counts
+from trtconv.backends.request import CalibrationFeed
 from trtconv.errors import ConversionError, UsageError
 from trtconv.lazy import require
 from trtconv.quantize import CALIB_METHODS

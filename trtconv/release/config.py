@@ -18,12 +18,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtconv.backends.request import PRECISIONS
 from trtconv.errors import UsageError
 from trtconv.quantize import CALIB_METHODS
 from trtconv.quantize.isa import INT8_TARGETS
 
-BACKENDS = ("auto", "tftrt", "ort", "trt")
-PRECISIONS = ("fp32", "tf32", "fp16", "int8")
 AMP_DTYPES = ("auto", "float16", "bfloat16")
 DIGITS = "digits"
 DEFAULT_BATCH_SIZES = (1, 8)
@@ -227,8 +226,17 @@ TRAIN_FIELDS: dict[str, Validator] = {
     "xla": boolean,
     "seed": non_negative_int,
 }
+
+
+def backend_choice(path: str, value: Any) -> str:
+    """A registered converter's name, or "auto" (the registry decides what is known)."""
+    from trtconv.backends.registry import backend_choices
+
+    return str(choice(*backend_choices())(path, value))
+
+
 TARGET_FIELDS: dict[str, Validator] = {
-    "backend": choice(*BACKENDS),
+    "backend": backend_choice,
     "precision": choice(*PRECISIONS),
     "tolerance": positive_number,
 }

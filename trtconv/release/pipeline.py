@@ -13,9 +13,11 @@ from typing import Any
 
 from trtconv import __version__
 from trtconv.environment import environment_block
+from trtconv.errors import GateError
 from trtconv.fsutil import sha256_path, write_atomic
 from trtconv.interrupts import sigterm_as_interrupt
 from trtconv.release.config import ReleaseConfig, Target, load_config
+from trtconv.release.document import ReleaseDocument, TargetEntry
 from trtconv.release.markdown import render_markdown
 from trtconv.release.rundir import (
     LOG_FILE,
@@ -32,9 +34,7 @@ from trtconv.release.verdict import bench_rows_by_label, judge_targets
 
 log = logging.getLogger(__name__)
 
-RELEASE_SCHEMA_VERSION = 1
 NATIVE = "native"
-EXIT_PASSED, EXIT_NO_TARGET = 0, 4
 DEFAULT_OUTPUT_ROOT = Path("release-out")  # git-ignored
 
 
@@ -52,9 +52,10 @@ def release(
 ) -> dict[str, Any]:
     """Run a release from a TOML config; return the release document (also in release.json).
 
-    `exit_code` in the result is 0 with a recommended artifact and 4 when no target passed.
-    Raises UsageError for a bad config or output, and TrtconvError for a failure that stops the
-    whole release (training, benchmarking); a target that fails to convert does not.
+    With a recommended artifact its `exit_code` is 0. Raises GateError (exit 4, carrying the whole
+    document, also written) when no target passed every gate, UsageError for a bad config or
+    output, and TrtconvError for a failure that stops the whole release (training,
+    benchmarking); a target that fails to convert does not.
     """
     config = load_config(Path(config_path))
     directory = Path(output or default_output(config_path)).resolve()
@@ -64,70 +65,50 @@ def release(
         clean_release_dir(directory, force)
         with release_log(directory / LOG_FILE), sigterm_as_interrupt():
             log.info("release %s into %s (trtconv %s)", config_path, directory, __version__)
-            return run_release(config, directory, resume, progress)
+            document = run_release(config, directory, resume, progress)
+    if document["recommendation"] is None:
+        raise GateError(document["recommendation_reason"], result=document)
+    return document
 
 
 def run_release(
     config: ReleaseConfig, directory: Path, resume: bool, progress: Progress | None = None
 ) -> dict[str, Any]:
-    """The steps, then the verdict and the reports."""
+    """The steps, then the verdict and the reports; returns release.json's content."""
     started = time.perf_counter()
     run = ReleaseRun(config, directory, resume, progress)
     source, card = run.source_model()
     source_sha = sha256_path(source)
-    targets = []
-    for target in config.targets:
-        conversion = run.convert(target, source, source_sha)
-        targets.append(_target_entry(target, conversion, directory))
-    artifacts = {t["id"]: directory / t["artifact"] for t in targets if t["status"] == "converted"}
+    targets = [
+        _target_entry(target, run.convert(target, source, source_sha), directory)
+        for target in config.targets
+    ]
+    artifacts = {t.id: directory / t.artifact for t in targets if t.artifact is not None}
     for entry, target in zip(targets, config.targets, strict=True):
-        if entry["status"] == "converted":
-            entry["eval"] = run.evaluate(target, artifacts[entry["id"]], source, source_sha)
+        if entry.artifact is not None:
+            entry.eval = run.evaluate(target, artifacts[entry.id], source, source_sha)
     bench = run.bench(source, source_sha, artifacts)
     rows = bench_rows_by_label(bench, [NATIVE, *artifacts])
     for entry in targets:
-        entry["bench"] = rows.get(entry["id"], [])
-    recommendation, reason = judge_targets(config, targets)
-    document = _document(config, directory, run, source, source_sha, card, targets, bench)
-    document.update(
-        verdict="passed" if recommendation else "failed",
-        exit_code=EXIT_PASSED if recommendation else EXIT_NO_TARGET,
-        recommendation=recommendation,
-        recommendation_reason=reason,
-        native_bench=rows[NATIVE],
-    )
-    document["timings"]["total_seconds"] = round(time.perf_counter() - started, 3)
-    write_json_atomic(directory / RELEASE_JSON, document)
-    write_atomic(directory / RELEASE_MD, render_markdown(document))
+        entry.bench = rows.get(entry.id, [])
+    document = _document(config, directory, run, (source, source_sha, card), targets, bench)
+    document.native_bench = rows[NATIVE]
+    document.recommendation, document.recommendation_reason = judge_targets(config, targets)
+    document.total_seconds = time.perf_counter() - started
+    data = document.to_dict()
+    write_json_atomic(directory / RELEASE_JSON, data)
+    write_atomic(directory / RELEASE_MD, render_markdown(data))
     run.finish()
-    log.info("verdict: %s (%s)", document["verdict"], reason)
-    return document
+    log.info("verdict: %s (%s)", data["verdict"], document.recommendation_reason)
+    return data
 
 
-def _target_entry(target: Target, conversion: dict[str, Any], directory: Path) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "id": target.id,
-        "requested_backend": target.backend,
-        "backend": conversion.get("backend", target.backend),
-        "precision": target.precision,
-        "status": conversion["status"],
-        "error": conversion.get("error"),
-        "artifact": None,
-        "artifact_sha256": None,
-        "manifest": conversion.get("manifest"),
-        "backend_reason": conversion.get("backend_reason"),
-        "conversion_seconds": conversion.get("conversion_seconds"),
-        "artifact_size_bytes": conversion.get("artifact_size_bytes"),
-        "validation": conversion.get("validation"),
-        "eval": None,
-        "bench": [],
-        "gates": [],
-        "passed": False,
-    }
-    if conversion["status"] == "converted":
+def _target_entry(target: Target, conversion: dict[str, Any], directory: Path) -> TargetEntry:
+    entry = TargetEntry(target.id, target.backend, target.precision, conversion)
+    if entry.converted:
         artifact = directory / "artifacts" / target.id
-        entry["artifact"] = _relative(artifact, directory)
-        entry["artifact_sha256"] = sha256_path(artifact)
+        entry.artifact = _relative(artifact, directory)
+        entry.artifact_sha256 = sha256_path(artifact)
     return entry
 
 
@@ -135,34 +116,30 @@ def _document(
     config: ReleaseConfig,
     directory: Path,
     run: ReleaseRun,
-    source: Path,
-    source_sha: str,
-    card: dict[str, Any] | None,
-    targets: list[dict[str, Any]],
+    source: tuple[Path, str, dict[str, Any] | None],
+    targets: list[TargetEntry],
     bench: dict[str, Any],
-) -> dict[str, Any]:
+) -> ReleaseDocument:
+    """The document before the verdict; `source` is (SavedModel, its sha256, model card)."""
+    path, sha256, card = source
     plots = sorted(_relative(p, directory) for p in (directory / "bench").rglob("*.png"))
-    return {
-        "schema_version": RELEASE_SCHEMA_VERSION,
-        "config": config.to_dict(),
-        "config_sha256": sha256_path(config.source),
-        "release_dir": str(directory),
-        "source_model": {
-            "path": str(source),
-            "sha256": source_sha,
+    return ReleaseDocument(
+        config=config,
+        config_sha256=sha256_path(config.source),
+        release_dir=str(directory),
+        source_model={
+            "path": str(path),
+            "sha256": sha256,
             "trained": card is not None,
             "test_accuracy": None if card is None else card.get("test_accuracy"),
         },
-        "targets": targets,
-        "gate_batch_size": config.gates.gate_batch_size,
-        "bench": bench,
-        "plots": plots,
-        "steps": run.steps,
-        "reused_steps": [s["name"] for s in run.steps if s["reused"]],
-        "timings": {s["name"]: s["seconds"] for s in run.steps},
-        "environment": environment_block(),
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
+        targets=targets,
+        bench=bench,
+        plots=plots,
+        steps=run.steps,
+        environment=environment_block(),
+        created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from trtconv import __version__
-from trtconv.environment import cpu_info, library_versions, nvidia_gpus
-from trtconv.errors import GateError, TrtconvError
-from trtconv.fsutil import dir_size_bytes, sha256_path
+from trtconv.errors import AccuracyError, TrtconvError
+from trtconv.facts import library_versions, probe_cpu, probe_gpus
+from trtconv.fsutil import sha256_path
 from trtconv.release.config import DIGITS, ReleaseConfig, Target
 from trtconv.release.store import StepStore
 
@@ -54,8 +54,9 @@ def _version(distribution: str) -> str | None:
 
 def device_fingerprint() -> dict[str, Any]:
     """The hardware a converted artifact may be specialised for (ORT layouts, TensorRT engines)."""
-    cpu = cpu_info()
-    return {"cpu": cpu["model"], "cpu_features": cpu["features"], "gpus": nvidia_gpus()}
+    cpu = probe_cpu().to_dict()
+    gpus = [gpu.to_dict() for gpu in probe_gpus()]
+    return {"cpu": cpu["model"], "cpu_features": cpu["features"], "gpus": gpus}
 
 
 class ReleaseRun:
@@ -162,31 +163,6 @@ class ReleaseRun:
         """Convert one target; a known failure is recorded as the target's result, not raised."""
         calibration = self.config.calibration
         output = self.directory / "artifacts" / target.id
-        batch_sizes = self.config.bench.batch_sizes
-        inputs = {
-            "source_sha256": source_sha,
-            "backend": target.backend,
-            "precision": target.precision,
-            "tolerance": target.tolerance,
-            # Its data also supplies every target's validation samples; method and samples
-            # matter only to int8, so changing them does not redo the other conversions.
-            "calibration": {
-                "data": data_fingerprint(calibration.data),
-                **(
-                    {
-                        "method": calibration.method,
-                        "samples": calibration.samples,
-                        "int8_target": calibration.int8_target,
-                    }
-                    if target.precision == "int8"
-                    else {}
-                ),
-            },
-            "batch_sizes": list(batch_sizes),
-            "validate_samples": self.config.eval.samples,
-            "tools": self.tools,
-            "device": self.device,
-        }
 
         def work() -> tuple[dict[str, Any], list[Path]]:
             from trtconv import api
@@ -206,21 +182,46 @@ class ReleaseRun:
                     calib_data=calibration.data,
                     calib_method=calibration.method,
                     int8_target=calibration.int8_target,
-                    batch_sizes=batch_sizes,
+                    batch_sizes=self.config.bench.batch_sizes,
                     tolerance=target.tolerance,
                     force=True,
                     **options,
                 )
-            except GateError as exc:
+            except AccuracyError as exc:
                 # Outside tolerance: the artifact is written and marked failed; keep its figures.
-                result = _result_from_artifact(output, exc)
+                result = exc.result or {}
             except TrtconvError as exc:
                 log.warning("target %s failed: %s", target.id, exc)
                 shutil.rmtree(output, ignore_errors=True)  # a stale artifact must not look current
                 return {"status": "failed", "error": _error(exc)}, []
             return {"status": "converted", **result}, [output]
 
-        return self.step(f"convert-{target.id}", inputs, work)
+        return self.step(f"convert-{target.id}", self._convert_inputs(target, source_sha), work)
+
+    def _convert_inputs(self, target: Target, source_sha: str) -> dict[str, Any]:
+        """What a conversion's result depends on (its resume key)."""
+        calibration = self.config.calibration
+        int8_only = {
+            "method": calibration.method,
+            "samples": calibration.samples,
+            "int8_target": calibration.int8_target,
+        }
+        return {
+            "source_sha256": source_sha,
+            "backend": target.backend,
+            "precision": target.precision,
+            "tolerance": target.tolerance,
+            # Its data also supplies every target's validation samples; method and samples
+            # matter only to int8, so changing them does not redo the other conversions.
+            "calibration": {
+                "data": data_fingerprint(calibration.data),
+                **(int8_only if target.precision == "int8" else {}),
+            },
+            "batch_sizes": list(self.config.bench.batch_sizes),
+            "validate_samples": self.config.eval.samples,
+            "tools": self.tools,
+            "device": self.device,
+        }
 
     # eval ------------------------------------------------------------------------------------
 
@@ -243,16 +244,17 @@ class ReleaseRun:
             from trtconv import api
 
             log.info("evaluating %s on %s", target.id, settings.data)
-            return (
-                api.validate(
+            try:
+                result = api.validate(
                     artifact,
                     reference=source,
                     data=settings.data,
                     samples=settings.samples,
                     tolerance=target.tolerance,
-                ),
-                [],
-            )
+                )
+            except AccuracyError as exc:  # outside tolerance: the gates judge its figures
+                result = exc.result or {}
+            return result, []
 
         return self.step(f"eval-{target.id}", inputs, work)
 
@@ -299,20 +301,3 @@ class ReleaseRun:
 
 def _error(exc: TrtconvError) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}
-
-
-def _result_from_artifact(artifact: Path, exc: GateError) -> dict[str, Any]:
-    """The convert result of an artifact written but failed by validation (its manifest)."""
-    from trtconv.manifest import read_manifest
-
-    manifest = read_manifest(artifact)
-    return {
-        "artifact": str(artifact),
-        "backend": manifest.backend,
-        "precision": manifest.precision,
-        "backend_reason": manifest.backend_reason,
-        "conversion_seconds": manifest.conversion_seconds,
-        "artifact_size_bytes": dir_size_bytes(artifact),
-        "manifest": manifest.to_dict(),
-        "validation": manifest.validation or {"passed": False, "error": str(exc)},
-    }

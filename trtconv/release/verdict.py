@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from trtconv.release.config import ReleaseConfig
+from trtconv.release.document import Recommendation, TargetEntry
 from trtconv.release.gates import Candidate, Measures, evaluate_gates, recommend
 
 
@@ -45,23 +46,19 @@ def measures_for(
     )
 
 
-def _judge(config: ReleaseConfig, target: dict[str, Any]) -> Candidate | None:
-    """Fill one target's `gates` and `passed`; its candidacy, or None if it did not convert."""
-    if target["status"] != "converted":
-        target["gates"], target["passed"] = [], False
+def _judge(config: ReleaseConfig, target: TargetEntry) -> Candidate | None:
+    """Fill one target's gates; its candidacy, or None if it did not convert."""
+    if not target.converted:
+        target.gates = []
         return None
-    row = _row_at(target["bench"], config.gates.gate_batch_size)
-    gates = evaluate_gates(config.gates, measures_for(target, target["eval"], row))
-    target["gates"] = [gate.to_dict() for gate in gates]
-    target["passed"] = all(gate.passed for gate in gates)
-    return Candidate(
-        target["id"], target["precision"], row.get("throughput_per_s"), target["passed"]
-    )
+    row = _row_at(target.bench, config.gates.gate_batch_size)
+    target.gates = evaluate_gates(config.gates, measures_for(target.conversion, target.eval, row))
+    return Candidate(target.id, target.precision, row.get("throughput_per_s"), target.passed)
 
 
 def judge_targets(
-    config: ReleaseConfig, targets: list[dict[str, Any]]
-) -> tuple[dict[str, Any] | None, str]:
+    config: ReleaseConfig, targets: list[TargetEntry]
+) -> tuple[Recommendation | None, str]:
     """Fill each target's gates; return the recommendation (or None) and why."""
     batch = config.gates.gate_batch_size
     candidates = [c for c in (_judge(config, target) for target in targets) if c is not None]
@@ -70,21 +67,21 @@ def judge_targets(
     if chosen is None:
         converted = f"{len(candidates)} of {len(targets)} converted"
         return None, f"no target passed every gate ({converted}, {passing} passed)"
-    winner = next(t for t in targets if t["id"] == chosen.target)
-    row = _row_at(winner["bench"], batch)
+    winner = next(t for t in targets if t.id == chosen.target)
+    row = _row_at(winner.bench, batch)
     reason = (
         f"fastest of {passing} target(s) passing every gate: "
         f"{row['throughput_per_s']:.1f}/s at batch {batch}"
     )
-    recommendation = {
-        "target": winner["id"],
-        "artifact": winner["artifact"],
-        "backend": winner["backend"],
-        "precision": winner["precision"],
-        "batch_size": batch,
-        "throughput_per_s": row.get("throughput_per_s"),
-        "speedup_vs_baseline": row.get("speedup_vs_baseline"),
-        "latency_ms_p99": row.get("latency_ms_p99"),
-        "reason": reason,
-    }
+    recommendation = Recommendation(
+        target=winner.id,
+        artifact=str(winner.artifact),
+        backend=winner.backend,
+        precision=winner.precision,
+        batch_size=batch,
+        throughput_per_s=row.get("throughput_per_s"),
+        speedup_vs_baseline=row.get("speedup_vs_baseline"),
+        latency_ms_p99=row.get("latency_ms_p99"),
+        reason=reason,
+    )
     return recommendation, reason

@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from trtconv.environment import cpu_has_bf16
 from trtconv.errors import UsageError
+from trtconv.facts import Facts, probe_cpu, probe_gpus
 from trtconv.lazy import require
 
 log = logging.getLogger(__name__)
@@ -30,37 +30,31 @@ class AmpChoice:
         return self.policy == "mixed_float16"
 
 
-def gpu_compute_capabilities() -> list[tuple[int, int]]:
-    """Compute capabilities of the GPUs TensorFlow sees ([] on a CPU-only machine)."""
-    tf = require("tensorflow")
-    capabilities = []
-    for device in tf.config.list_physical_devices("GPU"):
-        details = tf.config.experimental.get_device_details(device)
-        capability = details.get("compute_capability")
-        if capability:
-            capabilities.append(tuple(capability))
-    return capabilities
+def choose_policy(amp: bool, amp_dtype: str, machine: Facts | None = None) -> AmpChoice:
+    """Map --amp/--amp-dtype to a Keras policy for `machine` (this one by default).
 
-
-def choose_policy(amp: bool, amp_dtype: str) -> AmpChoice:
-    """Map --amp/--amp-dtype to a Keras policy for this machine."""
+    float16 on GPUs with tensor cores (all of them at compute capability >= 7.0), bfloat16 on CPUs
+    that compute it natively, float32 otherwise. Raises UsageError for an unknown dtype.
+    """
     if amp_dtype not in AMP_DTYPES:
         raise UsageError(f"--amp-dtype must be one of {', '.join(AMP_DTYPES)}, not '{amp_dtype}'.")
     if not amp:
         return AmpChoice("float32", "--no-amp")
-    capabilities = gpu_compute_capabilities()
+    gpus = machine.gpus if machine is not None else probe_gpus()
+    cpu_bf16 = (machine.cpu if machine is not None else probe_cpu()).has_bf16
+    capabilities = [gpu.compute_capability for gpu in gpus]
     if amp_dtype == "float16":
         if not capabilities:
             log.warning("mixed_float16 on a CPU is emulated and trains ~100x slower than float32.")
         return AmpChoice("mixed_float16", "--amp-dtype float16")
     if amp_dtype == "bfloat16":
-        if not capabilities and not cpu_has_bf16():
+        if not capabilities and not cpu_bf16:
             log.warning("This CPU has no native bfloat16 (AVX512-BF16/AMX): it will be emulated.")
         return AmpChoice("mixed_bfloat16", "--amp-dtype bfloat16")
     if capabilities and min(capabilities) >= MIN_FP16_TENSOR_CORE_CC:
         cc = ".".join(map(str, min(capabilities)))
         return AmpChoice("mixed_float16", f"GPU with compute capability {cc} (tensor cores)")
-    if not capabilities and cpu_has_bf16():
+    if not capabilities and cpu_bf16:
         return AmpChoice("mixed_bfloat16", "CPU with native bfloat16 (AVX512-BF16/AMX)")
     log.warning("No device with fast float16/bfloat16 math found; training in float32.")
     return AmpChoice("float32", "no GPU with tensor cores and no CPU bfloat16")

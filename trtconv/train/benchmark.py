@@ -25,7 +25,13 @@ import numpy as np
 from trtconv.environment import environment_block
 from trtconv.errors import UsageError
 from trtconv.lazy import require
-from trtconv.train.distribute import DistributionPlan
+from trtconv.train.distribute import (
+    DistributionPlan,
+    check_global_batch,
+    cluster_failures,
+    describe_strategy,
+    start_strategy,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +58,15 @@ GRID_MODES = (
 
 
 def step_statistics(seconds: list[float]) -> dict[str, float]:
-    """Latency statistics (ms) of timed training steps and their coefficient of variation."""
+    """Latency statistics (ms) of timed training steps and their coefficient of variation
+    (with a warning when it is high)."""
     ms = np.asarray(seconds, dtype=np.float64) * 1000.0
     mean = float(ms.mean())
+    cv = float(ms.std() / mean) if mean > 0 else 0.0
+    if cv > HIGH_CV:
+        log.warning(
+            "step times vary by %.0f%% (coefficient of variation): is the machine busy?", 100 * cv
+        )
     return {
         "step_ms_mean": mean,
         "step_ms_median": float(np.median(ms)),
@@ -63,7 +75,7 @@ def step_statistics(seconds: list[float]) -> dict[str, float]:
         "step_ms_min": float(ms.min()),
         "step_ms_max": float(ms.max()),
         "step_ms_std": float(ms.std()),
-        "step_ms_cv": float(ms.std() / mean) if mean > 0 else 0.0,
+        "step_ms_cv": cv,
     }
 
 
@@ -125,6 +137,14 @@ def _step_runner(
     return lambda: float(step(batches))
 
 
+def _synthetic_batch(tf: Any, shape: tuple[int, ...], classes: int, seed: int) -> tuple[Any, Any]:
+    """(images, labels) kept in memory for the whole run, so the timings are compute only (as in
+    NVIDIA's --data_dir-less runs)."""
+    images = tf.random.uniform(shape, dtype=tf.float32, seed=seed)
+    labels = tf.random.uniform(shape[:1], maxval=classes, dtype=tf.int32, seed=seed)
+    return images, labels
+
+
 def _timed_steps(
     run_step: Callable[[], float], warmup_steps: int, num_iter: int
 ) -> tuple[float, list[float], float]:
@@ -163,12 +183,6 @@ def run_benchmark(
     does not divide over the replicas, and ClusterError when the other workers cannot be reached.
     """
     from trtconv.train.amp import choose_policy
-    from trtconv.train.distribute import (
-        check_global_batch,
-        cluster_failures,
-        describe_strategy,
-        start_strategy,
-    )
     from trtconv.train.fit import build_compiled, training_compute_dtype
     from trtconv.zoo import get_model
 
@@ -184,30 +198,16 @@ def run_benchmark(
     tf.random.set_seed(seed)
     with strategy.scope():
         keras_model = build_compiled(config, input_shape, config.num_classes, amp_choice, xla)
-    # Synthetic data lives in memory for the whole run, so the timings are compute only (as in
-    # NVIDIA's --data_dir-less runs).
-    images = tf.random.uniform((batch, *input_shape), dtype=tf.float32, seed=seed)
-    labels = tf.random.uniform((batch,), maxval=config.num_classes, dtype=tf.int32, seed=seed)
+    images, labels = _synthetic_batch(tf, (batch, *input_shape), config.num_classes, seed)
     run_step = _step_runner(plan, strategy, keras_model, images, labels, batch, xla, seed)
     log.info(
         "benchmarking %s %s batch %d, policy %s, xla %s, %d replicas: %d warm-up + %d timed steps",
-        model,
-        "x".join(map(str, input_shape)),
-        batch,
-        amp_choice.policy,
-        xla,
-        strategy.num_replicas_in_sync,
-        warmup_steps,
-        num_iter,
+        *(model, "x".join(map(str, input_shape)), batch, amp_choice.policy, xla),
+        *(strategy.num_replicas_in_sync, warmup_steps, num_iter),
     )
     with cluster_failures(plan):
         warmup_seconds, seconds, loss = _timed_steps(run_step, warmup_steps, num_iter)
     stats = step_statistics(seconds)
-    if stats["step_ms_cv"] > HIGH_CV:
-        log.warning(
-            "step times vary by %.0f%% (coefficient of variation): is the machine busy?",
-            100 * stats["step_ms_cv"],
-        )
     return {
         "schema_version": BENCHMARK_SCHEMA_VERSION,
         "mode": "benchmark",

@@ -14,9 +14,10 @@ import numpy as np
 from trtconv import __version__
 from trtconv.calib.sources import (
     ArraySet,
+    ImagePreprocessing,
     check_arrays,
     load_digits,
-    load_source,
+    load_file,
     split_holdout,
 )
 from trtconv.environment import environment_block
@@ -63,13 +64,10 @@ def _load_training_data(spec: str, config: Any) -> tuple[ArraySet, ArraySet]:
     if spec == "digits":
         return load_digits("train"), load_digits("test")
     prep = _preprocessing(spec, config)
-    data = load_source(
-        spec,
-        image_size=config.input_shape[:2],
-        channels=config.input_shape[-1],
-        scale=prep["scale"],
-        offset=prep["offset"],
+    images = ImagePreprocessing(
+        config.input_shape[:2], config.input_shape[-1], prep["scale"], prep["offset"]
     )
+    data = load_file(spec, lambda: images)
     labels = _check_labels(data)
     if len(data.inputs) != 1:
         raise InputError(f"{data.source}: zoo models take one input, found {len(data.inputs)}.")

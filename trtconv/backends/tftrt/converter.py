@@ -15,19 +15,17 @@ Written against TensorFlow 2.17's `tensorflow/python/compiler/tensorrt/trt_conve
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from trtconv.backends.base import CalibrationFeed, ConversionOutcome, ConversionRequest, Feeds
-from trtconv.backends.tf_native import SavedModelRunner
-from trtconv.capabilities import TFTRT_FIX, check_supported, probe
+from trtconv.backends.request import CalibrationFeed, ConversionOutcome, ConversionRequest, Feeds
+from trtconv.backends.tftrt import rules
 from trtconv.errors import ConversionError, InputError, MissingDependencyError, UsageError
+from trtconv.facts import probe
 from trtconv.lazy import require
 from trtconv.model_io import ModelSignature
 
@@ -222,7 +220,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     Raises MissingDependencyError (exit 3) when TensorFlow cannot use TensorRT or sees no GPU,
     UsageError when int8 has no calibration data, ConversionError when TF-TRT fails.
     """
-    check_supported("tftrt", request.precision)
+    rules.support(probe(), request.precision).require()
     if request.precision == "int8" and request.calibration is None:
         raise UsageError("TF-TRT int8 needs calibration data (--calib-data).")
     apply_tf32_policy(request.precision)
@@ -238,7 +236,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         if "not a GPU" in str(exc):
             raise MissingDependencyError(
                 f"TensorFlow placed the conversion on a CPU ({exc}): it sees no GPU; fix: "
-                f"{TFTRT_FIX}."
+                f"{rules.TFTRT_FIX}."
             ) from exc
         raise ConversionError(f"TF-TRT could not convert {request.saved_model}: {exc}") from exc
     summary = summarize_graph(converted.graph.as_graph_def())
@@ -254,15 +252,15 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         raise ConversionError(
             f"TF-TRT could not build or save engines for {request.saved_model}: {first[:300]}"
         ) from exc
-    caps = probe()
+    facts = probe()
     summary.update(
         precision_mode=PRECISION_MODES[request.precision],
         tf32_allowed=request.precision != "fp32",
         batch_sizes=sorted(set(request.batch_sizes)),
         profile_strategy=PROFILE_STRATEGY,
-        tensorrt_version=caps.tftrt_loaded_version or caps.libnvinfer_version,
+        tensorrt_version=rules.loaded_tensorrt(facts),
     )
-    gpu = caps.best_gpu
+    gpu = facts.best_gpu
     device = gpu.to_dict() if gpu else {}
     return ConversionOutcome(payload=PAYLOAD, summary=summary, device=device)
 
@@ -284,7 +282,7 @@ def make_converter(request: ConversionRequest, **params: Any) -> Any:
         # TensorFlow says "not built with TensorRT support" even when only libnvinfer is
         # missing; the probe names the real cause.
         raise MissingDependencyError(
-            f"TF-TRT cannot run: {probe().tftrt_reason}; fix: {TFTRT_FIX}."
+            f"TF-TRT cannot run: {rules.status(probe())[1]}; fix: {rules.TFTRT_FIX}."
         ) from exc
 
 
@@ -302,24 +300,3 @@ def _warn_if_nothing_converted(summary: dict[str, Any], request: ConversionReque
             summary["trt_engine_ops"],
             summary["percent_ops_converted"],
         )
-
-
-class TfTrtRunner(SavedModelRunner):
-    """Runs a TF-TRT SavedModel's serving_default; needs TensorRT and a GPU like the converter."""
-
-    backend: ClassVar[str] = "tftrt"
-
-    def activate_impl(self) -> ModelSignature:
-        precision = _artifact_precision(self.path)
-        check_supported("tftrt", precision)
-        apply_tf32_policy(precision)
-        return super().activate_impl()
-
-
-def _artifact_precision(payload: Path) -> str:
-    """The precision recorded in the artifact's manifest beside the payload (fp32 if unknown)."""
-    manifest = Path(payload).parent / "manifest.json"
-    try:
-        return str(json.loads(manifest.read_text()).get("precision", "fp32"))
-    except (OSError, ValueError):
-        return "fp32"

@@ -15,20 +15,13 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
-
-from trtconv.backends.base import (
-    ConversionOutcome,
-    ConversionRequest,
-    Feeds,
-    Runner,
-)
 from trtconv.backends.onnx_export import op_counts
-from trtconv.errors import ConversionError, InputError, MissingDependencyError, UsageError
+from trtconv.backends.request import ConversionOutcome, ConversionRequest
+from trtconv.errors import ConversionError, MissingDependencyError, UsageError
+from trtconv.facts import probe_cpu, probe_gpus
 from trtconv.lazy import require
-from trtconv.model_io import ModelSignature, TensorSpec
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +29,6 @@ PAYLOAD = "model.onnx"
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 SAVED_OPTIMIZATION = "extended"
-ORT_TYPES = {
-    "tensor(float)": "float32",
-    "tensor(float16)": "float16",
-    "tensor(double)": "float64",
-    "tensor(int64)": "int64",
-    "tensor(int32)": "int32",
-    "tensor(int8)": "int8",
-    "tensor(uint8)": "uint8",
-    "tensor(bool)": "bool",
-}
 
 
 def providers_for(precision: str) -> list[str]:
@@ -71,93 +54,6 @@ def provider_options(precision: str, providers: list[str]) -> list[dict[str, str
         else:
             options.append({})
     return options
-
-
-class OrtRunner(Runner):
-    """Runs an ONNX model with ONNX Runtime, inputs fed by name.
-
-    `providers` default to what the artifact's manifest recorded, else the CPU provider. The session
-    must really use every provider asked for: onnxruntime-gpu silently falls back to the CPU when
-    CUDA libraries are missing, and that is an error here, not a slow surprise.
-    """
-
-    backend: ClassVar[str] = "ort"
-
-    def __init__(
-        self,
-        path: Path,
-        providers: list[str] | None = None,
-        threads: int | None = None,
-        denormal_as_zero: bool = True,
-        options: list[dict[str, str]] | None = None,
-    ) -> None:
-        super().__init__(path)
-        recorded = _recorded_providers(self.path)
-        self.providers = providers or (recorded[0] if recorded else [CPU])
-        self.options = options or (recorded[1] if recorded and not providers else None)
-        self.threads = threads
-        self.denormal_as_zero = denormal_as_zero
-        self.session: Any = None
-
-    def activate_impl(self) -> ModelSignature:
-        ort = require("onnxruntime")
-        if not self.path.is_file():
-            raise InputError(f"ONNX model {self.path} does not exist.")
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if self.threads is not None:
-            options.intra_op_num_threads = self.threads
-        if self.denormal_as_zero:
-            # Denormal floats take a slow path on x86: a random-weight model ran 2x slower.
-            options.add_session_config_entry("session.set_denormal_as_zero", "1")
-        try:
-            self.session = ort.InferenceSession(
-                str(self.path),
-                sess_options=options,
-                providers=self.providers,
-                provider_options=self.options,
-            )
-        except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InputError(f"ONNX Runtime could not load {self.path}: {first[:300]}") from exc
-        used = self.session.get_providers()
-        absent = [p for p in self.providers if p not in used]
-        if absent:
-            raise MissingDependencyError(
-                f"ONNX Runtime did not enable {', '.join(absent)} for {self.path} (it uses "
-                f"{', '.join(used)}); check the CUDA/TensorRT libraries."
-            )
-        return ModelSignature(
-            inputs=tuple(_spec(value) for value in self.session.get_inputs()),
-            outputs=tuple(_spec(value) for value in self.session.get_outputs()),
-        )
-
-    def infer_impl(self, feeds: Feeds) -> dict[str, np.ndarray]:
-        names = self.signature.output_names
-        results = self.session.run(names, feeds)
-        return dict(zip(names, results, strict=True))
-
-
-def _spec(value: Any) -> TensorSpec:
-    shape = tuple(d if isinstance(d, int) else None for d in value.shape)
-    return TensorSpec(value.name, shape, ORT_TYPES.get(value.type, value.type))
-
-
-def _recorded_providers(payload: Path) -> tuple[list[str], list[dict[str, str]]] | None:
-    """Providers the artifact's manifest recorded at conversion time, if the payload has one."""
-    import json
-
-    manifest = payload.parent / "manifest.json"
-    if not manifest.is_file():
-        return None
-    try:
-        summary = json.loads(manifest.read_text()).get("conversion_summary", {})
-    except (OSError, ValueError):
-        return None
-    providers = summary.get("providers")
-    if not providers:
-        return None
-    return list(providers), list(summary.get("provider_options") or [{} for _ in providers])
 
 
 def convert(request: ConversionRequest) -> ConversionOutcome:
@@ -193,12 +89,10 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
 
 
 def _device(providers: list[str]) -> dict[str, Any]:
-    from trtconv.environment import cpu_info, nvidia_gpus
-
-    device: dict[str, Any] = {"provider": providers[0], "cpu": cpu_info()["model"]}
+    device: dict[str, Any] = {"provider": providers[0], "cpu": probe_cpu().model}
     if providers[0] != CPU:
-        gpus = nvidia_gpus()
-        device["gpu"] = gpus[0]["name"] if gpus else None
+        gpus = probe_gpus()
+        device["gpu"] = gpus[0].name if gpus else None
     return device
 
 

@@ -1,0 +1,132 @@
+"""Each backend's support rules and `--backend auto`, judged on described machines.
+
+The rules are pure functions of the facts, so a machine is described (an AVX2 CPU only, a T4, an
+A100 with TF-TRT, ...) rather than probed: these tests mean the same on every machine.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from trtconv.backends import registry
+from trtconv.errors import MissingDependencyError, UsageError
+from trtconv.facts import Facts, Gpu, described, probe
+
+A100 = Gpu("NVIDIA A100-SXM4-40GB", (8, 0), 40960.0, "550.54")
+T4 = Gpu("Tesla T4", (7, 5), 15360.0, "550.54")
+CPU_ONLY = described()
+
+
+def gpu_machine(gpu: Gpu, tftrt: str | None = "8.6.1", tensorrt: str | None = "10.3.0") -> Facts:
+    """A machine with `gpu`, TF-TRT loading TensorRT `tftrt`, and the `tensorrt` module."""
+    return described(gpus=[gpu], tftrt_tensorrt=tftrt, tensorrt=tensorrt)
+
+
+# --- a CPU-only machine ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_auto_picks_ort_on_a_cpu_machine(precision: str) -> None:
+    backend, reason = registry.choose(precision, CPU_ONLY)
+    assert backend == "ort"
+    assert "tftrt" in reason and "trt" in reason  # says why the GPU backends were passed over
+    registry.support(backend, precision, CPU_ONLY).require()
+
+
+def test_tftrt_without_its_libraries_is_exit_3_with_reason_and_fix() -> None:
+    with pytest.raises(MissingDependencyError) as caught:
+        registry.support("tftrt", "fp16", CPU_ONLY).require()
+    message = str(caught.value)
+    assert caught.value.exit_code == 3
+    assert "libnvinfer.so.8.6.1" in message and "LD_LIBRARY_PATH" in message
+    assert "no NVIDIA GPU" in message and "nvcr.io" in message
+
+
+def test_trt_names_the_extra_and_the_gpu() -> None:
+    with pytest.raises(MissingDependencyError) as caught:
+        registry.support("trt", "fp32", CPU_ONLY).require()
+    assert "pip install 'trtconv[trt]'" in str(caught.value)
+    assert "GPU" in str(caught.value)
+
+
+@pytest.mark.parametrize("precision", ["fp16", "tf32"])
+def test_ort_cpu_refuses_gpu_precisions_instead_of_downgrading(precision: str) -> None:
+    backend, reason = registry.choose(precision, CPU_ONLY)
+    assert "no backend can run" in reason
+    with pytest.raises(MissingDependencyError) as caught:
+        registry.support(backend, precision, CPU_ONLY).require()
+    assert "trtconv[gpu]" in str(caught.value)
+
+
+def test_unknown_names_are_usage_errors() -> None:
+    with pytest.raises(UsageError):
+        registry.support("tensorflow-lite", "fp32", CPU_ONLY)
+    with pytest.raises(UsageError):
+        registry.support("ort", "bf16", CPU_ONLY)
+    with pytest.raises(UsageError, match="converts nothing"):
+        registry.support(registry.native().name, "fp32", CPU_ONLY)
+
+
+# --- GPU machines -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "fp16", "int8"])
+def test_auto_prefers_tftrt_on_ampere(precision: str) -> None:
+    machine = gpu_machine(A100)
+    backend, reason = registry.choose(precision, machine)
+    assert backend == "tftrt" and "A100" in reason
+    registry.support(backend, precision, machine).require()
+
+
+def test_tf32_needs_ampere() -> None:
+    machine = gpu_machine(T4)
+    for backend in ("tftrt", "trt"):
+        with pytest.raises(MissingDependencyError, match=r"compute capability >= 8\.0.*7\.5"):
+            registry.support(backend, "tf32", machine).require()
+        registry.support(backend, "fp16", machine).require()
+    backend, reason = registry.choose("tf32", machine)
+    assert backend == "tftrt" and "no backend can run tf32" in reason  # then exit 3, no downgrade
+
+
+def test_auto_falls_to_trt_when_tensorflow_lacks_tensorrt() -> None:
+    machine = gpu_machine(A100, tftrt=None)
+    assert registry.choose("int8", machine)[0] == "trt"
+    assert "explicit Q/DQ" in registry.support("trt", "int8", machine).reason
+
+
+def test_trt_needs_version_10() -> None:
+    verdict = registry.support("trt", "fp32", gpu_machine(A100, tensorrt="8.6.1"))
+    assert not verdict.ok and "older than 10" in verdict.reason
+
+
+def test_tftrt_int8_calibration_needs_tensorrt_before_11() -> None:
+    assert registry.support("tftrt", "int8", gpu_machine(A100, tftrt="10.3.0")).ok
+    verdict = registry.support("tftrt", "int8", gpu_machine(A100, tftrt="11.0.0"))
+    assert not verdict.ok and "8.6-10" in verdict.reason
+    assert registry.support("tftrt", "fp16", gpu_machine(A100, tftrt="11.0.0")).ok
+
+
+def test_ort_fp16_with_a_working_cuda_provider() -> None:
+    providers = ("CUDAExecutionProvider", "CPUExecutionProvider")
+    machine = described(gpus=[T4], ort_providers=providers)
+    assert registry.support("ort", "fp16", machine).ok
+    assert not registry.support("ort", "tf32", machine).ok  # T4 has no TF32
+
+
+def test_support_matrix_covers_every_converter_and_precision() -> None:
+    matrix = registry.support_matrix(CPU_ONLY)
+    pairs = {(s.backend, s.precision) for s in matrix}
+    names = {backend.name for backend in registry.converters()}
+    assert pairs == {(b, p) for b in names for p in ("fp32", "tf32", "fp16", "int8")}
+    assert all(s.fix for s in matrix if not s.ok)
+
+
+# --- this machine -----------------------------------------------------------------------------
+
+
+@pytest.mark.no_gpu
+def test_this_machine_converts_on_the_cpu_only() -> None:
+    here = probe()
+    assert registry.choose("fp32", here)[0] == "ort"
+    assert not registry.support("tftrt", "fp32", here).ok
+    assert not registry.support("trt", "fp32", here).ok

@@ -1,0 +1,66 @@
+"""When ONNX Runtime can run a precision: fp32 and int8 on any provider, fp16 and tf32 only on a
+GPU provider that really runs (onnxruntime-gpu falls back to the CPU silently otherwise)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtconv.backends.support import EXPORT_FIX, Support, gpu_too_old, onnx_export_missing, verdict
+from trtconv.facts import Facts
+
+NAME = "ort"
+ORT_GPU_FIX = (
+    "pip install 'trtconv[gpu]' (onnxruntime-gpu) with CUDA 12 and cuDNN 9 libraries on a "
+    "machine with an NVIDIA GPU, choose --backend tftrt or trt on a GPU, or use --precision fp32 "
+    "or int8 on the CPU"
+)
+GPU_ONLY_NEEDS = {
+    "fp16": "fp16 needs",
+    "tf32": "tf32 is a GPU tensor-core mode the CPU provider cannot run; it needs",
+}
+
+
+def providers_text(providers: tuple[str, ...]) -> str:
+    """Execution providers that run models, short names: "CUDA, CPU" (Azure is remote: left out)."""
+    names = [p.removesuffix("ExecutionProvider") for p in providers if not p.startswith("Azure")]
+    return ", ".join(names) or "no provider"
+
+
+def support(facts: Facts, precision: str) -> Support:
+    """Whether ONNX Runtime converts and runs `precision` on the machine `facts` describe."""
+    ort = facts.onnxruntime
+    if ort.version is None:
+        reason = ort.reason or "onnxruntime is not importable"
+        return verdict(NAME, precision, reason, "pip install onnxruntime")
+    if onnx_export_missing(facts):
+        return verdict(NAME, precision, "the ONNX export needs onnx and tf2onnx", EXPORT_FIX)
+    runs = providers_text(ort.providers)
+    if precision not in GPU_ONLY_NEEDS:
+        how = " (static Q/DQ)" if precision == "int8" else ""
+        return verdict(NAME, precision, f"ONNX Runtime {ort.version}{how} on {runs}")
+    if not ort.gpu_providers:
+        return verdict(
+            NAME,
+            precision,
+            f"{GPU_ONLY_NEEDS[precision]} ONNX Runtime's CUDA or TensorRT execution provider, "
+            f"and only {runs} can run here",
+            ORT_GPU_FIX,
+        )
+    too_old = gpu_too_old(precision, facts)
+    if too_old:
+        return verdict(NAME, precision, *too_old)
+    gpu_runs = providers_text(ort.gpu_providers)
+    return verdict(NAME, precision, f"ONNX Runtime {ort.version} on {gpu_runs}")
+
+
+def doctor_section(facts: Facts) -> dict[str, Any]:
+    """The doctor's `onnxruntime` block: version and the providers that really run."""
+    ort = facts.onnxruntime
+    return {
+        "onnxruntime": {
+            "version": ort.version,
+            "providers": list(ort.providers),
+            "available_providers": list(ort.available_providers),
+            "notes": ort.reason,
+        }
+    }

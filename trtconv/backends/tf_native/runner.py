@@ -1,0 +1,66 @@
+"""Native TensorFlow: run a SavedModel's serving signature as it is (optionally under XLA)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trtconv.backends.request import Feeds
+from trtconv.backends.runner import Outputs, Runner, RunOptions
+from trtconv.lazy import require
+from trtconv.model_io import ModelSignature
+from trtconv.savedmodel import LoadedSavedModel, load_saved_model
+
+if TYPE_CHECKING:
+    from trtconv.manifest import Manifest
+
+log = logging.getLogger(__name__)
+
+
+class SavedModelRunner(Runner):
+    """Runs `serving_default` (a concrete graph function), optionally compiled with XLA."""
+
+    def __init__(self, path: Path, xla: bool = False, threads: int | None = None) -> None:
+        super().__init__(path)
+        self.xla = xla
+        self.threads = threads
+        self._model: LoadedSavedModel | None = None
+        self._call: Any = None
+
+    def activate_impl(self) -> ModelSignature:
+        tf = require("tensorflow")
+        if self.threads is not None:
+            set_threads(tf, self.threads)
+        self._model = load_saved_model(self.path)
+        function = self._model.function
+        if self.xla:
+            self._call = tf.function(lambda **feeds: function(**feeds), jit_compile=True)
+        else:
+            self._call = function
+        return self._model.signature
+
+    def deactivate_impl(self) -> None:
+        self._model, self._call = None, None
+
+    def infer_impl(self, feeds: Feeds) -> Outputs:
+        outputs = self._call(**feeds)
+        # .numpy() copies device results to host: this is also the synchronisation point.
+        return {name: tensor.numpy() for name, tensor in outputs.items()}
+
+
+def set_threads(tf: Any, threads: int) -> None:
+    """TensorFlow's intra- and inter-op pools: process-wide, fixed once TensorFlow has run."""
+    config = tf.config.threading
+    if config.get_intra_op_parallelism_threads() == threads:
+        return
+    try:
+        config.set_intra_op_parallelism_threads(threads)
+        config.set_inter_op_parallelism_threads(threads)
+    except RuntimeError as exc:  # TensorFlow's runtime already started in this process
+        log.warning("TensorFlow threads stay as they are (%s)", exc)
+
+
+def saved_model_runner(payload: Path, manifest: Manifest | None, options: RunOptions) -> Runner:
+    """The runner factory: a SavedModel (or a tf-native artifact's payload) as it is."""
+    return SavedModelRunner(payload, xla=options.xla, threads=options.threads)

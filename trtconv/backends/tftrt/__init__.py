@@ -1,0 +1,25 @@
+"""TF-TRT: TensorFlow's TrtGraphConverterV2 (TensorFlow 2.17 CUDA build, TensorRT 8.6-10, a GPU)."""
+
+from __future__ import annotations
+
+from trtconv.backends.registry import Backend, register
+from trtconv.backends.tftrt import rules
+from trtconv.backends.tftrt.converter import convert
+from trtconv.backends.tftrt.runner import TfTrtRunner, tftrt_runner
+
+BACKEND = register(
+    Backend(
+        name=rules.NAME,
+        library="tensorflow",
+        precisions=("fp32", "tf32", "fp16", "int8"),
+        support=rules.support,
+        runner=tftrt_runner,
+        module=__name__,
+        convert=convert,
+        on_gpu=True,
+        auto_rank=0,
+        doctor=rules.doctor_section,
+    )
+)
+
+__all__ = ["BACKEND", "TfTrtRunner", "convert"]

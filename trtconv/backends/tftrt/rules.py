@@ -1,0 +1,120 @@
+"""When TF-TRT can run, from the machine's facts: TensorFlow's build, the TensorRT libraries it
+loads, a GPU, and (for int8) a TensorRT that still has calibrator INT8."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtconv.backends.support import NO_GPU, Support, gpu_text, gpu_too_old, verdict
+from trtconv.facts import Facts, TfTrtReport, version_tuple
+from trtconv.facts.tensorflow import TFTRT_LINKED_TENSORRT
+
+NAME = "tftrt"
+TFTRT_FIX = (
+    "use the TensorFlow 2.17 CUDA build (pip install 'tensorflow[and-cuda]==2.17.*') with the "
+    "TensorRT 8.6 libraries (libnvinfer.so.8.6.1, libnvinfer_plugin.so.8.6.1) on "
+    "LD_LIBRARY_PATH on a machine with an NVIDIA GPU, or run in an NGC TensorFlow container "
+    "(nvcr.io/nvidia/tensorflow)"
+)
+# Calibrator ("implicit") INT8, which TF-TRT uses, exists from TensorRT 8.6 up to 10.x only.
+CALIBRATOR_INT8_RANGE = ((8, 6), (11, 0))
+
+
+def problems(facts: Facts) -> list[str]:
+    """Why TF-TRT cannot run on this machine ([] when it can), each cause said once."""
+    tf = facts.tensorflow
+    if tf.version is None:
+        return [tf.reason]
+    found = []
+    if tf.reason:
+        found.append(tf.reason)
+    elif not tf.is_tensorrt_build:
+        found.append(
+            f"TensorFlow {tf.version} was built without TensorRT (is_tensorrt_build=False)"
+        )
+    elif version_tuple(tf.version) >= (2, 18):
+        found.append(f"TensorFlow {tf.version} no longer ships TF-TRT (2.17 is the last)")
+    if tf.libnvinfer_reason:
+        found.append(f"TensorFlow's TensorRT libraries are missing: {tf.libnvinfer_reason}")
+    if not facts.gpus:
+        found.append(NO_GPU)
+    if tf.asked is not None:
+        # Keep only what TensorFlow adds to the cheap checks' reasons (no repeats).
+        found += [
+            p
+            for p in _runtime_problems(tf.asked)
+            if not (p.startswith("TF-TRT cannot load") and tf.libnvinfer_reason)
+            and not (p.startswith("TensorFlow sees no GPU") and not facts.gpus)
+        ]
+    return found
+
+
+def _runtime_problems(report: TfTrtReport) -> list[str]:
+    """Why TF-TRT cannot run, from what TensorFlow itself said in the subprocess probe."""
+    if report.error:
+        return [f"TensorFlow's TF-TRT probe failed: {report.error}"]
+    found = []
+    if not report.enabled:
+        cause = "; ".join(report.load_causes) or "TensorFlow could not load TensorRT"
+        found.append(f"TF-TRT cannot load TensorRT: {cause}")
+    if report.gpu_count == 0:
+        cause = "; ".join(report.gpu_causes)
+        found.append("TensorFlow sees no GPU" + (f" ({cause})" if cause else ""))
+    return found
+
+
+def loaded_tensorrt(facts: Facts) -> str:
+    """The TensorRT version TF-TRT loads (TensorFlow's answer, else the library's own)."""
+    tf = facts.tensorflow
+    return (tf.asked.loaded if tf.asked else None) or tf.libnvinfer_version or TFTRT_LINKED_TENSORRT
+
+
+def status(facts: Facts) -> tuple[bool, str]:
+    """(usable, reason): whether TF-TRT runs here at all, and why (not)."""
+    found = problems(facts)
+    if found:
+        return False, "; ".join(found)
+    tf = facts.tensorflow
+    seen = tf.asked.gpu_count if tf.asked and tf.asked.gpu_count is not None else len(facts.gpus)
+    return (
+        True,
+        f"TensorFlow {tf.version} loads TensorRT {loaded_tensorrt(facts)} and sees {seen} GPU(s)",
+    )
+
+
+def support(facts: Facts, precision: str) -> Support:
+    """Whether TF-TRT converts and runs `precision` on the machine `facts` describe."""
+    usable, reason = status(facts)
+    if not usable:
+        return verdict(NAME, precision, reason, TFTRT_FIX)
+    too_old = gpu_too_old(precision, facts)
+    if too_old:
+        return verdict(NAME, precision, *too_old)
+    loaded = loaded_tensorrt(facts)
+    if precision == "int8":
+        low, high = CALIBRATOR_INT8_RANGE
+        if not low <= version_tuple(loaded)[:2] < high:
+            return verdict(
+                NAME,
+                precision,
+                f"TF-TRT INT8 uses calibration (implicit INT8), which needs TensorRT 8.6-10, "
+                f"found {loaded}",
+                "use TensorRT 8.6 libraries, or --backend trt / ort (explicit Q/DQ INT8)",
+            )
+    return verdict(NAME, precision, f"TF-TRT with TensorRT {loaded} on {gpu_text(facts)}")
+
+
+def doctor_section(facts: Facts) -> dict[str, Any]:
+    """The doctor's `tf_trt` block: usable, why, and the TensorRT it links and loads."""
+    tf = facts.tensorflow
+    usable, reason = status(facts)
+    return {
+        "tf_trt": {
+            "usable": usable,
+            "reason": reason,
+            "linked_tensorrt": tf.asked.linked if tf.asked else None,
+            "loaded_tensorrt": (tf.asked.loaded if tf.asked else None) or tf.libnvinfer_version,
+            "libnvinfer": tf.libnvinfer_reason or f"loadable ({tf.libnvinfer_version})",
+            "asked_tensorflow": tf.asked is not None,
+        }
+    }

@@ -1,0 +1,69 @@
+"""When TensorRT (>= 10, built from ONNX) can run a precision: the `tensorrt` module, a GPU of
+high enough compute capability, and the ONNX export's libraries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtconv.backends.support import (
+    EXPORT_FIX,
+    GPU_FIX,
+    NO_GPU,
+    Support,
+    gpu_text,
+    gpu_too_old,
+    onnx_export_missing,
+    verdict,
+)
+from trtconv.facts import Facts, version_tuple
+
+NAME = "trt"
+TRT_MIN_MAJOR = 10
+TRT_FIX = (
+    "pip install 'trtconv[trt]' (TensorRT >= 10 from NVIDIA's package index) on a machine with "
+    "an NVIDIA GPU and driver"
+)
+
+
+def module_problem(facts: Facts) -> str:
+    """Why the `tensorrt` module cannot be used ("" when it is TensorRT >= 10)."""
+    version = facts.tensorrt.version
+    if version is None:
+        return facts.tensorrt.reason or "TensorRT >= 10 is not importable"
+    if version_tuple(version)[0] < TRT_MIN_MAJOR:
+        return f"TensorRT {version} is older than {TRT_MIN_MAJOR}"
+    return ""
+
+
+def support(facts: Facts, precision: str) -> Support:
+    """Whether TensorRT builds and runs `precision` on the machine `facts` describe."""
+    problem = module_problem(facts)
+    if problem:
+        reason = problem if facts.has_gpu else f"{problem}, and {NO_GPU}"
+        return verdict(NAME, precision, reason, TRT_FIX)
+    if not facts.has_gpu:
+        return verdict(NAME, precision, f"{NO_GPU}; TensorRT needs one", GPU_FIX)
+    if onnx_export_missing(facts):
+        return verdict(
+            NAME,
+            precision,
+            "the ONNX export TensorRT builds from needs onnx and tf2onnx",
+            EXPORT_FIX,
+        )
+    too_old = gpu_too_old(precision, facts)
+    if too_old:
+        return verdict(NAME, precision, *too_old)
+    how = " (explicit Q/DQ)" if precision == "int8" else ""
+    return verdict(NAME, precision, f"TensorRT {facts.tensorrt.version}{how} on {gpu_text(facts)}")
+
+
+def doctor_section(facts: Facts) -> dict[str, Any]:
+    """The doctor's `tensorrt` block: the Python module's version and whether it is usable."""
+    problem = module_problem(facts)
+    return {
+        "tensorrt": {
+            "version": facts.tensorrt.version,
+            "usable": not problem and facts.has_gpu,
+            "reason": problem if facts.tensorrt.version is None or problem else "",
+        }
+    }

@@ -1,0 +1,123 @@
+"""Installed libraries: versions from package metadata, and what ONNX Runtime and TensorRT offer."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+# Distributions whose versions every result and manifest records.
+LIBRARIES = (
+    "trtconv",
+    "tensorflow",
+    "keras",
+    "numpy",
+    "onnx",
+    "tf2onnx",
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "tensorrt",
+)
+GPU_PROVIDERS = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
+ORT_PROVIDER_LIBRARIES = {
+    "CUDAExecutionProvider": "libonnxruntime_providers_cuda.so",
+    "TensorrtExecutionProvider": "libonnxruntime_providers_tensorrt.so",
+}
+
+
+def dist_version(name: str) -> str | None:
+    """The installed version of distribution `name` (no import), or None."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def library_versions() -> dict[str, str | None]:
+    """Installed distribution versions, read from package metadata without importing."""
+    return {name: dist_version(name) for name in LIBRARIES}
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """'10.3.0.post1' -> (10, 3, 0): the first three numeric parts."""
+    parts = []
+    for part in version.split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+@dataclass(frozen=True)
+class ModuleFacts:
+    """An importable Python module: its version, or None and why it cannot be used."""
+
+    version: str | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class OnnxRuntimeFacts:
+    """ONNX Runtime: version, providers compiled in, and those that can really run here."""
+
+    version: str | None
+    available_providers: tuple[str, ...] = ()
+    providers: tuple[str, ...] = ()
+    reason: str = ""
+
+    @property
+    def gpu_providers(self) -> tuple[str, ...]:
+        """The usable providers that run on a GPU (CUDA, TensorRT)."""
+        return tuple(p for p in self.providers if p in GPU_PROVIDERS)
+
+
+def probe_tensorrt_module() -> ModuleFacts:
+    """The `tensorrt` Python module's version, or None and why it cannot be imported."""
+    if importlib.util.find_spec("tensorrt") is None:
+        return ModuleFacts(None, "the tensorrt Python module is not installed")
+    try:
+        module = importlib.import_module("tensorrt")
+    except Exception as exc:  # the PyPI stubs and broken installs fail in many ways
+        return ModuleFacts(None, f"import tensorrt failed ({type(exc).__name__}: {exc})")
+    return ModuleFacts(str(getattr(module, "__version__", "0")))
+
+
+def probe_onnxruntime(has_gpu: bool) -> OnnxRuntimeFacts:
+    """ORT version, compiled-in providers, providers that can really run, and notes.
+
+    onnxruntime-gpu lists CUDA/TensorRT providers even when their libraries cannot load and then
+    silently runs on the CPU, so a GPU provider counts only with a GPU and a loadable library.
+    """
+    try:
+        ort = importlib.import_module("onnxruntime")
+        available = tuple(ort.get_available_providers())
+    except Exception as exc:
+        return OnnxRuntimeFacts(
+            None, reason=f"onnxruntime is not importable ({type(exc).__name__}: {exc})"
+        )
+    usable, notes = [], []
+    capi = Path(str(ort.__file__)).parent / "capi"
+    for provider in available:
+        problem = _provider_problem(provider, has_gpu, capi)
+        if problem:
+            notes.append(f"{provider} is listed but cannot run: {problem}")
+        else:
+            usable.append(provider)
+    return OnnxRuntimeFacts(str(ort.__version__), available, tuple(usable), "; ".join(notes))
+
+
+def _provider_problem(provider: str, has_gpu: bool, capi: Path) -> str:
+    """Why a listed provider cannot run here ("" when it can)."""
+    if provider not in GPU_PROVIDERS:
+        return ""
+    if not has_gpu:
+        return "no NVIDIA GPU is visible"
+    library = ORT_PROVIDER_LIBRARIES[provider]
+    try:
+        ctypes.CDLL(str(capi / "libonnxruntime_providers_shared.so"), mode=ctypes.RTLD_GLOBAL)
+        ctypes.CDLL(str(capi / library))
+    except OSError as exc:
+        return f"{library} cannot be loaded ({str(exc).split(': ', 1)[-1]})"
+    return ""

@@ -1,0 +1,135 @@
+"""The release document, typed: targets, their gates, the recommendation and the evidence.
+
+Built by pipeline.py, judged by verdict.py, and serialised once by `ReleaseDocument.to_dict`
+into release.json (schema: release.schema.json), the --json output and release.md. Derived
+fields (`passed`, `verdict`, `exit_code`, `reused_steps`, `timings`) are computed from the
+recorded ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trtconv.release.config import ReleaseConfig
+from trtconv.release.gates import GateResult
+
+RELEASE_SCHEMA_VERSION = 1
+EXIT_PASSED, EXIT_NO_TARGET = 0, 4
+CONVERTED = "converted"
+
+
+@dataclass
+class TargetEntry:
+    """One target: its conversion step's result, evaluation, bench rows and gates."""
+
+    id: str
+    requested_backend: str
+    precision: str
+    conversion: dict[str, Any]  # the convert step's result: status, error or the artifact's figures
+    artifact: str | None = None  # relative to the release directory
+    artifact_sha256: str | None = None
+    eval: dict[str, Any] | None = None
+    bench: list[dict[str, Any]] = field(default_factory=list)
+    gates: list[GateResult] = field(default_factory=list)
+
+    @property
+    def converted(self) -> bool:
+        return self.conversion["status"] == CONVERTED
+
+    @property
+    def backend(self) -> str:
+        """The backend that converted it (what `auto` chose), else the one requested."""
+        return str(self.conversion.get("backend", self.requested_backend))
+
+    @property
+    def passed(self) -> bool:
+        """Converted, judged, and every gate passed."""
+        return self.converted and bool(self.gates) and all(gate.passed for gate in self.gates)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The target's entry in release.json."""
+        conversion = self.conversion
+        return {
+            "id": self.id,
+            "requested_backend": self.requested_backend,
+            "backend": self.backend,
+            "precision": self.precision,
+            "status": conversion["status"],
+            "error": conversion.get("error"),
+            "artifact": self.artifact,
+            "artifact_sha256": self.artifact_sha256,
+            "manifest": conversion.get("manifest"),
+            "backend_reason": conversion.get("backend_reason"),
+            "conversion_seconds": conversion.get("conversion_seconds"),
+            "artifact_size_bytes": conversion.get("artifact_size_bytes"),
+            "validation": conversion.get("validation"),
+            "eval": self.eval,
+            "bench": self.bench,
+            "gates": [gate.to_dict() for gate in self.gates],
+            "passed": self.passed,
+        }
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The artifact to release and the figures that chose it."""
+
+    target: str
+    artifact: str
+    backend: str
+    precision: str
+    batch_size: int
+    throughput_per_s: float | None
+    speedup_vs_baseline: float | None
+    latency_ms_p99: float | None
+    reason: str
+
+
+@dataclass
+class ReleaseDocument:
+    """A whole release: config, source model, targets, bench, steps, verdict."""
+
+    config: ReleaseConfig
+    config_sha256: str
+    release_dir: str
+    source_model: dict[str, Any]
+    targets: list[TargetEntry]
+    bench: dict[str, Any]
+    plots: list[str]
+    steps: list[dict[str, Any]]
+    environment: dict[str, Any]
+    created_at: str
+    native_bench: list[dict[str, Any]] = field(default_factory=list)
+    recommendation: Recommendation | None = None
+    recommendation_reason: str = ""
+    total_seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_PASSED if self.recommendation is not None else EXIT_NO_TARGET
+
+    def to_dict(self) -> dict[str, Any]:
+        """release.json."""
+        timings = {step["name"]: step["seconds"] for step in self.steps}
+        return {
+            "schema_version": RELEASE_SCHEMA_VERSION,
+            "config": self.config.to_dict(),
+            "config_sha256": self.config_sha256,
+            "release_dir": self.release_dir,
+            "source_model": self.source_model,
+            "targets": [target.to_dict() for target in self.targets],
+            "gate_batch_size": self.config.gates.gate_batch_size,
+            "bench": self.bench,
+            "plots": self.plots,
+            "steps": self.steps,
+            "reused_steps": [step["name"] for step in self.steps if step["reused"]],
+            "timings": {**timings, "total_seconds": round(self.total_seconds, 3)},
+            "environment": self.environment,
+            "created_at": self.created_at,
+            "verdict": "passed" if self.recommendation is not None else "failed",
+            "exit_code": self.exit_code,
+            "recommendation": asdict(self.recommendation) if self.recommendation else None,
+            "recommendation_reason": self.recommendation_reason,
+            "native_bench": self.native_bench,
+        }
