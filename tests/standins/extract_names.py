@@ -34,6 +34,18 @@ MEMBER = re.compile(
 DECLARATION = re.compile(r"py::(class_|enum_)\s*<")
 ARGUMENT = re.compile(r"\"([A-Za-z_][A-Za-z0-9_]*)\"_a")
 MODULE_MEMBER = re.compile(r"\bm\s*\.\s*(def|attr)\s*\(\s*\"([A-Za-z_][A-Za-z0-9_]*)\"")
+ENUMERATOR = re.compile(r"((?:\w+::)+k\w+)")
+ENUM_BODY = re.compile(r"enum\s+class\s+(\w+)\s*(?::\s*[\w:]+)?\s*\{(.*?)\};", re.S)
+HEADERS = (
+    "include/NvOnnxParser.h",
+    "include/NvInfer.h",
+    "include/NvInferRuntime.h",
+    "include/NvInferRuntimeBase.h",
+    "include/NvInferRuntimeCommon.h",
+    "include/NvInferRuntimePlugin.h",
+    "include/NvInferPluginBase.h",
+    "include/NvInferLegacyDims.h",
+)
 OPEN, CLOSE = "([{", ")]}"
 
 
@@ -141,7 +153,10 @@ def members(text: str, start: int, end: int) -> dict[str, list[str]]:
             continue
         paren = text.index("(", match.start())
         arguments = call_arguments(text, paren)
-        names = [] if match.group(1) == "value" else ARGUMENT.findall(arguments)
+        if match.group(1) == "value":  # .value("FP16", BuilderFlag::kFP16, doc)
+            names = ENUMERATOR.findall(arguments)[:1]
+        else:
+            names = ARGUMENT.findall(arguments)
         # Overloads: keep every parameter name any overload takes.
         known = found.setdefault(match.group(2), [])
         known.extend(name for name in names if name not in known)
@@ -166,11 +181,39 @@ def declaration(text: str, at: int) -> tuple[str, str, str | None, int] | None:
     return kind, name, variable or f"{scope}|{name}", found.end()
 
 
-def extract(sources: list[str], init_text: str) -> dict[str, Any]:
+def header_enums(headers: list[str]) -> dict[str, dict[str, int]]:
+    """`enum class` values from C++ headers: {"BuilderFlag": {"kFP16": 0, ...}}; the first header
+    that defines a name wins (the parser's ErrorCode before nvinfer1's)."""
+    values: dict[str, dict[str, int]] = {}
+    for header in headers:
+        for name, body in ENUM_BODY.findall(blank_comments(header)):
+            table, last = {}, -1
+            for item in body.split(","):
+                found = re.match(r"\s*(k\w+)(?:\s+TRT_DEPRECATED_ENUM)?\s*(?:=\s*(.+))?", item)
+                if not found:
+                    continue
+                expression = (found.group(2) or "").strip()
+                try:
+                    last = int(expression.rstrip("Uu"), 0) if expression else last + 1
+                except ValueError:  # another enumerator or an expression: order is all we know
+                    last += 1
+                table[found.group(1)] = last
+            values.setdefault(name, table)
+    return values
+
+
+def enum_value(values: dict[str, dict[str, int]], enumerator: str) -> int | None:
+    """The value of `ILogger::Severity::kERROR`-style enumerator text, None when unknown."""
+    parts = enumerator.split("::")
+    return values.get(parts[-2], {}).get(parts[-1]) if len(parts) >= 2 else None
+
+
+def extract(sources: list[str], init_text: str, headers: list[str]) -> dict[str, Any]:
     """The name table of one release (see the module docstring)."""
     classes: dict[str, dict[str, list[str]]] = {}
-    enums: dict[str, list[str]] = {}
+    enums: dict[str, dict[str, int | None]] = {}
     module: set[str] = set()
+    values = header_enums(headers)
     for raw in sources:
         text = blank_comments(raw)
         variables: dict[str, str] = {}  # C++ variable holding a class binding -> python name
@@ -189,7 +232,12 @@ def extract(sources: list[str], init_text: str) -> dict[str, Any]:
             else:
                 module.add(name)
             if kind == "enum_":
-                enums[qualified] = sorted(set(enums.get(qualified, [])) | set(found))
+                table = enums.setdefault(qualified, {})
+                for member, enumerator in found.items():
+                    if enumerator and "::" in enumerator[0]:
+                        table[member] = enum_value(values, enumerator[0])
+                    else:  # a method bound on the enum type (__str__)
+                        classes.setdefault(qualified, {})[member] = enumerator
             else:
                 table = classes.setdefault(qualified, {})
                 for member, parameters in found.items():
@@ -237,14 +285,16 @@ def main(git_dir: str, ref: str) -> None:
         ["git", "-C", git_dir, "rev-parse", ref], capture_output=True, text=True, check=True
     ).stdout.strip()
     table = extract(
-        [git_show(git_dir, commit, path) for path in SOURCES], git_show(git_dir, commit, INIT)
+        [git_show(git_dir, commit, path) for path in SOURCES],
+        git_show(git_dir, commit, INIT),
+        [git_show(git_dir, commit, path) for path in HEADERS],
     )
     table = {
         "source": {
             "repository": "NVIDIA/TensorRT",
             "ref": ref,
             "commit": commit,
-            "files": [*SOURCES, INIT],
+            "files": [*SOURCES, INIT, *HEADERS],
         },
         **table,
     }
