@@ -177,6 +177,19 @@ def test_calibration_input_fn_yields_what_tf_trt_calls_with(digits_model: Path) 
     np.testing.assert_allclose(got.numpy(), native(image=items[0][0])["probabilities"].numpy())
 
 
+def test_calibration_with_fewer_samples_than_the_largest_batch(digits_model: Path) -> None:
+    """TF-TRT got zero calibration batches and only warned; now one batch inside the profile."""
+    signature = load_saved_model(digits_model).signature
+    data = ArraySet({"image": load_digits("train").x[:20]}, None, "digits")
+    generate = tftrt.calibration_input_fn(calibration_feed(data, 16), signature, 32, min_batch=8)
+    items = list(generate())
+    assert [item[0].shape[0] for item in items] == [20]
+    np.testing.assert_array_equal(items[0][0].numpy(), data.x)
+    too_few = tftrt.calibration_input_fn(calibration_feed(data, 16), signature, 64, min_batch=32)
+    with pytest.raises(UsageError, match=r"needs at least 32 samples .* holds 20"):
+        list(too_few())
+
+
 def test_calibration_feed_with_wrong_dtype_is_one_sentence(digits_model: Path) -> None:
     signature = load_saved_model(digits_model).signature
     data = ArraySet({"image": load_digits("train").x.astype(np.float64)}, None, "digits")

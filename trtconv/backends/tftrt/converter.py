@@ -138,33 +138,56 @@ def as_positional(feeds: Feeds, signature: ModelSignature) -> tuple[Any, ...]:
 
 
 def calibration_input_fn(
-    calibration: CalibrationFeed, signature: ModelSignature, batch_size: int
+    calibration: CalibrationFeed, signature: ModelSignature, batch_size: int, min_batch: int = 1
 ) -> InputFn:
     """A generator function for `converter.convert(calibration_input_fn=...)`.
 
     TF-TRT needs every calibration batch to have the same shape, and that shape must lie inside
     the engines' optimisation profiles, so the reader's batches are re-cut into `batch_size`
-    (the largest declared batch size) and a short remainder is dropped.
+    (the largest declared batch size) and a short remainder is dropped. With fewer samples than
+    `batch_size` the one short batch is used when it still fits the profiles (at least
+    `min_batch` rows): TF-TRT would otherwise calibrate on nothing and only warn. Raises
+    UsageError (while iterating) when there are fewer than `min_batch` samples.
     """
 
     def generate() -> Iterator[tuple[Any, ...]]:
         pending: list[Feeds] = []
-        rows = 0
+        rows = yielded = 0
         for feeds in calibration():
             pending.append(feeds)
             rows += len(next(iter(feeds.values())))
             while rows >= batch_size:
-                joined = {name: np.concatenate([f[name] for f in pending]) for name in feeds}
+                joined = _joined(pending)
                 yield as_positional({k: v[:batch_size] for k, v in joined.items()}, signature)
+                yielded += 1
                 rest = {k: v[batch_size:] for k, v in joined.items()}
                 rows -= batch_size
                 pending = [rest] if rows else []
-        if rows:
+        if yielded == 0:
+            if rows < max(min_batch, 1):
+                raise UsageError(
+                    f"TF-TRT int8 calibration needs at least {max(min_batch, 1)} samples (the "
+                    f"smallest batch size); the calibration data holds {rows}."
+                )
+            log.warning(
+                "TF-TRT calibration: %d samples, fewer than the largest batch size %d: "
+                "calibrating on one batch of %d",
+                rows,
+                batch_size,
+                rows,
+            )
+            yield as_positional(_joined(pending), signature)
+        elif rows:
             log.info(
                 "TF-TRT calibration: dropping the last %d samples (batches of %d)", rows, batch_size
             )
 
     return generate
+
+
+def _joined(pending: list[Feeds]) -> Feeds:
+    """The pending feed batches concatenated per input."""
+    return {name: np.concatenate([f[name] for f in pending]) for name in pending[0]}
 
 
 def build_feeds(
@@ -226,7 +249,12 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     apply_tf32_policy(request.precision)
     converter = make_converter(request)
     calibrate = (
-        calibration_input_fn(request.calibration, request.signature, max(request.batch_sizes))
+        calibration_input_fn(
+            request.calibration,
+            request.signature,
+            max(request.batch_sizes),
+            min(request.batch_sizes),
+        )
         if request.precision == "int8" and request.calibration is not None
         else None
     )
