@@ -20,7 +20,7 @@ from rich.logging import RichHandler
 
 from trtconv.errors import TrtconvError
 from trtconv.interrupts import Terminated, interrupt_exit_code, sigterm_as_interrupt
-from trtconv.lazy import quiet_tensorflow
+from trtconv.lazy import tensorflow_environment
 
 Result = dict[str, Any]
 Renderer = Callable[[Result, Console], None]
@@ -96,7 +96,7 @@ def run_command(
     and its one-line reason on stderr.
     """
     configure_logging(verbose=bool(os.environ.get("TRTCONV_VERBOSE")))
-    quiet_tensorflow()  # before any command imports TensorFlow (and for its subprocesses)
+    tensorflow_environment()  # before any command imports TensorFlow (and for its subprocesses)
     debug = os.environ.get("TRTCONV_DEBUG") == "1"
     try:
         with sigterm_as_interrupt():
