@@ -48,18 +48,23 @@ def test_runner_fails_loudly_when_a_provider_falls_back(digits_saved_model: Path
 
 
 @pytest.mark.converts("ort")
-def test_fp32_convert_saves_an_optimised_model(
+def test_fp32_convert_saves_a_portable_model(
     digits_saved_model: Path, tmp_path: Path, digits_native: SavedModelRunner
 ) -> None:
+    """Only standard ONNX operators: no CPU-provider contrib op (FusedConv) that CUDA refuses."""
+    import onnx
+
     source = digits_onnx(digits_saved_model)
     request = ConversionRequest(
         digits_saved_model, digits_native.signature, "fp32", tmp_path, onnx_path=source
     )
     outcome = convert(request)
     assert outcome.payload == "model.onnx" and outcome.summary["providers"] == [CPU]
-    assert outcome.summary["optimization_level"] == "extended"
-    # Conv + BatchNorm + ReLU fused: fewer nodes than the export.
-    assert sum(op_counts(tmp_path / "model.onnx").values()) < sum(op_counts(source).values())
+    assert outcome.summary["optimization_level"] == "basic"
+    model = onnx.load(str(tmp_path / "model.onnx"))
+    assert {node.domain for node in model.graph.node} <= {"", "ai.onnx"}
+    # Constant folding and Conv+BatchNorm: no more nodes than the export.
+    assert sum(op_counts(tmp_path / "model.onnx").values()) <= sum(op_counts(source).values())
 
 
 @pytest.mark.no_gpu
