@@ -12,8 +12,9 @@ INSTALL_HINTS = {
     "tensorflow": "pip install 'tensorflow==2.17.*'",
     "tf2onnx": "pip install tf2onnx==1.17.0",
     "onnx": "pip install onnx==1.18.0",
-    "onnxruntime": "pip install onnxruntime (or trtconv[gpu] for CUDA/TensorRT providers)",
-    "tensorrt": "pip install 'trtconv[trt]' on a GPU machine (from NVIDIA's package index)",
+    "onnxruntime": "pip install 'trtconv[cpu]' (or 'trtconv[gpu]' for the CUDA provider)",
+    "tensorrt": "pip install 'trtconv[trt]' ('trtconv[trt-cu12]' for CUDA 12) on a GPU machine",
+    "cuda": "pip install 'trtconv[trt]' ('trtconv[trt-cu12]' for CUDA 12): it brings cuda-python",
 }
 
 
