@@ -246,6 +246,27 @@ def test_summary_counts_engines_and_converted_ops() -> None:
     }
 
 
+def test_an_engine_that_failed_to_build_is_not_counted_as_converted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """TF-TRT runs a failed engine's native segment and only logs it; save() writes no engine."""
+    assets = tmp_path / "saved_model" / "assets"
+    assets.mkdir(parents=True)
+    (assets / "trt-serialized-engine.TRTEngineOp_000_000").write_bytes(b"engine")
+    (assets / "trt-serialized-engine.TRTEngineOp_000_001").write_bytes(b"")  # nothing built
+    built = tftrt.engines_written(tmp_path / "saved_model")
+    assert built == {"TRTEngineOp_000_000"}
+    graph = graph_def({"TRTEngineOp_000_000": 5, "TRTEngineOp_000_001": 3}, other_ops=2)
+    summary = tftrt.summarize_graph(graph, built)
+    assert summary["ops_converted"] == 5 and summary["ops_total"] == 10
+    assert summary["percent_ops_converted"] == 50.0
+    assert summary["engines_built"] == 1 and summary["engines_failed"] == ["TRTEngineOp_000_001"]
+    request = ConversionRequest(Path("m"), None, "fp32", Path("o"))  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="trtconv"):
+        tftrt._warn_if_engines_failed(summary, request)
+    assert "built 1 of 2 engine(s)" in caplog.text and "TRTEngineOp_000_001" in caplog.text
+
+
 def test_nothing_converted_is_a_loud_warning(caplog: pytest.LogCaptureFixture) -> None:
     summary = tftrt.summarize_graph(graph_def({}, other_ops=4))
     assert summary["trt_engine_ops"] == 0 and summary["percent_ops_converted"] == 0.0

@@ -218,22 +218,51 @@ def build_feeds(
     return feeds
 
 
-def summarize_graph(graph_def: Any) -> dict[str, Any]:
+def summarize_graph(graph_def: Any, built: set[str] | None = None) -> dict[str, Any]:
     """TRTEngineOp count and % of ops converted, counted as TrtGraphConverterV2.summary() does.
 
     Ops inside an engine are the nodes of its `<name>_native_segment` library function; ops not
-    converted are the top-level nodes that are not TRTEngineOps.
+    converted are the top-level nodes that are not TRTEngineOps. `built` (engine names that
+    `save()` wrote an engine for, see `engines_written`) counts a TRTEngineOp whose engine failed
+    to build as not converted: TF-TRT then runs its native segment and only logs a warning.
     """
     segments = {f.signature.name: len(f.node_def) for f in graph_def.library.function}
     engines = [node.name for node in graph_def.node if node.op == TRT_ENGINE_OP]
-    not_converted = sum(1 for node in graph_def.node if node.op != TRT_ENGINE_OP)
-    converted = sum(segments.get(f"{name}_native_segment", 0) for name in engines)
-    total = converted + not_converted
-    return {
+    failed = [name for name in engines if built is not None and engine_name(name) not in built]
+    native = sum(1 for node in graph_def.node if node.op != TRT_ENGINE_OP)
+    native += sum(segments.get(f"{name}_native_segment", 0) for name in failed)
+    converted = sum(
+        segments.get(f"{name}_native_segment", 0) for name in engines if name not in failed
+    )
+    total = converted + native
+    summary: dict[str, Any] = {
         "trt_engine_ops": len(engines),
         "ops_converted": converted,
         "ops_total": total,
         "percent_ops_converted": round(100.0 * converted / total, 2) if total else 0.0,
+    }
+    if built is not None:
+        summary["engines_built"] = len(engines) - len(failed)
+        summary["engines_failed"] = [engine_name(name) for name in failed]
+    return summary
+
+
+def engine_name(node_name: str) -> str:
+    """TF-TRT's canonical engine name for a TRTEngineOp node (the last part of its name)."""
+    return node_name.split("/")[-1]
+
+
+def engines_written(saved_model: Path) -> set[str]:
+    """Engine names `save()` serialized into `saved_model/assets` (a non-empty file each).
+
+    TF-TRT writes `trt-serialized-engine.<name>` per TRTEngineOp; an engine whose build failed
+    leaves no engine in its cache, so no record in the file.
+    """
+    prefix = "trt-serialized-engine."
+    return {
+        path.name.removeprefix(prefix)
+        for path in (Path(saved_model) / "assets").glob(f"{prefix}*")
+        if path.stat().st_size > 0
     }
 
 
@@ -280,6 +309,9 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         raise ConversionError(
             f"TF-TRT could not build or save engines for {request.saved_model}: {first[:300]}"
         ) from exc
+    built = engines_written(request.output_dir / PAYLOAD)
+    summary = summarize_graph(converted.graph.as_graph_def(), built)
+    _warn_if_engines_failed(summary, request)
     facts = probe()
     summary.update(
         precision_mode=PRECISION_MODES[request.precision],
@@ -312,6 +344,20 @@ def make_converter(request: ConversionRequest, **params: Any) -> Any:
         raise MissingDependencyError(
             f"TF-TRT cannot run: {rules.status(probe())[1]}; fix: {rules.TFTRT_FIX}."
         ) from exc
+
+
+def _warn_if_engines_failed(summary: dict[str, Any], request: ConversionRequest) -> None:
+    failed = summary.get("engines_failed") or []
+    if failed:
+        log.warning(
+            "TF-TRT built %d of %d engine(s) for %s; %s fell back to TensorFlow (their build "
+            "failed: TF_CPP_MIN_LOG_LEVEL=0 shows why): %.1f%% of ops run in TensorRT",
+            summary["engines_built"],
+            summary["trt_engine_ops"],
+            request.saved_model,
+            ", ".join(failed),
+            summary["percent_ops_converted"],
+        )
 
 
 def _warn_if_nothing_converted(summary: dict[str, Any], request: ConversionRequest) -> None:
