@@ -128,16 +128,47 @@ def test_conversion_params_overrides_and_unknown_precision() -> None:
         tftrt.conversion_params("bf16")
 
 
-def test_tf32_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+class RecordingConverter:
+    """Stands in for TrtGraphConverterV2 (TF-TRT cannot run here): records TensorFlow's TF32
+    switch when build() runs and writes what save() writes, one engine per TRTEngineOp."""
+
+    def __init__(self) -> None:
+        self.tf32_at_build: bool | None = None
+
+    def convert(self, calibration_input_fn: Any = None) -> Any:
+        graph = graph_def({"TRTEngineOp_000_000": 4}, other_ops=1)
+        return type("Converted", (), {"graph": type("G", (), {"as_graph_def": lambda s: graph})()})
+
+    def build(self, input_fn: Any) -> None:
+        self.tf32_at_build = tf.config.experimental.tensor_float_32_execution_enabled()
+
+    def save(self, path: str) -> None:
+        assets = Path(path) / "assets"
+        assets.mkdir(parents=True)
+        (assets / "trt-serialized-engine.TRTEngineOp_000_000").write_bytes(b"engine")
+
+
+@pytest.mark.parametrize(("precision", "allowed"), [("fp32", False), ("tf32", True)])
+def test_conversion_sets_tf32_for_itself_and_restores_it(
+    precision: str, allowed: bool, digits_model: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A release converts several models in one process: none may inherit another's TF32."""
+    from trtconv.facts import Gpu, described
+
+    h100 = Gpu("NVIDIA H100 80GB HBM3", (9, 0))
+    monkeypatch.setattr(tftrt, "probe", lambda: described(gpus=[h100], tftrt_tensorrt="8.6.1"))
+    recording = RecordingConverter()
+    monkeypatch.setattr(tftrt, "make_converter", lambda request: recording)
     monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    tf.config.experimental.enable_tensor_float_32_execution(not allowed)
     try:
-        tftrt.apply_tf32_policy("fp32")
-        assert os.environ["NVIDIA_TF32_OVERRIDE"] == "0"
-        # What TF-TRT's engine builder consults to set or clear BuilderFlag::kTF32.
-        assert tf.config.experimental.tensor_float_32_execution_enabled() is False
-        tftrt.apply_tf32_policy("tf32")
+        outcome = tftrt.convert(request_for(digits_model, tmp_path / "out", precision))
+        assert recording.tf32_at_build is allowed
+        assert tf.config.experimental.tensor_float_32_execution_enabled() is (not allowed)
         assert "NVIDIA_TF32_OVERRIDE" not in os.environ
-        assert tf.config.experimental.tensor_float_32_execution_enabled() is True
+        assert outcome.summary["tf32_allowed"] is allowed
+        assert outcome.summary["batch_range"] == [1, 8]
+        assert outcome.summary["engines_built"] == 1
     finally:
         tf.config.experimental.enable_tensor_float_32_execution(True)
 

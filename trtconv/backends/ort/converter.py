@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.onnx_export import op_counts
+from trtconv.backends.onnx_export import op_counts, to_float16
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.errors import ConversionError, MissingDependencyError, UsageError
 from trtconv.facts import probe_cpu, probe_gpus
@@ -116,13 +116,3 @@ def optimize_offline(source: Path, output: Path, providers: list[str]) -> dict[s
         "optimization_level": SAVED_OPTIMIZATION,
         "optimize_seconds": round(time.perf_counter() - started, 3),
     }
-
-
-def to_float16(source: Path, output: Path) -> dict[str, Any]:
-    """float16 weights and compute, float32 inputs and outputs (for GPU providers)."""
-    onnx = require("onnx")
-    from onnxruntime.transformers.float16 import convert_float_to_float16
-
-    model = convert_float_to_float16(onnx.load(str(source)), keep_io_types=True)
-    onnx.save(model, str(output))
-    return {"float16": "weights and compute; inputs and outputs stay float32"}

@@ -16,7 +16,6 @@ Written against TensorFlow 2.17's `tensorflow/python/compiler/tensorrt/trt_conve
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from trtconv.errors import ConversionError, InputError, MissingDependencyError, 
 from trtconv.facts import probe
 from trtconv.lazy import require
 from trtconv.model_io import ModelSignature
+from trtconv.tf32 import tf32_policy
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,8 @@ def conversion_params(
 ) -> Any:
     """The real `TrtConversionParams` for a trtconv precision.
 
-    fp32 and tf32 both map to FP32 (see apply_tf32_policy); int8 sets `use_calibration`.
+    fp32 and tf32 both map to FP32 (TF32 is TensorFlow's switch: trtconv.tf32); int8 sets
+    `use_calibration`.
     `allow_build_at_runtime=False` by default: engines are prebuilt by `build()`, and a shape
     outside the profiles then runs the native TensorFlow segment instead of stalling on a build.
     Raises UsageError for an unknown precision.
@@ -87,25 +88,6 @@ def conversion_params(
     if max_workspace_size_bytes is not None:
         options["max_workspace_size_bytes"] = max_workspace_size_bytes
     return trt_convert.TrtConversionParams(**options)
-
-
-def apply_tf32_policy(precision: str) -> None:
-    """Allow TF32 tensor-core math for `tf32` (and the reduced precisions), forbid it for `fp32`.
-
-    `tf.config.experimental.enable_tensor_float_32_execution` is what TF-TRT's engine builder
-    and TensorFlow's cuBLAS/cuDNN calls consult. `NVIDIA_TF32_OVERRIDE=0` also covers libraries
-    outside TensorFlow's control, but CUDA libraries read it when they initialise: set in a
-    process whose GPU is already initialised, only the TensorFlow switch takes effect.
-    """
-    tf = require("tensorflow")
-    allow = precision != "fp32"
-    if allow:
-        if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
-            log.warning("NVIDIA_TF32_OVERRIDE=0 is set: removing it so %s may use TF32", precision)
-            os.environ.pop("NVIDIA_TF32_OVERRIDE")
-    else:
-        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
-    tf.config.experimental.enable_tensor_float_32_execution(allow)
 
 
 def input_order(signature: ModelSignature) -> list[str]:
@@ -270,13 +252,32 @@ def engines_written(saved_model: Path) -> set[str]:
 def convert(request: ConversionRequest) -> ConversionOutcome:
     """Convert `request.saved_model` with TF-TRT into `request.output_dir/saved_model`.
 
-    Raises MissingDependencyError (exit 3) when TensorFlow cannot use TensorRT or sees no GPU,
+    TF32 is allowed exactly when the precision is not fp32, for this conversion only (TF-TRT's
+    builder follows TensorFlow's switch; it is restored afterwards). Raises
+    MissingDependencyError (exit 3) when TensorFlow cannot use TensorRT or sees no GPU,
     UsageError when int8 has no calibration data, ConversionError when TF-TRT fails.
     """
     rules.support(probe(), request.precision).require()
     if request.precision == "int8" and request.calibration is None:
         raise UsageError("TF-TRT int8 needs calibration data (--calib-data).")
-    apply_tf32_policy(request.precision)
+    with tf32_policy(request.precision != "fp32"):
+        summary = _convert_build_save(request)
+    facts = probe()
+    summary.update(
+        precision_mode=PRECISION_MODES[request.precision],
+        tf32_allowed=request.precision != "fp32",
+        batch_sizes=sorted(set(request.batch_sizes)),
+        batch_range=[min(request.batch_sizes), max(request.batch_sizes)],
+        profile_strategy=PROFILE_STRATEGY,
+        tensorrt_version=rules.loaded_tensorrt(facts),
+    )
+    gpu = facts.best_gpu
+    device = gpu.to_dict() if gpu else {}
+    return ConversionOutcome(payload=PAYLOAD, summary=summary, device=device)
+
+
+def _convert_build_save(request: ConversionRequest) -> dict[str, Any]:
+    """TF-TRT's convert(), build() and save(); returns the graph summary of what was built."""
     converter = make_converter(request)
     calibrate = (
         calibration_input_fn(
@@ -297,8 +298,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
                 f"{rules.TFTRT_FIX}."
             ) from exc
         raise ConversionError(f"TF-TRT could not convert {request.saved_model}: {exc}") from exc
-    summary = summarize_graph(converted.graph.as_graph_def())
-    _warn_if_nothing_converted(summary, request)
+    _warn_if_nothing_converted(summarize_graph(converted.graph.as_graph_def()), request)
     sample = next(iter(request.calibration()), None) if request.calibration else None
     feeds = build_feeds(request.signature, request.batch_sizes, sample)
     try:
@@ -313,17 +313,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     built = engines_written(request.output_dir / PAYLOAD)
     summary = summarize_graph(converted.graph.as_graph_def(), built)
     _warn_if_engines_failed(summary, request)
-    facts = probe()
-    summary.update(
-        precision_mode=PRECISION_MODES[request.precision],
-        tf32_allowed=request.precision != "fp32",
-        batch_sizes=sorted(set(request.batch_sizes)),
-        profile_strategy=PROFILE_STRATEGY,
-        tensorrt_version=rules.loaded_tensorrt(facts),
-    )
-    gpu = facts.best_gpu
-    device = gpu.to_dict() if gpu else {}
-    return ConversionOutcome(payload=PAYLOAD, summary=summary, device=device)
+    return summary
 
 
 def make_converter(request: ConversionRequest, **params: Any) -> Any:
