@@ -23,6 +23,10 @@ from trtconv.interrupts import Terminated, interrupt_exit_code, sigterm_as_inter
 from trtconv.lazy import tensorflow_environment
 
 Result = dict[str, Any]
+DEVICE_HELP = (
+    "Where artifacts run: auto (what the conversion recorded), cpu, cuda (ONNX Runtime's CUDA "
+    "provider) or tensorrt (TensorRT, or ONNX Runtime's TensorRT provider)."
+)
 Renderer = Callable[[Result, Console], None]
 # progress(done, total, label): called by long-running api functions between steps.
 Progress = Callable[[int, int, str], None]
