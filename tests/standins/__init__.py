@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import sys
 import types
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ class GpuStandins:
         """Make `import tensorrt` and `cuda.bindings.runtime` resolve to the stand-ins."""
         cuda = types.ModuleType("cuda")
         bindings = types.ModuleType("cuda.bindings")
+        for module in (cuda, bindings, self.cudart):
+            module.__spec__ = importlib.machinery.ModuleSpec(module.__name__, None)
         cuda.bindings = bindings  # type: ignore[attr-defined]
         bindings.runtime = self.cudart  # type: ignore[attr-defined]
         monkeypatch.setitem(sys.modules, "tensorrt", self.tensorrt)

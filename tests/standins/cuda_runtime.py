@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import itertools
 import json
 import time
 import types
@@ -79,14 +80,15 @@ class FakeGpu:
         buffer[offset : offset + len(data)] = data
 
 
-class _Handle:
-    """cudaStream_t / cudaEvent_t: opaque handles that `int()` turns into an address."""
+_HANDLES = itertools.count(0x5000, 16)
 
-    _counter = 0x5000
+
+class _Handle:
+    """cudaStream_t / cudaEvent_t: opaque handles that `int()` turns into an address (unique
+    across both kinds, as real handles are)."""
 
     def __init__(self) -> None:
-        type(self)._counter += 16
-        self._address = type(self)._counter
+        self._address = next(_HANDLES)
         self._time: float | None = None
 
     def __int__(self) -> int:

@@ -25,6 +25,7 @@ TensorRT's numerics or speed.
 from __future__ import annotations
 
 import enum
+import importlib.machinery
 import json
 import types
 from pathlib import Path
@@ -722,6 +723,7 @@ def tensorrt_module(version: str, gpu: FakeGpu) -> types.ModuleType:
     above, and `module.__standin__` (the shared Context: log messages, GPU) for tests."""
     names = trt_names(version)
     module = types.ModuleType("tensorrt")
+    module.__spec__ = importlib.machinery.ModuleSpec("tensorrt", None)
     ctx = Context(f"{version}.0", gpu, module)
     for qualified, made in _enums(names).items():
         if "." not in qualified:

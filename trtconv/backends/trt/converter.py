@@ -102,6 +102,7 @@ def build_engine(
         "layers": int(network.num_layers),
         **plan.to_dict(),
         "profile": {name: [list(s) for s in shape] for name, shape in shapes.items()},
+        "batch_range": [min(request.batch_sizes), max(request.batch_sizes)],
         "timing_cache": cache_use.to_dict(),
         "timing_cache_reused": cache_use.status == "reused",
     }
