@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from trtconv.backends.ort import convert
 from trtconv.backends.ort.runner import CPU, OrtRunner
 from trtconv.backends.request import ConversionRequest
 from trtconv.backends.tf_native import SavedModelRunner
-from trtconv.errors import InputError, MissingDependencyError
+from trtconv.errors import InputError, MissingDependencyError, UsageError
 from trtconv.validation import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
@@ -82,3 +83,44 @@ def test_gpu_only_precisions_need_a_gpu_provider(
     with pytest.raises(MissingDependencyError, match=rf"{precision} needs the CUDA"):
         convert(request)
     assert list(tmp_path.iterdir()) == []
+
+
+def _manifest(precision: str, providers: list[str]) -> Any:
+    from trtconv.manifest import Manifest
+
+    summary = {"providers": providers, "provider_options": [{} for _ in providers]}
+    return Manifest("ort", precision, "model.onnx", {}, {}, {}, {}, 0.0, summary)
+
+
+def test_device_chooses_the_providers_at_run_time(tmp_path: Path) -> None:
+    """A CPU-converted artifact runs wherever --device says, with TF32 off on CUDA for fp32."""
+    from trtconv.backends.ort.runner import ort_runner
+    from trtconv.backends.runner import RunOptions
+
+    payload = tmp_path / "model.onnx"
+    fp32 = _manifest("fp32", [CPU])
+    auto = ort_runner(payload, fp32, RunOptions())
+    assert (auto.providers, auto.device, auto.warnings) == ([CPU], "cpu", [])
+    cuda = ort_runner(payload, fp32, RunOptions(device="cuda"))
+    assert cuda.providers == ["CUDAExecutionProvider", CPU] and cuda.device == "cuda"
+    assert cuda.options == [{"use_tf32": "0"}, {}]
+    tensorrt = ort_runner(payload, fp32, RunOptions(device="tensorrt"))
+    assert tensorrt.providers[0] == "TensorrtExecutionProvider" and tensorrt.device == "tensorrt"
+    int8 = ort_runner(payload, _manifest("int8", [CPU]), RunOptions(device="cuda"))
+    assert len(int8.warnings) == 1 and "dequantised float kernels" in int8.warnings[0]
+    assert (
+        ort_runner(payload, _manifest("int8", [CPU]), RunOptions(device="tensorrt")).warnings == []
+    )
+    with pytest.raises(UsageError, match="Unknown device 'gpu'"):
+        ort_runner(payload, fp32, RunOptions(device="gpu"))
+
+
+@pytest.mark.no_gpu
+@pytest.mark.filterwarnings("ignore:Specified provider")
+def test_device_cuda_on_a_machine_without_it_is_exit_3(digits_saved_model: Path) -> None:
+    from trtconv.backends.ort.runner import ort_runner
+    from trtconv.backends.runner import RunOptions
+
+    runner = ort_runner(digits_onnx(digits_saved_model), None, RunOptions(device="cuda"))
+    with pytest.raises(MissingDependencyError, match="did not enable CUDAExecutionProvider"):
+        runner.activate()
