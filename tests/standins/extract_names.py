@@ -17,6 +17,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 SOURCES = (
@@ -86,21 +87,25 @@ def skip_string(text: str, i: int) -> int:
     return i + 1
 
 
-def statement_end(text: str, start: int) -> int:
-    """Index of the ';' that ends the statement starting at `start` (brackets balanced)."""
+def bracket_walk(text: str, start: int) -> Iterator[tuple[int, str, int]]:
+    """(index, character, bracket depth after it) of each character from `start` that is not
+    inside a string literal."""
     depth, i = 0, start
     while i < len(text):
         ch = text[i]
         if ch == '"':
             i = skip_string(text, i)
             continue
-        if ch in OPEN:
-            depth += 1
-        elif ch in CLOSE:
-            depth -= 1
-        elif ch == ";" and depth == 0:
-            return i
+        depth += (ch in OPEN) - (ch in CLOSE)
+        yield i, ch, depth
         i += 1
+
+
+def statement_end(text: str, start: int) -> int:
+    """Index of the ';' that ends the statement starting at `start` (brackets balanced)."""
+    for i, ch, depth in bracket_walk(text, start):
+        if ch == ";" and depth == 0:
+            return i
     return len(text)
 
 
@@ -125,19 +130,9 @@ def depths(text: str, start: int, end: int) -> list[int]:
 
 def call_arguments(text: str, open_paren: int) -> str:
     """The text between the parenthesis at `open_paren` and its match."""
-    depth, i = 0, open_paren
-    while i < len(text):
-        ch = text[i]
-        if ch == '"':
-            i = skip_string(text, i)
-            continue
-        if ch in OPEN:
-            depth += 1
-        elif ch in CLOSE:
-            depth -= 1
-            if depth == 0:
-                return text[open_paren + 1 : i]
-        i += 1
+    for i, ch, depth in bracket_walk(text, open_paren):
+        if ch in CLOSE and depth == 0:
+            return text[open_paren + 1 : i]
     return text[open_paren + 1 :]
 
 
