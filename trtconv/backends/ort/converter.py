@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends.onnx_export import op_counts, to_float16
+from trtconv.backends.ort.runner import CPU, CUDA, provider_options
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.errors import ConversionError, MissingDependencyError, UsageError
 from trtconv.facts import probe_cpu, probe_gpus
@@ -29,8 +30,6 @@ from trtconv.lazy import require
 log = logging.getLogger(__name__)
 
 PAYLOAD = "model.onnx"
-CPU = "CPUExecutionProvider"
-CUDA = "CUDAExecutionProvider"
 SAVED_OPTIMIZATION = "basic"
 
 
@@ -48,17 +47,6 @@ def providers_for(precision: str) -> list[str]:
     return [CPU]
 
 
-def provider_options(precision: str, providers: list[str]) -> list[dict[str, str]]:
-    """CUDA allows TF32 unless told not to: fp32 must turn it off, tf32 turns it on."""
-    options = []
-    for provider in providers:
-        if provider == CUDA:
-            options.append({"use_tf32": "1" if precision == "tf32" else "0"})
-        else:
-            options.append({})
-    return options
-
-
 def convert(request: ConversionRequest) -> ConversionOutcome:
     """Write `model.onnx` for the request's precision into `request.output_dir`.
 
@@ -73,7 +61,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     output = Path(request.output_dir) / PAYLOAD
     summary: dict[str, Any] = {
         "providers": providers,
-        "provider_options": provider_options(request.precision, providers),
+        "provider_options": [provider_options(p, request.precision) for p in providers],
     }
     if request.precision in ("fp32", "tf32"):
         summary.update(optimize_offline(request.onnx_path, output, providers))

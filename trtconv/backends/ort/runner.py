@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from trtconv.manifest import Manifest
 
 CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+TENSORRT = "TensorrtExecutionProvider"
 ORT_TYPES = {
     "tensor(float)": "float32",
     "tensor(float16)": "float16",
@@ -100,8 +102,6 @@ def _spec(value: Any) -> TensorSpec:
     return TensorSpec(value.name, shape, ORT_TYPES.get(value.type, value.type))
 
 
-CUDA = "CUDAExecutionProvider"
-TENSORRT = "TensorrtExecutionProvider"
 # --device -> the execution providers asked for, in order (ONNX Runtime falls through the list
 # per node; the runner refuses a session that silently dropped one).
 DEVICE_PROVIDERS = {"cpu": [CPU], "cuda": [CUDA, CPU], "tensorrt": [TENSORRT, CUDA, CPU]}
