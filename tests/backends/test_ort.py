@@ -124,3 +124,18 @@ def test_device_cuda_on_a_machine_without_it_is_exit_3(digits_saved_model: Path)
     runner = ort_runner(digits_onnx(digits_saved_model), None, RunOptions(device="cuda"))
     with pytest.raises(MissingDependencyError, match="did not enable CUDAExecutionProvider"):
         runner.activate()
+
+
+@pytest.mark.gpu
+def test_cpu_converted_fp32_artifact_benches_on_the_cuda_provider(
+    digits_saved_model: Path, tmp_path: Path
+) -> None:
+    """Converted with the CPU provider (basic optimisations only), run on CUDA at bench time."""
+    from trtconv import api
+
+    artifact = tmp_path / "ort-fp32"
+    api.convert(digits_saved_model, "fp32", backend="ort", output=artifact)
+    result = api.bench([artifact], batch_sizes=(1, 8), iterations=20, device="cuda")
+    rows = [row for row in result["results"] if row["model"] == str(artifact)]
+    assert rows and all(row["device"] == "cuda" for row in rows)
+    assert api.validate(artifact, device="cuda")["passed"]
