@@ -30,10 +30,15 @@ pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture), exports an
 
 
 def machine(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, version: str, **gpu: Any
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    version: str,
+    cuda: str = "13.4.4",
+    **gpu: Any,
 ) -> GpuStandins:
-    """This process as a GPU machine with the stand-in TensorRT `version`, cuda-python 13."""
-    standins = gpu_standins(version, **gpu)
+    """This process as a GPU machine with the stand-in TensorRT `version` and cuda-python
+    `cuda` (its runtime bindings' names)."""
+    standins = gpu_standins(version, cuda, **gpu)
     standins.install(monkeypatch)
     fake = standins.gpu
     h100 = facts_module.Gpu(fake.name, fake.compute_capability, fake.total_bytes / 2**20, "580")
@@ -158,8 +163,9 @@ def test_validation_batches_stay_inside_the_profile(
 def test_runtime_only_host_runs_the_engine(
     engine_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A GPU host with TensorRT but without tf2onnx/onnx runs an engine built elsewhere."""
-    machine(monkeypatch, tmp_path, "11.1")
+    """A GPU host with TensorRT but without tf2onnx/onnx runs an engine built elsewhere (here
+    with cuda-python 12, as `trtconv[trt-cu12]` installs it)."""
+    machine(monkeypatch, tmp_path, "11.1", cuda="12.9.10")
     real_versions = facts_module.library_versions
     monkeypatch.setattr(
         facts_module,
