@@ -98,3 +98,12 @@ def test_the_report_serialises_to_the_documented_keys() -> None:
     }  # fmt: skip
     assert set(data["checks"][0]) == {"name", "passed", "detail"}
     assert data["accuracy_drop"] == 0.0 and data["passed"] is True
+
+
+def test_validation_batches_lie_inside_the_built_range() -> None:
+    from trtconv.validation import validation_batches
+
+    assert validation_batches(None) == (32, 1)  # ONNX Runtime, TensorFlow: any batch
+    assert validation_batches((1, 8)) == (8, 1)  # an engine built for 1..8: never 32
+    assert validation_batches((64, 128)) == (64, 64)  # smaller batches are padded to 64
+    assert validation_batches((4, 64)) == (32, 4)

@@ -346,8 +346,14 @@ def _validate_staged(
     from trtconv.validation import validate_runners
 
     assert plan.held_out is not None
-    read_manifest(staging)  # the manifest we wrote must read back
+    staged = read_manifest(staging)  # the manifest we wrote must read back
     with registry.open_runner(staging) as candidate:
         return validate_runners(
-            native, candidate, plan.held_out, plan.precision, plan.tolerance, reference
+            native,
+            candidate,
+            plan.held_out,
+            plan.precision,
+            plan.tolerance,
+            reference,
+            staged.batch_range,
         )

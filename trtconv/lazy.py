@@ -12,15 +12,16 @@ INSTALL_HINTS = {
     "tensorflow": "pip install 'tensorflow==2.17.*'",
     "tf2onnx": "pip install tf2onnx==1.17.0",
     "onnx": "pip install onnx==1.18.0",
-    "onnxruntime": "pip install onnxruntime (or trtconv[gpu] for CUDA/TensorRT providers)",
-    "tensorrt": "pip install 'trtconv[trt]' on a GPU machine (from NVIDIA's package index)",
+    "onnxruntime": "pip install 'trtconv[cpu]' (or 'trtconv[gpu]' for the CUDA provider)",
+    "tensorrt": "pip install 'trtconv[trt]' ('trtconv[trt-cu12]' for CUDA 12) on a GPU machine",
+    "cuda": "pip install 'trtconv[trt]' ('trtconv[trt-cu12]' for CUDA 12): it brings cuda-python",
 }
 
 
 def require(module: str) -> ModuleType:
     """Import `module` now; raise MissingDependencyError naming how to install it."""
     if module == "tensorflow":
-        quiet_tensorflow()
+        tensorflow_environment()
     try:
         return importlib.import_module(module)
     except ImportError as exc:
@@ -32,13 +33,20 @@ def require(module: str) -> ModuleType:
 
 
 TF_LOG_LEVEL = "3"
+# TensorFlow's settings that must be in place before it starts (users may override each).
+TF_ENVIRONMENT = {
+    # Level 3, not 2: TF 2.17's wheels log "Unable to register cuFFT/cuDNN/cuBLAS factory" at
+    # ERROR on every import, CPU or GPU. TF_CPP_MIN_LOG_LEVEL=0 shows everything; the facts probe
+    # asks TensorFlow at level 0 itself when it needs the real cause of a failure.
+    "TF_CPP_MIN_LOG_LEVEL": TF_LOG_LEVEL,
+    # TensorFlow otherwise takes nearly all GPU memory when it starts, and the TensorRT build or
+    # the ONNX Runtime CUDA session that follows in the same process finds none left.
+    "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+}
 
 
-def quiet_tensorflow() -> None:
-    """Keep TensorFlow's C++ start-up chatter off the terminal unless the user asked for it.
-
-    Level 3, not 2: TF 2.17's wheels log "Unable to register cuFFT/cuDNN/cuBLAS factory" at ERROR
-    on every import, CPU or GPU. Set TF_CPP_MIN_LOG_LEVEL=0 to see everything; the capability
-    probe asks TensorFlow at level 0 itself when it needs the real cause of a failure.
-    """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", TF_LOG_LEVEL)
+def tensorflow_environment() -> None:
+    """Put TF_ENVIRONMENT into os.environ (keeping what the user set) before TensorFlow starts,
+    here and in the processes this one starts."""
+    for name, value in TF_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)

@@ -39,6 +39,13 @@ class Manifest:
     def model_signature(self) -> ModelSignature:
         return ModelSignature.from_dict(self.signature)
 
+    @property
+    def batch_range(self) -> tuple[int, int] | None:
+        """(smallest, largest) batch the artifact's engines were built for (TensorRT and TF-TRT
+        profiles), or None when any batch runs."""
+        found = self.conversion_summary.get("batch_range")
+        return (int(found[0]), int(found[1])) if found else None
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -62,15 +62,33 @@ def tolerance_for(precision: str, atol_override: float | None = None) -> Toleran
     return Tolerance(atol_override, tolerance.min_top1_agreement, tolerance.max_accuracy_drop)
 
 
-def run_batched(runner: Runner, data: ArraySet, batch_size: int = VALIDATION_BATCH) -> Outputs:
-    """Run `runner` over every sample of `data` in batches; outputs concatenated by name."""
+def run_batched(
+    runner: Runner, data: ArraySet, batch_size: int = VALIDATION_BATCH, min_batch: int = 1
+) -> Outputs:
+    """Run `runner` over every sample of `data` in batches; outputs concatenated by name.
+
+    A last batch smaller than `min_batch` (the smallest batch an engine was built for) is padded
+    by repeating its rows, and the padding's outputs are dropped.
+    """
     from trtconv.calib.readers import batches
 
     collected: dict[str, list[np.ndarray]] = {}
     for feeds in batches(data, batch_size):
+        rows = len(next(iter(feeds.values())))
+        if rows < min_batch:
+            feeds = {name: np.resize(a, (min_batch, *a.shape[1:])) for name, a in feeds.items()}
         for name, array in runner.infer(feeds).items():
-            collected.setdefault(name, []).append(np.asarray(array))
+            collected.setdefault(name, []).append(np.asarray(array)[:rows])
     return {name: np.concatenate(parts) for name, parts in collected.items()}
+
+
+def validation_batches(batch_range: tuple[int, int] | None) -> tuple[int, int]:
+    """(batch size, smallest batch) for validating an artifact built for `batch_range`: 32 when
+    that lies inside the range (or there is none), else the nearest end of the range."""
+    if batch_range is None:
+        return VALIDATION_BATCH, 1
+    low, high = batch_range
+    return max(low, min(VALIDATION_BATCH, high)), low
 
 
 def classification_output(outputs: Outputs) -> str | None:
@@ -177,15 +195,22 @@ def validate_runners(
     precision: str,
     atol_override: float | None = None,
     reference_outputs: Outputs | None = None,
+    batch_range: tuple[int, int] | None = None,
 ) -> ValidationReport:
     """Run both runners on `data` (the reference only if its outputs are not given), compare,
-    and say which precision and CPU the report is for."""
+    and say which precision, device and CPU the report is for.
+
+    The candidate runs in batches inside `batch_range` (its engines' profile): outside it a
+    TensorRT engine refuses the input, and TF-TRT silently runs TensorFlow instead.
+    """
     tolerance = tolerance_for(precision, atol_override)
     if reference_outputs is None:
         reference_outputs = run_batched(reference, data)
-    candidate_outputs = run_batched(candidate, data)
+    batch_size, min_batch = validation_batches(batch_range)
+    candidate_outputs = run_batched(candidate, data, batch_size, min_batch)
     report = compare(reference_outputs, candidate_outputs, tolerance, data.labels, data.source)
     report.precision, report.machine = precision, validating_machine()
+    report.batch_size, report.device = batch_size, candidate.device
     verdict = "passed" if report.passed else "FAILED"
     log.info("validation on %d samples of %s: %s", report.samples, data.source, verdict)
     return report
@@ -197,14 +222,17 @@ def validate(
     data: str | None = None,
     samples: int | None = None,
     tolerance: float | None = None,
+    device: str = "auto",
 ) -> dict[str, Any]:
     """Validate a trtconv artifact against its source SavedModel (or `reference`).
 
     `data` defaults to the calibration source recorded in the manifest, then the model card's
-    training data, then `random`; the held-out part is used. Returns the validation dict plus
-    `artifact`, `reference`, `backend`, `precision`, `warnings`. Raises UsageError for a missing
-    artifact or reference, InputError for a bad one, and AccuracyError (exit 4, carrying that
-    same result) when the artifact is outside tolerance.
+    training data, then `random`; the held-out part is used. `device` is where the artifact runs
+    (RunOptions.device); the reference is TensorFlow with TF32 off. Returns the validation dict
+    plus `artifact`, `reference`, `backend`, `precision`, `warnings`. Raises UsageError for a
+    missing artifact or reference or a device the artifact cannot run on, InputError for a bad
+    one, and AccuracyError (exit 4, carrying that same result) when the artifact is outside
+    tolerance.
     """
     from trtconv.backends import registry
     from trtconv.backends.runner import RunOptions
@@ -225,9 +253,17 @@ def validate(
             samples=samples or DEFAULT_VALIDATE_SAMPLES,
             saved_model=reference_path,
         )
-        with registry.open_runner(artifact) as candidate:
-            report = validate_runners(native, candidate, held_out, manifest.precision, tolerance)
-    warnings = [w for w in [_portability_warning(manifest, artifact, report)] if w]
+        with registry.open_runner(artifact, RunOptions(device=device)) as candidate:
+            report = validate_runners(
+                native,
+                candidate,
+                held_out,
+                manifest.precision,
+                tolerance,
+                batch_range=manifest.batch_range,
+            )
+            warnings = list(candidate.warnings)
+    warnings += [w for w in [_portability_warning(manifest, artifact, report)] if w]
     for warning in warnings:
         log.warning("%s", warning)
     document = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from trtconv.backends.ort import convert
 from trtconv.backends.ort.runner import CPU, OrtRunner
 from trtconv.backends.request import ConversionRequest
 from trtconv.backends.tf_native import SavedModelRunner
-from trtconv.errors import InputError, MissingDependencyError
+from trtconv.errors import InputError, MissingDependencyError, UsageError
 from trtconv.validation import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
@@ -48,18 +49,23 @@ def test_runner_fails_loudly_when_a_provider_falls_back(digits_saved_model: Path
 
 
 @pytest.mark.converts("ort")
-def test_fp32_convert_saves_an_optimised_model(
+def test_fp32_convert_saves_a_portable_model(
     digits_saved_model: Path, tmp_path: Path, digits_native: SavedModelRunner
 ) -> None:
+    """Only standard ONNX operators: no CPU-provider contrib op (FusedConv) that CUDA refuses."""
+    import onnx
+
     source = digits_onnx(digits_saved_model)
     request = ConversionRequest(
         digits_saved_model, digits_native.signature, "fp32", tmp_path, onnx_path=source
     )
     outcome = convert(request)
     assert outcome.payload == "model.onnx" and outcome.summary["providers"] == [CPU]
-    assert outcome.summary["optimization_level"] == "extended"
-    # Conv + BatchNorm + ReLU fused: fewer nodes than the export.
-    assert sum(op_counts(tmp_path / "model.onnx").values()) < sum(op_counts(source).values())
+    assert outcome.summary["optimization_level"] == "basic"
+    model = onnx.load(str(tmp_path / "model.onnx"))
+    assert {node.domain for node in model.graph.node} <= {"", "ai.onnx"}
+    # Constant folding and Conv+BatchNorm: no more nodes than the export.
+    assert sum(op_counts(tmp_path / "model.onnx").values()) <= sum(op_counts(source).values())
 
 
 @pytest.mark.no_gpu
@@ -77,3 +83,59 @@ def test_gpu_only_precisions_need_a_gpu_provider(
     with pytest.raises(MissingDependencyError, match=rf"{precision} needs the CUDA"):
         convert(request)
     assert list(tmp_path.iterdir()) == []
+
+
+def _manifest(precision: str, providers: list[str]) -> Any:
+    from trtconv.manifest import Manifest
+
+    summary = {"providers": providers, "provider_options": [{} for _ in providers]}
+    return Manifest("ort", precision, "model.onnx", {}, {}, {}, {}, 0.0, summary)
+
+
+def test_device_chooses_the_providers_at_run_time(tmp_path: Path) -> None:
+    """A CPU-converted artifact runs wherever --device says, with TF32 off on CUDA for fp32."""
+    from trtconv.backends.ort.runner import ort_runner
+    from trtconv.backends.runner import RunOptions
+
+    payload = tmp_path / "model.onnx"
+    fp32 = _manifest("fp32", [CPU])
+    auto = ort_runner(payload, fp32, RunOptions())
+    assert (auto.providers, auto.device, auto.warnings) == ([CPU], "cpu", [])
+    cuda = ort_runner(payload, fp32, RunOptions(device="cuda"))
+    assert cuda.providers == ["CUDAExecutionProvider", CPU] and cuda.device == "cuda"
+    assert cuda.options == [{"use_tf32": "0"}, {}]
+    tensorrt = ort_runner(payload, fp32, RunOptions(device="tensorrt"))
+    assert tensorrt.providers[0] == "TensorrtExecutionProvider" and tensorrt.device == "tensorrt"
+    int8 = ort_runner(payload, _manifest("int8", [CPU]), RunOptions(device="cuda"))
+    assert len(int8.warnings) == 1 and "dequantised float kernels" in int8.warnings[0]
+    assert (
+        ort_runner(payload, _manifest("int8", [CPU]), RunOptions(device="tensorrt")).warnings == []
+    )
+    with pytest.raises(UsageError, match="Unknown device 'gpu'"):
+        ort_runner(payload, fp32, RunOptions(device="gpu"))
+
+
+@pytest.mark.no_gpu
+@pytest.mark.filterwarnings("ignore:Specified provider")
+def test_device_cuda_on_a_machine_without_it_is_exit_3(digits_saved_model: Path) -> None:
+    from trtconv.backends.ort.runner import ort_runner
+    from trtconv.backends.runner import RunOptions
+
+    runner = ort_runner(digits_onnx(digits_saved_model), None, RunOptions(device="cuda"))
+    with pytest.raises(MissingDependencyError, match="did not enable CUDAExecutionProvider"):
+        runner.activate()
+
+
+@pytest.mark.gpu
+def test_cpu_converted_fp32_artifact_benches_on_the_cuda_provider(
+    digits_saved_model: Path, tmp_path: Path
+) -> None:
+    """Converted with the CPU provider (basic optimisations only), run on CUDA at bench time."""
+    from trtconv import api
+
+    artifact = tmp_path / "ort-fp32"
+    api.convert(digits_saved_model, "fp32", backend="ort", output=artifact)
+    result = api.bench([artifact], batch_sizes=(1, 8), iterations=20, device="cuda")
+    rows = [row for row in result["results"] if row["model"] == str(artifact)]
+    assert rows and all(row["device"] == "cuda" for row in rows)
+    assert api.validate(artifact, device="cuda")["passed"]

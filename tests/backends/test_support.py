@@ -130,3 +130,42 @@ def test_this_machine_converts_on_the_cpu_only() -> None:
     assert registry.choose("fp32", here)[0] == "ort"
     assert not registry.support("tftrt", "fp32", here).ok
     assert not registry.support("trt", "fp32", here).ok
+
+
+# --- GPU hosts that only run, or whose TensorRT TensorFlow finds itself ----------------------
+
+
+def test_a_runtime_only_gpu_host_runs_engines_it_cannot_build() -> None:
+    """TensorRT and a GPU but no tf2onnx/onnx: engines built elsewhere run here."""
+    from trtconv.backends.trt import rules as trt_rules
+
+    host = described(gpus=[A100], tensorrt="11.1.0", libraries={"tf2onnx": None, "onnx": None})
+    assert trt_rules.runtime_support(host, "fp16").ok
+    build = trt_rules.support(host, "fp16")
+    assert not build.ok and "onnx and tf2onnx" in build.reason
+
+
+def test_tftrt_trusts_tensorflows_answer_over_our_soname_check() -> None:
+    """libnvinfer.so.8.6.1 was not found by name, but TensorFlow itself loads TensorRT 8.6.2."""
+    import dataclasses
+
+    from trtconv.facts import TfTrtReport
+
+    machine = described(gpus=[A100], tftrt_tensorrt=None)
+    report = TfTrtReport(enabled=True, linked="8.6.1", loaded="8.6.2", gpu_count=1)
+    tensorflow = dataclasses.replace(machine.tensorflow, asked=report)
+    machine = dataclasses.replace(machine, tensorflow=tensorflow)
+    assert machine.tensorflow.libnvinfer_reason  # our ctypes check failed
+    verdict = registry.support("tftrt", "fp16", machine)
+    assert verdict.ok and "8.6.2" in verdict.reason
+
+
+def test_doctor_names_both_onnxruntime_packages_when_both_are_installed() -> None:
+    from trtconv.backends.ort import rules as ort_rules
+
+    both = described(libraries={"onnxruntime": "1.31.1", "onnxruntime-gpu": "1.31.1"})
+    section = ort_rules.doctor_section(both)["onnxruntime"]
+    assert section["packages"] == {"onnxruntime": "1.31.1", "onnxruntime-gpu": "1.31.1"}
+    assert "both installed" in section["notes"] and "pip uninstall -y" in section["notes"]
+    one = ort_rules.doctor_section(described(libraries={"onnxruntime-gpu": None}))["onnxruntime"]
+    assert set(one["packages"]) == {"onnxruntime"} and "both" not in one["notes"]

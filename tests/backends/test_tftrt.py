@@ -128,16 +128,47 @@ def test_conversion_params_overrides_and_unknown_precision() -> None:
         tftrt.conversion_params("bf16")
 
 
-def test_tf32_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+class RecordingConverter:
+    """Stands in for TrtGraphConverterV2 (TF-TRT cannot run here): records TensorFlow's TF32
+    switch when build() runs and writes what save() writes, one engine per TRTEngineOp."""
+
+    def __init__(self) -> None:
+        self.tf32_at_build: bool | None = None
+
+    def convert(self, calibration_input_fn: Any = None) -> Any:
+        graph = graph_def({"TRTEngineOp_000_000": 4}, other_ops=1)
+        return type("Converted", (), {"graph": type("G", (), {"as_graph_def": lambda s: graph})()})
+
+    def build(self, input_fn: Any) -> None:
+        self.tf32_at_build = tf.config.experimental.tensor_float_32_execution_enabled()
+
+    def save(self, path: str) -> None:
+        assets = Path(path) / "assets"
+        assets.mkdir(parents=True)
+        (assets / "trt-serialized-engine.TRTEngineOp_000_000").write_bytes(b"engine")
+
+
+@pytest.mark.parametrize(("precision", "allowed"), [("fp32", False), ("tf32", True)])
+def test_conversion_sets_tf32_for_itself_and_restores_it(
+    precision: str, allowed: bool, digits_model: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A release converts several models in one process: none may inherit another's TF32."""
+    from trtconv.facts import Gpu, described
+
+    h100 = Gpu("NVIDIA H100 80GB HBM3", (9, 0))
+    monkeypatch.setattr(tftrt, "probe", lambda: described(gpus=[h100], tftrt_tensorrt="8.6.1"))
+    recording = RecordingConverter()
+    monkeypatch.setattr(tftrt, "make_converter", lambda request: recording)
     monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    tf.config.experimental.enable_tensor_float_32_execution(not allowed)
     try:
-        tftrt.apply_tf32_policy("fp32")
-        assert os.environ["NVIDIA_TF32_OVERRIDE"] == "0"
-        # What TF-TRT's engine builder consults to set or clear BuilderFlag::kTF32.
-        assert tf.config.experimental.tensor_float_32_execution_enabled() is False
-        tftrt.apply_tf32_policy("tf32")
+        outcome = tftrt.convert(request_for(digits_model, tmp_path / "out", precision))
+        assert recording.tf32_at_build is allowed
+        assert tf.config.experimental.tensor_float_32_execution_enabled() is (not allowed)
         assert "NVIDIA_TF32_OVERRIDE" not in os.environ
-        assert tf.config.experimental.tensor_float_32_execution_enabled() is True
+        assert outcome.summary["tf32_allowed"] is allowed
+        assert outcome.summary["batch_range"] == [1, 8]
+        assert outcome.summary["engines_built"] == 1
     finally:
         tf.config.experimental.enable_tensor_float_32_execution(True)
 
@@ -175,6 +206,19 @@ def test_calibration_input_fn_yields_what_tf_trt_calls_with(digits_model: Path) 
     got = call(items[0])
     got = got["probabilities"] if isinstance(got, dict) else got[0]
     np.testing.assert_allclose(got.numpy(), native(image=items[0][0])["probabilities"].numpy())
+
+
+def test_calibration_with_fewer_samples_than_the_largest_batch(digits_model: Path) -> None:
+    """TF-TRT got zero calibration batches and only warned; now one batch inside the profile."""
+    signature = load_saved_model(digits_model).signature
+    data = ArraySet({"image": load_digits("train").x[:20]}, None, "digits")
+    generate = tftrt.calibration_input_fn(calibration_feed(data, 16), signature, 32, min_batch=8)
+    items = list(generate())
+    assert [item[0].shape[0] for item in items] == [20]
+    np.testing.assert_array_equal(items[0][0].numpy(), data.x)
+    too_few = tftrt.calibration_input_fn(calibration_feed(data, 16), signature, 64, min_batch=32)
+    with pytest.raises(UsageError, match=r"needs at least 32 samples .* holds 20"):
+        list(too_few())
 
 
 def test_calibration_feed_with_wrong_dtype_is_one_sentence(digits_model: Path) -> None:
@@ -231,6 +275,27 @@ def test_summary_counts_engines_and_converted_ops() -> None:
         "ops_total": 7,
         "percent_ops_converted": 71.43,
     }
+
+
+def test_an_engine_that_failed_to_build_is_not_counted_as_converted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """TF-TRT runs a failed engine's native segment and only logs it; save() writes no engine."""
+    assets = tmp_path / "saved_model" / "assets"
+    assets.mkdir(parents=True)
+    (assets / "trt-serialized-engine.TRTEngineOp_000_000").write_bytes(b"engine")
+    (assets / "trt-serialized-engine.TRTEngineOp_000_001").write_bytes(b"")  # nothing built
+    built = tftrt.engines_written(tmp_path / "saved_model")
+    assert built == {"TRTEngineOp_000_000"}
+    graph = graph_def({"TRTEngineOp_000_000": 5, "TRTEngineOp_000_001": 3}, other_ops=2)
+    summary = tftrt.summarize_graph(graph, built)
+    assert summary["ops_converted"] == 5 and summary["ops_total"] == 10
+    assert summary["percent_ops_converted"] == 50.0
+    assert summary["engines_built"] == 1 and summary["engines_failed"] == ["TRTEngineOp_000_001"]
+    request = ConversionRequest(Path("m"), None, "fp32", Path("o"))  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="trtconv"):
+        tftrt._warn_if_engines_failed(summary, request)
+    assert "built 1 of 2 engine(s)" in caplog.text and "TRTEngineOp_000_001" in caplog.text
 
 
 def test_nothing_converted_is_a_loud_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,8 +1,8 @@
-"""TensorRT backend: tested up to the library boundary here, end to end under `gpu`.
+"""TensorRT backend: built and run through the strict stand-ins of TensorRT 10 and 11 here
+(tests/standins), end to end on a real GPU under `gpu`.
 
-TensorRT cannot be installed on this machine. The builder configuration is checked with a small
-recording stand-in for the `tensorrt` module: it only records what we asked of it (flags,
-profile shapes, timing cache, workspace) and never pretends an engine was built.
+The stand-ins hold only the names the real bindings of each version define, so a call the real
+version lacks fails here as it would there (TensorRT 11 has no BuilderFlag.FP16).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from standins import TRT_VERSIONS, GpuStandins, gpu_standins
 
 from trtconv.backends.request import ConversionRequest
 from trtconv.backends.trt import builder as trt_builder
@@ -28,118 +29,124 @@ SIGNATURE = ModelSignature(
 )
 
 
-class Recorder:
-    """Records the calls made on it: [(method, args), ...] in a shared log."""
-
-    def __init__(self, log: list[tuple[str, tuple[Any, ...]]], prefix: str) -> None:
-        self._log, self._prefix = log, prefix
-
-    def _record(self, method: str, *args: Any) -> None:
-        self._log.append((f"{self._prefix}.{method}", args))
+@pytest.fixture(params=TRT_VERSIONS)
+def standins(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> GpuStandins:
+    """The strict TensorRT stand-in of each version (10.16, 11.1) with its fake GPU, installed."""
+    found = gpu_standins(request.param)
+    found.install(monkeypatch)
+    return found
 
 
-class RecordingProfile(Recorder):
-    def set_shape(self, name: str, low: Any, opt: Any, high: Any) -> None:
-        self._record("set_shape", name, low, opt, high)
+def network_of(trt: Any, tmp_path: Path) -> tuple[Any, Any, Any]:
+    """(builder, network, parser) of a parsed [batch, 8] -> Relu model."""
+    import onnx
+    from onnx import TensorProto, helper
 
-
-class RecordingConfig(Recorder):
-    def set_memory_pool_limit(self, pool: str, size: int) -> None:
-        self._record("set_memory_pool_limit", pool, size)
-
-    def set_flag(self, flag: str) -> None:
-        self._record("set_flag", flag)
-
-    def clear_flag(self, flag: str) -> None:
-        self._record("clear_flag", flag)
-
-    def add_optimization_profile(self, profile: RecordingProfile) -> int:
-        self._record("add_optimization_profile", profile)
-        return 0
-
-    def create_timing_cache(self, data: bytes) -> str:
-        self._record("create_timing_cache", data)
-        return "cache-object"
-
-    def set_timing_cache(self, cache: str, ignore_mismatch: bool) -> bool:
-        self._record("set_timing_cache", cache, ignore_mismatch)
-        return True
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if not name.startswith("_"):  # e.g. int8_calibrator: record that we set it
-            self._record(f"set:{name}", value)
-        super().__setattr__(name, value)
-
-
-class RecordingBuilder(Recorder):
-    def create_builder_config(self) -> RecordingConfig:
-        return RecordingConfig(self._log, "config")
-
-    def create_optimization_profile(self) -> RecordingProfile:
-        return RecordingProfile(self._log, "profile")
-
-
-class FakeTensorrt:
-    """Enum members as plain names: enough to see which ones we passed."""
-
-    class BuilderFlag:
-        FP16, INT8, TF32 = "FP16", "INT8", "TF32"
-
-    class MemoryPoolType:
-        WORKSPACE = "WORKSPACE"
-
-
-def configure(precision: str, batch_sizes: tuple[int, ...] = (1, 8, 32), cache: bytes = b""):
-    log: list[tuple[str, tuple[Any, ...]]] = []
-    shapes = trt_builder.profile_shapes([("image", (-1, 8, 8, 1))], batch_sizes)
-    trt_builder.configure_builder(
-        FakeTensorrt, RecordingBuilder(log, "builder"), precision, shapes, cache
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["image"], ["out"])],
+        "g",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 8])],
     )
-    return log
+    onnx.save(helper.make_model(graph), str(tmp_path / "relu.onnx"))
+    logger = trt.Logger(trt.Logger.WARNING)
+    builder = trt.Builder(logger)
+    network, parser = trt_builder.parse_onnx(trt, builder, logger, tmp_path / "relu.onnx")
+    return builder, network, parser
 
 
-def calls(log: list[tuple[str, tuple[Any, ...]]], name: str) -> list[tuple[Any, ...]]:
-    return [args for method, args in log if method == name]
-
-
-# --- builder configuration ------------------------------------------------------------------
+# --- build plans: TensorRT 10 flags, TensorRT 11 strong typing ------------------------------
 
 
 @pytest.mark.parametrize(
-    ("precision", "set_flags", "cleared"),
+    ("major", "precision", "source", "set_flags", "cleared"),
     [
-        ("fp32", [], [("TF32",)]),  # TF32 is on by default in TensorRT: fp32 must clear it
-        ("tf32", [("TF32",)], []),
-        ("fp16", [("FP16",)], []),
-        ("int8", [("INT8",)], []),
+        (10, "fp32", "fp32", (), ("TF32",)),  # TF32 is on by default: fp32 must clear it
+        (10, "tf32", "fp32", ("TF32",), ()),
+        (10, "fp16", "fp32", ("FP16",), ()),
+        (10, "int8", "qdq", ("INT8", "FP16"), ()),  # unquantised layers may use fp16
+        (11, "fp32", "fp32", (), ("TF32",)),
+        (11, "tf32", "fp32", ("TF32",), ()),
+        (11, "fp16", "fp16", (), ()),  # no FP16 flag exists: the fp16 ONNX carries the types
+        (11, "int8", "qdq", (), ()),
     ],
 )
-def test_flags_per_precision(precision: str, set_flags: list[Any], cleared: list[Any]) -> None:
-    log = configure(precision)
-    assert calls(log, "config.set_flag") == set_flags
-    assert calls(log, "config.clear_flag") == cleared
+def test_build_plans(
+    major: int, precision: str, source: str, set_flags: tuple[str, ...], cleared: tuple[str, ...]
+) -> None:
+    plan = trt_builder.build_plan(major, precision)
+    assert (plan.source, plan.set_flags, plan.clear_flags) == (source, set_flags, cleared)
+    assert plan.strongly_typed is (major >= 11)
 
 
-def test_int8_is_explicit_no_calibrator() -> None:
-    log = configure("int8")
-    assert not [m for m, _ in log if "calibrat" in m]
+def test_tensorrt_11_has_no_precision_flag_to_set(tmp_path: Path) -> None:
+    """`pip install tensorrt` gives 11: the TensorRT 10 way of asking for fp16 crashes there."""
+    trt = gpu_standins("11.1").tensorrt
+    builder, network, _ = network_of(trt, tmp_path)
+    shapes = trt_builder.profile_shapes(trt_builder.network_inputs(network), (1, 8))
+    with pytest.raises(AttributeError):
+        trt_builder.configure_builder(trt, builder, trt_builder.build_plan(10, "fp16"), shapes)
+    config = trt_builder.configure_builder(trt, builder, trt_builder.build_plan(11, "fp16"), shapes)
+    assert builder.build_serialized_network(network, config) is not None
 
 
-def test_profile_spans_the_batch_sizes() -> None:
-    log = configure("fp16", batch_sizes=(8, 1, 32))
-    assert calls(log, "profile.set_shape") == [
-        ("image", (1, 8, 8, 1), (32, 8, 8, 1), (32, 8, 8, 1))
-    ]
-    assert len(calls(log, "config.add_optimization_profile")) == 1
+def test_flags_and_profile_reach_the_builder(standins: GpuStandins, tmp_path: Path) -> None:
+    trt = standins.tensorrt
+    builder, network, _ = network_of(trt, tmp_path)
+    shapes = trt_builder.profile_shapes(trt_builder.network_inputs(network), (8, 1, 32))
+    assert shapes == {"image": ((1, 8), (32, 8), (32, 8))}
+    major = trt_builder.tensorrt_major(trt)
+    for precision in ("fp32", "tf32", "fp16"):
+        plan = trt_builder.build_plan(major, precision)
+        config = trt_builder.configure_builder(trt, builder, plan, shapes)
+        flags = {f.name for f in trt.BuilderFlag if config.get_flag(f)}
+        assert ("TF32" in flags) is (precision != "fp32")
+        assert ("FP16" in flags) is (precision == "fp16" and major == 10)
+        assert config.get_memory_pool_limit(trt.MemoryPoolType.WORKSPACE) == 4 << 30
+        assert builder.build_serialized_network(network, config) is not None
 
 
-def test_timing_cache_is_loaded_and_mismatches_refused() -> None:
-    log = configure("fp32", cache=b"previous-cache")
-    assert calls(log, "config.create_timing_cache") == [(b"previous-cache",)]
-    assert calls(log, "config.set_timing_cache") == [("cache-object", False)]
-    assert calls(log, "config.set_memory_pool_limit") == [
-        ("WORKSPACE", trt_builder.WORKSPACE_BYTES)
-    ]
+def test_timing_cache_reused_only_when_tensorrt_accepts_it(
+    standins: GpuStandins, tmp_path: Path
+) -> None:
+    trt = standins.tensorrt
+    builder = trt.Builder(trt.Logger())
+    path = tmp_path / "cache"
+    config = builder.create_builder_config()
+    cache, use = trt_builder.attach_timing_cache(config, path)
+    assert use.status == "new"
+    path.write_bytes(bytes(cache.serialize()))
+    _, use = trt_builder.attach_timing_cache(builder.create_builder_config(), path)
+    assert use.status == "reused"
+    # The same TensorRT on another GPU: set_timing_cache refuses it.
+    other = gpu_standins(trt.__version__.rsplit(".", 1)[0], name="NVIDIA A100-SXM4-80GB")
+    other_config = other.tensorrt.Builder(other.tensorrt.Logger()).create_builder_config()
+    _, use = trt_builder.attach_timing_cache(other_config, path)
+    assert (use.status, use.reason) == ("rejected", "made on another GPU")
+    assert other_config.get_timing_cache() is not None  # the build still gets an empty cache
+    # Another TensorRT version cannot read it at all.
+    newer = gpu_standins("11.1" if trt.__version__.startswith("10") else "10.16")
+    newer_config = newer.tensorrt.Builder(newer.tensorrt.Logger()).create_builder_config()
+    _, use = trt_builder.attach_timing_cache(newer_config, path)
+    assert (use.status, use.reason) == ("rejected", "not readable by this TensorRT version")
+
+
+def test_timing_cache_is_kept_per_tensorrt_version_and_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trtconv.facts import Gpu
+
+    monkeypatch.setenv("TRTCONV_TRT_TIMING_CACHE_DIR", str(tmp_path))
+    h100 = Gpu("NVIDIA H100 80GB HBM3", (9, 0))
+    paths = {
+        trt_builder.timing_cache_path("10.16.1", h100),
+        trt_builder.timing_cache_path("11.4.0", h100),
+        trt_builder.timing_cache_path("11.4.0", Gpu("NVIDIA L4", (8, 9))),
+    }
+    assert len(paths) == 3 and all(p.parent == tmp_path for p in paths)
+    assert trt_builder.timing_cache_path("11.4.0", h100).name == (
+        "tensorrt-11.4.0-nvidia-h100-80gb-hbm3-sm90.cache"
+    )
 
 
 def test_profile_shapes_from_a_signature_with_several_inputs() -> None:
@@ -155,45 +162,46 @@ def test_profile_shapes_refuse_what_tensorrt_cannot_build() -> None:
     with pytest.raises(UsageError):
         trt_builder.profile_shapes([("image", (-1, 8))], ())
     with pytest.raises(UsageError):
-        trt_builder.precision_flags("bf16")
+        trt_builder.build_plan(11, "bf16")
 
 
-def test_source_onnx_is_the_qdq_model_for_int8(tmp_path: Path) -> None:
-    request = ConversionRequest(
-        tmp_path, SIGNATURE, "int8", tmp_path, onnx_path=tmp_path / "model.onnx"
-    )
+def test_source_onnx_is_the_qdq_model_for_int8_and_an_fp16_copy_on_11(
+    tmp_path: Path, digits_saved_model: Path
+) -> None:
+    import onnx
+    from convert_fixtures import digits_onnx
+
+    export = digits_onnx(digits_saved_model)
+    request = ConversionRequest(tmp_path, SIGNATURE, "int8", tmp_path, onnx_path=export)
     with pytest.raises(UsageError, match="Q/DQ"):
-        trt_converter.source_onnx(request)
-    request.qdq_onnx_path = tmp_path / "model.qdq.onnx"
-    assert trt_converter.source_onnx(request) == tmp_path / "model.qdq.onnx"
-    request.precision = "fp16"
-    assert trt_converter.source_onnx(request) == tmp_path / "model.onnx"
+        trt_converter.source_onnx(request, trt_builder.build_plan(11, "int8"), tmp_path)
+    fp32 = trt_converter.source_onnx(request, trt_builder.build_plan(10, "fp16"), tmp_path)
+    assert fp32 == export
+    fp16 = trt_converter.source_onnx(request, trt_builder.build_plan(11, "fp16"), tmp_path)
+    model = onnx.load(str(fp16))
+    floats = {i.data_type for i in model.graph.initializer if i.data_type in (1, 10)}
+    assert floats == {10}  # float16 weights
+    assert [v.type.tensor_type.elem_type for v in model.graph.input] == [1]  # float32 inputs
 
 
-def test_parser_errors_are_reported(tmp_path: Path) -> None:
-    class Parser:
-        num_errors = 2
+def test_parser_errors_are_reported(standins: GpuStandins, tmp_path: Path) -> None:
+    """TensorRT's ONNX parser refuses an int32 (bias) DequantizeLinear; every error is named."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
 
-        def __init__(self, network: Any, logger: Any) -> None:
-            self.paths: list[str] = []
-
-        def parse_from_file(self, path: str) -> bool:
-            self.paths.append(path)
-            return False
-
-        def get_error(self, index: int) -> str:
-            return f"node {index}: unsupported"
-
-    class Trt(FakeTensorrt):
-        OnnxParser = Parser
-
-    class Builder:
-        def create_network(self, flags: int) -> str:
-            assert flags == 0  # TensorRT 10: explicit batch is implied, the flag is deprecated
-            return "network"
-
-    with pytest.raises(ConversionError, match="node 0: unsupported; node 1: unsupported"):
-        trt_builder.parse_onnx(Trt, Builder(), None, tmp_path / "model.onnx")
+    nodes = [helper.make_node("DequantizeLinear", ["b", "s"], ["out"], name="dq_bias")]
+    initializers = [
+        numpy_helper.from_array(np.zeros(8, np.int32), "b"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [], [helper.make_tensor_value_info("out", TensorProto.FLOAT, [8])], initializers
+    )
+    onnx.save(helper.make_model(graph), str(tmp_path / "bias.onnx"))
+    trt = standins.tensorrt
+    builder = trt.Builder(trt.Logger())
+    with pytest.raises(ConversionError, match=r"dq_bias.*INT8, FP8, INT4 or FP4, found INT32"):
+        trt_builder.parse_onnx(trt, builder, trt.Logger(), tmp_path / "bias.onnx")
 
 
 # --- without TensorRT ------------------------------------------------------------------------

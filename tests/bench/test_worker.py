@@ -136,3 +136,41 @@ def test_the_timed_call_skips_the_per_call_input_check() -> None:
     runner = Checked()
     time_loop(runner, batches(3), Budget(iterations=5), Budget(iterations=20))
     assert len(checks) == 3 and len(runner.seen) == 25
+
+
+def test_the_machine_is_probed_before_the_load_is_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvidia-smi and the TensorFlow subprocess are start-up, not the model's load time."""
+    from trtconv import facts
+    from trtconv.bench import worker
+
+    calls: list[str] = []
+    monkeypatch.setattr(facts, "probe", lambda deep=False: calls.append("probe"))
+    worker.import_backend({"backend": "ort"})
+    assert calls == ["probe"]
+
+
+def test_gpu_memory_of_an_unlisted_process_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from trtconv import facts
+    from trtconv.bench import worker
+
+    monkeypatch.setattr(facts, "probe_gpus", lambda: (facts.Gpu("NVIDIA H100", (9, 0)),))
+    listing = subprocess.CompletedProcess([], 0, stdout="4242, 1024\n", stderr="")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: listing)
+    assert worker.gpu_memory_mb(4242) == 1024.0
+    assert worker.gpu_memory_mb(1) is None  # not listed: unknown, not 0 MB
+
+
+def test_bench_batch_sizes_must_lie_inside_the_engines_profile() -> None:
+    from pathlib import Path
+
+    from trtconv.bench.models import ModelEntry, check_batch_sizes
+    from trtconv.errors import UsageError
+
+    signature = ModelSignature((TensorSpec("x", (None, 4), "float32"),), ())
+    engine = ModelEntry("e", Path("engine"), "artifact", "trt", "fp16", signature)
+    engine.batch_range = (4, 16)
+    check_batch_sizes([engine], (4, 8, 16))
+    with pytest.raises(UsageError, match=r"built for batch sizes 4 to 16 .* asked for 1, 32"):
+        check_batch_sizes([engine], (1, 8, 32))

@@ -13,6 +13,7 @@ from trtconv.backends.onnx_export import op_counts
 from trtconv.backends.ort.runner import OrtRunner
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.calib.readers import CALIBRATION, calibration_feed, read_model_data, whole_batches
+from trtconv.quantize.checks import tensorrt_qdq_problems
 from trtconv.quantize.qdq import QdqOptions, quantize_qdq
 from trtconv.validation import run_batched
 
@@ -75,6 +76,9 @@ def test_int8_qdq_u8s8_runs_on_cpu_and_agrees(
     with OrtRunner(output) as runner:
         outputs = run_batched(runner, digits_held_out)  # type: ignore[arg-type]
     assert (_top1(outputs) == _top1(digits_reference)).mean() >= 0.97
+    # ORT's own defaults (uint8 activations, int32 bias Q/DQ) are what TensorRT refuses.
+    problems = tensorrt_qdq_problems(output)
+    assert any("takes int32" in p for p in problems) and any("takes uint8" in p for p in problems)
 
 
 @pytest.mark.parametrize("method", ["minmax", "percentile"])
@@ -98,8 +102,9 @@ def test_int8_other_methods_and_tensorrt_scheme(
     zero_points = [
         initializers[node.input[2]] for node in model.graph.node if node.op_type == "QuantizeLinear"
     ]
-    # TensorRT reads only signed, symmetric Q/DQ.
+    # TensorRT reads only signed, symmetric Q/DQ, and dequantises int8 only (no int32 biases).
     assert zero_points and all(zp.dtype == np.int8 and not zp.any() for zp in zero_points)
+    assert tensorrt_qdq_problems(output) == []
     with OrtRunner(output) as runner:
         outputs = run_batched(runner, digits_held_out)  # type: ignore[arg-type]
     assert (_top1(outputs) == _top1(digits_reference)).mean() >= 0.97

@@ -151,3 +151,14 @@ def op_counts(path: Path) -> dict[str, int]:
     onnx = require("onnx")
     model = onnx.load(str(path), load_external_data=False)
     return dict(sorted(Counter(node.op_type for node in model.graph.node).items()))
+
+
+def to_float16(source: Path, output: Path) -> dict[str, Any]:
+    """An fp16 copy of `source` at `output`: float16 weights and compute, float32 inputs and
+    outputs (casts at the edges), for GPU providers and TensorRT 11's strongly typed builds."""
+    onnx = require("onnx")
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    model = convert_float_to_float16(onnx.load(str(source)), keep_io_types=True)
+    onnx.save(model, str(output))
+    return {"float16": "weights and compute; inputs and outputs stay float32"}

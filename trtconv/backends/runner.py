@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trtconv.backends.request import Feeds
-from trtconv.errors import InputError
+from trtconv.errors import InputError, UsageError
 from trtconv.model_io import ModelSignature
 
 if TYPE_CHECKING:
@@ -49,12 +49,32 @@ class CallTimings:
         return self.host_to_device_ms + self.device_to_host_ms
 
 
+DEVICES = ("auto", "cpu", "cuda", "tensorrt")
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How to run a model, chosen at run time rather than at conversion."""
 
     threads: int | None = None  # intra-op threads; None: the library's default
     xla: bool = False  # native TensorFlow: compile the serving signature with XLA
+    # Where an artifact runs: "auto" (what its conversion recorded), "cpu", "cuda" (ONNX
+    # Runtime's CUDA provider) or "tensorrt" (TensorRT, or ONNX Runtime's TensorRT provider).
+    device: str = "auto"
+
+
+def check_device(backend: str, device: str, allowed: tuple[str, ...]) -> str:
+    """`device` when `backend` runs there, "auto" resolved to allowed[0]. Raises UsageError."""
+    if device not in DEVICES:
+        raise UsageError(f"Unknown device '{device}'; choose one of {', '.join(DEVICES)}.")
+    if device == "auto":
+        return allowed[0]
+    if device not in allowed:
+        raise UsageError(
+            f"A {backend} artifact cannot run on --device {device}; it runs on "
+            f"{' or '.join(allowed)}."
+        )
+    return device
 
 
 class Runner(ABC):
@@ -65,6 +85,9 @@ class Runner(ABC):
         self._signature: ModelSignature | None = None
         # Set by runners that time device copies apart from compute, after each `infer`.
         self.last_timings: CallTimings | None = None
+        # Where it runs ("cpu", "cuda", "tensorrt"), and what the user should know about that.
+        self.device = "cpu"
+        self.warnings: list[str] = []
 
     @property
     def signature(self) -> ModelSignature:

@@ -22,6 +22,7 @@ import numpy as np
 
 from trtconv import errors
 from trtconv.backends import registry
+from trtconv.backends.runner import DEVICES
 from trtconv.bench import stats
 from trtconv.bench.inputs import RANDOM, check_entry_fits, input_map, load_inputs, save_arrays
 from trtconv.bench.models import (
@@ -126,6 +127,8 @@ def worker_spec(
         "data": str(data_path),
         "eval": str(eval_path) if eval_path else None,
         "input_map": mapping,
+        # --device is where artifacts run; SavedModels run where TensorFlow places them.
+        "device": settings.device if entry.kind != SAVED_MODEL else "auto",
     }
 
 
@@ -182,6 +185,7 @@ def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -
         peak_rss_mb=float(document["peak_rss_mb"]),
         gpu_memory_mb=document.get("gpu_memory_mb"),
         harness_overhead_ms=float(document["harness_overhead_ms"]),
+        device=document.get("device"),
     )
 
 
@@ -191,7 +195,7 @@ def model_rows(info: ModelInfo, document: dict[str, Any], settings: Settings) ->
     for measured in document["batches"]:
         summary = stats.summarize(measured["latencies_ms"])
         batch_size = int(measured["batch_size"])
-        transfers = measured.get("transfer_ms")
+        transfers, computes = measured.get("transfer_ms"), measured.get("compute_ms")
         wall_ns = int(measured["wall_ns"])
         row = BenchRow(
             info=info,
@@ -202,6 +206,8 @@ def model_rows(info: ModelInfo, document: dict[str, Any], settings: Settings) ->
             throughput_per_s=stats.throughput_per_s(batch_size, summary.count, wall_ns),
             transfer_ms_mean=float(np.mean(transfers)) if transfers else None,
             threads=settings.threads,
+            compute_ms_mean=float(np.mean(computes)) if computes else None,
+            compute_cv_percent=stats.coefficient_of_variation(computes) if computes else None,
         )
         rows.append(row)
     return rows
@@ -233,15 +239,7 @@ def collect_warnings(rows: list[BenchRow]) -> list[str]:
     for label in dict.fromkeys(row.info.label for row in rows):
         mine = [row for row in rows if row.info.label == label]
         info = mine[0].info
-        limit = stats.CV_WARN_PERCENT_GPU if _on_gpu(info.backend) else stats.CV_WARN_PERCENT_CPU
-        unstable = [f"{r.cv_trimmed_percent:.0f}% at batch {r.batch_size}" for r in mine
-                    if r.cv_trimmed_percent > limit]  # fmt: skip
-        if unstable:
-            warnings.append(
-                f"{label}: latency is unstable, coefficient of variation (central 80%) "
-                f"{', '.join(unstable)} "
-                f"(> {limit:g}%): other load on the machine, or too short a run."
-            )
+        warnings += _stability_warnings(label, mine)
         floor = [f"{r.harness_overhead_percent:.1f}% at batch {r.batch_size}" for r in mine
                  if r.harness_overhead_percent > OVERHEAD_WARN_PERCENT]  # fmt: skip
         if floor:
@@ -258,6 +256,32 @@ def collect_warnings(rows: list[BenchRow]) -> list[str]:
             "is close to the maximum; use --duration or more --iterations for tail latencies."
         )
     return warnings
+
+
+def _stability_warnings(label: str, rows: list[BenchRow]) -> list[str]:
+    """Unstable timings of one model. Host-timed latency is judged by the CPU rule (trimmed CV
+    above 10%); trtexec's 1% rule applies to what it applies to: GPU compute timed with CUDA
+    events (`compute_cv_percent`), which only device runners report."""
+    found = []
+    limit = stats.CV_WARN_PERCENT_CPU
+    unstable = [f"{r.cv_trimmed_percent:.0f}% at batch {r.batch_size}" for r in rows
+                if r.cv_trimmed_percent > limit]  # fmt: skip
+    if unstable:
+        found.append(
+            f"{label}: latency is unstable, coefficient of variation (central 80%) "
+            f"{', '.join(unstable)} (> {limit:g}%): other load on the machine, or too short a run."
+        )
+    gpu_limit = stats.CV_WARN_PERCENT_GPU
+    compute = [f"{r.compute_cv_percent:.1f}% at batch {r.batch_size}" for r in rows
+               if r.compute_cv_percent is not None and _on_gpu(r.info.backend)
+               and r.compute_cv_percent > gpu_limit]  # fmt: skip
+    if compute:
+        found.append(
+            f"{label}: GPU compute time is unstable, coefficient of variation "
+            f"{', '.join(compute)} (> {gpu_limit:g}%, trtexec's threshold): clocks or other "
+            "GPU work."
+        )
+    return found
 
 
 def _on_gpu(backend: str) -> bool:
@@ -300,6 +324,7 @@ def measure(
             result.models.append(info)
             result.rows += model_rows(info, document, settings)
             predictions[entry.label] = document.get("predictions")
+            plan.warnings += list(document.get("warnings") or [])
         if progress:
             progress(total, total, "done")
     labels = eval_set.labels if eval_set is not None else None
@@ -322,6 +347,7 @@ def bench(
     report: Path | None = None,
     force: bool = False,
     progress: Progress | None = None,
+    device: str = "auto",
 ) -> dict[str, Any]:
     """Benchmark models side by side; return the result document (see trtconv.report.schema).
 
@@ -343,6 +369,8 @@ def bench(
         check_output_free(Path(report), force)
     if threads is not None and threads < 1:
         raise UsageError(f"--threads {threads} is invalid: it must be at least 1.")
+    if device not in DEVICES:
+        raise UsageError(f"Unknown device '{device}'; choose one of {', '.join(DEVICES)}.")
     plan = plan_models(models, xla=xla)
     check_batch_sizes(plan.models, sizes)
     plan.warnings += portability_warnings(plan.models, measured_here=eval_data is not None)
@@ -355,7 +383,7 @@ def bench(
             plan.warnings.append(
                 f"{eval_set.source} has no labels: top-1 agreement only, no accuracy."
             )
-    settings = Settings(sizes, warm, timed, threads, data, eval_data)
+    settings = Settings(sizes, warm, timed, threads, data, eval_data, device)
     result = measure(plan, settings, inputs, eval_set, progress)
     result.environment = {**environment_block(), "threads": threads}
     document = result.to_dict()

@@ -35,6 +35,8 @@ class ModelEntry:
     # int8 artifacts: the Q/DQ summary and the CPU class their validation ran on.
     quantization: dict[str, Any] | None = None
     validated_on: str | None = None
+    # The batch sizes its engines were built for (TensorRT, TF-TRT), None when any batch runs.
+    batch_range: tuple[int, int] | None = None
 
 
 @dataclass
@@ -75,6 +77,7 @@ def artifact_entry(path: Path) -> ModelEntry:
         source_model=Path(source) if source else None,
         quantization=manifest.conversion_summary.get("quantization"),
         validated_on=(manifest.validation or {}).get("machine", {}).get("cpu_int8_class"),
+        batch_range=manifest.batch_range,
     )
 
 
@@ -143,8 +146,18 @@ def portability_warnings(models: list[ModelEntry], measured_here: bool = False) 
 
 
 def check_batch_sizes(models: list[ModelEntry], batch_sizes: Sequence[int]) -> None:
-    """Raise UsageError when a model's fixed batch dimension excludes a requested batch size."""
+    """Raise UsageError when a model's fixed batch dimension, or the batch range its engines
+    were built for, excludes a requested batch size."""
     for entry in models:
+        if entry.batch_range is not None:
+            low, high = entry.batch_range
+            outside = [b for b in batch_sizes if not low <= b <= high]
+            if outside:
+                raise UsageError(
+                    f"{entry.path} was built for batch sizes {low} to {high} (its engines' "
+                    f"profile), asked for {', '.join(map(str, outside))}: bench inside that "
+                    "range or convert again with --batch-sizes."
+                )
         for spec in entry.signature.inputs:
             fixed = spec.shape[0] if spec.shape else None
             bad = [b for b in batch_sizes if fixed is not None and b != fixed]

@@ -59,6 +59,7 @@ class Timing:
     wall_ns: int
     warmup_iterations: int
     transfer_ms: list[float]
+    compute_ms: list[float]
 
 
 class NullRunner(Runner):
@@ -100,6 +101,7 @@ def time_loop(runner: Runner, batches: list[Feeds], warmup: Budget, measure: Bud
     warmup_calls = calls
     latencies: list[int] = []
     transfers: list[float] = []
+    computes: list[float] = []
     clock = time.perf_counter_ns
     wall_start = clock()
     while not measure.done(len(latencies), clock() - wall_start):
@@ -111,8 +113,9 @@ def time_loop(runner: Runner, batches: list[Feeds], warmup: Budget, measure: Bud
         timings = runner.last_timings
         if timings is not None:
             transfers.append(timings.transfer_ms)
+            computes.append(timings.compute_ms)
     wall_ns = clock() - wall_start
-    return Timing(latencies, wall_ns, warmup_calls, transfers)
+    return Timing(latencies, wall_ns, warmup_calls, transfers, computes)
 
 
 def make_batches(inputs: dict[str, np.ndarray], batch_size: int, max_batches: int) -> list[Feeds]:
@@ -127,11 +130,14 @@ def make_batches(inputs: dict[str, np.ndarray], batch_size: int, max_batches: in
 
 
 def import_backend(spec: dict[str, Any]) -> None:
-    """Import the backend's library: process start-up, not model loading."""
+    """Import the backend's library and probe the machine's facts (nvidia-smi, TensorFlow asked
+    in a subprocess): process start-up, not model loading, so neither counts in `load_ms`."""
     from trtconv.backends import registry
+    from trtconv.facts import probe
     from trtconv.lazy import require
 
     require(registry.get(spec["backend"]).library)
+    probe()
 
 
 def peak_rss_mb(status: Path = Path("/proc/self/status")) -> float:
@@ -149,7 +155,8 @@ def peak_rss_mb(status: Path = Path("/proc/self/status")) -> float:
 
 
 def gpu_memory_mb(pid: int) -> float | None:
-    """GPU memory nvidia-smi attributes to `pid`; None without an NVIDIA GPU."""
+    """GPU memory nvidia-smi attributes to `pid` (the whole process: the library's pools
+    included); None without an NVIDIA GPU or when nvidia-smi does not list the process."""
     from trtconv.facts import probe_gpus
 
     if not probe_gpus():
@@ -168,7 +175,7 @@ def gpu_memory_mb(pid: int) -> float | None:
         found_pid, _, used = (part.strip() for part in line.partition(","))
         if found_pid == str(pid):
             return float(used)
-    return 0.0
+    return None  # not listed (in a container nvidia-smi often shows no processes): unknown
 
 
 def top1(runner: Runner, inputs: dict[str, np.ndarray], batch_size: int) -> list[int]:
@@ -216,7 +223,11 @@ def load(spec: dict[str, Any], first_batch: Feeds) -> tuple[Runner, float, float
     from trtconv.backends.registry import open_runner
 
     import_backend(spec)
-    options = RunOptions(threads=spec.get("threads"), xla=bool(spec.get("xla")))
+    options = RunOptions(
+        threads=spec.get("threads"),
+        xla=bool(spec.get("xla")),
+        device=str(spec.get("device") or "auto"),
+    )
     started = time.perf_counter_ns()
     runner = open_runner(Path(spec["model"]), options)
     runner.activate()
@@ -238,6 +249,7 @@ def measure_batch(runner: Runner, batches: list[Feeds], spec: dict[str, Any]) ->
         "wall_ns": timing.wall_ns,
         "warmup_iterations": timing.warmup_iterations,
         "transfer_ms": timing.transfer_ms or None,
+        "compute_ms": timing.compute_ms or None,
     }
 
 
@@ -271,4 +283,6 @@ def run(spec: dict[str, Any], progress: Callable[[str], None] | None = None) -> 
         "harness_overhead_ms": overhead_ms,
         "batches": measured,
         "predictions": predictions,
+        "device": runner.device,
+        "warnings": runner.warnings,
     }

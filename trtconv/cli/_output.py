@@ -20,9 +20,13 @@ from rich.logging import RichHandler
 
 from trtconv.errors import TrtconvError
 from trtconv.interrupts import Terminated, interrupt_exit_code, sigterm_as_interrupt
-from trtconv.lazy import quiet_tensorflow
+from trtconv.lazy import tensorflow_environment
 
 Result = dict[str, Any]
+DEVICE_HELP = (
+    "Where artifacts run: auto (what the conversion recorded), cpu, cuda (ONNX Runtime's CUDA "
+    "provider) or tensorrt (TensorRT, or ONNX Runtime's TensorRT provider)."
+)
 Renderer = Callable[[Result, Console], None]
 # progress(done, total, label): called by long-running api functions between steps.
 Progress = Callable[[int, int, str], None]
@@ -96,7 +100,7 @@ def run_command(
     and its one-line reason on stderr.
     """
     configure_logging(verbose=bool(os.environ.get("TRTCONV_VERBOSE")))
-    quiet_tensorflow()  # before any command imports TensorFlow (and for its subprocesses)
+    tensorflow_environment()  # before any command imports TensorFlow (and for its subprocesses)
     debug = os.environ.get("TRTCONV_DEBUG") == "1"
     try:
         with sigterm_as_interrupt():

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trtconv.cli._output import progress_bar, run_command, stderr_console
+from trtconv.cli._output import DEVICE_HELP, progress_bar, run_command, stderr_console
 
 
 def render_table(result: dict[str, Any], console: Console) -> None:
@@ -68,6 +68,7 @@ def bench_cli(
         None, help="Labelled data (digits, PATH.npz with y, image folder): accuracy, agreement."
     ),
     xla: bool = typer.Option(False, "--xla", help="Also run each SavedModel compiled with XLA."),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
     report: Path = typer.Option(None, help="Write results.json/csv, report.md and PNGs here."),
     force: bool = typer.Option(False, help="Replace an existing --report directory."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
@@ -89,6 +90,7 @@ def bench_cli(
                 data=data,
                 eval_data=eval_data,
                 xla=xla,
+                device=device,
                 report=report,
                 force=force,
                 progress=progress,

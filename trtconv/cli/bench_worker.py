@@ -15,7 +15,7 @@ from typing import TextIO
 
 from trtconv.bench.worker import run
 from trtconv.errors import TrtconvError
-from trtconv.lazy import quiet_tensorflow
+from trtconv.lazy import tensorflow_environment
 
 
 def _claim_stdout() -> TextIO:
@@ -34,7 +34,7 @@ def _note(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: read the spec file, run, print one JSON line; the exit code says success."""
     args = sys.argv[1:] if argv is None else argv
-    quiet_tensorflow()
+    tensorflow_environment()
     out = _claim_stdout()
     try:
         spec = json.loads(Path(args[0]).read_text())

@@ -55,8 +55,10 @@ def _libraries_table(report: dict[str, Any]) -> Table:
     table.add_row("ONNX", _text(report["onnx"]["version"]), "")
     table.add_row("tf2onnx", _text(report["tf2onnx"]["version"]), "")
     providers = ", ".join(ort["providers"]) or "none"
+    packages = ", ".join(f"{name} {version}" for name, version in ort["packages"].items())
     notes = f"; {ort['notes']}" if ort["notes"] else ""
-    table.add_row("ONNX Runtime", _text(ort["version"]), escape(f"providers: {providers}{notes}"))
+    details = f"{packages or 'not installed'}; providers: {providers}{notes}"
+    table.add_row("ONNX Runtime", _text(ort["version"]), escape(details))
     return table
 
 

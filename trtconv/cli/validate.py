@@ -8,14 +8,14 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from trtconv.cli._output import run_command
+from trtconv.cli._output import DEVICE_HELP, run_command
 from trtconv.cli.convert import render_validation
 
 
 def render(result: dict[str, Any], console: Console) -> None:
     console.print(
-        f"[bold]{result['artifact']}[/bold] ({result['backend']} {result['precision']}) "
-        f"vs {result['reference']}",
+        f"[bold]{result['artifact']}[/bold] ({result['backend']} {result['precision']} on "
+        f"{result.get('device', 'cpu')}) vs {result['reference']}",
         highlight=False,
     )
     render_validation(result, console)
@@ -33,6 +33,7 @@ def validate_cli(
     tolerance: float = typer.Option(
         None, help="Max abs error per output, replacing the precision's default."
     ),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Compare a converted artifact with its native model; exit 4 when outside tolerance."""
@@ -41,7 +42,12 @@ def validate_cli(
         from trtconv import api
 
         return api.validate(
-            artifact=artifact, reference=reference, data=data, samples=samples, tolerance=tolerance
+            artifact=artifact,
+            reference=reference,
+            data=data,
+            samples=samples,
+            tolerance=tolerance,
+            device=device,
         )
 
     run_command(work, json_mode=json_output, render=render)

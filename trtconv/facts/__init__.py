@@ -89,12 +89,15 @@ def probe(deep: bool = False) -> Facts:
     """This machine's facts, gathered once per process (cached). Fast; never imports TensorFlow.
 
     TensorFlow is asked about TF-TRT in a subprocess (seconds) with `deep=True` (doctor), or when
-    the TensorRT libraries it loads are present and a GPU is visible (then the answer matters).
+    a GPU is visible and TensorFlow could load TensorRT (then the answer matters).
     """
     gpus = probe_gpus()
     versions = library_versions()
     tensorflow = probe_tensorflow(versions["tensorflow"], ask=False)
-    if tensorflow.version is not None and (deep or (tensorflow.libnvinfer_version and gpus)):
+    # With a GPU and a TensorRT build of TensorFlow, TensorFlow is asked even when our check of
+    # the exact libnvinfer sonames failed: what TF-TRT really loads is TensorFlow's answer.
+    could_load = tensorflow.libnvinfer_version or tensorflow.is_tensorrt_build
+    if tensorflow.version is not None and (deep or (could_load and gpus)):
         tensorflow = probe_tensorflow(versions["tensorflow"], ask=True)
     return Facts(
         python=platform.python_version(),

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import importlib.util
+import io
+import logging
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
+
+log = logging.getLogger(__name__)
 
 # Distributions whose versions every result and manifest records.
 LIBRARIES = (
@@ -98,6 +104,8 @@ def probe_onnxruntime(has_gpu: bool) -> OnnxRuntimeFacts:
             None, reason=f"onnxruntime is not importable ({type(exc).__name__}: {exc})"
         )
     usable, notes = [], []
+    if has_gpu and any(p in GPU_PROVIDERS for p in available):
+        preload_cuda_libraries(ort)
     capi = Path(str(ort.__file__)).parent / "capi"
     for provider in available:
         problem = _provider_problem(provider, has_gpu, capi)
@@ -106,6 +114,23 @@ def probe_onnxruntime(has_gpu: bool) -> OnnxRuntimeFacts:
         else:
             usable.append(provider)
     return OnnxRuntimeFacts(str(ort.__version__), available, tuple(usable), "; ".join(notes))
+
+
+def preload_cuda_libraries(ort: ModuleType) -> None:
+    """Load CUDA and cuDNN from NVIDIA's wheels (onnxruntime-gpu's `cuda`/`cudnn` extras), which
+    ONNX Runtime 1.21+ finds only when asked: `preload_dlls()`. Its notes go to the debug log,
+    not stdout (a --json command's)."""
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:
+        return
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(said):
+            preload()
+    except Exception as exc:  # missing libraries show when the provider is loaded
+        log.debug("onnxruntime.preload_dlls failed: %s", exc)
+    if said.getvalue().strip():
+        log.debug("onnxruntime.preload_dlls: %s", said.getvalue().strip())
 
 
 def _provider_problem(provider: str, has_gpu: bool, capi: Path) -> str:

@@ -27,6 +27,7 @@ from trtconv.backends.request import CalibrationFeed
 from trtconv.errors import ConversionError, UsageError
 from trtconv.lazy import require
 from trtconv.quantize import CALIB_METHODS
+from trtconv.quantize.checks import require_tensorrt_qdq
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +127,8 @@ def quantize_qdq(
                 extra_options={
                     "ActivationSymmetric": options.scheme == "s8s8",
                     "WeightSymmetric": True,
+                    # int32 bias Q/DQ: fine for ORT, refused by TensorRT's IDequantizeLayer.
+                    "QuantizeBias": options.scheme != "s8s8",
                 },
                 nodes_to_exclude=float_nodes,
             )
@@ -135,6 +138,8 @@ def quantize_qdq(
     counts = op_counts(output)
     if not counts.get("QuantizeLinear") or not counts.get("DequantizeLinear"):
         raise ConversionError(f"The quantised model of {name} holds no Q/DQ nodes.")
+    if options.scheme == "s8s8":
+        require_tensorrt_qdq(output, name)
     return {
         "format": "qdq",
         "scheme": options.scheme,

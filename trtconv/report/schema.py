@@ -49,6 +49,7 @@ class ModelInfo:
     peak_rss_mb: float | None = None
     gpu_memory_mb: float | None = None
     harness_overhead_ms: float | None = None
+    device: str | None = None  # where it ran: cpu, cuda or tensorrt (bench --device)
     accuracy: float | None = None
     top1_agreement: float | None = None
     eval_samples: int | None = None
@@ -84,6 +85,10 @@ class BenchRow:
     throughput_per_s: float
     transfer_ms_mean: float | None  # host<->device copies, where the runner reports them
     threads: int | None
+    # Device compute alone, timed with CUDA events (trtexec's "GPU Compute Time"), where the
+    # runner reports it; its CV is what the 1% GPU stability rule reads.
+    compute_ms_mean: float | None = None
+    compute_cv_percent: float | None = None
 
     @property
     def harness_overhead_percent(self) -> float:
@@ -110,9 +115,10 @@ ROW_KEYS = (
     "warmup_iterations", "timed_s", "latency_ms_min", "latency_ms_mean",
     "latency_ms_trimmed_mean", "latency_ms_p50", "latency_ms_p90", "latency_ms_p95",
     "latency_ms_p99", "latency_ms_max", "latency_ms_std", "cv_percent", "cv_trimmed_percent",
-    "throughput_per_s", "speedup_vs_baseline", "transfer_ms_mean", "first_inference_ms",
-    "load_ms", "peak_rss_mb", "gpu_memory_mb", "accuracy", "top1_agreement",
-    "harness_overhead_ms", "harness_overhead_percent", "worker_pid", "threads",
+    "throughput_per_s", "speedup_vs_baseline", "transfer_ms_mean", "compute_ms_mean",
+    "compute_cv_percent", "first_inference_ms", "load_ms", "peak_rss_mb", "gpu_memory_mb",
+    "accuracy", "top1_agreement", "harness_overhead_ms", "harness_overhead_percent",
+    "worker_pid", "threads", "device",
 )  # fmt: skip
 MODEL_KEYS = tuple(f.name for f in fields(ModelInfo))
 
@@ -127,6 +133,7 @@ class Settings:
     threads: int | None
     data: str
     eval_data: str | None
+    device: str = "auto"  # where artifacts run (bench --device)
 
     def to_dict(self) -> dict[str, Any]:
         """The `settings` block of the result document."""
@@ -143,6 +150,7 @@ class Settings:
             "trim_fraction": stats.TRIM_FRACTION,
             "cv_warn_percent_cpu": stats.CV_WARN_PERCENT_CPU,
             "cv_warn_percent_gpu": stats.CV_WARN_PERCENT_GPU,
+            "device": self.device,
             "percentile_method": "linear",
         }
 

@@ -46,6 +46,8 @@ class ValidationReport:
     accuracy_candidate: float | None = None
     precision: str | None = None
     machine: dict[str, Any] | None = None  # the CPU it ran on (int8 verdicts hold per CPU class)
+    batch_size: int | None = None  # the converted model's batches (inside its engines' profile)
+    device: str | None = None  # where the converted model ran: cpu, cuda or tensorrt
 
     @property
     def accuracy_drop(self) -> float | None:
@@ -83,4 +85,8 @@ class ValidationReport:
             data["precision"] = self.precision
         if self.machine is not None:
             data["machine"] = self.machine
+        if self.batch_size is not None:
+            data["batch_size"] = self.batch_size
+        if self.device is not None:
+            data["device"] = self.device
         return data

@@ -53,14 +53,34 @@ def support(facts: Facts, precision: str) -> Support:
     return verdict(NAME, precision, f"ONNX Runtime {ort.version} on {gpu_runs}")
 
 
+PACKAGES = ("onnxruntime", "onnxruntime-gpu")
+
+
+def both_packages_note(facts: Facts) -> str:
+    """A sentence when onnxruntime and onnxruntime-gpu are both installed ("" otherwise)."""
+    cpu, gpu = (facts.version(name) for name in PACKAGES)
+    if cpu is None or gpu is None:
+        return ""
+    running = facts.onnxruntime.version
+    return (
+        f"onnxruntime {cpu} and onnxruntime-gpu {gpu} are both installed: they write the same "
+        f"`onnxruntime` package, so the one installed last wins (this is {running}) and removing "
+        "either breaks both; fix: pip uninstall -y onnxruntime onnxruntime-gpu, then pip install "
+        "'trtconv[gpu]' (or 'trtconv[cpu]')"
+    )
+
+
 def doctor_section(facts: Facts) -> dict[str, Any]:
-    """The doctor's `onnxruntime` block: version and the providers that really run."""
+    """The doctor's `onnxruntime` block: version, the installed ONNX Runtime packages (both when
+    both are), and the providers that really run."""
     ort = facts.onnxruntime
+    notes = [note for note in (both_packages_note(facts), ort.reason) if note]
     return {
         "onnxruntime": {
             "version": ort.version,
+            "packages": {name: facts.version(name) for name in PACKAGES if facts.version(name)},
             "providers": list(ort.providers),
             "available_providers": list(ort.available_providers),
-            "notes": ort.reason,
+            "notes": "; ".join(notes),
         }
     }

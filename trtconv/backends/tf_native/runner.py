@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from trtconv.backends.request import Feeds
 from trtconv.backends.runner import Outputs, Runner, RunOptions
+from trtconv.facts import probe
 from trtconv.lazy import require
 from trtconv.model_io import ModelSignature
 from trtconv.savedmodel import LoadedSavedModel, load_saved_model
+from trtconv.tf32 import tf32_policy
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest
@@ -19,20 +21,31 @@ log = logging.getLogger(__name__)
 
 
 class SavedModelRunner(Runner):
-    """Runs `serving_default` (a concrete graph function), optionally compiled with XLA."""
+    """Runs `serving_default` (a concrete graph function), optionally compiled with XLA.
 
-    def __init__(self, path: Path, xla: bool = False, threads: int | None = None) -> None:
+    `tf32=False` (the default, what a reference needs): float32 matmuls and convolutions run in
+    full float32 on an Ampere-or-newer GPU, where TensorFlow would otherwise use TF32. The switch
+    is set around each call and restored after it (it is process-wide).
+    """
+
+    def __init__(
+        self, path: Path, xla: bool = False, threads: int | None = None, tf32: bool = False
+    ) -> None:
         super().__init__(path)
         self.xla = xla
         self.threads = threads
+        self.tf32 = tf32
         self._model: LoadedSavedModel | None = None
         self._call: Any = None
+        self._on_gpu = False
 
     def activate_impl(self) -> ModelSignature:
         tf = require("tensorflow")
         if self.threads is not None:
             set_threads(tf, self.threads)
         self._model = load_saved_model(self.path)
+        self._on_gpu = probe().has_gpu  # TF32 exists only there: no switching on a CPU
+        self.device = "cuda" if self._on_gpu else "cpu"
         function = self._model.function
         if self.xla:
             self._call = tf.function(lambda **feeds: function(**feeds), jit_compile=True)
@@ -44,6 +57,12 @@ class SavedModelRunner(Runner):
         self._model, self._call = None, None
 
     def infer_impl(self, feeds: Feeds) -> Outputs:
+        if not self._on_gpu:
+            return self._run(feeds)
+        with tf32_policy(self.tf32):
+            return self._run(feeds)
+
+    def _run(self, feeds: Feeds) -> Outputs:
         outputs = self._call(**feeds)
         # .numpy() copies device results to host: this is also the synchronisation point.
         return {name: tensor.numpy() for name, tensor in outputs.items()}

@@ -16,8 +16,8 @@ Written against TensorFlow 2.17's `tensorflow/python/compiler/tensorrt/trt_conve
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from trtconv.errors import ConversionError, InputError, MissingDependencyError, 
 from trtconv.facts import probe
 from trtconv.lazy import require
 from trtconv.model_io import ModelSignature
+from trtconv.tf32 import tf32_policy
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,8 @@ def conversion_params(
 ) -> Any:
     """The real `TrtConversionParams` for a trtconv precision.
 
-    fp32 and tf32 both map to FP32 (see apply_tf32_policy); int8 sets `use_calibration`.
+    fp32 and tf32 both map to FP32 (TF32 is TensorFlow's switch: trtconv.tf32); int8 sets
+    `use_calibration`.
     `allow_build_at_runtime=False` by default: engines are prebuilt by `build()`, and a shape
     outside the profiles then runs the native TensorFlow segment instead of stalling on a build.
     Raises UsageError for an unknown precision.
@@ -86,25 +88,6 @@ def conversion_params(
     if max_workspace_size_bytes is not None:
         options["max_workspace_size_bytes"] = max_workspace_size_bytes
     return trt_convert.TrtConversionParams(**options)
-
-
-def apply_tf32_policy(precision: str) -> None:
-    """Allow TF32 tensor-core math for `tf32` (and the reduced precisions), forbid it for `fp32`.
-
-    `tf.config.experimental.enable_tensor_float_32_execution` is what TF-TRT's engine builder
-    and TensorFlow's cuBLAS/cuDNN calls consult. `NVIDIA_TF32_OVERRIDE=0` also covers libraries
-    outside TensorFlow's control, but CUDA libraries read it when they initialise: set in a
-    process whose GPU is already initialised, only the TensorFlow switch takes effect.
-    """
-    tf = require("tensorflow")
-    allow = precision != "fp32"
-    if allow:
-        if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
-            log.warning("NVIDIA_TF32_OVERRIDE=0 is set: removing it so %s may use TF32", precision)
-            os.environ.pop("NVIDIA_TF32_OVERRIDE")
-    else:
-        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
-    tf.config.experimental.enable_tensor_float_32_execution(allow)
 
 
 def input_order(signature: ModelSignature) -> list[str]:
@@ -138,33 +121,56 @@ def as_positional(feeds: Feeds, signature: ModelSignature) -> tuple[Any, ...]:
 
 
 def calibration_input_fn(
-    calibration: CalibrationFeed, signature: ModelSignature, batch_size: int
+    calibration: CalibrationFeed, signature: ModelSignature, batch_size: int, min_batch: int = 1
 ) -> InputFn:
     """A generator function for `converter.convert(calibration_input_fn=...)`.
 
     TF-TRT needs every calibration batch to have the same shape, and that shape must lie inside
     the engines' optimisation profiles, so the reader's batches are re-cut into `batch_size`
-    (the largest declared batch size) and a short remainder is dropped.
+    (the largest declared batch size) and a short remainder is dropped. With fewer samples than
+    `batch_size` the one short batch is used when it still fits the profiles (at least
+    `min_batch` rows): TF-TRT would otherwise calibrate on nothing and only warn. Raises
+    UsageError (while iterating) when there are fewer than `min_batch` samples.
     """
 
     def generate() -> Iterator[tuple[Any, ...]]:
         pending: list[Feeds] = []
-        rows = 0
+        rows = yielded = 0
         for feeds in calibration():
             pending.append(feeds)
             rows += len(next(iter(feeds.values())))
             while rows >= batch_size:
-                joined = {name: np.concatenate([f[name] for f in pending]) for name in feeds}
+                joined = _joined(pending)
                 yield as_positional({k: v[:batch_size] for k, v in joined.items()}, signature)
+                yielded += 1
                 rest = {k: v[batch_size:] for k, v in joined.items()}
                 rows -= batch_size
                 pending = [rest] if rows else []
-        if rows:
+        if yielded == 0:
+            if rows < max(min_batch, 1):
+                raise UsageError(
+                    f"TF-TRT int8 calibration needs at least {max(min_batch, 1)} samples (the "
+                    f"smallest batch size); the calibration data holds {rows}."
+                )
+            log.warning(
+                "TF-TRT calibration: %d samples, fewer than the largest batch size %d: "
+                "calibrating on one batch of %d",
+                rows,
+                batch_size,
+                rows,
+            )
+            yield as_positional(_joined(pending), signature)
+        elif rows:
             log.info(
                 "TF-TRT calibration: dropping the last %d samples (batches of %d)", rows, batch_size
             )
 
     return generate
+
+
+def _joined(pending: list[Feeds]) -> Feeds:
+    """The pending feed batches concatenated per input."""
+    return {name: np.concatenate([f[name] for f in pending]) for name in pending[0]}
 
 
 def build_feeds(
@@ -195,38 +201,91 @@ def build_feeds(
     return feeds
 
 
-def summarize_graph(graph_def: Any) -> dict[str, Any]:
+def summarize_graph(graph_def: Any, built: set[str] | None = None) -> dict[str, Any]:
     """TRTEngineOp count and % of ops converted, counted as TrtGraphConverterV2.summary() does.
 
     Ops inside an engine are the nodes of its `<name>_native_segment` library function; ops not
-    converted are the top-level nodes that are not TRTEngineOps.
+    converted are the top-level nodes that are not TRTEngineOps. `built` (engine names that
+    `save()` wrote an engine for, see `engines_written`) counts a TRTEngineOp whose engine failed
+    to build as not converted: TF-TRT then runs its native segment and only logs a warning.
     """
     segments = {f.signature.name: len(f.node_def) for f in graph_def.library.function}
     engines = [node.name for node in graph_def.node if node.op == TRT_ENGINE_OP]
-    not_converted = sum(1 for node in graph_def.node if node.op != TRT_ENGINE_OP)
-    converted = sum(segments.get(f"{name}_native_segment", 0) for name in engines)
-    total = converted + not_converted
-    return {
+    failed = [name for name in engines if built is not None and engine_name(name) not in built]
+    native = sum(1 for node in graph_def.node if node.op != TRT_ENGINE_OP)
+    native += sum(segments.get(f"{name}_native_segment", 0) for name in failed)
+    converted = sum(
+        segments.get(f"{name}_native_segment", 0) for name in engines if name not in failed
+    )
+    total = converted + native
+    summary: dict[str, Any] = {
         "trt_engine_ops": len(engines),
         "ops_converted": converted,
         "ops_total": total,
         "percent_ops_converted": round(100.0 * converted / total, 2) if total else 0.0,
+    }
+    if built is not None:
+        summary["engines_built"] = len(engines) - len(failed)
+        summary["engines_failed"] = [engine_name(name) for name in failed]
+    return summary
+
+
+def engine_name(node_name: str) -> str:
+    """TF-TRT's canonical engine name for a TRTEngineOp node (the last part of its name)."""
+    return node_name.split("/")[-1]
+
+
+def engines_written(saved_model: Path) -> set[str]:
+    """Engine names `save()` serialized into `saved_model/assets` (a non-empty file each).
+
+    TF-TRT writes `trt-serialized-engine.<name>` per TRTEngineOp; an engine whose build failed
+    leaves no engine in its cache, so no record in the file.
+    """
+    prefix = "trt-serialized-engine."
+    return {
+        path.name.removeprefix(prefix)
+        for path in (Path(saved_model) / "assets").glob(f"{prefix}*")
+        if path.stat().st_size > 0
     }
 
 
 def convert(request: ConversionRequest) -> ConversionOutcome:
     """Convert `request.saved_model` with TF-TRT into `request.output_dir/saved_model`.
 
-    Raises MissingDependencyError (exit 3) when TensorFlow cannot use TensorRT or sees no GPU,
+    TF32 is allowed exactly when the precision is not fp32, for this conversion only (TF-TRT's
+    builder follows TensorFlow's switch; it is restored afterwards). Raises
+    MissingDependencyError (exit 3) when TensorFlow cannot use TensorRT or sees no GPU,
     UsageError when int8 has no calibration data, ConversionError when TF-TRT fails.
     """
     rules.support(probe(), request.precision).require()
     if request.precision == "int8" and request.calibration is None:
         raise UsageError("TF-TRT int8 needs calibration data (--calib-data).")
-    apply_tf32_policy(request.precision)
+    with tf32_policy(request.precision != "fp32"):
+        summary = _convert_build_save(request)
+    facts = probe()
+    summary.update(
+        precision_mode=PRECISION_MODES[request.precision],
+        tf32_allowed=request.precision != "fp32",
+        batch_sizes=sorted(set(request.batch_sizes)),
+        batch_range=[min(request.batch_sizes), max(request.batch_sizes)],
+        profile_strategy=PROFILE_STRATEGY,
+        tensorrt_version=rules.loaded_tensorrt(facts),
+    )
+    gpu = facts.best_gpu
+    device = gpu.to_dict() if gpu else {}
+    return ConversionOutcome(payload=PAYLOAD, summary=summary, device=device)
+
+
+def _convert_build_save(request: ConversionRequest) -> dict[str, Any]:
+    """TF-TRT's convert(), build() and save(); returns the graph summary of what was built."""
     converter = make_converter(request)
     calibrate = (
-        calibration_input_fn(request.calibration, request.signature, max(request.batch_sizes))
+        calibration_input_fn(
+            request.calibration,
+            request.signature,
+            max(request.batch_sizes),
+            min(request.batch_sizes),
+        )
         if request.precision == "int8" and request.calibration is not None
         else None
     )
@@ -239,8 +298,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
                 f"{rules.TFTRT_FIX}."
             ) from exc
         raise ConversionError(f"TF-TRT could not convert {request.saved_model}: {exc}") from exc
-    summary = summarize_graph(converted.graph.as_graph_def())
-    _warn_if_nothing_converted(summary, request)
+    _warn_if_nothing_converted(summarize_graph(converted.graph.as_graph_def()), request)
     sample = next(iter(request.calibration()), None) if request.calibration else None
     feeds = build_feeds(request.signature, request.batch_sizes, sample)
     try:
@@ -252,17 +310,10 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         raise ConversionError(
             f"TF-TRT could not build or save engines for {request.saved_model}: {first[:300]}"
         ) from exc
-    facts = probe()
-    summary.update(
-        precision_mode=PRECISION_MODES[request.precision],
-        tf32_allowed=request.precision != "fp32",
-        batch_sizes=sorted(set(request.batch_sizes)),
-        profile_strategy=PROFILE_STRATEGY,
-        tensorrt_version=rules.loaded_tensorrt(facts),
-    )
-    gpu = facts.best_gpu
-    device = gpu.to_dict() if gpu else {}
-    return ConversionOutcome(payload=PAYLOAD, summary=summary, device=device)
+    built = engines_written(request.output_dir / PAYLOAD)
+    summary = summarize_graph(converted.graph.as_graph_def(), built)
+    _warn_if_engines_failed(summary, request)
+    return summary
 
 
 def make_converter(request: ConversionRequest, **params: Any) -> Any:
@@ -284,6 +335,20 @@ def make_converter(request: ConversionRequest, **params: Any) -> Any:
         raise MissingDependencyError(
             f"TF-TRT cannot run: {rules.status(probe())[1]}; fix: {rules.TFTRT_FIX}."
         ) from exc
+
+
+def _warn_if_engines_failed(summary: dict[str, Any], request: ConversionRequest) -> None:
+    failed = summary.get("engines_failed") or []
+    if failed:
+        log.warning(
+            "TF-TRT built %d of %d engine(s) for %s; %s fell back to TensorFlow (their build "
+            "failed: TF_CPP_MIN_LOG_LEVEL=0 shows why): %.1f%% of ops run in TensorRT",
+            summary["engines_built"],
+            summary["trt_engine_ops"],
+            request.saved_model,
+            ", ".join(failed),
+            summary["percent_ops_converted"],
+        )
 
 
 def _warn_if_nothing_converted(summary: dict[str, Any], request: ConversionRequest) -> None:

@@ -34,7 +34,10 @@ def problems(facts: Facts) -> list[str]:
         )
     elif version_tuple(tf.version) >= (2, 18):
         found.append(f"TensorFlow {tf.version} no longer ships TF-TRT (2.17 is the last)")
-    if tf.libnvinfer_reason:
+    # TensorFlow's own answer wins over our guess at its libraries' names: it may load a TensorRT
+    # our ctypes check of the exact sonames missed.
+    tf_loads = tf.asked is not None and not tf.asked.error and tf.asked.enabled
+    if tf.libnvinfer_reason and not tf_loads:
         found.append(f"TensorFlow's TensorRT libraries are missing: {tf.libnvinfer_reason}")
     if not facts.gpus:
         found.append(NO_GPU)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trtconv.backends.runner import Runner, RunOptions
+from trtconv.backends.runner import Runner, RunOptions, check_device
 from trtconv.backends.tf_native.runner import SavedModelRunner
 from trtconv.backends.tftrt import rules
-from trtconv.backends.tftrt.converter import apply_tf32_policy
 from trtconv.facts import probe
 from trtconv.model_io import ModelSignature
 
@@ -17,19 +16,22 @@ if TYPE_CHECKING:
 
 
 class TfTrtRunner(SavedModelRunner):
-    """A TF-TRT SavedModel's serving_default, with the TF32 policy of its precision."""
+    """A TF-TRT SavedModel's serving_default; TF32 allowed in its native segments exactly when
+    its precision is not fp32."""
 
     def __init__(self, path: Path, precision: str = "fp32", threads: int | None = None) -> None:
-        super().__init__(path, threads=threads)
+        super().__init__(path, threads=threads, tf32=precision != "fp32")
         self.precision = precision
+        self.device = "tensorrt"
 
     def activate_impl(self) -> ModelSignature:
         rules.support(probe(), self.precision).require()
-        apply_tf32_policy(self.precision)
         return super().activate_impl()
 
 
 def tftrt_runner(payload: Path, manifest: Manifest | None, options: RunOptions) -> Runner:
-    """The runner factory: the artifact's precision decides the TF32 policy."""
+    """The runner factory: the artifact's precision decides the TF32 policy. TF-TRT runs
+    TensorRT engines inside TensorFlow on a GPU: --device auto, tensorrt or cuda."""
+    check_device("tftrt", options.device, ("tensorrt", "cuda"))
     precision = manifest.precision if manifest is not None else "fp32"
     return TfTrtRunner(payload, precision, threads=options.threads)

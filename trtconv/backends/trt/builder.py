@@ -1,50 +1,98 @@
-"""The TensorRT >= 10 builder configuration for engines built from the validated ONNX export.
+"""Building a TensorRT engine from ONNX, for TensorRT 10 and 11.
 
-Written against the TensorRT 10 Python API (as used by Polygraphy's backend/trt and NVIDIA's
-samples/python/common_runtime.py): networks are explicit-batch by default, INT8 is *explicit*
-(the ONNX carries QuantizeLinear/DequantizeLinear nodes; no calibrator, which TensorRT 10
-deprecated and 11 removed), TF32 is on by default and must be cleared for fp32.
+Written against the real bindings (NVIDIA/TensorRT `python/src/infer/pyCore.cpp`,
+`parsers/pyOnnx.cpp` and `include/NvInfer.h` at release/10.16 and 11.1; the names each version
+defines are recorded in `tests/standins/names/`):
 
-The builder configuration (flags per precision, optimisation profile from batch sizes, timing
-cache) lives in small functions that take the `tensorrt` module as an argument, so they can be
-checked here with a recording stand-in; importing this module never imports tensorrt.
+- TensorRT 10 builds weakly typed networks with precision flags: fp16 sets BuilderFlag.FP16, int8
+  sets INT8 *and* FP16 (layers TensorRT does not run in int8 may then use fp16 instead of
+  staying fp32) on the explicit Q/DQ model.
+- TensorRT 11 (what `pip install tensorrt` gives) builds strongly typed networks only: BuilderFlag
+  has no FP16/INT8 at all, so the precision is in the ONNX: fp16 builds from an fp16 copy of the
+  export (float32 inputs and outputs kept), int8 from the Q/DQ model, with no precision flag.
+- Both: TF32 is on by default, so fp32 clears it and tf32 sets it; explicit batch is implied
+  (`create_network(0)`); int8 is explicit Q/DQ only (no calibrator: deprecated in 10, gone in 11).
+- Timing cache: `create_timing_cache` gives None for a cache it cannot read (another TensorRT
+  version, a damaged file: "The timing cache will not be used!", NVIDIA/TensorRT#3566) and
+  `set_timing_cache(cache, ignore_mismatch=False)` returns False for one from another device
+  (NvInfer.h, IBuilderConfig::setTimingCache). Either way the build starts from an empty cache and
+  the summary says so; caches are kept per TensorRT version and GPU.
+
+Functions take the `tensorrt` module as an argument: importing this module never imports it.
 """
 
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trtconv.errors import ConversionError, InputError, UsageError
+from trtconv.facts import Gpu
 
 PAYLOAD = "model.plan"
 TIMING_CACHE = "timing.cache"
-# Builder flags per precision: (set, clear). TF32 is on by default in TensorRT, so fp32 clears it.
-# fp16/int8 leave TF32 allowed for the layers that stay in float32.
-PRECISION_FLAGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "fp32": ((), ("TF32",)),
-    "tf32": (("TF32",), ()),
-    "fp16": (("FP16",), ()),
-    "int8": (("INT8",), ()),
-}
 WORKSPACE_BYTES = 4 << 30
+STRONGLY_TYPED_FROM = 11  # the first TensorRT major whose networks are always strongly typed
 ProfileShapes = dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
 
 
-def shared_timing_cache() -> Path:
-    """Where timing caches are shared between builds (TRTCONV_TRT_TIMING_CACHE overrides)."""
-    default = Path.home() / ".cache" / "trtconv" / "trt-timing.cache"
-    return Path(os.environ.get("TRTCONV_TRT_TIMING_CACHE", default))
+@dataclass(frozen=True)
+class BuildPlan:
+    """How one precision is built by one TensorRT major version.
+
+    `source`: the ONNX to build from ("fp32" the export, "fp16" an fp16 copy of it, "qdq" the int8
+    Q/DQ model); `set_flags`/`clear_flags`: BuilderFlag names; `strongly_typed`: the network's
+    types come from the ONNX (TensorRT 11) rather than from precision flags.
+    """
+
+    precision: str
+    source: str
+    set_flags: tuple[str, ...]
+    clear_flags: tuple[str, ...]
+    strongly_typed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "builder_flags_set": list(self.set_flags),
+            "builder_flags_cleared": list(self.clear_flags),
+            "strongly_typed": self.strongly_typed,
+            "built_from": self.source,
+            "explicit_quantization": self.precision == "int8",
+        }
 
 
-def precision_flags(precision: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(flags to set, flags to clear) on the IBuilderConfig; UsageError for an unknown one."""
-    if precision not in PRECISION_FLAGS:
-        raise UsageError(
-            f"Unknown precision '{precision}'; TensorRT takes {list(PRECISION_FLAGS)}."
-        )
-    return PRECISION_FLAGS[precision]
+# precision -> (source, flags to set, flags to clear), TensorRT 10 (weakly typed).
+PLANS_10 = {
+    "fp32": ("fp32", (), ("TF32",)),
+    "tf32": ("fp32", ("TF32",), ()),
+    "fp16": ("fp32", ("FP16",), ()),
+    "int8": ("qdq", ("INT8", "FP16"), ()),
+}
+# TensorRT 11+ (strongly typed): no precision flag exists; the ONNX carries the types.
+PLANS_11 = {
+    "fp32": ("fp32", (), ("TF32",)),
+    "tf32": ("fp32", ("TF32",), ()),
+    "fp16": ("fp16", (), ()),
+    "int8": ("qdq", (), ()),
+}
+
+
+def tensorrt_major(trt: Any) -> int:
+    """The major version of the imported `tensorrt` module (0 when unreadable)."""
+    found = re.match(r"\d+", str(getattr(trt, "__version__", "")))
+    return int(found.group()) if found else 0
+
+
+def build_plan(major: int, precision: str) -> BuildPlan:
+    """The BuildPlan of `precision` on TensorRT `major`. Raises UsageError for an unknown one."""
+    plans = PLANS_11 if major >= STRONGLY_TYPED_FROM else PLANS_10
+    if precision not in plans:
+        raise UsageError(f"Unknown precision '{precision}'; TensorRT takes {list(plans)}.")
+    source, to_set, to_clear = plans[precision]
+    return BuildPlan(precision, source, to_set, to_clear, major >= STRONGLY_TYPED_FROM)
 
 
 def profile_shapes(
@@ -89,40 +137,83 @@ def network_inputs(network: Any) -> list[tuple[str, tuple[int, ...]]]:
 def configure_builder(
     trt: Any,
     builder: Any,
-    precision: str,
+    plan: BuildPlan,
     shapes: ProfileShapes,
-    timing_cache: bytes = b"",
     workspace_bytes: int = WORKSPACE_BYTES,
-) -> tuple[Any, Any]:
-    """Create and fill the IBuilderConfig; returns (config, timing_cache_object).
-
-    Flags from PRECISION_FLAGS, one optimisation profile from `shapes`, a workspace limit, and
-    the timing cache loaded from `timing_cache` (empty bytes: a fresh cache the build fills).
-    """
-    to_set, to_clear = precision_flags(precision)
+) -> Any:
+    """Create and fill the IBuilderConfig: the plan's flags, one optimisation profile from
+    `shapes`, a workspace limit. Raises ConversionError when TensorRT refuses the profile."""
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace_bytes)
-    for flag in to_set:
+    for flag in plan.set_flags:
         config.set_flag(getattr(trt.BuilderFlag, flag))
-    for flag in to_clear:
+    for flag in plan.clear_flags:
         config.clear_flag(getattr(trt.BuilderFlag, flag))
     profile = builder.create_optimization_profile()
     for name, (low, opt, high) in shapes.items():
         profile.set_shape(name, low, opt, high)
-    config.add_optimization_profile(profile)
-    cache = config.create_timing_cache(timing_cache)
-    # ignore_mismatch=False: a cache from another GPU or TensorRT version is refused, not used.
+    if config.add_optimization_profile(profile) < 0:
+        raise ConversionError(f"TensorRT refused the optimisation profile {shapes}.")
+    return config
+
+
+@dataclass(frozen=True)
+class TimingCacheUse:
+    """What became of a stored timing cache: reused, new (none stored), or rejected (why)."""
+
+    path: Path
+    status: str  # "reused" | "new" | "rejected"
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": str(self.path), "status": self.status, "reason": self.reason}
+
+
+def attach_timing_cache(config: Any, path: Path) -> tuple[Any, TimingCacheUse]:
+    """Give `config` the timing cache stored at `path` when TensorRT accepts it, else an empty one.
+
+    Returns (the ITimingCache the build fills, what happened to the stored one). Never raises for
+    a bad cache: a rejected cache only makes this build slower.
+    """
+    data = path.read_bytes() if path.is_file() else b""
+    use = TimingCacheUse(path, "new")
+    if data:
+        cache = config.create_timing_cache(data)
+        if cache is None:
+            use = TimingCacheUse(path, "rejected", "not readable by this TensorRT version")
+        elif not config.set_timing_cache(cache, False):  # False: refuse another device's cache
+            use = TimingCacheUse(path, "rejected", "made on another GPU")
+        else:
+            return cache, TimingCacheUse(path, "reused")
+    cache = config.create_timing_cache(b"")
     config.set_timing_cache(cache, False)
-    return config, cache
+    return cache, use
+
+
+def timing_cache_path(tensorrt_version: str, gpu: Gpu | None) -> Path:
+    """Where the timing cache of this TensorRT version on this GPU model is kept.
+
+    Under $TRTCONV_TRT_TIMING_CACHE_DIR (default ~/.cache/trtconv/trt-timing): one file per
+    TensorRT version and GPU (name and compute capability), so a cache is only offered to the
+    builds that can use it.
+    """
+    root = os.environ.get("TRTCONV_TRT_TIMING_CACHE_DIR")
+    folder = Path(root) if root else Path.home() / ".cache" / "trtconv" / "trt-timing"
+    device = "no-gpu"
+    if gpu is not None:
+        name = re.sub(r"[^A-Za-z0-9]+", "-", gpu.name).strip("-").lower()
+        device = f"{name}-sm{gpu.compute_capability[0]}{gpu.compute_capability[1]}"
+    return folder / f"tensorrt-{tensorrt_version}-{device}.cache"
 
 
 def parse_onnx(trt: Any, builder: Any, logger: Any, path: Path) -> tuple[Any, Any]:
-    """Parse an ONNX file into a new explicit-batch network; (network, parser).
+    """Parse an ONNX file into a new network; (network, parser).
 
-    The parser must outlive the network's use (it owns the weights), so it is returned too.
-    Raises ConversionError with the parser's errors.
+    `create_network(0)`: explicit batch is the only mode from TensorRT 10, and TensorRT 11's
+    networks are strongly typed whatever the flags say. The parser must outlive the network's use
+    (it owns the weights), so it is returned too. Raises ConversionError with the parser's errors.
     """
-    network = builder.create_network(0)  # TensorRT 10: explicit batch is the only mode
+    network = builder.create_network(0)
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(str(path)):
         errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]

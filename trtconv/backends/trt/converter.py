@@ -1,37 +1,56 @@
-"""Build a TensorRT engine from the validated ONNX export (the Q/DQ model for int8)."""
+"""Build a TensorRT engine from the validated ONNX export: the fp32 export, an fp16 copy of it
+(TensorRT 11), or the Q/DQ model (int8), as `builder.build_plan` says."""
 
 from __future__ import annotations
 
 import logging
+import tempfile
 from pathlib import Path
+from typing import Any
 
+from trtconv.backends.onnx_export import to_float16
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.backends.trt import rules
 from trtconv.backends.trt.builder import (
     PAYLOAD,
     TIMING_CACHE,
+    BuildPlan,
+    attach_timing_cache,
+    build_plan,
     configure_builder,
     has_qdq,
     network_inputs,
     parse_onnx,
-    precision_flags,
     profile_shapes,
-    shared_timing_cache,
+    tensorrt_major,
+    timing_cache_path,
 )
 from trtconv.errors import ConversionError, UsageError
 from trtconv.facts import probe
 from trtconv.fsutil import write_atomic
 from trtconv.lazy import require
+from trtconv.quantize.checks import require_tensorrt_qdq
 
 log = logging.getLogger(__name__)
 
 
-def source_onnx(request: ConversionRequest) -> Path:
-    """The ONNX TensorRT builds from: the Q/DQ model for int8, the fp32 export otherwise."""
-    source = request.qdq_onnx_path if request.precision == "int8" else request.onnx_path
+def source_onnx(request: ConversionRequest, plan: BuildPlan, work: Path) -> Path:
+    """The ONNX the plan builds from: the Q/DQ model (checked for what TensorRT dequantises),
+    an fp16 copy of the export written into `work`, or the export itself.
+
+    Raises UsageError when the request lacks the model and ConversionError for a Q/DQ model
+    TensorRT cannot build.
+    """
+    source = request.qdq_onnx_path if plan.source == "qdq" else request.onnx_path
     if source is None:
-        what = "Q/DQ int8 ONNX model" if request.precision == "int8" else "ONNX export"
+        what = "Q/DQ int8 ONNX model" if plan.source == "qdq" else "ONNX export"
         raise UsageError(f"The trt backend needs the {what}; the conversion request has none.")
+    if plan.source == "qdq":
+        require_tensorrt_qdq(Path(source), str(request.saved_model))
+    if plan.source == "fp16":
+        fp16 = work / "model.fp16.onnx"
+        to_float16(Path(source), fp16)
+        return fp16
     return Path(source)
 
 
@@ -42,45 +61,56 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     parsing or building fails.
     """
     rules.support(probe(), request.precision).require()
-    source = source_onnx(request)
     trt = require("tensorrt")
+    plan = build_plan(tensorrt_major(trt), request.precision)
+    with tempfile.TemporaryDirectory(prefix="trtconv-trt-") as work:
+        source = source_onnx(request, plan, Path(work))
+        summary = build_engine(trt, source, plan, request)
+    summary["source_onnx"] = source.name
+    gpu = probe().best_gpu
+    return ConversionOutcome(PAYLOAD, summary, gpu.to_dict() if gpu else {})
+
+
+def build_engine(
+    trt: Any, source: Path, plan: BuildPlan, request: ConversionRequest
+) -> dict[str, Any]:
+    """Parse `source`, build by `plan` into request.output_dir (engine and timing cache), keep
+    the timing cache for the next build; returns the conversion summary."""
     logger = trt.Logger(trt.Logger.WARNING)
     builder = trt.Builder(logger)
     network, _parser = parse_onnx(trt, builder, logger, source)
-    if request.precision == "int8" and not has_qdq(trt, network):
+    if plan.source == "qdq" and not has_qdq(trt, network):
         raise ConversionError(
             f"{source} has no QuantizeLinear/DequantizeLinear nodes; TensorRT int8 here is "
             "explicit quantisation only."
         )
     shapes = profile_shapes(network_inputs(network), request.batch_sizes)
-    shared = shared_timing_cache()
-    cached = shared.read_bytes() if shared.is_file() else b""
-    config, cache = configure_builder(trt, builder, request.precision, shapes, cached)
-    plan = builder.build_serialized_network(network, config)
-    if plan is None:
+    config = configure_builder(trt, builder, plan, shapes)
+    stored = timing_cache_path(str(trt.__version__), probe().best_gpu)
+    cache, cache_use = attach_timing_cache(config, stored)
+    if cache_use.status == "rejected":
+        log.warning("TensorRT timing cache %s not used: %s", stored, cache_use.reason)
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
         raise ConversionError(f"TensorRT failed to build an engine from {source} (see its log).")
-    (request.output_dir / PAYLOAD).write_bytes(bytes(plan))
+    (request.output_dir / PAYLOAD).write_bytes(bytes(serialized))
     timing = bytes(cache.serialize())
     (request.output_dir / TIMING_CACHE).write_bytes(timing)
-    _update_shared_cache(shared, timing)
-    to_set, to_clear = precision_flags(request.precision)
-    gpu = probe().best_gpu
-    summary = {
+    _keep_timing_cache(stored, timing)
+    return {
         "tensorrt_version": str(trt.__version__),
         "layers": int(network.num_layers),
-        "builder_flags_set": list(to_set),
-        "builder_flags_cleared": list(to_clear),
-        "explicit_quantization": request.precision == "int8",
+        **plan.to_dict(),
         "profile": {name: [list(s) for s in shape] for name, shape in shapes.items()},
-        "timing_cache_reused": bool(cached),
-        "source_onnx": source.name,
+        "batch_range": [min(request.batch_sizes), max(request.batch_sizes)],
+        "timing_cache": cache_use.to_dict(),
+        "timing_cache_reused": cache_use.status == "reused",
     }
-    return ConversionOutcome(PAYLOAD, summary, gpu.to_dict() if gpu else {})
 
 
-def _update_shared_cache(path: Path, data: bytes) -> None:
+def _keep_timing_cache(path: Path, data: bytes) -> None:
     """Best effort: a cache we cannot write only makes the next build slower."""
     try:
         write_atomic(path, data)  # concurrent builds each rename a whole cache into place
     except OSError as exc:
-        log.info("could not update the shared TensorRT timing cache %s (%s)", path, exc)
+        log.info("could not keep the TensorRT timing cache %s (%s)", path, exc)

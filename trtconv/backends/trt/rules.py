@@ -20,8 +20,8 @@ from trtconv.facts import Facts, version_tuple
 NAME = "trt"
 TRT_MIN_MAJOR = 10
 TRT_FIX = (
-    "pip install 'trtconv[trt]' (TensorRT >= 10 from NVIDIA's package index) on a machine with "
-    "an NVIDIA GPU and driver"
+    "pip install 'trtconv[trt]' (TensorRT for CUDA 13, driver R580+) or 'trtconv[trt-cu12]' "
+    "(CUDA 12) on a machine with an NVIDIA GPU and driver"
 )
 
 
@@ -35,26 +35,34 @@ def module_problem(facts: Facts) -> str:
     return ""
 
 
-def support(facts: Facts, precision: str) -> Support:
-    """Whether TensorRT builds and runs `precision` on the machine `facts` describe."""
+def runtime_support(facts: Facts, precision: str) -> Support:
+    """Whether a TensorRT engine of `precision` can run on the machine `facts` describe: the
+    `tensorrt` module and a GPU, nothing of the conversion (a runtime-only host has no tf2onnx)."""
     problem = module_problem(facts)
     if problem:
         reason = problem if facts.has_gpu else f"{problem}, and {NO_GPU}"
         return verdict(NAME, precision, reason, TRT_FIX)
     if not facts.has_gpu:
         return verdict(NAME, precision, f"{NO_GPU}; TensorRT needs one", GPU_FIX)
-    if onnx_export_missing(facts):
+    too_old = gpu_too_old(precision, facts)
+    if too_old:
+        return verdict(NAME, precision, *too_old)
+    how = " (explicit Q/DQ)" if precision == "int8" else ""
+    return verdict(NAME, precision, f"TensorRT {facts.tensorrt.version}{how} on {gpu_text(facts)}")
+
+
+def support(facts: Facts, precision: str) -> Support:
+    """Whether TensorRT builds and runs `precision` on the machine `facts` describe: what running
+    needs, plus the ONNX export's libraries."""
+    runs = runtime_support(facts, precision)
+    if runs.ok and onnx_export_missing(facts):
         return verdict(
             NAME,
             precision,
             "the ONNX export TensorRT builds from needs onnx and tf2onnx",
             EXPORT_FIX,
         )
-    too_old = gpu_too_old(precision, facts)
-    if too_old:
-        return verdict(NAME, precision, *too_old)
-    how = " (explicit Q/DQ)" if precision == "int8" else ""
-    return verdict(NAME, precision, f"TensorRT {facts.tensorrt.version}{how} on {gpu_text(facts)}")
+    return runs
 
 
 def doctor_section(facts: Facts) -> dict[str, Any]:

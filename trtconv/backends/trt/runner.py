@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trtconv.backends.request import Feeds
-from trtconv.backends.runner import CallTimings, Runner, RunOptions
+from trtconv.backends.runner import CallTimings, Runner, RunOptions, check_device
 from trtconv.backends.trt import rules
 from trtconv.errors import ConversionError, InputError, MissingDependencyError
 from trtconv.facts import probe
@@ -43,7 +43,13 @@ class _Cuda:
     def __call__(self, name: str, *args: Any) -> Any:
         error, *results = getattr(self.rt, name)(*args)
         if error != self.rt.cudaError_t.cudaSuccess:
-            raise ConversionError(f"CUDA call {name} failed: {error}.")
+            if error == self.rt.cudaError_t.cudaErrorInsufficientDriver:
+                raise MissingDependencyError(
+                    f"CUDA call {name} failed: the NVIDIA driver is too old for this cuda-python "
+                    "(cuda-python 13 needs driver R580+); fix: pip install 'trtconv[trt-cu12]' "
+                    "for CUDA 12, or update the driver."
+                )
+            raise ConversionError(f"CUDA call {name} failed: {getattr(error, 'name', error)}.")
         return results[0] if len(results) == 1 else tuple(results) or None
 
 
@@ -77,7 +83,7 @@ class TrtRunner(Runner):
         self._events: list[Any] = []
 
     def activate_impl(self) -> ModelSignature:
-        rules.support(probe(), self.precision).require()
+        rules.runtime_support(probe(), self.precision).require()
         trt = require("tensorrt")
         self._cuda = _Cuda(cudart_module())
         logger = trt.Logger(trt.Logger.WARNING)
@@ -88,6 +94,13 @@ class TrtRunner(Runner):
                 "GPU; rebuild it with trtconv convert --backend trt."
             )
         self._context = self._engine.create_execution_context()
+        if self._context is None:
+            free, total = self._cuda("cudaMemGetInfo")
+            raise ConversionError(
+                f"TensorRT could not create an execution context for {self.path} (it needs "
+                f"{self._engine.device_memory_size_v2 / 2**20:.0f} MiB of GPU memory; "
+                f"{free / 2**20:.0f} of {total / 2**20:.0f} MiB are free)."
+            )
         self._stream = self._cuda("cudaStreamCreate")
         self._events = [self._cuda("cudaEventCreate") for _ in range(4)]
         names = [self._engine.get_tensor_name(i) for i in range(self._engine.num_io_tensors)]
@@ -186,6 +199,9 @@ def trt_runner(payload: Path, manifest: Manifest | None, options: RunOptions) ->
     Raises InputError without a manifest: an engine alone does not say which dimension is the
     batch or what the SavedModel called its tensors.
     """
+    check_device("trt", options.device, ("tensorrt",))
     if manifest is None:
         raise InputError(f"{payload}: a TensorRT engine runs from its artifact (manifest.json).")
-    return TrtRunner(payload, manifest.model_signature, manifest.precision)
+    runner = TrtRunner(payload, manifest.model_signature, manifest.precision)
+    runner.device = "tensorrt"
+    return runner

@@ -1,0 +1,203 @@
+"""`trtconv convert --backend trt`, `validate` and the TensorRT runner driven end to end through
+the strict stand-ins of TensorRT 10 and 11 (tests/standins) on a fake H100.
+
+Everything of trtconv runs for real: the facts probe (it imports the stand-in `tensorrt`), the
+ONNX export, the S8S8 Q/DQ model, the build plan, the timing cache, the manifest, the runner's
+device buffers and copies, and the validation against TensorFlow. The stand-in engine computes
+with ONNX Runtime on the CPU, so the numbers prove the plumbing, not TensorRT's precision.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from standins import GpuStandins, gpu_standins
+
+from trtconv import api
+from trtconv import facts as facts_module
+from trtconv.backends.registry import open_runner
+from trtconv.backends.runner import RunOptions
+from trtconv.calib.sources import ArraySet, load_digits
+from trtconv.errors import ConversionError, MissingDependencyError, UsageError
+from trtconv.validation import run_batched
+
+pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture), exports and builds
+
+
+def machine(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    version: str,
+    cuda: str = "13.4.4",
+    **gpu: Any,
+) -> GpuStandins:
+    """This process as a GPU machine with the stand-in TensorRT `version` and cuda-python
+    `cuda` (its runtime bindings' names)."""
+    standins = gpu_standins(version, cuda, **gpu)
+    standins.install(monkeypatch)
+    fake = standins.gpu
+    h100 = facts_module.Gpu(fake.name, fake.compute_capability, fake.total_bytes / 2**20, "580")
+    real_tensorflow = facts_module.probe_tensorflow
+    monkeypatch.setattr(facts_module, "probe_gpus", lambda: (h100,))
+    # TensorFlow is not asked in a subprocess: it would see no GPU here (and take seconds).
+    monkeypatch.setattr(facts_module, "probe_tensorflow", lambda v, ask: real_tensorflow(v, False))
+    monkeypatch.setenv("TRTCONV_TRT_TIMING_CACHE_DIR", str(tmp_path / "timing"))
+    facts_module.probe.cache_clear()
+    return standins
+
+
+@pytest.fixture(autouse=True)
+def fresh_facts() -> Iterator[None]:
+    """The facts probe is cached per process: forget the fake machine after each test."""
+    facts_module.probe.cache_clear()
+    yield
+    facts_module.probe.cache_clear()
+
+
+def manifest_of(artifact: Path) -> dict[str, Any]:
+    return json.loads((artifact / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("version", "precision", "flags", "built_from"),
+    [
+        # Strongly typed: no precision flag, the fp16 ONNX carries the types (TF32, on by
+        # default, stays allowed for what remains float32).
+        ("11.1", "fp16", ["TF32"], "fp16"),
+        ("11.1", "int8", ["TF32"], "qdq"),
+        ("10.16", "int8", ["FP16", "INT8", "TF32"], "qdq"),  # FP16 next to INT8
+    ],
+)
+def test_convert_and_validate_through_the_stand_ins(
+    version: str,
+    precision: str,
+    flags: list[str],
+    built_from: str,
+    digits_saved_model: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    standins = machine(monkeypatch, tmp_path, version)
+    artifact = tmp_path / "artifact"
+    result = api.convert(
+        digits_saved_model,
+        precision,
+        backend="trt",
+        output=artifact,
+        batch_sizes=(4, 16),
+        calib_samples=256,
+        validate_samples=300,
+    )
+    assert result["validation"]["passed"], result["validation"]
+    assert result["validation"]["batch_size"] == 16 and result["validation"]["device"] == "tensorrt"
+    summary = manifest_of(artifact)["conversion_summary"]
+    assert summary["tensorrt_version"] == f"{version}.0"
+    assert summary["strongly_typed"] is version.startswith("11")
+    assert summary["built_from"] == built_from
+    assert summary["batch_range"] == [4, 16]
+    assert summary["timing_cache"]["status"] == "new" and summary["timing_cache_reused"] is False
+    plan = (artifact / "model.plan").read_bytes()
+    header = json.loads(plan.split(b"\n", 1)[1][8 : 8 + int.from_bytes(plan[21:29], "little")])
+    assert header["flags"] == flags
+    assert standins.gpu.launches > 0  # validation ran the engine on the (fake) device
+    validated = api.validate(artifact, samples=300)
+    assert validated["passed"] and validated["device"] == "tensorrt"
+    with pytest.raises(UsageError, match="cannot run on --device cpu"):
+        api.validate(artifact, samples=300, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def engine_dir(
+    digits_saved_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """One TensorRT 11 fp32 engine for batches 8..16, built through the stand-ins."""
+    monkeypatch = pytest.MonkeyPatch()
+    tmp = tmp_path_factory.mktemp("engine")
+    try:
+        machine(monkeypatch, tmp, "11.1")
+        api.convert(
+            digits_saved_model, "fp32", backend="trt", output=tmp / "a", batch_sizes=(8, 16)
+        )
+    finally:
+        monkeypatch.undo()
+        facts_module.probe.cache_clear()
+    yield tmp / "a"
+
+
+def test_second_build_reuses_the_timing_cache(
+    engine_dir: Path, digits_saved_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine(monkeypatch, tmp_path, "11.1")
+    monkeypatch.setenv("TRTCONV_TRT_TIMING_CACHE_DIR", str(engine_dir.parent / "timing"))
+    api.convert(digits_saved_model, "fp32", backend="trt", output=tmp_path / "b", batch_sizes=(1,))
+    first = manifest_of(engine_dir)["conversion_summary"]["timing_cache"]
+    second = manifest_of(tmp_path / "b")["conversion_summary"]
+    assert first["status"] == "new" and second["timing_cache"]["status"] == "reused"
+    assert second["timing_cache_reused"] and second["timing_cache"]["path"] == first["path"]
+    assert second["tensorrt_version"] == "11.1.0" and second["built_from"] == "fp32"
+
+
+def test_validation_batches_stay_inside_the_profile(
+    engine_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three samples: a batch of 3 lies outside the 8..16 profile, so it is padded to 8."""
+    machine(monkeypatch, tmp_path, "11.1")
+    three = ArraySet({"image": load_digits("test").x[:3]}, None, "digits")
+    with open_runner(engine_dir) as runner:
+        padded = run_batched(runner, three, 16, min_batch=8)
+        assert padded["probabilities"].shape == (3, 10)
+        with pytest.raises(Exception, match="outside the engine's profile"):
+            run_batched(runner, three, 16)  # what validation did before: batch 32, unpadded
+        assert set(vars(runner.last_timings)) == {
+            "host_to_device_ms",
+            "compute_ms",
+            "device_to_host_ms",
+        }
+
+
+def test_runtime_only_host_runs_the_engine(
+    engine_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GPU host with TensorRT but without tf2onnx/onnx runs an engine built elsewhere (here
+    with cuda-python 12, as `trtconv[trt-cu12]` installs it)."""
+    machine(monkeypatch, tmp_path, "11.1", cuda="12.9.10")
+    real_versions = facts_module.library_versions
+    monkeypatch.setattr(
+        facts_module,
+        "library_versions",
+        lambda: {**real_versions(), "tf2onnx": None, "onnx": None},
+    )
+    facts_module.probe.cache_clear()
+    images = load_digits("test").x[:8]
+    with open_runner(engine_dir, RunOptions(device="tensorrt")) as runner:
+        out = runner.infer({"image": images})["probabilities"]
+    assert out.shape == (8, 10) and np.allclose(out.sum(axis=1), 1.0, atol=1e-4)
+
+
+def test_engine_from_another_tensorrt_version_is_refused(
+    engine_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine(monkeypatch, tmp_path, "10.16")
+    with pytest.raises(Exception, match="built for another TensorRT version or GPU"):
+        open_runner(engine_dir).activate()
+
+
+def test_no_execution_context_is_one_sentence_about_gpu_memory(
+    engine_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine(monkeypatch, tmp_path, "11.1", total_bytes=1 << 20)  # 1 MiB of GPU memory
+    with pytest.raises(ConversionError, match=r"could not create an execution context .* MiB"):
+        open_runner(engine_dir).activate()
+
+
+def test_cuda_python_13_on_an_old_driver_names_the_cuda_12_extra(
+    engine_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine(monkeypatch, tmp_path, "11.1", driver_ok=False)
+    with pytest.raises(MissingDependencyError, match=r"trtconv\[trt-cu12\]"):
+        open_runner(engine_dir).activate()
