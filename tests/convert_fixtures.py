@@ -154,3 +154,52 @@ def text_tokens_npz() -> Path:
     path = work_dir() / "tokens.npz"
     np.savez(path, x=data.x, y=data.labels)
     return path
+
+
+# The outlier model: a few hidden channels carry a huge constant offset that the next layer's
+# bias cancels. In float nothing changes; int8 quantises that activation with one scale per
+# tensor, so its normal channels fall between two steps and the model loses most of its
+# agreement, on any CPU (the error is the quantisation's own, not a kernel's saturation).
+OUTLIER_OFFSET = 1000.0
+OUTLIER_CHANNELS = (0, 1, 2)
+OUTLIER_LAYERS = ("hidden", "logits")
+
+
+def build_outlier_model() -> object:
+    """A small digits classifier: conv -> flatten -> dense 'hidden' (relu) -> dense 'logits'."""
+    import keras
+
+    layers = keras.layers
+    inputs = keras.Input((8, 8, 1), name="image")
+    x = layers.Conv2D(8, 3, padding="same", activation="relu", name="conv")(inputs)
+    x = layers.Flatten(name="flatten")(x)
+    x = layers.Dense(32, activation="relu", name="hidden")(x)
+    return keras.Model(inputs, layers.Dense(10, name="logits")(x))
+
+
+@functools.cache
+def outlier_model() -> Path:
+    """The outlier model trained briefly on the digits training split; its SavedModel."""
+    import keras
+
+    from trtconv.train.export import export_saved_model
+
+    keras.utils.set_random_seed(0)
+    train = load_digits("train")
+    model = build_outlier_model()
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    model.fit(train.x, train.labels, epochs=8, batch_size=32, verbose=0)
+    hidden, logits = (model.get_layer(name) for name in OUTLIER_LAYERS)
+    w_hidden, b_hidden = hidden.get_weights()
+    w_logits, b_logits = logits.get_weights()
+    channels = list(OUTLIER_CHANNELS)
+    b_hidden[channels] += OUTLIER_OFFSET  # relu(x + offset) = x + offset: always positive
+    b_logits -= OUTLIER_OFFSET * w_logits[channels].sum(axis=0)
+    hidden.set_weights([w_hidden, b_hidden])
+    logits.set_weights([w_logits, b_logits])
+    path = work_dir() / "outlier" / "saved_model"
+    export_saved_model(model, path, "image", (8, 8, 1))
+    return path

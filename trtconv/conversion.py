@@ -24,11 +24,12 @@ from trtconv.calib.sources import ArraySet
 from trtconv.errors import UsageError
 from trtconv.fsutil import atomic_directory, check_output_free, dir_size_bytes, sha256_path
 from trtconv.manifest import Manifest, read_manifest, write_manifest
-from trtconv.quantize import CALIB_METHODS
+from trtconv.quantize import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.quantize.isa import INT8_TARGETS
+from trtconv.quantize.ladder import Progress
 from trtconv.report.validation import ValidationReport
 from trtconv.savedmodel import check_saved_model_dir
-from trtconv.validation import raise_if_failed
+from trtconv.validation import Tolerance, budget_for, raise_if_failed
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,13 @@ class Plan:
     calibration: ArraySet | None = None
     held_out: ArraySet | None = None
     int8_target: str = "auto"
+    # The accuracy budget: the precision's tolerance with --tolerance and the limits given.
+    budget: Tolerance | None = None
+    # int8 precision ladder (trtconv.quantize.ladder): None with --no-fallback.
+    fallback_time_limit_s: float | None = DEFAULT_FALLBACK_TIME_LIMIT_S
+    search: ArraySet | None = None
+    search_drawn_from: str = ""
+    progress: Progress | None = None
 
 
 def convert(
@@ -74,11 +82,20 @@ def convert(
     image_scale: float | None = None,
     image_offset: float | None = None,
     int8_target: str = "auto",
+    fallback: bool = True,
+    fallback_time_limit: float = DEFAULT_FALLBACK_TIME_LIMIT_S,
+    min_top1_agreement: float | None = None,
+    max_accuracy_drop: float | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Convert a SavedModel into a validated artifact directory; return the result dict.
 
     `int8_target` (int8 only): where the artifact will run, which sets the weight range of CPU
     int8 models: "auto" (this CPU's class), "vnni" (VNNI/AMX x86 CPUs) or "portable" (any x86).
+    `min_top1_agreement`/`max_accuracy_drop` replace the precision's limits (with `tolerance`
+    for max abs error, the accuracy budget). When int8 misses that budget on the search data,
+    `fallback` climbs the precision ladder (trtconv.quantize.ladder) for at most
+    `fallback_time_limit` seconds; `progress(done, total, label)` hears about its steps.
 
     Keys: schema_version, artifact, backend, precision, backend_reason, conversion_seconds,
     artifact_size_bytes, manifest, validation. Raises UsageError (2), InputError (1),
@@ -89,18 +106,22 @@ def convert(
     batch_sizes = tuple(batch_sizes)
     _check_arguments(precision, backend, calib_method, batch_sizes, calib_samples, validate_samples)
     _check_choice("--int8-target", int8_target, INT8_TARGETS)
+    budget = budget_for(precision, tolerance, min_top1_agreement, max_accuracy_drop)
+    if fallback_time_limit <= 0:
+        raise UsageError(f"--fallback-time-limit must be positive, found {fallback_time_limit}.")
     saved_model = check_saved_model_dir(Path(saved_model))
     chosen, reason = _choose_backend(backend, precision)
     output = Path(output) if output else default_output(saved_model, chosen.name, precision)
     check_output_free(output, force)
     plan = Plan(
         saved_model, output, chosen, reason, precision, batch_sizes, calib_method,
-        tolerance=tolerance, int8_target=int8_target,
+        tolerance=tolerance, int8_target=int8_target, budget=budget, progress=progress,
+        fallback_time_limit_s=fallback_time_limit if fallback else None,
     )  # fmt: skip
     # Loading is the first heavy step: a corrupt or signature-less model fails here, exit 1.
     with registry.native().runner(saved_model, None, RunOptions()) as native:
         counts = (calib_samples, validate_samples)
-        _read_data(plan, native, calib_data, counts, image_scale, image_offset)
+        _read_data(plan, native, calib_data, counts, image_scale, image_offset, fallback)
         log.info("converting %s to %s %s (%s)", saved_model, chosen.name, precision, reason)
         manifest, report = _convert_staged(plan, native, force)
     size = dir_size_bytes(output)
@@ -200,16 +221,14 @@ def _read_data(
     samples: tuple[int, int],
     scale: float | None,
     offset: float | None,
+    fallback: bool = False,
 ) -> None:
     """Fill the plan's data: its spec, the calibration part (int8) and the held-out part, both
-    checked against the signature. `samples` is (calibration, validation) sample counts."""
-    from trtconv.calib.readers import (
-        CALIBRATION,
-        RANDOM,
-        VALIDATION,
-        read_model_data,
-        whole_batches,
-    )
+    checked against the signature. `samples` is (calibration, validation) sample counts. For
+    int8 with `fallback` both parts are read whole (random data: SEARCH_SAMPLES more), for the
+    ladder's search slice (_split_data)."""
+    from trtconv.calib.readers import CALIBRATION, RANDOM, VALIDATION, read_model_data
+    from trtconv.quantize.search import SEARCH_SAMPLES
     from trtconv.validation import default_data_spec
 
     spec = calib_data or default_data_spec(plan.saved_model)
@@ -224,14 +243,48 @@ def _read_data(
         log.info("no --calib-data: calibrating on '%s' (the model card's data)", spec)
     options: dict[str, Any] = {"saved_model": plan.saved_model, "scale": scale, "offset": offset}
     plan.data_spec = spec
+    whole = int8 and fallback
+    wanted = [
+        (count + SEARCH_SAMPLES if spec == RANDOM else None) if whole else count
+        for count in samples
+    ]
+    part = None
     if int8:
         part = read_model_data(
-            spec, native.signature, role=CALIBRATION, samples=samples[0], **options
+            spec, native.signature, role=CALIBRATION, samples=wanted[0], **options
         )
-        plan.calibration = whole_batches(part, CALIB_BATCH)
     plan.held_out = read_model_data(
-        spec, native.signature, role=VALIDATION, samples=samples[1], **options
+        spec, native.signature, role=VALIDATION, samples=wanted[1], **options
     )
+    _split_data(plan, part, samples, fallback)
+
+
+def _split_data(
+    plan: Plan, calibration_part: ArraySet | None, counts: tuple[int, int], fallback: bool
+) -> None:
+    """The plan's calibration (whole batches) and held-out samples, and with `fallback` the int8
+    ladder's search slice: spare samples of either part (trtconv.quantize.search)."""
+    from trtconv.calib.readers import whole_batches
+    from trtconv.quantize.search import HELD_OUT_SPARE, split_for_search
+
+    assert plan.held_out is not None
+    held_out_part, plan.held_out = plan.held_out, plan.held_out.head(counts[1])
+    if calibration_part is None:
+        return
+    calibration = calibration_part.head(counts[0])
+    if fallback:
+        split = split_for_search(calibration_part, counts[0], held_out_part, counts[1])
+        calibration, plan.search = split.calibration, split.search
+        plan.search_drawn_from = split.drawn_from
+        if split.drawn_from != HELD_OUT_SPARE:
+            log.info(
+                "int8 ladder: no held-out samples to spare beyond the %d validated on; it would "
+                "score on %s (--validate-samples below %d leaves held-out samples to it)",
+                len(plan.held_out),
+                split.drawn_from,
+                len(plan.held_out),
+            )
+    plan.calibration = whole_batches(calibration, CALIB_BATCH)
 
 
 def _feed(data: ArraySet | None) -> Any:
@@ -254,7 +307,7 @@ def _prepare_onnx(
     if not plan.backend.needs_onnx:
         return {}
     from trtconv.backends.onnx_export import export_onnx, verify_export
-    from trtconv.quantize.qdq import quantize_qdq
+    from trtconv.quantize.ladder import quantize_int8
 
     assert plan.held_out is not None
     onnx_path = work / "model.fp32.onnx"
@@ -272,8 +325,14 @@ def _prepare_onnx(
         assert request.calibration is not None  # _read_data reads calibration data for int8
         options, decision = _qdq_options(plan, scheme, request.calib_method)
         request.qdq_onnx_path = work / "model.qdq.onnx"
-        summary["quantization"] = quantize_qdq(
-            onnx_path, request.qdq_onnx_path, request.calibration, options, str(plan.saved_model)
+        summary["quantization"] = quantize_int8(
+            onnx_path,
+            request.qdq_onnx_path,
+            request.calibration,
+            options,
+            work,
+            _ladder_settings(plan, request),
+            str(plan.saved_model),
         )
         summary["quantization"].update(decision)
     return summary
@@ -300,6 +359,26 @@ def _qdq_options(plan: Plan, scheme: str, method: str) -> tuple[Any, dict[str, A
         "converted_on_cpu_class": here,
     }
     return QdqOptions(scheme, method, choice.reduce_range), decision
+
+
+def _ladder_settings(plan: Plan, request: ConversionRequest) -> Any:
+    """The int8 ladder's settings for the plan, or None with --no-fallback."""
+    from trtconv.quantize.isa import CPU_SCHEME
+    from trtconv.quantize.ladder import LadderSettings
+
+    if plan.search is None or plan.fallback_time_limit_s is None or plan.budget is None:
+        return None
+    return LadderSettings(
+        search=plan.search,
+        search_drawn_from=plan.search_drawn_from,
+        tolerance=plan.budget,
+        time_limit_s=plan.fallback_time_limit_s,
+        batch_sizes=request.batch_sizes,
+        # ONNX Runtime on this CPU runs the CPU scheme itself: a short timing says what int8
+        # buys. Other schemes' speed is their runtime's (a TensorRT engine, timed by bench).
+        timed=plan.backend.qdq_scheme == CPU_SCHEME,
+        progress=plan.progress,
+    )
 
 
 def _head(outputs: dict[str, Any]) -> dict[str, Any]:
@@ -356,4 +435,5 @@ def _validate_staged(
             plan.tolerance,
             reference,
             staged.batch_range,
+            tolerance=plan.budget,
         )

@@ -62,6 +62,29 @@ def tolerance_for(precision: str, atol_override: float | None = None) -> Toleran
     return Tolerance(atol_override, tolerance.min_top1_agreement, tolerance.max_accuracy_drop)
 
 
+def budget_for(
+    precision: str,
+    atol_override: float | None = None,
+    min_top1_agreement: float | None = None,
+    max_accuracy_drop: float | None = None,
+) -> Tolerance:
+    """`tolerance_for(precision, atol_override)` with its top-1 agreement and accuracy-drop
+    limits replaced where given (convert's --min-top1-agreement/--max-accuracy-drop, a
+    release's gates). Raises UsageError for a limit outside [0, 1]."""
+    tolerance = tolerance_for(precision, atol_override)
+    for name, value in (
+        ("--min-top1-agreement", min_top1_agreement),
+        ("--max-accuracy-drop", max_accuracy_drop),
+    ):
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise UsageError(f"{name} must be between 0 and 1, found {value}.")
+    return Tolerance(
+        tolerance.atol,
+        tolerance.min_top1_agreement if min_top1_agreement is None else min_top1_agreement,
+        tolerance.max_accuracy_drop if max_accuracy_drop is None else max_accuracy_drop,
+    )
+
+
 def run_batched(
     runner: Runner, data: ArraySet, batch_size: int = VALIDATION_BATCH, min_batch: int = 1
 ) -> Outputs:
@@ -196,14 +219,16 @@ def validate_runners(
     atol_override: float | None = None,
     reference_outputs: Outputs | None = None,
     batch_range: tuple[int, int] | None = None,
+    tolerance: Tolerance | None = None,
 ) -> ValidationReport:
     """Run both runners on `data` (the reference only if its outputs are not given), compare,
     and say which precision, device and CPU the report is for.
 
     The candidate runs in batches inside `batch_range` (its engines' profile): outside it a
     TensorRT engine refuses the input, and TF-TRT silently runs TensorFlow instead.
+    `tolerance` (default: the precision's, with `atol_override`) is what the outputs must meet.
     """
-    tolerance = tolerance_for(precision, atol_override)
+    tolerance = tolerance or tolerance_for(precision, atol_override)
     if reference_outputs is None:
         reference_outputs = run_batched(reference, data)
     batch_size, min_batch = validation_batches(batch_range)

@@ -110,6 +110,16 @@ BAD_INPUTS: dict[str, tuple[Case, int, str]] = {
         "fp16 needs ONNX Runtime's CUDA or TensorRT execution provider",
     ),
     "unknown precision": (lambda t, m: [str(m), "--precision", "int4"], 2, "--precision must be"),
+    "fallback time limit": (
+        lambda t, m: [str(m), "--precision", "int8", "--fallback-time-limit", "0"],
+        2,
+        "--fallback-time-limit must be positive, found 0.0",
+    ),
+    "top-1 agreement above 1": (
+        lambda t, m: [str(m), "--precision", "fp32", "--min-top1-agreement", "97"],
+        2,
+        "--min-top1-agreement must be between 0 and 1, found 97.0",
+    ),
     "bad batch sizes": (
         lambda t, m: [str(m), "--precision", "fp32", "--batch-sizes", "1,x"],
         2,

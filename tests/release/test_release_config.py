@@ -45,6 +45,7 @@ data = "digits"
 method = "minmax"
 samples = 64
 int8_target = "portable"
+fallback_time_limit_s = 120
 
 [bench]
 batch_sizes = [1, 8, 32]
@@ -62,6 +63,7 @@ def test_full_config_is_read(tmp_path: Path, saved_model: Path) -> None:
     assert config.calibration.method == "minmax"
     assert config.calibration.samples == 64
     assert config.calibration.int8_target == "portable"
+    assert config.calibration.fallback and config.calibration.fallback_time_limit_s == 120.0
     assert config.bench.batch_sizes == (1, 8, 32)
     assert config.gates.min_speedup == 1.5
     assert config.gates.gate_batch_size == 32  # default: the largest bench batch size
@@ -115,6 +117,14 @@ def test_bad_values_name_the_key(
         load_config(write(tmp_path, good(saved_model, extra)))
     assert message in str(caught.value)
     assert caught.value.exit_code == 2
+
+
+def test_the_int8_ladder_can_be_turned_off(tmp_path: Path, saved_model: Path) -> None:
+    text = good(saved_model).replace("fallback_time_limit_s = 120", "fallback = false")
+    assert load_config(write(tmp_path, text)).calibration.fallback is False
+    text = good(saved_model).replace("= 120", "= 0")
+    with pytest.raises(UsageError, match=r"^calibration\.fallback_time_limit_s: expected a posi"):
+        load_config(write(tmp_path, text))
 
 
 def test_bad_int8_target_lists_the_options(tmp_path: Path, saved_model: Path) -> None:

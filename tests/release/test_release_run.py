@@ -143,7 +143,14 @@ def test_release_recommends_the_faster_passing_target(ort_release: Release) -> N
     assert document["steps"] and not document["reused_steps"]
     for plot in document["plots"]:
         assert (ort_release.directory / plot).read_bytes().startswith(b"\x89PNG")
-    assert "Verdict: release" in (ort_release.directory / "release.md").read_text()
+    # int8 met the budget at once: a one-step ladder, with what int8 buys over fp32.
+    ladder = target(document, "ort-int8")["ladder"]
+    assert ladder["outcome"] == "full int8 meets the budget" and ladder["kept_float"] == []
+    assert [row["batch_size"] for row in ladder["speed"]["rows"]] == [1, 8]
+    assert target(document, "ort-fp32")["ladder"] is None
+    markdown = (ort_release.directory / "release.md").read_text()
+    assert "Verdict: release" in markdown
+    assert "### `ort-int8`: full int8 meets the budget" in markdown
     assert "step bench: running" in (ort_release.directory / "release.log").read_text()
 
 

@@ -359,6 +359,7 @@ def bench(
     """
     from trtconv.environment import environment_block
     from trtconv.fsutil import check_output_free
+    from trtconv.quantize.speed import bench_no_gain_warnings
 
     sizes = parse_batch_sizes(batch_sizes)
     warm, timed = budgets(warmup, warmup_s, iterations, duration_s)
@@ -387,6 +388,7 @@ def bench(
     result = measure(plan, settings, inputs, eval_set, progress)
     result.environment = {**environment_block(), "threads": threads}
     document = result.to_dict()
+    document["warnings"] += bench_no_gain_warnings(plan.models, document["results"])
     if report is not None:
         from trtconv.report.writers import write_report
 

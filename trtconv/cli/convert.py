@@ -9,8 +9,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from trtconv.cli._output import run_command
+from trtconv.cli._ladder import render_ladder
+from trtconv.cli._output import progress_bar, run_command
 from trtconv.errors import UsageError
+from trtconv.quantize import DEFAULT_FALLBACK_TIME_LIMIT_S
 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:
@@ -47,6 +49,9 @@ def render_conversion(result: dict[str, Any], console: Console) -> None:
         f"{result['artifact_size_bytes'] / 1e6:.2f} MB: {result['artifact']}",
         highlight=False,
     )
+    quantization = result["manifest"]["conversion_summary"].get("quantization") or {}
+    if quantization.get("ladder"):
+        render_ladder(quantization["ladder"], console)
     render_validation(result["validation"], console)
 
 
@@ -74,6 +79,21 @@ def convert_cli(
     tolerance: float = typer.Option(
         None, help="Max abs error per output, replacing the precision's default."
     ),
+    min_top1_agreement: float = typer.Option(
+        None, help="Minimum top-1 agreement with the native model (default: the precision's)."
+    ),
+    max_accuracy_drop: float = typer.Option(
+        None, help="Maximum accuracy drop on labelled data (default: the precision's)."
+    ),
+    fallback: bool = typer.Option(
+        True,
+        "--fallback/--no-fallback",
+        help="int8: when full int8 misses the accuracy budget, try other schemes and keep the "
+        "most sensitive layers in float until it holds (--no-fallback: exit 4 instead).",
+    ),
+    fallback_time_limit: float = typer.Option(
+        DEFAULT_FALLBACK_TIME_LIMIT_S, help="Seconds the int8 fallback may search for."
+    ),
     image_scale: float = typer.Option(
         None, help="Image folders: pixel scale (default: model card, else 1/255)."
     ),
@@ -88,21 +108,27 @@ def convert_cli(
     def work() -> dict[str, Any]:
         from trtconv import api
 
-        return api.convert(
-            saved_model=saved_model,
-            precision=precision,
-            backend=backend,
-            output=output,
-            calib_data=calib_data,
-            calib_samples=calib_samples,
-            calib_method=calib_method,
-            int8_target=int8_target,
-            batch_sizes=parse_batch_sizes(batch_sizes),
-            validate_samples=validate_samples,
-            tolerance=tolerance,
-            force=force,
-            image_scale=image_scale,
-            image_offset=image_offset,
-        )
+        with progress_bar("converting") as progress:
+            return api.convert(
+                saved_model=saved_model,
+                precision=precision,
+                backend=backend,
+                output=output,
+                calib_data=calib_data,
+                calib_samples=calib_samples,
+                calib_method=calib_method,
+                int8_target=int8_target,
+                batch_sizes=parse_batch_sizes(batch_sizes),
+                validate_samples=validate_samples,
+                tolerance=tolerance,
+                force=force,
+                image_scale=image_scale,
+                image_offset=image_offset,
+                fallback=fallback,
+                fallback_time_limit=fallback_time_limit,
+                min_top1_agreement=min_top1_agreement,
+                max_accuracy_drop=max_accuracy_drop,
+                progress=progress,
+            )
 
     run_command(work, json_mode=json_output, render=render_conversion)

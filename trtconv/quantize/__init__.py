@@ -4,3 +4,5 @@ Kept free of heavy imports: the CLI and the release config read the choices belo
 """
 
 CALIB_METHODS = ("entropy", "minmax", "percentile")
+# The int8 precision ladder's default time limit (convert --fallback-time-limit).
+DEFAULT_FALLBACK_TIME_LIMIT_S = 600.0

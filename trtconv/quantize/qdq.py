@@ -42,16 +42,22 @@ PRE_PROCESS_TIMEOUT = 600  # seconds
 
 @dataclass(frozen=True)
 class QdqOptions:
-    """How to quantise: the Q/DQ scheme, the calibration method and the int8 weight range.
+    """How to quantise: the Q/DQ scheme, the calibration method, the weights, the float nodes.
 
     `scheme` "u8s8" (uint8 activations, int8 weights: fast on ORT CPU) or "s8s8" (int8,
     symmetric activations: what TensorRT accepts). `reduce_range` quantises weights to 7 bits,
-    which x86 CPUs without VNNI need (see trtconv.quantize.isa).
+    which x86 CPUs without VNNI need (see trtconv.quantize.isa); `per_channel` gives each output
+    channel its own weight scale. `keep_float` names nodes (of the pre-processed model) left
+    unquantised besides Softmax; `quantize_only`, when set, quantises those nodes and no others
+    (a sensitivity probe).
     """
 
     scheme: str = "u8s8"
     method: str = "entropy"
     reduce_range: bool = False
+    per_channel: bool = True
+    keep_float: tuple[str, ...] = ()
+    quantize_only: tuple[str, ...] = ()
 
     def check(self) -> None:
         """Raise UsageError for an unknown method or scheme."""
@@ -61,6 +67,12 @@ class QdqOptions:
             )
         if self.scheme not in QDQ_SCHEMES:
             raise UsageError(f"Unknown Q/DQ scheme '{self.scheme}'; expected {QDQ_SCHEMES}.")
+
+    @property
+    def weights(self) -> str:
+        """The weight quantisation in words."""
+        granularity = "per-channel" if self.per_channel else "per-tensor"
+        return f"int8 {granularity} symmetric" + (", 7-bit range" if self.reduce_range else "")
 
 
 def _calibration_reader(feed: CalibrationFeed) -> Any:
@@ -95,64 +107,122 @@ def quantize_qdq(
 ) -> dict[str, Any]:
     """Calibrate on `feed` and write an explicit Q/DQ int8 model of `source` to `output`.
 
-    Weights are per-channel and symmetric; `options` (default QdqOptions()) chooses the rest.
-    Intermediate files live in a temporary directory, never beside `output` or in the working
-    directory. `model_name` (default `source`) names the model in errors. Returns a summary for
-    the manifest; raises UsageError for an unknown method or scheme and ConversionError when
+    Weights are symmetric; `options` (default QdqOptions()) chooses the rest. Intermediate files
+    live in a temporary directory, never beside `output` or in the working directory.
+    `model_name` (default `source`) names the model in errors. Returns a summary for the
+    manifest; raises UsageError for an unknown method or scheme and ConversionError when
     calibration or quantisation fails.
     """
-    quantization = require("onnxruntime.quantization")
+    with tempfile.TemporaryDirectory(prefix="trtconv-qdq-") as work:
+        quantizer = QdqQuantizer(source, Path(work), feed, model_name)
+        return quantizer.quantize(output, options or QdqOptions())
 
-    options = options or QdqOptions()
-    options.check()
-    name = model_name or str(source)
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="trtconv-qdq-") as tmp, _onnxruntime_chatter():
-        work = Path(tmp)
-        prepared, shape_inference = prepare_for_quantization(source, work / "prep.onnx", name)
-        float_nodes = softmax_nodes(prepared)
-        cache, seen = calibrate(prepared, feed, options.method, work, name)
-        try:
-            quantization.quantize_static(
-                str(prepared),
-                str(output),
-                None,  # ranges come from the calibration cache
-                quant_format=quantization.QuantFormat.QDQ,
-                per_channel=True,
-                activation_type=_activation_type(quantization, options.scheme),
-                weight_type=quantization.QuantType.QInt8,
-                reduce_range=options.reduce_range,
-                calibrate_method=_calibration_method(quantization, options.method),
-                calibration_cache_path=str(cache),
-                extra_options={
-                    "ActivationSymmetric": options.scheme == "s8s8",
-                    "WeightSymmetric": True,
-                    # int32 bias Q/DQ: fine for ORT, refused by TensorRT's IDequantizeLayer.
-                    "QuantizeBias": options.scheme != "s8s8",
-                },
-                nodes_to_exclude=float_nodes,
+
+class QdqQuantizer:
+    """Quantises one ONNX model many ways: pre-processed once, calibrated once per method.
+
+    `work` holds the pre-processed model (whose node names `keep_float` and `quantize_only`
+    refer to) and one calibration cache per method, so a variant that changes only the weights
+    or the float nodes costs no new calibration (the int8 ladder, trtconv.quantize.ladder).
+    """
+
+    def __init__(
+        self, source: Path, work: Path, feed: CalibrationFeed, model_name: str | None = None
+    ) -> None:
+        self.source = Path(source)
+        self.work = Path(work)
+        self.feed = feed
+        self.name = model_name or str(source)
+        self.prepared: Path | None = None
+        self.shape_inference = ""
+        self.caches: dict[str, tuple[Path, int]] = {}
+
+    def prepare(self) -> Path:
+        """The pre-processed model (built on first use); raises ConversionError."""
+        if self.prepared is None:
+            self.work.mkdir(parents=True, exist_ok=True)
+            target = self.work / "prep.onnx"
+            self.prepared, self.shape_inference = prepare_for_quantization(
+                self.source, target, self.name
             )
-        except Exception as exc:
-            message = f"INT8 quantisation of {name} failed: {_first_line(exc)}"
-            raise ConversionError(message) from exc
-    counts = op_counts(output)
-    if not counts.get("QuantizeLinear") or not counts.get("DequantizeLinear"):
-        raise ConversionError(f"The quantised model of {name} holds no Q/DQ nodes.")
-    if options.scheme == "s8s8":
-        require_tensorrt_qdq(output, name)
-    return {
-        "format": "qdq",
-        "scheme": options.scheme,
-        "activations": "uint8" if options.scheme == "u8s8" else "int8 (symmetric)",
-        "weights": "int8 per-channel symmetric" + (", 7-bit range" if options.reduce_range else ""),
-        "reduce_range": options.reduce_range,
-        "calib_method": options.method,
-        "calibration": _method_detail(options.method),
-        "shape_inference": shape_inference,
-        "kept_float": float_nodes,
-        "calibration_samples_seen": seen,
-        "quantize_seconds": round(time.perf_counter() - started, 3),
-    }
+        return self.prepared
+
+    def calibration(self, method: str) -> tuple[Path, int]:
+        """(calibration cache, samples seen) for `method`, calibrating on first use."""
+        if method not in self.caches:
+            directory = self.work / f"calibration-{method}"
+            directory.mkdir(parents=True, exist_ok=True)
+            self.caches[method] = calibrate(self.prepare(), self.feed, method, directory, self.name)
+        return self.caches[method]
+
+    def quantize(self, output: Path, options: QdqOptions) -> dict[str, Any]:
+        """Write the Q/DQ model `options` describe to `output`; its summary for the manifest.
+
+        Raises UsageError for unknown options and ConversionError when calibration or
+        quantisation fails.
+        """
+        options.check()
+        started = time.perf_counter()
+        with _onnxruntime_chatter():
+            prepared = self.prepare()
+            float_nodes = [*softmax_nodes(prepared), *options.keep_float]
+            cache, seen = self.calibration(options.method)
+            _quantize_static(prepared, output, cache, options, float_nodes, self.name)
+        counts = op_counts(output)
+        if not counts.get("QuantizeLinear") or not counts.get("DequantizeLinear"):
+            raise ConversionError(f"The quantised model of {self.name} holds no Q/DQ nodes.")
+        if options.scheme == "s8s8":
+            require_tensorrt_qdq(output, self.name)
+        return {
+            "format": "qdq",
+            "scheme": options.scheme,
+            "activations": "uint8" if options.scheme == "u8s8" else "int8 (symmetric)",
+            "weights": options.weights,
+            "reduce_range": options.reduce_range,
+            "per_channel": options.per_channel,
+            "calib_method": options.method,
+            "calibration": _method_detail(options.method),
+            "shape_inference": self.shape_inference,
+            "kept_float": float_nodes,
+            "calibration_samples_seen": seen,
+            "quantize_seconds": round(time.perf_counter() - started, 3),
+        }
+
+
+def _quantize_static(
+    prepared: Path,
+    output: Path,
+    cache: Path,
+    options: QdqOptions,
+    float_nodes: list[str],
+    model_name: str,
+) -> None:
+    """ONNX Runtime's quantize_static from the calibration cache; ConversionError on failure."""
+    quantization = require("onnxruntime.quantization")
+    try:
+        quantization.quantize_static(
+            str(prepared),
+            str(output),
+            None,  # ranges come from the calibration cache
+            quant_format=quantization.QuantFormat.QDQ,
+            per_channel=options.per_channel,
+            activation_type=_activation_type(quantization, options.scheme),
+            weight_type=quantization.QuantType.QInt8,
+            reduce_range=options.reduce_range,
+            calibrate_method=_calibration_method(quantization, options.method),
+            calibration_cache_path=str(cache),
+            extra_options={
+                "ActivationSymmetric": options.scheme == "s8s8",
+                "WeightSymmetric": True,
+                # int32 bias Q/DQ: fine for ORT, refused by TensorRT's IDequantizeLayer.
+                "QuantizeBias": options.scheme != "s8s8",
+            },
+            nodes_to_exclude=float_nodes,
+            nodes_to_quantize=list(options.quantize_only) or None,
+        )
+    except Exception as exc:
+        message = f"INT8 quantisation of {model_name} failed: {_first_line(exc)}"
+        raise ConversionError(message) from exc
 
 
 def _activation_type(quantization: Any, scheme: str) -> Any:

@@ -20,7 +20,7 @@ from typing import Any
 
 from trtconv.backends.request import PRECISIONS
 from trtconv.errors import UsageError
-from trtconv.quantize import CALIB_METHODS
+from trtconv.quantize import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.quantize.isa import INT8_TARGETS
 
 AMP_DTYPES = ("auto", "float16", "bfloat16")
@@ -154,12 +154,15 @@ class Target:
 
 @dataclass(frozen=True)
 class CalibrationSettings:
-    """INT8 calibration, as `convert --calib-data/--calib-method/--calib-samples/--int8-target`."""
+    """INT8 calibration, as `convert --calib-data/--calib-method/--calib-samples/--int8-target`,
+    and the int8 precision ladder (`--no-fallback`, `--fallback-time-limit`)."""
 
     data: str | None = None
     method: str = "entropy"
     samples: int | None = None
     int8_target: str = "auto"
+    fallback: bool = True
+    fallback_time_limit_s: float = DEFAULT_FALLBACK_TIME_LIMIT_S
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,8 @@ CALIBRATION_FIELDS: dict[str, Validator] = {
     "method": choice(*CALIB_METHODS),
     "samples": positive_int,
     "int8_target": choice(*INT8_TARGETS),
+    "fallback": boolean,
+    "fallback_time_limit_s": positive_number,
 }
 EVAL_FIELDS: dict[str, Validator] = {"data": string, "samples": positive_int}
 BENCH_FIELDS: dict[str, Validator] = {

@@ -43,6 +43,13 @@ class TargetEntry:
         return str(self.conversion.get("backend", self.requested_backend))
 
     @property
+    def ladder(self) -> dict[str, Any] | None:
+        """The int8 precision ladder its conversion climbed (None: not int8, or turned off)."""
+        summary = (self.conversion.get("manifest") or {}).get("conversion_summary") or {}
+        ladder: dict[str, Any] | None = (summary.get("quantization") or {}).get("ladder")
+        return ladder
+
+    @property
     def passed(self) -> bool:
         """Converted, judged, and every gate passed."""
         return self.converted and bool(self.gates) and all(gate.passed for gate in self.gates)
@@ -64,6 +71,7 @@ class TargetEntry:
             "conversion_seconds": conversion.get("conversion_seconds"),
             "artifact_size_bytes": conversion.get("artifact_size_bytes"),
             "validation": conversion.get("validation"),
+            "ladder": self.ladder,
             "eval": self.eval,
             "bench": self.bench,
             "gates": [gate.to_dict() for gate in self.gates],

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtconv.quantize.words import budget_text, kept_text, search_text
+
 
 def _fmt(value: Any, digits: int = 4) -> str:
     if value is None:
@@ -93,6 +95,67 @@ def _gates_section(document: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _ladder_section(document: dict[str, Any]) -> list[str]:
+    """Per int8 target: the precision ladder its conversion climbed (nothing when none did)."""
+    laddered = [t for t in document["targets"] if t.get("ladder")]
+    if not laddered:
+        return []
+    lines = ["## INT8 precision ladder", ""]
+    for target in laddered:
+        lines += _ladder_lines(target["id"], target["ladder"])
+    return lines
+
+
+def _ladder_lines(target_id: str, ladder: dict[str, Any]) -> list[str]:
+    lines = [
+        f"### `{target_id}`: {ladder['outcome']}",
+        "",
+        f"Budget {budget_text(ladder)}; {search_text(ladder)}; "
+        f"{_fmt(ladder['seconds'], 3)} s (limit {_fmt(ladder['time_limit_s'])} s).",
+        "",
+    ]
+    if ladder["search_data"].get("note"):
+        lines += [f"Note: {ladder['search_data']['note']}.", ""]
+    lines += [
+        "| step | stage | change | top-1 agreement | accuracy | seconds | meets budget |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for step in ladder["steps"]:
+        chosen = " (chosen)" if step["step"] == ladder["chosen_step"] else ""
+        cells = [step["step"], step["stage"], step["change"], step["top1_agreement"]]
+        cells += [step["accuracy"], step["seconds"], step["meets_budget"]]
+        lines.append(_row(cells).removesuffix(" |") + f"{chosen} |")
+    if ladder["kept_float"]:
+        kept = ", ".join(f"`{kept_text(node)}`" for node in ladder["kept_float"])
+        lines += ["", f"Kept in float: {kept}."]
+    return [*lines, "", *_ladder_speed(ladder.get("speed")), ""]
+
+
+def _ladder_speed(speed: dict[str, Any] | None) -> list[str]:
+    if not speed:
+        return ["Speed: not timed here (TensorRT engines are timed by the bench)."]
+    lines = [
+        f"Speed ({speed['method']}):",
+        "",
+        "| batch | fp32 ms | full int8 ms | chosen ms | chosen vs fp32 |",
+        "|---|---|---|---|---|",
+    ]
+    for row in speed["rows"]:
+        chosen = row.get("chosen_latency_ms", row["full_int8_latency_ms"])
+        lines.append(
+            _row(
+                [
+                    row["batch_size"],
+                    row["fp32_latency_ms"],
+                    row["full_int8_latency_ms"],
+                    chosen,
+                    f"{row['speedup_vs_fp32']:.2f}×",
+                ]
+            )
+        )
+    return lines + [f"\nNote: {note}" for note in speed["notes"]]
+
+
 def _steps_section(document: dict[str, Any]) -> list[str]:
     lines = ["## Steps", "", "| step | reused | seconds | why |", "|---|---|---|---|"]
     for step in document["steps"]:
@@ -123,6 +186,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         "",
         *_gates_section(document),
         "",
+        *_ladder_section(document),
         *_steps_section(document),
         "",
     ]

@@ -163,6 +163,7 @@ class ReleaseRun:
         """Convert one target; a known failure is recorded as the target's result, not raised."""
         calibration = self.config.calibration
         output = self.directory / "artifacts" / target.id
+        budget = self.budget(target)
 
         def work() -> tuple[dict[str, Any], list[Path]]:
             from trtconv import api
@@ -182,9 +183,13 @@ class ReleaseRun:
                     calib_data=calibration.data,
                     calib_method=calibration.method,
                     int8_target=calibration.int8_target,
+                    fallback=calibration.fallback,
+                    fallback_time_limit=calibration.fallback_time_limit_s,
                     batch_sizes=self.config.bench.batch_sizes,
                     tolerance=target.tolerance,
                     force=True,
+                    min_top1_agreement=budget.get("min_top1_agreement"),
+                    max_accuracy_drop=budget.get("max_accuracy_drop"),
                     **options,
                 )
             except AccuracyError as exc:
@@ -205,6 +210,8 @@ class ReleaseRun:
             "method": calibration.method,
             "samples": calibration.samples,
             "int8_target": calibration.int8_target,
+            "fallback": calibration.fallback,
+            "fallback_time_limit_s": calibration.fallback_time_limit_s,
         }
         return {
             "source_sha256": source_sha,
@@ -219,9 +226,23 @@ class ReleaseRun:
             },
             "batch_sizes": list(self.config.bench.batch_sizes),
             "validate_samples": self.config.eval.samples,
+            "budget": self.budget(target),
             "tools": self.tools,
             "device": self.device,
         }
+
+    def budget(self, target: Target) -> dict[str, float]:
+        """The accuracy gates as convert's limits, where stricter than the precision's own: the
+        int8 ladder climbs until they hold, and validation judges them."""
+        from trtconv.validation import tolerance_for
+
+        gates, own = self.config.gates, tolerance_for(target.precision)
+        limits: dict[str, float] = {}
+        if gates.min_top1_agreement is not None:
+            limits["min_top1_agreement"] = max(gates.min_top1_agreement, own.min_top1_agreement)
+        if gates.max_accuracy_drop is not None:
+            limits["max_accuracy_drop"] = min(gates.max_accuracy_drop, own.max_accuracy_drop)
+        return limits
 
     # eval ------------------------------------------------------------------------------------
 

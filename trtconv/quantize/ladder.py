@@ -1,0 +1,367 @@
+"""The int8 precision ladder: when full int8 misses the accuracy budget, climb until it holds.
+
+In order, within a time limit:
+
+1. full int8 with the scheme chosen for the target (trtconv.conversion._qdq_options);
+2. scheme variants, one change each: 7-bit weights, per-tensor (or per-channel) weights, the
+   other calibration methods;
+3. per-layer sensitivity (trtconv.quantize.sensitivity), then the worst nodes kept in float a
+   few at a time: 1, 2, 4, ... (at most half the quantised nodes), then a bisection back down to
+   the fewest that meet the budget.
+
+Every step is scored on the *search slice* (trtconv.quantize.search): spare samples, never those
+`convert` validates and reports on. The chosen model is validated once, on the held-out samples,
+like any artifact. The reference is the float ONNX export (checked against TensorFlow before
+quantisation), run on the same samples.
+
+A node kept in float computes with float weights and gets no Q/DQ of its own (ONNX Runtime's
+`nodes_to_exclude`); an input can still reach it through the Q/DQ pair a quantised producer puts
+on its own output. The probe measures each node quantised alone, so both ends of a damaging
+tensor rank high and are kept in float together.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from trtconv.backends.request import CalibrationFeed
+from trtconv.calib.sources import ArraySet
+from trtconv.errors import ConversionError
+from trtconv.quantize import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.quantize.qdq import QdqOptions, QdqQuantizer
+from trtconv.quantize.search import Score, SearchScorer, resolution_note
+from trtconv.quantize.sensitivity import QuantizedNode, quantized_nodes, rank_by_sensitivity
+from trtconv.validation import Tolerance
+
+log = logging.getLogger(__name__)
+
+# Sensitivity probes rank nodes; this many samples rank them as well as the whole slice.
+PROBE_SAMPLES = 128
+# Past this share of the quantised nodes in float, int8 is not worth it: the ladder stops.
+MAX_FLOAT_SHARE = 0.5
+FULL, SCHEME, SENSITIVITY, FLOAT = "full int8", "scheme", "sensitivity", "float layers"
+# progress(done, total, label), as trtconv.cli._output.Progress.
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class LadderSettings:
+    """What the ladder scores against and how long it may climb.
+
+    `tolerance` is the budget (the precision's tolerance with --tolerance and the release gates
+    applied); `timed` asks for the fp32 / full int8 / chosen timing (ORT CPU models only).
+    """
+
+    search: ArraySet
+    search_drawn_from: str
+    tolerance: Tolerance
+    time_limit_s: float = DEFAULT_FALLBACK_TIME_LIMIT_S
+    batch_sizes: tuple[int, ...] = (1,)
+    timed: bool = True
+    progress: Progress | None = None
+
+
+def quantize_int8(
+    source: Path,
+    output: Path,
+    feed: CalibrationFeed,
+    options: QdqOptions,
+    work: Path,
+    settings: LadderSettings | None,
+    model_name: str | None = None,
+) -> dict[str, Any]:
+    """Write the Q/DQ model of `source` to `output`: full int8, or the ladder's choice.
+
+    `settings` None (--no-fallback): full int8 only, as before the ladder. Returns the
+    quantisation summary with a `ladder` record (None when off). `model_name` names the model in
+    errors. Raises ConversionError when quantisation fails.
+    """
+    quantizer = QdqQuantizer(source, work / "qdq", feed, model_name)
+    if settings is None:
+        return {**quantizer.quantize(output, options), "ladder": None}
+    ladder = Ladder(quantizer, settings, work / "ladder")
+    chosen = ladder.climb(options)
+    shutil.copyfile(chosen.path, output)
+    return {**chosen.summary, "ladder": ladder.record(chosen)}
+
+
+@dataclass
+class Candidate:
+    """One quantised model the ladder built and scored."""
+
+    step: int
+    options: QdqOptions
+    path: Path
+    summary: dict[str, Any]
+    score: Score
+    float_nodes: list[QuantizedNode] = field(default_factory=list)
+
+
+def scheme_variants(base: QdqOptions) -> list[tuple[str, QdqOptions]]:
+    """(what changed, options) for each one-change variant of `base`, in the ladder's order.
+
+    7-bit weights only for the CPU scheme with full-range weights (7-bit is valid on every CPU;
+    the reverse could saturate where the target has no VNNI); TensorRT has no such limit.
+    """
+    variants: list[tuple[str, QdqOptions]] = []
+    if base.scheme == "u8s8" and not base.reduce_range:
+        variants.append(("7-bit weights (reduce_range)", replace(base, reduce_range=True)))
+    granularity = "per-tensor" if base.per_channel else "per-channel"
+    variants.append((f"{granularity} weights", replace(base, per_channel=not base.per_channel)))
+    for method in CALIB_METHODS:
+        if method != base.method:
+            variants.append((f"{method} calibration", replace(base, method=method)))
+    return variants
+
+
+def describe(options: QdqOptions) -> str:
+    """The scheme in a few words: 'u8s8, entropy, per-channel 8-bit weights'."""
+    granularity = "per-channel" if options.per_channel else "per-tensor"
+    bits = "7-bit" if options.reduce_range else "8-bit"
+    return f"{options.scheme}, {options.method}, {granularity} {bits} weights"
+
+
+class Ladder:
+    """One climb: its steps, the nodes' sensitivity, and the time it may take."""
+
+    def __init__(self, quantizer: QdqQuantizer, settings: LadderSettings, work: Path) -> None:
+        self.quantizer = quantizer
+        self.settings = settings
+        self.work = work
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.started = time.perf_counter()
+        self.steps: list[dict[str, Any]] = []
+        self.planned = 1
+        self.ranking: list[tuple[QuantizedNode, float]] = []
+        self.outcome = ""
+        self.full: Candidate | None = None
+        self.scorer = SearchScorer(quantizer.source, settings.search, settings.tolerance)
+        self.note = resolution_note(len(settings.search), settings.tolerance.min_top1_agreement)
+        if self.note:
+            log.warning("int8 ladder: %s", self.note)
+
+    def out_of_time(self) -> bool:
+        return time.perf_counter() - self.started > self.settings.time_limit_s
+
+    def report(self, label: str) -> None:
+        if self.settings.progress is not None:
+            self.settings.progress(len(self.steps), max(self.planned, len(self.steps) + 1), label)
+
+    def climb(self, base: QdqOptions) -> Candidate:
+        """The candidate to ship: the first that meets the budget, else the best one found."""
+        self.full = best = self.attempt(base, FULL, describe(base))
+        if best.score.passed:
+            self.outcome = "full int8 meets the budget"
+            return best
+        variants = scheme_variants(base)
+        self.planned += len(variants)
+        for change, options in variants:
+            if self.out_of_time():
+                return self.give_up(best, "time limit reached during the scheme variants")
+            candidate = self.attempt(options, SCHEME, change)
+            if candidate.score.passed:
+                self.outcome = f"{change} meets the budget"
+                return candidate
+            best = max(best, candidate, key=lambda c: c.score.key())
+        return self.keep_worst_in_float(best)
+
+    def attempt(
+        self,
+        options: QdqOptions,
+        stage: str,
+        change: str,
+        float_nodes: tuple[QuantizedNode, ...] = (),
+    ) -> Candidate:
+        """Quantise with `options`, score on the search slice, record the step."""
+        self.report(f"{stage}: {change}")
+        started = time.perf_counter()
+        path = self.work / f"step-{len(self.steps)}.onnx"
+        summary = self.quantizer.quantize(path, options)
+        score = self.scorer.score(path)
+        seconds = time.perf_counter() - started
+        candidate = Candidate(len(self.steps), options, path, summary, score, list(float_nodes))
+        self.steps.append(_step_record(candidate, stage, change, seconds))
+        verdict = "meets the budget" if score.passed else "misses the budget"
+        log.info(
+            "int8 ladder step %d (%s: %s): top-1 agreement %s, %s (%.1f s)",
+            candidate.step,
+            stage,
+            change,
+            _fmt(score.top1_agreement),
+            verdict,
+            seconds,
+        )
+        return candidate
+
+    def give_up(self, best: Candidate, why: str) -> Candidate:
+        """The best candidate so far, with why the ladder stopped short of the budget."""
+        self.outcome = f"budget not met: {why}; kept the best candidate (step {best.step})"
+        log.warning("int8 ladder: %s", self.outcome)
+        return best
+
+    def keep_worst_in_float(self, base: Candidate) -> Candidate:
+        """Probe each quantised node alone, then keep the worst 1, 2, 4, ... in float and bisect
+        back to the fewest that meet the budget."""
+        order = [node for node, _ in self.rank(base)]
+        if not order:
+            return self.give_up(base, "no quantised node could be probed")
+        most = max(1, math.ceil(len(order) * MAX_FLOAT_SHARE))
+        counts = doubling(most)
+        self.planned += 2 * len(counts)
+        failed, best = 0, base
+        for count in counts:
+            if self.out_of_time():
+                return self.give_up(best, "time limit reached while keeping layers in float")
+            candidate = self.in_float(base, order, count, failed)
+            if candidate.score.passed:
+                break
+            best = max(best, candidate, key=lambda c: c.score.key())
+            failed = count
+        else:
+            share = f"{most} of {len(order)} quantised nodes"
+            return self.give_up(best, f"still outside it with {share} in float")
+        passing = candidate
+        while len(passing.float_nodes) - failed > 1 and not self.out_of_time():
+            middle = (failed + len(passing.float_nodes)) // 2
+            candidate = self.in_float(base, order, middle, failed)
+            if candidate.score.passed:
+                passing = candidate
+            else:
+                failed = middle
+        self.outcome = f"{len(passing.float_nodes)} node(s) kept in float meet the budget"
+        return passing
+
+    def in_float(
+        self, base: Candidate, order: list[QuantizedNode], count: int, before: int
+    ) -> Candidate:
+        """`base` with the `count` most sensitive nodes of `order` kept in float."""
+        nodes = tuple(order[:count])
+        added = ", ".join(_layer(node) for node in order[before:count][:3])
+        more = count - before - 3
+        change = f"{count} in float (+{added}{f' and {more} more' if more > 0 else ''})"
+        keep = base.options.keep_float + tuple(node.name for node in nodes)
+        return self.attempt(replace(base.options, keep_float=keep), FLOAT, change, nodes)
+
+    def rank(self, base: Candidate) -> list[tuple[QuantizedNode, float]]:
+        """Every quantised node of `base`'s model with its error when quantised alone."""
+        nodes = quantized_nodes(base.path, base.summary["kept_float"])
+        self.planned += 1
+        started = time.perf_counter()
+        probe = self.work / "probe.onnx"
+
+        def error_of(node: QuantizedNode) -> float | None:
+            try:
+                self.quantizer.quantize(probe, replace(base.options, quantize_only=(node.name,)))
+            except ConversionError as exc:  # e.g. ORT quantises nothing for this node alone
+                log.debug("int8 ladder: no probe for %s: %s", node.name, exc)
+                return None
+            return self.scorer.score(probe, PROBE_SAMPLES).output_error
+
+        self.ranking = rank_by_sensitivity(nodes, error_of, self.out_of_time, self.report)
+        probe.unlink(missing_ok=True)
+        seconds = time.perf_counter() - started
+        self.steps.append(
+            {
+                "step": len(self.steps),
+                "stage": SENSITIVITY,
+                "change": f"{len(self.ranking)} of {len(nodes)} quantised nodes, each quantised "
+                f"alone (scheme of step {base.step})",
+                "kept_float": len(base.options.keep_float),
+                "top1_agreement": None,
+                "accuracy": None,
+                "accuracy_drop": None,
+                "output_error": None,
+                "meets_budget": None,
+                "seconds": round(seconds, 3),
+            }
+        )
+        log.info("int8 ladder: probed %d nodes in %.1f s", len(self.ranking), seconds)
+        return self.ranking
+
+    def record(self, chosen: Candidate) -> dict[str, Any]:
+        """The ladder for the manifest: budget, search data, steps, choice, float nodes, speed."""
+        errors = {node.name: error for node, error in self.ranking}
+        tolerance = self.settings.tolerance
+        return {
+            "budget": {
+                "min_top1_agreement": tolerance.min_top1_agreement,
+                "max_accuracy_drop": tolerance.max_accuracy_drop,
+                "atol": tolerance.atol,
+            },
+            "search_data": {
+                "part": self.settings.search.source,
+                "samples": len(self.settings.search),
+                "drawn_from": self.settings.search_drawn_from,
+                "note": self.note,
+                "reference": "the float ONNX export (checked against TensorFlow)",
+            },
+            "time_limit_s": self.settings.time_limit_s,
+            "seconds": round(time.perf_counter() - self.started, 3),
+            "outcome": self.outcome,
+            "met_budget": chosen.score.passed,
+            "chosen_step": chosen.step,
+            "scheme": describe(chosen.options),
+            "steps": self.steps,
+            "kept_float": [
+                {**node.to_dict(), "output_error": _round(errors.get(node.name))}
+                for node in chosen.float_nodes
+            ],
+            "sensitivity": [
+                {**node.to_dict(), "output_error": _round(error)} for node, error in self.ranking
+            ],
+            "speed": self.speed(chosen),
+        }
+
+    def speed(self, chosen: Candidate) -> dict[str, Any] | None:
+        """fp32, full int8 and chosen timed at the batch sizes (None when not asked for)."""
+        from trtconv.quantize.speed import CHOSEN, FP32, FULL_INT8, time_models
+
+        if not self.settings.timed or self.full is None:
+            return None
+        self.report("timing fp32, full int8 and the chosen model")
+        models = {FP32: self.quantizer.source, FULL_INT8: self.full.path}
+        if chosen is not self.full:
+            models[CHOSEN] = chosen.path
+        return time_models(models, self.settings.search, self.settings.batch_sizes)
+
+
+def doubling(most: int) -> list[int]:
+    """1, 2, 4, ... below `most`, then `most`: how many nodes each float-layer step keeps."""
+    counts = [1 << power for power in range(most.bit_length()) if 1 << power < most]
+    return [*counts, most]
+
+
+def _step_record(candidate: Candidate, stage: str, change: str, seconds: float) -> dict[str, Any]:
+    score = candidate.score
+    return {
+        "step": candidate.step,
+        "stage": stage,
+        "change": change,
+        "kept_float": len(candidate.float_nodes),
+        "top1_agreement": score.top1_agreement,
+        "accuracy": score.accuracy,
+        "accuracy_drop": score.accuracy_drop,
+        "output_error": _round(score.output_error),
+        "meets_budget": score.passed,
+        "seconds": round(seconds, 3),
+    }
+
+
+def _layer(node: QuantizedNode) -> str:
+    """The TensorFlow layer a node came from, else its ONNX name."""
+    return node.to_dict()["tf_layer"] or node.name
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else float(f"{value:.4g}")
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"

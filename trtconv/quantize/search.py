@@ -1,0 +1,133 @@
+"""The ladder's search slice and how a candidate scores on it.
+
+The search slice never holds a sample that `convert` validates on or calibrates with. It is, in
+this order of preference: held-out samples beyond the `--validate-samples` validated on (unseen
+by training, like the validation samples); calibration-part samples beyond those calibrated on
+(which the model may have trained on: agreement there can be higher than on held-out data); and
+when neither has MIN_SEARCH_SAMPLES to spare, the calibration samples themselves.
+
+A candidate is judged by the same checks as validation (trtconv.validation.compare, with the
+ladder's budget as the tolerance) against the float ONNX export run on the same samples, plus a
+continuous output error that ranks candidates and nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from trtconv.calib.sources import ArraySet
+from trtconv.validation import Tolerance
+
+SEARCH_SAMPLES = 512
+MIN_SEARCH_SAMPLES = 64
+# Fewer top-1 disagreements than this within the budget, and a step's verdict on the slice is
+# mostly chance: one flipped sample decides it.
+MIN_RESOLVED_DISAGREEMENTS = 3
+HELD_OUT_SPARE = "held-out samples beyond those validated on"
+CALIBRATION_SPARE = "calibration-part samples beyond those calibrated on (maybe trained on)"
+CALIBRATION_SAMPLES = "the calibration samples themselves (no spare data)"
+
+
+@dataclass
+class DataSplit:
+    """Calibration, validation and search samples, pairwise disjoint except as `drawn_from`
+    says (CALIBRATION_SAMPLES)."""
+
+    calibration: ArraySet
+    held_out: ArraySet
+    search: ArraySet
+    drawn_from: str
+
+
+def split_for_search(
+    calibration_part: ArraySet, calib_samples: int, held_out_part: ArraySet, validate_samples: int
+) -> DataSplit:
+    """The first `calib_samples` of the calibration part calibrate, the first `validate_samples`
+    of the held-out part validate, and up to SEARCH_SAMPLES spare ones score the ladder."""
+    calibration = calibration_part.head(calib_samples)
+    held_out = held_out_part.head(validate_samples)
+    for part, used, drawn_from in (
+        (held_out_part, len(held_out), HELD_OUT_SPARE),
+        (calibration_part, len(calibration), CALIBRATION_SPARE),
+    ):
+        spare = len(part) - used
+        if spare >= MIN_SEARCH_SAMPLES:
+            stop = used + min(spare, SEARCH_SAMPLES)
+            search = part.take(np.arange(used, stop))
+            search.source = f"{part.source}[{used}:{stop}]"
+            return DataSplit(calibration, held_out, search, drawn_from)
+    return DataSplit(calibration, held_out, calibration.head(SEARCH_SAMPLES), CALIBRATION_SAMPLES)
+
+
+def resolution_note(samples: int, min_top1_agreement: float) -> str | None:
+    """A caveat when `samples` cannot resolve the agreement budget, else None."""
+    allowed = (1.0 - min_top1_agreement) * samples
+    if allowed >= MIN_RESOLVED_DISAGREEMENTS:
+        return None
+    return (
+        f"{samples} search samples allow {allowed:.1f} top-1 disagreements at agreement >= "
+        f"{min_top1_agreement:g}: a step's verdict there is close to chance (held-out samples "
+        "beyond --validate-samples, or more data, resolve it)"
+    )
+
+
+@dataclass
+class Score:
+    """A candidate on the search slice: what validation would judge, and the output error."""
+
+    top1_agreement: float | None
+    accuracy: float | None
+    accuracy_drop: float | None
+    output_error: float
+    passed: bool
+
+    def key(self) -> tuple[bool, float, float]:
+        """Sort key, best last: meets the budget, then agreement, then smaller output error."""
+        return (self.passed, self.top1_agreement or 0.0, -self.output_error)
+
+
+def output_error(reference: dict[str, np.ndarray], candidate: dict[str, np.ndarray]) -> float:
+    """Squared error relative to the reference's energy, summed over outputs (0 = identical)."""
+    total = 0.0
+    for name, want in reference.items():
+        want64 = want.astype(np.float64)
+        diff = candidate[name].astype(np.float64) - want64
+        total += float((diff**2).sum() / max(float((want64**2).sum()), 1e-12))
+    return total
+
+
+class SearchScorer:
+    """Runs candidate ONNX models on the search slice and compares them with the float model."""
+
+    def __init__(self, float_model: Path, data: ArraySet, tolerance: Tolerance) -> None:
+        self.data = data
+        self.tolerance = tolerance
+        self.reference = run_onnx(float_model, data)
+
+    def score(self, model: Path, samples: int | None = None) -> Score:
+        """The candidate's Score on the first `samples` of the slice (all by default)."""
+        from trtconv.validation import compare
+
+        data = self.data if samples is None else self.data.head(samples)
+        reference = {name: array[: len(data)] for name, array in self.reference.items()}
+        candidate = run_onnx(model, data)
+        report = compare(reference, candidate, self.tolerance, data.labels, data.source)
+        return Score(
+            top1_agreement=report.top1_agreement,
+            accuracy=report.accuracy_candidate,
+            accuracy_drop=report.accuracy_drop,
+            output_error=output_error(reference, candidate),
+            passed=report.passed,
+        )
+
+
+def run_onnx(model: Path, data: ArraySet) -> dict[str, np.ndarray]:
+    """Outputs of an ONNX model on every sample of `data` (ORT CPU)."""
+    from trtconv.backends.ort import OrtRunner
+    from trtconv.validation import run_batched
+
+    with OrtRunner(model) as runner:  # the CPU provider
+        return run_batched(runner, data)
