@@ -92,7 +92,7 @@ def test_digits_int8_qdq_artifact(digits_int8: dict[str, Any]) -> None:
     calibration = manifest.calibration
     assert calibration is not None
     assert calibration["source"] == "digits" and calibration["part"] == "digits[train]"
-    assert calibration["samples"] == 480 and calibration["method"] == "entropy"
+    assert calibration["samples"] == 480 and calibration["method"] == "minmax"
     assert len(calibration["sha256"]) == 64
     summary = manifest.conversion_summary
     assert summary["quantization"]["scheme"] == "u8s8"

@@ -24,7 +24,7 @@ from trtconv.calib.sources import ArraySet
 from trtconv.errors import UsageError
 from trtconv.fsutil import atomic_directory, check_output_free, dir_size_bytes, sha256_path
 from trtconv.manifest import Manifest, read_manifest, write_manifest
-from trtconv.quantize import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.quantize import CALIB_METHODS, DEFAULT_CALIB_METHOD, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.quantize.isa import INT8_TARGETS
 from trtconv.quantize.ladder import Progress
 from trtconv.report.validation import ValidationReport
@@ -74,7 +74,7 @@ def convert(
     output: Path | None = None,
     calib_data: str | None = None,
     calib_samples: int = DEFAULT_CALIB_SAMPLES,
-    calib_method: str = "entropy",
+    calib_method: str = DEFAULT_CALIB_METHOD,
     batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
     validate_samples: int = DEFAULT_VALIDATE_SAMPLES,
     tolerance: float | None = None,

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from trtconv.model_io import ModelSignature
+from trtconv.quantize import DEFAULT_CALIB_METHOD
 
 PRECISIONS = ("fp32", "tf32", "fp16", "int8")
 Feeds = dict[str, np.ndarray]
@@ -31,7 +32,7 @@ class ConversionRequest:
     batch_sizes: tuple[int, ...] = (1,)
     # INT8 only: a fresh iterator over calibration batches keyed by input name, model dtype.
     calibration: CalibrationFeed | None = None
-    calib_method: str = "entropy"
+    calib_method: str = DEFAULT_CALIB_METHOD
     # Backends that build from ONNX (`needs_onnx`) get the validated fp32 ONNX export here, and
     # for int8 also the explicit Q/DQ model in the scheme their record asks for.
     onnx_path: Path | None = None

@@ -12,7 +12,7 @@ from rich.markup import escape
 from trtconv.cli._ladder import render_ladder
 from trtconv.cli._output import progress_bar, run_command
 from trtconv.errors import UsageError
-from trtconv.quantize import DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.quantize import DEFAULT_CALIB_METHOD, DEFAULT_FALLBACK_TIME_LIMIT_S
 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:
@@ -68,7 +68,7 @@ def convert_cli(
         "Validation uses its held-out part.",
     ),
     calib_samples: int = typer.Option(500, help="Calibration samples (int8)."),
-    calib_method: str = typer.Option("entropy", help="entropy, minmax or percentile."),
+    calib_method: str = typer.Option(DEFAULT_CALIB_METHOD, help="minmax, entropy or percentile."),
     int8_target: str = typer.Option(
         "auto",
         help="Where an int8 CPU artifact will run: auto (this CPU's kind), vnni (x86 CPUs with "

@@ -26,7 +26,7 @@ from trtconv.backends.onnx_export import op_counts
 from trtconv.backends.request import CalibrationFeed
 from trtconv.errors import ConversionError, UsageError
 from trtconv.lazy import require
-from trtconv.quantize import CALIB_METHODS
+from trtconv.quantize import CALIB_METHODS, DEFAULT_CALIB_METHOD
 from trtconv.quantize.checks import require_tensorrt_qdq
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class QdqOptions:
     """
 
     scheme: str = "u8s8"
-    method: str = "entropy"
+    method: str = DEFAULT_CALIB_METHOD
     reduce_range: bool = False
     per_channel: bool = True
     keep_float: tuple[str, ...] = ()

@@ -20,7 +20,7 @@ from typing import Any
 
 from trtconv.backends.request import PRECISIONS
 from trtconv.errors import UsageError
-from trtconv.quantize import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.quantize import CALIB_METHODS, DEFAULT_CALIB_METHOD, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.quantize.isa import INT8_TARGETS
 
 AMP_DTYPES = ("auto", "float16", "bfloat16")
@@ -158,7 +158,7 @@ class CalibrationSettings:
     and the int8 precision ladder (`--no-fallback`, `--fallback-time-limit`)."""
 
     data: str | None = None
-    method: str = "entropy"
+    method: str = DEFAULT_CALIB_METHOD
     samples: int | None = None
     int8_target: str = "auto"
     fallback: bool = True
