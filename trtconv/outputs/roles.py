@@ -15,7 +15,8 @@ shape, and the reference model's values. Every role says where it came from.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -190,3 +191,56 @@ def _within_unit(array: np.ndarray) -> bool:
 
 def _shape(array: np.ndarray) -> str:
     return "[batch, " + ", ".join(str(d) for d in array.shape[1:]) + "]"
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What a user says about a model's outputs: roles, per-output absolute tolerances, and
+    whether an output that nothing can judge may pass ("not judged" is exit 4 otherwise)."""
+
+    roles: Mapping[str, OutputRole] = field(default_factory=dict)
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    allow_unjudged: bool = False
+
+    @classmethod
+    def build(
+        cls,
+        roles: Mapping[str, str] | None = None,
+        tolerances: Mapping[str, float] | None = None,
+        allow_unjudged: bool = False,
+        source: str = "option",
+    ) -> Judging:
+        """From `{output: "classes" | "binary[:T]" | ...}` and `{output: atol}`. Raises
+        UsageError for an unknown role or a tolerance that is not positive."""
+        parsed = {
+            name: parse_role(text, f"--output-role {name}", source)
+            for name, text in (roles or {}).items()
+        }
+        for name, value in (tolerances or {}).items():
+            _positive(str(value), f"--tolerance {name}")
+        return cls(parsed, dict(tolerances or {}), allow_unjudged)
+
+    def check_names(self, outputs: Sequence[str]) -> None:
+        """Raise UsageError when a role or tolerance names an output the model lacks."""
+        check_output_names(self.roles, outputs, "--output-role")
+        check_output_names(self.tolerances, outputs, "--tolerance NAME=X")
+
+    def over(self, recorded: Mapping[str, Any] | None) -> Judging:
+        """These settings over those recorded in a manifest (`judging` block): roles and
+        tolerances given here win, the recorded ones fill in (their source says "manifest")."""
+        recorded = recorded or {}
+        roles = {
+            name: OutputRole.from_dict(data, f"manifest ({data.get('source', '')})")
+            for name, data in recorded.get("roles", {}).items()
+        }
+        tolerances = {**recorded.get("tolerances", {}), **self.tolerances}
+        return Judging({**roles, **self.roles}, tolerances, self.allow_unjudged)
+
+    def record(self, resolved: Roles) -> dict[str, Any]:
+        """The manifest's `judging` block: every output's role (with its source) and the
+        per-output tolerances."""
+        return {
+            "roles": {name: role.to_dict() for name, role in resolved.items()},
+            "tolerances": dict(self.tolerances),
+            "allow_unjudged": self.allow_unjudged,
+        }
