@@ -354,10 +354,12 @@ def image_model() -> Path:
     import keras
     import tensorflow as tf
 
+    from trtconv.calib.contract import Preprocessing
     from trtconv.calib.sources import ImagePreprocessing, load_image_folder
 
     keras.utils.set_random_seed(0)
-    prep = ImagePreprocessing((IMAGE_SIZE, IMAGE_SIZE), 3, IMAGE_SCALE, IMAGE_OFFSET)
+    pixels = Preprocessing(IMAGE_SCALE, IMAGE_OFFSET)
+    prep = ImagePreprocessing((IMAGE_SIZE, IMAGE_SIZE), 3, pixels)
     train, _ = split_holdout(load_image_folder(image_folder(), prep))
     layers = keras.layers
     inputs = keras.Input((IMAGE_SIZE, IMAGE_SIZE, 3), name="image")

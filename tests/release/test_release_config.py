@@ -73,6 +73,8 @@ def test_full_config_is_read(tmp_path: Path, saved_model: Path) -> None:
         "backend": "ort",
         "precision": "int8",
         "tolerance": None,
+        "roles": {},
+        "tolerances": {},
         "id": "ort-int8",
     }
     assert echo["model"]["path"] == str(saved_model)

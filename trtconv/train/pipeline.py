@@ -180,10 +180,9 @@ def train(
 ) -> dict[str, Any]:
     """Train a zoo model with AMP and export a float32 SavedModel plus its model card.
 
-    An image folder trains at `image_size` (square), else at its images' own size and
-    channels; raw pixels (image folders, uint8 arrays) become inputs by `preprocessing`, else
-    1/255, recorded in the model card for convert, validate and bench.
-
+    An image folder trains at `image_size` (square), else its images' own size and channels;
+    raw pixels (image folders, uint8 arrays) become inputs by `preprocessing` (default 1/255),
+    recorded in the model card for convert, validate and bench.
     `batch_size` is global: under `strategy="mirrored"` or `"multi-worker"` each of the N
     replicas (over every worker) gets batch_size / N. `cpu_devices` (or $TRTCONV_CPU_DEVICES)
     splits the CPU into logical devices before TensorFlow initialises, so the mirrored strategy
@@ -212,13 +211,9 @@ def train(
     global_batch = batch_size or config.default_batch_size
     check_global_batch(global_batch, int(distribution.num_replicas_in_sync))
     log.info(
-        "training %s on %s with policy %s (%s), %d replicas",
-        model,
-        prepared.train_set.source,
-        amp_choice.policy,
-        amp_choice.reason,
-        distribution.num_replicas_in_sync,
-    )
+        "training %s on %s with policy %s (%s), %d replicas", model, prepared.train_set.source,
+        amp_choice.policy, amp_choice.reason, distribution.num_replicas_in_sync,
+    )  # fmt: skip
     with distribution.scope():
         keras_model = build_compiled(
             config, prepared.input_shape, prepared.num_classes, amp_choice, xla
