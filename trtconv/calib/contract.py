@@ -152,9 +152,10 @@ def resolve_preprocessing(
 
 
 def _origin(where: str, block: Mapping[str, Any], key: str) -> str:
-    """`where` a value was read, and where it came from before that: "manifest (option)"."""
+    """`where` a value was read, and where a manifest's came from before: "manifest (option)".
+    A model card's values are what the model was trained with, whatever chose them."""
     before = (block.get("sources") or {}).get(key)
-    return f"{where} ({before})" if before else where
+    return f"{where} ({before})" if before and where != MODEL_CARD else where
 
 
 def input_layout(spec: TensorSpec) -> str | None:
