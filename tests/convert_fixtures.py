@@ -46,13 +46,17 @@ def digits_rgb16() -> ArraySet:
     return ArraySet({"x": images.astype(np.float32)}, digits.labels, "digits16")
 
 
+def save_npz(data: ArraySet, name: str) -> Path:
+    """`data` as work_dir()/NAME with arrays x and y (its labels)."""
+    path = work_dir() / name
+    np.savez(path, x=data.x, y=data.labels)
+    return path
+
+
 @functools.cache
 def digits_rgb16_npz() -> Path:
     """digits_rgb16 saved as an .npz with arrays x and y."""
-    data = digits_rgb16()
-    path = work_dir() / "digits16.npz"
-    np.savez(path, x=data.x, y=data.labels)
-    return path
+    return save_npz(digits_rgb16(), "digits16.npz")
 
 
 def build_small_resnet(num_classes: int = 10) -> object:
@@ -150,10 +154,7 @@ def text_model() -> Path:
 @functools.cache
 def text_tokens_npz() -> Path:
     """text_tokens saved as an .npz with arrays x (int32) and y."""
-    data = text_tokens()
-    path = work_dir() / "tokens.npz"
-    np.savez(path, x=data.x, y=data.labels)
-    return path
+    return save_npz(text_tokens(), "tokens.npz")
 
 
 # The outlier model: a few hidden channels carry a huge constant offset that the next layer's
@@ -247,10 +248,8 @@ def box_label_data() -> ArraySet:
 
 @functools.cache
 def box_label_npz() -> Path:
-    data = box_label_data()
-    path = work_dir() / "box_label.npz"
-    np.savez(path, x=data.x, y=data.labels)
-    return path
+    """box_label_data saved as an .npz with arrays x and y."""
+    return save_npz(box_label_data(), "box_label.npz")
 
 
 @functools.cache
@@ -292,9 +291,8 @@ def binary_data() -> ArraySet:
 def binary_npz(scale: float = 1.0) -> Path:
     """binary_data with x multiplied by `scale` (100: data 100x off the model's scale)."""
     data = binary_data()
-    path = work_dir() / f"binary-x{scale:g}.npz"
-    np.savez(path, x=data.x * np.float32(scale), y=data.labels)
-    return path
+    scaled = ArraySet({"x": data.x * np.float32(scale)}, data.labels, data.source)
+    return save_npz(scaled, f"binary-x{scale:g}.npz")
 
 
 @functools.cache

@@ -422,7 +422,7 @@ def _ladder_settings(plan: Plan, request: ConversionRequest) -> Any:
         # ONNX Runtime on this CPU runs the CPU scheme itself: a short timing says what int8
         # buys. Other schemes' speed is their runtime's (a TensorRT engine, timed by bench).
         timed=plan.backend.qdq_scheme == CPU_SCHEME,
-        progress=plan.progress,
+        progress=plan.steps.within(),
         roles=plan.roles,
     )
 

@@ -13,18 +13,35 @@ Progress = Callable[[int, int, str], None]
 
 
 class Steps:
-    """Announces each step of a known plan: `start(label)` before it, `finish()` at the end."""
+    """Announces each step of a known plan: `start(label)` before it, `finish()` at the end;
+    `within()` lets a step report its own sub-steps (the int8 ladder's) under its label."""
 
     def __init__(self, progress: Progress | None, total: int) -> None:
         self.progress = progress
         self.total = total
         self.done = 0
+        self.index = 0  # the current step's place
+        self.label = ""
 
     def start(self, label: str) -> None:
         """Step `label` starts (the steps before it are done)."""
+        self.index, self.label = min(self.done, self.total - 1), label
         if self.progress is not None:
-            self.progress(min(self.done, self.total - 1), self.total, label)
+            self.progress(self.index, self.total, label)
         self.done += 1
+
+    def within(self) -> Progress | None:
+        """A progress callback for the current step's own sub-steps: each shows as
+        "STEP: LABEL (k/n)" at the current step's place; None when nobody listens."""
+        if self.progress is None:
+            return None
+        outer, step, index = self.progress, self.label, self.index
+
+        def report(done: int, total: int, label: str) -> None:
+            count = f" ({done + 1}/{total})" if done < total else ""
+            outer(index, self.total, f"{step}: {label}{count}")
+
+        return report
 
     def finish(self) -> None:
         """Every step is done."""
