@@ -216,7 +216,8 @@ def raise_if_failed(
     """Raise one AccuracyError (exit 4) listing every failed check of `report`, carrying the
     command's full `result` (the report itself by default)."""
     if not report.passed:
-        message = f"{what} is outside tolerance: {report.failures()}."
+        why = "is outside tolerance" if report.verdict == "failed" else "has outputs not judged"
+        message = f"{what} {why}: {report.failures()}."
         raise AccuracyError(message, result if result is not None else report.to_dict())
 
 
