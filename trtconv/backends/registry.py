@@ -182,7 +182,8 @@ def auto_choice(precision: str, facts: Facts | None = None) -> Choice:
     for backend in ranked:
         verdict = support(backend.name, precision, facts)
         if verdict.ok:
-            skipped = f"; {len(refusals)} ahead of it cannot" if refusals else ""
+            names = [refusal.split(" ", 1)[0] for refusal in refusals]
+            skipped = f"; {', '.join(names)} cannot here (--json says why)" if names else ""
             return Choice(backend.name, f"auto: {verdict.reason}{skipped}", tuple(refusals))
         refusals.append(f"{backend.name} ({verdict.reason})")
     usable = [b.name for b in ranked if support(b.name, "fp32", facts).ok]
