@@ -46,13 +46,17 @@ def digits_rgb16() -> ArraySet:
     return ArraySet({"x": images.astype(np.float32)}, digits.labels, "digits16")
 
 
+def save_npz(data: ArraySet, name: str) -> Path:
+    """`data` as work_dir()/NAME with arrays x and y (its labels)."""
+    path = work_dir() / name
+    np.savez(path, x=data.x, y=data.labels)
+    return path
+
+
 @functools.cache
 def digits_rgb16_npz() -> Path:
     """digits_rgb16 saved as an .npz with arrays x and y."""
-    data = digits_rgb16()
-    path = work_dir() / "digits16.npz"
-    np.savez(path, x=data.x, y=data.labels)
-    return path
+    return save_npz(digits_rgb16(), "digits16.npz")
 
 
 def build_small_resnet(num_classes: int = 10) -> object:
@@ -150,10 +154,7 @@ def text_model() -> Path:
 @functools.cache
 def text_tokens_npz() -> Path:
     """text_tokens saved as an .npz with arrays x (int32) and y."""
-    data = text_tokens()
-    path = work_dir() / "tokens.npz"
-    np.savez(path, x=data.x, y=data.labels)
-    return path
+    return save_npz(text_tokens(), "tokens.npz")
 
 
 # The outlier model: a few hidden channels carry a huge constant offset that the next layer's
@@ -203,3 +204,176 @@ def outlier_model() -> Path:
     path = work_dir() / "outlier" / "saved_model"
     export_saved_model(model, path, "image", (8, 8, 1))
     return path
+
+
+# ---------------------------------------------------------------- models for the verdict tests
+# Each is a few-second Keras model on the digits, saved the way users save theirs
+# (tf.saved_model.save with a serving signature, no trtconv model card).
+
+BOX_CLASSES = 3  # digits 0, 1, 2
+
+
+def _save_serving(model: object, model_fn: object, path: Path, input_spec: object) -> Path:
+    """Save `model_fn` (inputs -> dict of outputs, calling the Keras `model`) as a SavedModel
+    with serving_default."""
+    import tensorflow as tf
+
+    @tf.function(input_signature=[input_spec])
+    def serve(image: tf.Tensor) -> dict[str, tf.Tensor]:
+        return model_fn(image)  # type: ignore[operator, no-any-return]
+
+    module = tf.Module()
+    module.serve = serve
+    module.model = model  # tracked: its variables are saved with the module
+    tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
+    return path
+
+
+def ink_boxes(images: np.ndarray) -> np.ndarray:
+    """[top, left, bottom, right] / 8 of the pixels above 0.25 in each 8x8 digit."""
+    boxes = np.zeros((len(images), 4), np.float32)
+    for index, image in enumerate(images[..., 0] > 0.25):
+        rows, cols = np.nonzero(image.any(axis=1))[0], np.nonzero(image.any(axis=0))[0]
+        boxes[index] = (rows.min(), cols.min(), rows.max() + 1, cols.max() + 1)
+    return boxes / 8.0
+
+
+def box_label_data() -> ArraySet:
+    """Digits 0-2 with their class labels (the `label` head's targets)."""
+    digits = load_digits("all")
+    assert digits.labels is not None
+    keep = np.nonzero(digits.labels < BOX_CLASSES)[0]
+    return digits.take(keep)
+
+
+@functools.cache
+def box_label_npz() -> Path:
+    """box_label_data saved as an .npz with arrays x and y."""
+    return save_npz(box_label_data(), "box_label.npz")
+
+
+@functools.cache
+def box_label_model() -> Path:
+    """Two outputs: `box` [N, 4] (linear regression of the ink's bounding box) and `label`
+    [N, 3] (softmax over digits 0-2). `box` sorts first and has more than one column."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    train, _ = split_holdout(box_label_data())
+    layers = keras.layers
+    inputs = keras.Input((8, 8, 1), name="image")
+    x = layers.Flatten()(layers.Conv2D(8, 3, padding="same", activation="relu")(inputs))
+    x = layers.Dense(32, activation="relu")(x)
+    model = keras.Model(inputs, [layers.Dense(4, name="box")(x), layers.Dense(BOX_CLASSES)(x)])
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss=["mse", keras.losses.SparseCategoricalCrossentropy(from_logits=True)],
+    )
+    model.fit(train.x, [ink_boxes(train.x), train.labels], epochs=30, batch_size=32, verbose=0)
+
+    def outputs(image: tf.Tensor) -> dict[str, tf.Tensor]:
+        box, logits = model(image, training=False)
+        return {"box": box, "label": tf.nn.softmax(logits, axis=-1)}
+
+    spec = tf.TensorSpec([None, 8, 8, 1], tf.float32, name="image")
+    return _save_serving(model, outputs, work_dir() / "box_label" / "saved_model", spec)
+
+
+def binary_data() -> ArraySet:
+    """All digits, labelled 1 for digits 5-9 and 0 for 0-4."""
+    digits = load_digits("all")
+    assert digits.labels is not None
+    return ArraySet({"x": digits.x}, (digits.labels >= 5).astype(np.int64), "digits>=5")
+
+
+@functools.cache
+def binary_npz(scale: float = 1.0) -> Path:
+    """binary_data with x multiplied by `scale` (100: data 100x off the model's scale)."""
+    data = binary_data()
+    scaled = ArraySet({"x": data.x * np.float32(scale)}, data.labels, data.source)
+    return save_npz(scaled, f"binary-x{scale:g}.npz")
+
+
+@functools.cache
+def sigmoid_model() -> Path:
+    """A binary classifier with one sigmoid output `score` [N, 1] (digit >= 5)."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    train, _ = split_holdout(binary_data())
+    layers = keras.layers
+    inputs = keras.Input((8, 8, 1), name="image")
+    x = layers.Flatten()(layers.Conv2D(8, 3, padding="same", activation="relu")(inputs))
+    x = layers.Dense(16, activation="relu")(x)
+    model = keras.Model(inputs, layers.Dense(1, activation="sigmoid")(x))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="binary_crossentropy")
+    model.fit(train.x, train.labels, epochs=10, batch_size=32, verbose=0)
+    spec = tf.TensorSpec([None, 8, 8, 1], tf.float32, name="image")
+    return _save_serving(
+        model,
+        lambda image: {"score": model(image, training=False)},
+        work_dir() / "sigmoid" / "saved_model",
+        spec,
+    )
+
+
+IMAGE_SIZE, IMAGE_CLASSES = 16, 5
+# The image model takes raw 0-255 pixels (its first layer rescales them, like Keras'
+# MobileNetV3 with include_preprocessing): the reader's 1/255 default feeds it near-black images.
+IMAGE_SCALE, IMAGE_OFFSET = 1.0, 0.0
+
+
+@functools.cache
+def image_folder() -> Path:
+    """Digits 0-4 as 16x16 RGB PNGs in one folder per class, tinted so channels differ."""
+    from PIL import Image
+
+    digits = load_digits("all")
+    assert digits.labels is not None
+    root = work_dir() / "images"
+    tint = np.array([1.0, 0.6, 0.3], np.float32)
+    for index, (image, label) in enumerate(zip(digits.x, digits.labels, strict=True)):
+        if label >= IMAGE_CLASSES:
+            continue
+        grey = image.repeat(2, axis=0).repeat(2, axis=1)  # 16x16x1 in [0, 1]
+        rgb = np.clip(grey * tint * 255 + 20, 0, 255).astype(np.uint8)
+        folder = root / f"class{label}"
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rgb).save(folder / f"{index}.png")
+    return root
+
+
+@functools.cache
+def image_model() -> Path:
+    """A CNN over raw pixels (built-in rescaling) trained on image_folder; softmax output
+    `probabilities`. No model card: what it expects travels only if the user says it."""
+    import keras
+    import tensorflow as tf
+
+    from trtconv.calib.contract import Preprocessing
+    from trtconv.calib.sources import ImagePreprocessing, load_image_folder
+
+    keras.utils.set_random_seed(0)
+    pixels = Preprocessing(IMAGE_SCALE, IMAGE_OFFSET)
+    prep = ImagePreprocessing((IMAGE_SIZE, IMAGE_SIZE), 3, pixels)
+    train, _ = split_holdout(load_image_folder(image_folder(), prep))
+    layers = keras.layers
+    inputs = keras.Input((IMAGE_SIZE, IMAGE_SIZE, 3), name="image")
+    x = layers.Rescaling(1 / 127.5, offset=-1.0)(inputs)
+    x = layers.Conv2D(8, 3, strides=2, padding="same", activation="relu")(x)
+    x = layers.Dense(32, activation="relu")(layers.Flatten()(x))
+    model = keras.Model(inputs, layers.Dense(IMAGE_CLASSES)(x))
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    model.fit(train.x, train.labels, epochs=8, batch_size=32, verbose=0)
+    spec = tf.TensorSpec([None, IMAGE_SIZE, IMAGE_SIZE, 3], tf.float32, name="image")
+    return _save_serving(
+        model,
+        lambda image: {"probabilities": tf.nn.softmax(model(image, training=False), axis=-1)},
+        work_dir() / "image" / "saved_model",
+        spec,
+    )

@@ -39,7 +39,7 @@ def test_identical_outputs_pass_every_check() -> None:
     assert report.passed and report.top1_agreement == 1.0 and report.accuracy_drop == 0.0
     assert report.outputs["p"].max_abs_error == 0.0
     assert report.accuracy_reference == report.accuracy_candidate == 1.0
-    assert [c.name for c in report.checks] == ["p values", "top-1 agreement", "accuracy drop"]
+    assert [c.name for c in report.checks] == ["p values", "p top-1 agreement", "p accuracy drop"]
 
 
 def test_small_noise_fails_fp32_but_passes_int8() -> None:
@@ -57,9 +57,9 @@ def test_every_mismatch_is_collected_then_one_error() -> None:
     flipped = probs[:, ::-1].copy()  # different top-1 almost everywhere
     report = compare({"p": probs}, {"p": flipped}, tolerance_for("fp32"), labels)
     failed = [c.name for c in report.checks if not c.passed]
-    assert failed == ["p values", "top-1 agreement", "accuracy drop"]
+    assert failed == ["p values", "p top-1 agreement", "p accuracy drop"]
     assert report.accuracy_drop is not None and report.accuracy_drop > 0.5
-    with pytest.raises(AccuracyError, match=r"p values.*top-1 agreement.*accuracy drop") as caught:
+    with pytest.raises(AccuracyError, match=r"p values.*p top-1 agreement.*p accuracy") as caught:
         raise_if_failed(report, "the int8 artifact")
     assert caught.value.exit_code == 4 and caught.value.result == report.to_dict()
 
@@ -90,14 +90,18 @@ def test_the_report_serialises_to_the_documented_keys() -> None:
     assert list(data) == [
         "samples", "data_source", "outputs", "top1_agreement", "min_top1_agreement",
         "accuracy_reference", "accuracy_candidate", "accuracy_drop", "max_accuracy_drop",
-        "checks", "passed",
+        "labels_output", "checks", "unjudged", "allow_unjudged", "verdict", "passed",
     ]  # fmt: skip
     assert data["outputs"]["p"] == {
         "max_abs_error": 0.0, "max_rel_error": 0.0, "atol": 1e-2, "passed": True,
-        "shape_matches": True,
+        "shape_matches": True, "role": "classes",
+        "role_source": "inferred: rows of probabilities summing to 1", "judged": True,
+        "agreement": 1.0, "accuracy_reference": 1.0, "accuracy_candidate": 1.0, "threshold": None,
+        "tolerance": None,
     }  # fmt: skip
-    assert set(data["checks"][0]) == {"name", "passed", "detail"}
+    assert set(data["checks"][0]) == {"name", "passed", "detail", "output", "gating"}
     assert data["accuracy_drop"] == 0.0 and data["passed"] is True
+    assert data["verdict"] == "passed" and data["labels_output"] == "p"
 
 
 def test_validation_batches_lie_inside_the_built_range() -> None:

@@ -11,7 +11,7 @@ import logging
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,16 +20,18 @@ from trtconv.backends import registry
 from trtconv.backends.registry import Backend
 from trtconv.backends.request import PRECISIONS, ConversionOutcome, ConversionRequest
 from trtconv.backends.runner import Runner, RunOptions
+from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import UsageError
 from trtconv.fsutil import atomic_directory, check_output_free, dir_size_bytes, sha256_path
 from trtconv.manifest import Manifest, read_manifest, write_manifest
+from trtconv.outputs.roles import Judging
+from trtconv.progress import Progress, Steps
 from trtconv.quantize import CALIB_METHODS, DEFAULT_CALIB_METHOD, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.quantize.isa import INT8_TARGETS
-from trtconv.quantize.ladder import Progress
-from trtconv.report.validation import ValidationReport
+from trtconv.report.validation import ValidationReport, roles_of
 from trtconv.savedmodel import check_saved_model_dir
-from trtconv.validation import Tolerance, budget_for, raise_if_failed
+from trtconv.validation import Tolerance, budget_for, output_roles, raise_if_failed
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,12 @@ class Plan:
     search: ArraySet | None = None
     search_drawn_from: str = ""
     progress: Progress | None = None
+    judging: Judging = field(default_factory=Judging)
+    preprocessing: PreprocessingOptions | None = None  # as given; resolved in `contract`
+    contract: dict[str, Any] = field(default_factory=dict)  # the manifest's data contract
+    passed_over: tuple[str, ...] = ()  # backends `auto` passed over, with their reasons
+    steps: Steps = field(default_factory=lambda: Steps(None, 1))
+    roles: dict[str, Any] = field(default_factory=dict)  # each output's role, once known
 
 
 def convert(
@@ -79,67 +87,95 @@ def convert(
     validate_samples: int = DEFAULT_VALIDATE_SAMPLES,
     tolerance: float | None = None,
     force: bool = False,
-    image_scale: float | None = None,
-    image_offset: float | None = None,
+    preprocessing: PreprocessingOptions | None = None,
     int8_target: str = "auto",
     fallback: bool = True,
     fallback_time_limit: float = DEFAULT_FALLBACK_TIME_LIMIT_S,
     min_top1_agreement: float | None = None,
     max_accuracy_drop: float | None = None,
     progress: Progress | None = None,
+    judging: Judging | None = None,
 ) -> dict[str, Any]:
-    """Convert a SavedModel into a validated artifact directory; return the result dict.
+    """Convert a SavedModel (or a `trtconv train` output) into a validated artifact directory;
+    return the result dict.
 
     `int8_target` (int8 only): where the artifact will run, which sets the weight range of CPU
     int8 models: "auto" (this CPU's class), "vnni" (VNNI/AMX x86 CPUs) or "portable" (any x86).
     `min_top1_agreement`/`max_accuracy_drop` replace the precision's limits (with `tolerance`
     for max abs error, the accuracy budget). When int8 misses that budget on the search data,
     `fallback` climbs the precision ladder (trtconv.quantize.ladder) for at most
-    `fallback_time_limit` seconds; `progress(done, total, label)` hears about its steps.
+    `fallback_time_limit` seconds. `preprocessing` says how raw pixels (image folders, uint8
+    arrays) become inputs (default: the model card, else 1/255); `judging` sets output roles and
+    per-output tolerances; the manifest records both (`data_contract`, `judging`) for validate,
+    bench and release. `progress(done, total, label)` hears about each step (and the ladder's).
 
-    Keys: schema_version, artifact, backend, precision, backend_reason, conversion_seconds,
-    artifact_size_bytes, manifest, validation. Raises UsageError (2), InputError (1),
-    MissingDependencyError (3), ConversionError (1), each before anything is written except
-    ConversionError; and AccuracyError (4) outside tolerance, after writing the artifact with
-    manifest status "failed": the error carries the whole result.
+    Keys: schema_version, artifact, backend, precision, backend_reason (one line),
+    backend_passed_over, conversion_seconds, artifact_size_bytes, manifest, validation. Raises
+    UsageError (2), InputError (1), MissingDependencyError (3), ConversionError (1), each before
+    anything is written except ConversionError; and AccuracyError (4) when validation fails or
+    leaves an output not judged, after writing the artifact with its manifest status: the error
+    carries the whole result.
     """
     batch_sizes = tuple(batch_sizes)
     _check_arguments(precision, backend, calib_method, batch_sizes, calib_samples, validate_samples)
     _check_choice("--int8-target", int8_target, INT8_TARGETS)
-    budget = budget_for(precision, tolerance, min_top1_agreement, max_accuracy_drop)
+    judging = judging or Judging()
+    budget = budget_for(
+        precision, tolerance, min_top1_agreement, max_accuracy_drop, judging.tolerances
+    )
     if fallback_time_limit <= 0:
         raise UsageError(f"--fallback-time-limit must be positive, found {fallback_time_limit}.")
     saved_model = check_saved_model_dir(Path(saved_model))
-    chosen, reason = _choose_backend(backend, precision)
+    chosen, choice = _choose_backend(backend, precision)
     output = Path(output) if output else default_output(saved_model, chosen.name, precision)
     check_output_free(output, force)
     plan = Plan(
-        saved_model, output, chosen, reason, precision, batch_sizes, calib_method,
+        saved_model, output, chosen, choice.reason, precision, batch_sizes, calib_method,
         tolerance=tolerance, int8_target=int8_target, budget=budget, progress=progress,
-        fallback_time_limit_s=fallback_time_limit if fallback else None,
+        fallback_time_limit_s=fallback_time_limit if fallback else None, judging=judging,
+        preprocessing=preprocessing, passed_over=choice.passed_over,
+        steps=Steps(progress, _step_count(chosen, precision)),
     )  # fmt: skip
     # Loading is the first heavy step: a corrupt or signature-less model fails here, exit 1.
+    plan.steps.start(f"loading {saved_model}")
     with registry.native().runner(saved_model, None, RunOptions()) as native:
-        counts = (calib_samples, validate_samples)
-        _read_data(plan, native, calib_data, counts, image_scale, image_offset, fallback)
-        log.info("converting %s to %s %s (%s)", saved_model, chosen.name, precision, reason)
+        judging.check_names(native.signature.output_names)
+        plan.steps.start("reading data")
+        _read_data(plan, native, calib_data, (calib_samples, validate_samples), fallback)
+        log.info("converting %s to %s %s (%s)", saved_model, chosen.name, precision, choice.reason)
         manifest, report = _convert_staged(plan, native, force)
-    size = dir_size_bytes(output)
-    status, seconds = manifest.status, manifest.conversion_seconds
-    log.info("wrote %s (%.2f MB) in %.1f s: validation %s", output, size / 1e6, seconds, status)
-    result = {
+    plan.steps.finish()
+    result = _result(plan, manifest)
+    raise_if_failed(report, f"{output} ({chosen.name} {precision})", result)
+    return result
+
+
+def _step_count(backend: Backend, precision: str) -> int:
+    """Load, read data, (export ONNX, quantise int8), convert, validate."""
+    quantizes = precision == "int8" and backend.qdq_scheme is not None
+    return 4 + (1 + quantizes if backend.needs_onnx else 0)
+
+
+def _result(plan: Plan, manifest: Manifest) -> dict[str, Any]:
+    """convert's result document (see `convert`)."""
+    size = dir_size_bytes(plan.output)
+    seconds = manifest.conversion_seconds
+    log.info(
+        "wrote %s (%.2f MB) in %.1f s: validation %s",
+        plan.output, size / 1e6, seconds, manifest.status,
+    )  # fmt: skip
+    return {
         "schema_version": RESULT_SCHEMA_VERSION,
-        "artifact": str(output),
-        "backend": chosen.name,
-        "precision": precision,
-        "backend_reason": reason,
+        "artifact": str(plan.output),
+        "backend": plan.backend.name,
+        "precision": plan.precision,
+        "backend_reason": plan.backend_reason,
+        "backend_passed_over": list(plan.passed_over),
         "conversion_seconds": seconds,
         "artifact_size_bytes": size,
         "manifest": manifest.to_dict(),
         "validation": manifest.validation,
     }
-    raise_if_failed(report, f"{output} ({chosen.name} {precision})", result)
-    return result
 
 
 def _convert_staged(plan: Plan, native: Runner, force: bool) -> tuple[Manifest, ValidationReport]:
@@ -158,16 +194,20 @@ def _convert_staged(plan: Plan, native: Runner, force: bool) -> tuple[Manifest, 
             calibration=_feed(plan.calibration),
             calib_method=plan.calib_method,
         )
+        plan.roles = output_roles(plan.saved_model, reference, plan.judging)
         export_summary = _prepare_onnx(request, plan, Path(work), reference)
         assert plan.backend.convert is not None  # _choose_backend accepts converters only
+        plan.steps.start(f"converting with {plan.backend.name}")
         outcome = plan.backend.convert(request)
         seconds = time.perf_counter() - started
         summary = {**outcome.summary, **export_summary}
         manifest = _manifest(plan, request, outcome, summary, seconds)
         write_manifest(staging, manifest)
+        plan.steps.start("validating")
         report = _validate_staged(staging, native, plan, reference)
         manifest.validation = report.to_dict()
-        manifest.status = "passed" if report.passed else "failed"
+        manifest.status = report.verdict
+        manifest.judging = plan.judging.record(roles_of(report))
         write_manifest(staging, manifest)
     return manifest, report
 
@@ -197,14 +237,14 @@ def _check_choice(name: str, value: str, choices: Sequence[str]) -> None:
         raise UsageError(f"{name} must be one of {', '.join(choices)}, found '{value}'.")
 
 
-def _choose_backend(backend: str, precision: str) -> tuple[Backend, str]:
-    """(backend, reason); exit 3 here, before any work, when it cannot run this precision."""
+def _choose_backend(backend: str, precision: str) -> tuple[Backend, registry.Choice]:
+    """(backend, why); exit 3 here, before any work, when it cannot run this precision."""
     if backend == registry.AUTO:
-        chosen, reason = registry.choose(precision)
+        choice = registry.auto_choice(precision)
     else:
-        chosen, reason = backend, "requested with --backend"
-    registry.support(chosen, precision).require()
-    return registry.get(chosen), reason
+        choice = registry.Choice(backend, "requested with --backend")
+    registry.support(choice.backend, precision).require()
+    return registry.get(choice.backend), choice
 
 
 def default_output(saved_model: Path, backend: str, precision: str) -> Path:
@@ -219,19 +259,19 @@ def _read_data(
     native: Runner,
     calib_data: str | None,
     samples: tuple[int, int],
-    scale: float | None,
-    offset: float | None,
     fallback: bool = False,
 ) -> None:
     """Fill the plan's data: its spec, the calibration part (int8) and the held-out part, both
-    checked against the signature. `samples` is (calibration, validation) sample counts. For
-    int8 with `fallback` both parts are read whole (random data: SEARCH_SAMPLES more), for the
-    ladder's search slice (_split_data)."""
+    checked against the signature and read by the model's data contract (recorded in
+    `plan.contract`). `samples` is (calibration, validation) sample counts. For int8 with
+    `fallback` both parts are read whole (random data: SEARCH_SAMPLES more), for the ladder's
+    search slice (_split_data)."""
+    from trtconv.calib.contract import HELD_OUT
+    from trtconv.calib.evaluation import data_spec, model_preprocessing, record_contract
     from trtconv.calib.readers import CALIBRATION, RANDOM, VALIDATION, read_model_data
     from trtconv.quantize.search import SEARCH_SAMPLES
-    from trtconv.validation import default_data_spec
 
-    spec = calib_data or default_data_spec(plan.saved_model)
+    spec, spec_from = data_spec(calib_data, plan.saved_model)
     int8 = plan.precision == "int8"
     if int8 and calib_data is None:
         if spec == RANDOM:  # random calibration only when asked for by name
@@ -241,8 +281,10 @@ def _read_data(
                 "only)."
             )
         log.info("no --calib-data: calibrating on '%s' (the model card's data)", spec)
-    options: dict[str, Any] = {"saved_model": plan.saved_model, "scale": scale, "offset": offset}
+    prep = model_preprocessing(native.signature, plan.saved_model, plan.preprocessing)
+    options: dict[str, Any] = {"saved_model": plan.saved_model, "preprocessing": prep}
     plan.data_spec = spec
+    plan.contract = {**record_contract(spec, HELD_OUT, prep), "data_from": spec_from}
     whole = int8 and fallback
     wanted = [
         (count + SEARCH_SAMPLES if spec == RANDOM else None) if whole else count
@@ -310,9 +352,11 @@ def _prepare_onnx(
     from trtconv.quantize.ladder import quantize_int8
 
     assert plan.held_out is not None
+    plan.steps.start("exporting to ONNX")
     onnx_path = work / "model.fp32.onnx"
     export = export_onnx(plan.saved_model, onnx_path, request.signature)
-    check = verify_export(onnx_path, plan.held_out.head(EXPORT_CHECK_SAMPLES), _head(reference))
+    held_out = plan.held_out.head(EXPORT_CHECK_SAMPLES)
+    check = verify_export(onnx_path, held_out, _head(reference), plan.roles)
     export["check"] = {
         "samples": check.samples,
         "max_abs_error": {name: o.max_abs_error for name, o in check.outputs.items()},
@@ -323,6 +367,7 @@ def _prepare_onnx(
     scheme = plan.backend.qdq_scheme
     if plan.precision == "int8" and scheme is not None:
         assert request.calibration is not None  # _read_data reads calibration data for int8
+        plan.steps.start("quantizing to int8")
         options, decision = _qdq_options(plan, scheme, request.calib_method)
         request.qdq_onnx_path = work / "model.qdq.onnx"
         summary["quantization"] = quantize_int8(
@@ -377,7 +422,8 @@ def _ladder_settings(plan: Plan, request: ConversionRequest) -> Any:
         # ONNX Runtime on this CPU runs the CPU scheme itself: a short timing says what int8
         # buys. Other schemes' speed is their runtime's (a TensorRT engine, timed by bench).
         timed=plan.backend.qdq_scheme == CPU_SCHEME,
-        progress=plan.progress,
+        progress=plan.steps.within(),
+        roles=plan.roles,
     )
 
 
@@ -414,6 +460,7 @@ def _manifest(
         conversion_summary=summary,
         calibration=calibration,
         backend_reason=plan.backend_reason,
+        data_contract=plan.contract,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 
@@ -436,4 +483,5 @@ def _validate_staged(
             reference,
             staged.batch_range,
             tolerance=plan.budget,
+            judging=plan.judging,
         )

@@ -17,7 +17,12 @@ from trtconv.errors import InputError
 from trtconv.fsutil import dir_size_bytes
 from trtconv.lazy import require
 from trtconv.manifest import read_manifest
-from trtconv.model_paths import is_artifact_dir, is_saved_model_dir, require_exists
+from trtconv.model_paths import (
+    is_artifact_dir,
+    is_saved_model_dir,
+    require_exists,
+    saved_model_in,
+)
 from trtconv.savedmodel import SERVING_KEY, check_saved_model_dir, read_model_card, signature_of
 
 log = logging.getLogger(__name__)
@@ -183,9 +188,7 @@ def inspect_path(path: Path) -> dict[str, Any]:
         return inspect_artifact(path)
     if path.is_file() and path.suffix == ".onnx":
         return inspect_onnx(path)
-    if path.is_dir() and not is_saved_model_dir(path) and is_saved_model_dir(path / "saved_model"):
-        # A `trtconv train` output directory: the SavedModel sits in saved_model/ beside the card.
-        path = path / "saved_model"
+    path = saved_model_in(path)  # a `trtconv train` output names the SavedModel inside it
     if is_saved_model_dir(path):
         return inspect_saved_model(path)
     raise InputError(

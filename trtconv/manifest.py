@@ -12,7 +12,7 @@ from trtconv.model_io import ModelSignature
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
-STATUSES = ("passed", "failed", "unvalidated")
+STATUSES = ("passed", "failed", "not judged", "unvalidated")
 
 
 @dataclass
@@ -30,7 +30,11 @@ class Manifest:
     conversion_summary: dict[str, Any] = field(default_factory=dict)
     calibration: dict[str, Any] | None = None  # {"source", "samples", "method", "sha256"}
     validation: dict[str, Any] | None = None
-    status: str = "unvalidated"
+    status: str = "unvalidated"  # the validation's verdict: passed, failed or not judged
+    # The model's data contract as convert used it: {data, split, preprocessing (with sources)}.
+    data_contract: dict[str, Any] | None = None
+    # How outputs were judged: {roles: {name: {role, source, threshold}}, tolerances, ...}.
+    judging: dict[str, Any] | None = None
     backend_reason: str = ""
     created_at: str = ""
     schema_version: int = MANIFEST_SCHEMA_VERSION

@@ -31,13 +31,24 @@ def is_artifact_dir(path: Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
+def saved_model_in(path: Path) -> Path:
+    """`path`, or `path/saved_model` when `path` is a `trtconv train` output directory (which
+    holds saved_model/ beside the model card): every command takes either."""
+    path = Path(path)
+    inner = path / "saved_model"
+    if path.is_dir() and not is_saved_model_dir(path) and is_saved_model_dir(inner):
+        return inner
+    return path
+
+
 def model_kind(path: Path) -> str:
-    """ "artifact" or "saved_model". Raises UsageError when `path` does not exist and InputError
-    when it is neither a SavedModel (saved_model.pb) nor an artifact (manifest.json)."""
+    """ "artifact" or "saved_model" (a SavedModel, or a train output holding one). Raises
+    UsageError when `path` does not exist and InputError when it is neither a SavedModel
+    (saved_model.pb) nor an artifact (manifest.json)."""
     path = require_exists(path)
     if is_artifact_dir(path):
         return ARTIFACT
-    if is_saved_model_dir(path):
+    if is_saved_model_dir(saved_model_in(path)):
         return SAVED_MODEL
     raise InputError(
         f"{path} is neither a SavedModel (saved_model.pb) nor a trtconv artifact (manifest.json)."

@@ -9,16 +9,17 @@ from typing import Any
 from trtconv.errors import InputError
 from trtconv.lazy import require
 from trtconv.model_io import ModelSignature, TensorSpec, unknown_rank
-from trtconv.model_paths import require_exists
+from trtconv.model_paths import require_exists, saved_model_in
 
 SERVING_KEY = "serving_default"
 MODEL_CARD = "trtconv.json"
 
 
 def check_saved_model_dir(path: Path) -> Path:
-    """Cheap checks (no TensorFlow): the directory exists (else UsageError, exit 2) and holds
-    saved_model.pb (else InputError)."""
-    path = require_exists(Path(path), "SavedModel")
+    """The SavedModel directory `path` names, after cheap checks (no TensorFlow): it exists
+    (else UsageError, exit 2) and holds saved_model.pb (else InputError). A `trtconv train`
+    output directory names the SavedModel inside it."""
+    path = saved_model_in(require_exists(Path(path), "SavedModel"))
     if not path.is_dir():
         raise InputError(f"SavedModel {path} is a file; expected a SavedModel directory.")
     if not (path / "saved_model.pb").is_file():

@@ -67,14 +67,10 @@ def test_bad_arguments_raise() -> None:
         stats.throughput_per_s(8, 10, 0)
 
 
-def test_throughput_speedup_accuracy() -> None:
+def test_throughput_and_speedup() -> None:
     assert stats.throughput_per_s(8, 100, 2_000_000_000) == pytest.approx(400.0)
     assert stats.speedup(400.0, 100.0) == pytest.approx(4.0)
     assert stats.speedup(400.0, None) is None
-    assert stats.accuracy([1, 2, 3, 4], [1, 2, 0, 4]) == pytest.approx(0.75)
-    assert stats.agreement([1, 2], [1, 2]) == 1.0
-    with pytest.raises(ValueError):
-        stats.accuracy([1, 2], [1])
 
 
 def test_flat_keys_carry_units() -> None:

@@ -77,8 +77,8 @@ def test_npz_arrays_named_after_inputs_and_same_kind_casts(tmp_path: Path) -> No
 
 
 def test_wrong_dtype_kind_is_refused(tmp_path: Path) -> None:
-    path = _npz(tmp_path, x=np.zeros((10, 8, 8, 1), np.uint8))
-    with pytest.raises(InputError, match=r"input 'image' expects dtype float32, found uint8"):
+    path = _npz(tmp_path, x=np.zeros((10, 8, 8, 1), np.int32))
+    with pytest.raises(InputError, match=r"input 'image' expects dtype float32, found int32"):
         read_model_data(str(path), DIGITS_SIGNATURE, role=CALIBRATION)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trtconv.calib.contract import Preprocessing
 from trtconv.calib.sources import (
     ArraySet,
     ImagePreprocessing,
@@ -81,7 +82,7 @@ def test_image_folder_decodes_resizes_and_labels(tmp_path: Path) -> None:
         (tmp_path / name).mkdir()
         for i in range(3):
             Image.fromarray(np.full((10, 6, 3), level, np.uint8)).save(tmp_path / name / f"{i}.png")
-    data = load_image_folder(tmp_path, ImagePreprocessing((4, 4), 1, 1 / 255, 0.0))
+    data = load_image_folder(tmp_path, ImagePreprocessing((4, 4), 1, Preprocessing(1 / 255)))
     assert data.class_names == ["cat", "dog"]
     assert data.x.shape == (6, 4, 4, 1)
     assert data.labels is not None and data.labels.tolist() == [0, 0, 0, 1, 1, 1]
@@ -89,7 +90,7 @@ def test_image_folder_decodes_resizes_and_labels(tmp_path: Path) -> None:
     np.testing.assert_allclose(data.x[3:], 0.0)
 
 
-RGB4 = ImagePreprocessing((4, 4), 3, 1.0, 0.0)
+RGB4 = ImagePreprocessing((4, 4), 3, Preprocessing(1.0, 0.0))
 
 
 def test_image_folder_errors(tmp_path: Path) -> None:

@@ -84,9 +84,9 @@ BAD_INPUTS: dict[str, tuple[Case, int, str]] = {
     ),
     "calibration wrong dtype": (
         lambda t, m: [str(m), "--precision", "int8", "--calib-data",
-                      _npz(t, "dtype.npz", np.zeros((20, 8, 8, 1), np.uint8))],
+                      _npz(t, "dtype.npz", np.zeros((20, 8, 8, 1), np.int32))],
         1,
-        "input 'image' expects dtype float32, found uint8",
+        "input 'image' expects dtype float32, found int32",
     ),
     "calibration empty file": (
         lambda t, m: [str(m), "--precision", "int8", "--calib-data", _npz(t, "empty.npz", None)],

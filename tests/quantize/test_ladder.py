@@ -135,9 +135,13 @@ def test_the_ladder_records_speed_and_reports_progress_and_renders(
     speed = ladder["speed"]
     assert [row["batch_size"] for row in speed["rows"]] == [1, 8]
     assert {"fp32_latency_ms", "full_int8_latency_ms", "chosen_latency_ms"} <= set(speed["rows"][0])
-    labels = [label for _, _, label in calls]
+    # The ladder's steps show within convert's "quantizing to int8" step.
+    ladder_calls = [call for call in calls if call[2].startswith("quantizing to int8: ")]
+    labels = [label.removeprefix("quantizing to int8: ") for _, _, label in ladder_calls]
     assert labels[0].startswith("full int8") and any(x.startswith("sensitivity") for x in labels)
-    assert all(0 <= done < total for done, total, _ in calls)
+    assert len({done for done, _, _ in ladder_calls}) == 1  # one step of convert's
+    assert all(0 <= done < total for done, total, _ in calls[:-1])
+    assert calls[-1][:2] == (calls[-1][1], calls[-1][1])  # then convert is done
     json.dumps(result)  # --json prints this document
     console = Console(file=io.StringIO(), width=200)
     render_conversion(result, console)
@@ -186,7 +190,7 @@ def test_trt_s8s8_model_gets_the_same_exclusions(
     )
     counts = (500, 300)  # 150 held-out samples to spare: the search scores on those
     with registry.native().runner(outlier_model(), None, RunOptions()) as native:
-        conversion._read_data(plan, native, "digits", counts, None, None, True)
+        conversion._read_data(plan, native, "digits", counts, True)
         assert plan.search is not None and plan.search.source == "digits[test][300:450]"
         assert plan.held_out is not None and len(plan.held_out) == 300
         request = ConversionRequest(

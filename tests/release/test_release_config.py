@@ -73,6 +73,8 @@ def test_full_config_is_read(tmp_path: Path, saved_model: Path) -> None:
         "backend": "ort",
         "precision": "int8",
         "tolerance": None,
+        "roles": {},
+        "tolerances": {},
         "id": "ort-int8",
     }
     assert echo["model"]["path"] == str(saved_model)
@@ -226,3 +228,56 @@ def test_invalid_toml_and_missing_file(tmp_path: Path) -> None:
         load_config(write(tmp_path, "[model\npath = 1"))
     with pytest.raises(UsageError, match="does not exist"):
         load_config(tmp_path / "absent.toml")
+
+
+ZOO = """
+[model]
+zoo = "digits-cnn"
+[[targets]]
+backend = "ort"
+precision = "int8"
+{target}
+[calibration]
+data = "digits"
+{extra}
+"""
+
+
+def test_output_roles_preprocessing_and_split_are_read(tmp_path: Path) -> None:
+    text = ZOO.format(
+        target='roles = { probabilities = "binary:0.3" }\ntolerances = { probabilities = 0.2 }',
+        extra='[outputs]\nroles = { probabilities = "classes" }\nallow_unjudged = true\n'
+        "[preprocessing]\nscale = 1.0\nmean = [0.5, 0.4, 0.3]\nstd = [0.2, 0.2, 0.2]\n"
+        '[eval]\nsplit = "all"',
+    )
+    config = load_config(write(tmp_path, text))
+    assert config.eval.split == "all" and config.preprocessing.mean == (0.5, 0.4, 0.3)
+    judging = config.outputs.judging(config.targets[0])
+    assert judging.roles["probabilities"].role == "binary"  # the target's own wins
+    assert judging.roles["probabilities"].threshold == 0.3
+    assert judging.roles["probabilities"].source == "release config"
+    assert judging.tolerances == {"probabilities": 0.2} and judging.allow_unjudged
+    assert config.outputs.judging().roles["probabilities"].role == "classes"
+
+
+@pytest.mark.parametrize(
+    ("target", "extra", "message"),
+    [
+        ('roles = { probabilities = "boxes" }', "", r"^targets\[0\]\.roles\.probabilities: "
+         "expected one of classes"),
+        ("", '[outputs]\nroles = { logits = "classes" }',
+         r"^outputs\.roles\.logits: the model has no output 'logits' \(its outputs: "
+         r"probabilities\)"),
+        ("", "[outputs]\ntolerances = { probabilities = -1 }",
+         r"^outputs\.tolerances\.probabilities: expected a positive number"),
+        ("", "[outputs]\nallow_unjudged = 1", r"^outputs\.allow_unjudged: expected true or false"),
+        ("", "[preprocessing]\nmean = [0.5, 0.5]\nstd = [0.2]", r"^preprocessing\.std: 1 values"),
+        ("", '[preprocessing]\nscale = "1/255"', r"^preprocessing\.scale: expected a positive"),
+        ("", '[eval]\nsplit = "train"', r'^eval\.split: expected one of "held-out", "all"'),
+    ],
+)  # fmt: skip
+def test_bad_output_and_preprocessing_keys_name_their_path(
+    tmp_path: Path, target: str, extra: str, message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        load_config(write(tmp_path, ZOO.format(target=target, extra=extra)))

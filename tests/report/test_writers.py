@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from trtconv.bench.harness import collect_warnings, fill_comparisons, model_info, model_rows
+from trtconv.bench.evaluation import BenchEvaluation, judge_models
+from trtconv.bench.harness import collect_warnings, model_info, model_rows
 from trtconv.bench.models import ModelEntry
+from trtconv.calib.sources import ArraySet
 from trtconv.errors import UsageError
 from trtconv.model_io import ModelSignature, TensorSpec
 from trtconv.report.schema import ROW_KEYS, SCHEMA_VERSION, BenchResult, Settings
@@ -31,7 +33,12 @@ def entry(label: str, backend: str, precision: str) -> ModelEntry:
     return ModelEntry(label, path, kind, backend, precision, SIGNATURE)
 
 
-def document(scale: float, pid: int, predictions: list[int] | None) -> dict[str, Any]:
+def one_hot(predictions: list[int]) -> dict[str, np.ndarray]:
+    """Class-probability outputs whose top-1 is `predictions`."""
+    return {"probabilities": np.eye(10, dtype=np.float32)[predictions]}
+
+
+def document(scale: float, pid: int) -> dict[str, Any]:
     """A worker's raw output: latencies proportional to batch size times `scale`."""
     batches = []
     for batch_size in (1, 8):
@@ -53,24 +60,25 @@ def document(scale: float, pid: int, predictions: list[int] | None) -> dict[str,
         "gpu_memory_mb": None,
         "harness_overhead_ms": 0.0002,
         "batches": batches,
-        "predictions": predictions,
     }
 
 
 def make_result(with_eval: bool = True) -> dict[str, Any]:
     settings = Settings((1, 8), {"iterations": 5}, {"iterations": 50}, 2, "digits", None)
     models = [
-        (entry("digits", "tf", "fp32"), document(1.0, 101, [0, 1, 2, 3])),
-        (entry("digits-ort-int8", "ort", "int8"), document(0.25, 102, [0, 1, 2, 0])),
+        (entry("digits", "tf", "fp32"), document(1.0, 101), [0, 1, 2, 3]),
+        (entry("digits-ort-int8", "ort", "int8"), document(0.25, 102), [0, 1, 2, 0]),
     ]
     result = BenchResult("digits", "/models/digits", "the first SavedModel given", [], [], settings)
-    predictions = {}
-    for model, doc in models:
+    outputs = {}
+    for model, doc, predictions in models:
         info = model_info(model, doc, model.label == "digits")
         result.models.append(info)
         result.rows += model_rows(info, doc, settings)
-        predictions[model.label] = doc["predictions"] if with_eval else None
-    fill_comparisons(result.models, "digits", predictions, LABELS if with_eval else None)
+        outputs[model.label] = one_hot(predictions)
+    if with_eval:
+        evaluation = BenchEvaluation(ArraySet({"x": np.zeros((4, 1))}, LABELS, "eval"), {})
+        judge_models(result.models, result.models[0], outputs, evaluation, None)
     result.warnings = collect_warnings(result.rows)
     result.environment = {"cpu": {"model": "test cpu", "logical_cores": 2}, "threads": 2}
     data = result.to_dict()

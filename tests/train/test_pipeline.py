@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from trtconv import api
+from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.sources import load_digits
 from trtconv.errors import InputError, UsageError
 from trtconv.facts import probe_cpu
@@ -98,14 +99,59 @@ def _write_pngs(root: Path, per_class: int = 10) -> None:
 
 
 @pytest.mark.slow
-def test_trains_on_an_image_folder(tmp_path: Path) -> None:
+def test_trains_on_an_image_folder_at_its_own_size(tmp_path: Path) -> None:
+    """Before: 12x12 RGB images were squeezed into the zoo model's 8x8 grey without a word."""
     _write_pngs(tmp_path / "images")
     card = api.train(data=str(tmp_path / "images"), epochs=2, output=tmp_path / "out")
     assert card["labels"] == ["bright", "dark"]
     assert card["data"]["train_samples"] + card["data"]["test_samples"] == 20
+    assert card["input"]["shape"] == [None, 12, 12, 3]
     assert card["preprocessing"]["scale"] == pytest.approx(1 / 255)
+    assert card["preprocessing"]["sources"]["scale"] == "default"
     assert card["output"]["shape"] == [None, 2]
     assert (tmp_path / "out" / "saved_model" / "saved_model.pb").is_file()
+
+
+@pytest.mark.slow
+def test_trains_on_an_image_folder_at_the_size_asked_for(tmp_path: Path) -> None:
+    """Before: --image-size was ignored outside --benchmark."""
+    _write_pngs(tmp_path / "images")
+    card = api.train(
+        data=str(tmp_path / "images"), epochs=1, output=tmp_path / "out", image_size=16,
+        preprocessing=PreprocessingOptions(mean=(0.5,), std=(0.25,)),
+    )  # fmt: skip
+    assert card["input"]["shape"] == [None, 16, 16, 3]
+    assert card["preprocessing"]["image_size"] == [16, 16]
+    assert (card["preprocessing"]["mean"], card["preprocessing"]["std"]) == ([0.5], [0.25])
+    with pytest.raises(UsageError, match="--image-size resizes image folders"):
+        api.train(data="digits", image_size=16, output=tmp_path / "other")
+
+
+@pytest.mark.slow
+def test_uint8_pixels_train_and_convert_alike(tmp_path: Path) -> None:
+    """uint8 pixels are raw pixels in train and convert alike: scaled by the model card's
+    preprocessing. Before: train fed them unscaled, convert refused them; convert refused a
+    train output directory; `auto` repeated every refusal in its one-line reason."""
+    digits = load_digits("all").head(300)
+    pixels = (digits.x * 255).round().astype(np.uint8)
+    data = tmp_path / "pixels.npz"
+    np.savez(data, x=pixels, y=digits.labels)
+    card = api.train(data=str(data), epochs=2, output=tmp_path / "model")
+    assert card["preprocessing"]["scale"] == pytest.approx(1 / 255)
+    result = api.convert(tmp_path / "model", "fp32", output=tmp_path / "fp32", calib_data=str(data))
+    assert result["validation"]["passed"]
+    scale = result["manifest"]["data_contract"]["preprocessing"]["sources"]["scale"]
+    assert scale == "model card"
+    assert result["manifest"]["source_model"]["path"] == str(tmp_path / "model" / "saved_model")
+    assert result["backend_reason"].startswith("auto: ") and "\n" not in result["backend_reason"]
+    assert "; not " not in result["backend_reason"]  # the refusals go to --json only
+    passed_over = result["backend_passed_over"]
+    assert all(" (" in line for line in passed_over)
+    assert result["backend"] != "ort" or any(line.startswith("tftrt (") for line in passed_over)
+    int32 = tmp_path / "int32.npz"
+    np.savez(int32, x=pixels.astype(np.int32), y=digits.labels)
+    with pytest.raises(InputError, match="expects dtype float32, found int32"):
+        api.train(data=str(int32), epochs=1, output=tmp_path / "refused")
 
 
 @pytest.mark.slow

@@ -126,8 +126,10 @@ def verify_export(
     onnx_path: Path,
     data: Any,
     reference_outputs: dict[str, Any],
+    roles: dict[str, Any] | None = None,
 ) -> ValidationReport:
-    """Run the ONNX model (ORT CPU, fp32) on `data` and compare with TensorFlow's outputs.
+    """Run the ONNX model (ORT CPU, fp32) on `data` and compare with TensorFlow's outputs,
+    each judged by its role (default: inferred from the values).
 
     Returns the validation report; raises ConversionError when the export is outside the fp32
     tolerance (a wrong export must never reach quantisation or TensorRT).
@@ -137,7 +139,9 @@ def verify_export(
 
     with OrtRunner(onnx_path, providers=[CPU]) as runner:
         candidate = run_batched(runner, data)
-    report = compare(reference_outputs, candidate, tolerance_for("fp32"), data.labels, data.source)
+    report = compare(
+        reference_outputs, candidate, tolerance_for("fp32"), data.labels, data.source, roles
+    )
     if not report.passed:
         raise ConversionError(
             f"ONNX export {onnx_path} disagrees with TensorFlow: {report.failures()}."

@@ -153,12 +153,26 @@ def support_matrix(facts: Facts | None = None) -> list[Support]:
     return [support(b.name, p, facts) for b in converters() for p in PRECISIONS]
 
 
-def choose(precision: str, facts: Facts | None = None) -> tuple[str, str]:
-    """(backend, reason) for `--backend auto`: the first in `auto_rank` order that can run
-    `precision` here.
+@dataclass(frozen=True)
+class Choice:
+    """What `--backend auto` chose: the backend, one short line why, and the backends passed
+    over with their full reasons (for --json and doctor, not for every convert's output)."""
 
-    When none can, returns the first whose libraries are present (one that runs fp32), so that
-    its refusal is then reported (exit 3) instead of a silent downgrade.
+    backend: str
+    reason: str
+    passed_over: tuple[str, ...] = ()
+
+    @property
+    def details(self) -> str:
+        """The reason with every backend passed over and why."""
+        return self.reason + (f"; not {', '.join(self.passed_over)}" if self.passed_over else "")
+
+
+def auto_choice(precision: str, facts: Facts | None = None) -> Choice:
+    """`--backend auto`: the first backend in `auto_rank` order that can run `precision` here.
+
+    When none can, the first whose libraries are present (one that runs fp32), so that its
+    refusal is then reported (exit 3) instead of a silent downgrade.
     """
     facts = facts or probe()
     ranked = sorted(
@@ -168,12 +182,19 @@ def choose(precision: str, facts: Facts | None = None) -> tuple[str, str]:
     for backend in ranked:
         verdict = support(backend.name, precision, facts)
         if verdict.ok:
-            why = verdict.reason + (f"; not {', '.join(refusals)}" if refusals else "")
-            return backend.name, why
+            names = [refusal.split(" ", 1)[0] for refusal in refusals]
+            skipped = f"; {', '.join(names)} cannot here (--json says why)" if names else ""
+            return Choice(backend.name, f"auto: {verdict.reason}{skipped}", tuple(refusals))
         refusals.append(f"{backend.name} ({verdict.reason})")
     usable = [b.name for b in ranked if support(b.name, "fp32", facts).ok]
     fallback = usable[0] if usable else ranked[-1].name
-    return fallback, f"no backend can run {precision} here: {', '.join(refusals)}"
+    return Choice(fallback, f"no backend can run {precision} here", tuple(refusals))
+
+
+def choose(precision: str, facts: Facts | None = None) -> tuple[str, str]:
+    """(backend, reason with every refusal) for `--backend auto` (see `auto_choice`)."""
+    choice = auto_choice(precision, facts)
+    return choice.backend, choice.details
 
 
 def open_runner(path: Path, options: RunOptions | None = None) -> Runner:
@@ -182,9 +203,9 @@ def open_runner(path: Path, options: RunOptions | None = None) -> Runner:
     Raises UsageError when `path` does not exist and InputError when it is neither.
     """
     from trtconv.manifest import read_manifest
-    from trtconv.model_paths import model_kind
+    from trtconv.model_paths import model_kind, saved_model_in
 
-    path = Path(path)
+    path = saved_model_in(Path(path))
     options = options or RunOptions()
     if model_kind(path) == "artifact":
         manifest = read_manifest(path)

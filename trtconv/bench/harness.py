@@ -24,6 +24,16 @@ from trtconv import errors
 from trtconv.backends import registry
 from trtconv.backends.runner import DEVICES
 from trtconv.bench import stats
+from trtconv.bench.evaluation import (
+    BenchEvaluation,
+    Outputs,
+    contract_warnings,
+    judge_models,
+    load_outputs,
+    prepare,
+    recorded_contract,
+    validation_warnings,
+)
 from trtconv.bench.inputs import RANDOM, check_entry_fits, input_map, load_inputs, save_arrays
 from trtconv.bench.models import (
     ModelEntry,
@@ -32,10 +42,13 @@ from trtconv.bench.models import (
     plan_models,
     portability_warnings,
 )
+from trtconv.calib.contract import PreprocessingOptions
+from trtconv.calib.evaluation import model_preprocessing
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import TrtconvError, UsageError
 from trtconv.lazy import TF_LOG_LEVEL
 from trtconv.model_paths import SAVED_MODEL
+from trtconv.outputs.roles import Judging
 from trtconv.report.schema import BenchResult, BenchRow, ModelInfo, Settings
 
 log = logging.getLogger(__name__)
@@ -113,8 +126,10 @@ def worker_spec(
     data_path: Path,
     eval_path: Path | None,
     mapping: dict[str, str],
+    outputs_path: Path | None = None,
 ) -> dict[str, Any]:
-    """The JSON spec one worker process reads: what to load and how to time it."""
+    """The JSON spec one worker process reads: what to load, how to time it, and where to write
+    its outputs on the evaluation data."""
     return {
         "label": entry.label,
         "backend": entry.backend,
@@ -126,6 +141,7 @@ def worker_spec(
         "measure": settings.measure,
         "data": str(data_path),
         "eval": str(eval_path) if eval_path else None,
+        "eval_outputs": str(outputs_path) if outputs_path else None,
         "input_map": mapping,
         # --device is where artifacts run; SavedModels run where TensorFlow places them.
         "device": settings.device if entry.kind != SAVED_MODEL else "auto",
@@ -186,6 +202,7 @@ def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -
         gpu_memory_mb=document.get("gpu_memory_mb"),
         harness_overhead_ms=float(document["harness_overhead_ms"]),
         device=document.get("device"),
+        validation=entry.validation,
     )
 
 
@@ -211,25 +228,6 @@ def model_rows(info: ModelInfo, document: dict[str, Any], settings: Settings) ->
         )
         rows.append(row)
     return rows
-
-
-def fill_comparisons(
-    infos: list[ModelInfo],
-    baseline: str,
-    predictions: dict[str, list[int] | None],
-    labels: np.ndarray | None,
-) -> None:
-    """Accuracy (with labels) and top-1 agreement with the baseline, per model."""
-    reference = predictions.get(baseline)
-    for info in infos:
-        preds = predictions.get(info.label)
-        if preds is None:
-            continue
-        info.eval_samples = len(preds)
-        if labels is not None:
-            info.accuracy = stats.accuracy(preds, labels)
-        if reference is not None:
-            info.top1_agreement = stats.agreement(preds, reference)
 
 
 def collect_warnings(rows: list[BenchRow]) -> list[str]:
@@ -296,7 +294,7 @@ def measure(
     plan: Plan,
     settings: Settings,
     data: ArraySet,
-    eval_set: ArraySet | None,
+    evaluation: BenchEvaluation | None,
     progress: Progress | None = None,
 ) -> BenchResult:
     """Run every model's worker in order and assemble the result (no environment yet)."""
@@ -307,28 +305,33 @@ def measure(
     result = BenchResult(
         plan.baseline.label, str(plan.baseline.path), plan.baseline_reason, [], [], settings
     )
-    predictions: dict[str, list[int] | None] = {}
+    outputs: dict[str, Outputs | None] = {}
     with tempfile.TemporaryDirectory(prefix="trtconv-bench-") as tmp:
         workdir = Path(tmp)
         data_path = save_arrays(workdir / "inputs.npz", data.inputs, None)
         eval_path = None
-        if eval_set is not None:
-            eval_path = save_arrays(workdir / "eval.npz", eval_set.inputs, None)
+        if evaluation is not None:
+            eval_path = save_arrays(workdir / "eval.npz", evaluation.data.inputs, None)
         total = len(plan.models)
         for index, entry in enumerate(plan.models):
             if progress:
                 progress(index, total, entry.label)
-            spec = worker_spec(entry, settings, data_path, eval_path, mappings[entry.label])
+            written = workdir / f"eval-outputs-{index}.npz" if eval_path else None
+            spec = worker_spec(
+                entry, settings, data_path, eval_path, mappings[entry.label], written
+            )
             document = run_worker(spec, workdir, index)
             info = model_info(entry, document, entry is plan.baseline)
             result.models.append(info)
             result.rows += model_rows(info, document, settings)
-            predictions[entry.label] = document.get("predictions")
+            outputs[entry.label] = load_outputs(document.get("eval_outputs"))
             plan.warnings += list(document.get("warnings") or [])
         if progress:
             progress(total, total, "done")
-    labels = eval_set.labels if eval_set is not None else None
-    fill_comparisons(result.models, plan.baseline.label, predictions, labels)
+    if evaluation is not None:
+        baseline = next(info for info in result.models if info.is_baseline)
+        source = plan.baseline.path if plan.baseline.kind == SAVED_MODEL else None
+        judge_models(result.models, baseline, outputs, evaluation, source)
     result.warnings = plan.warnings + collect_warnings(result.rows)
     return result
 
@@ -348,8 +351,17 @@ def bench(
     force: bool = False,
     progress: Progress | None = None,
     device: str = "auto",
+    judging: Judging | None = None,
+    preprocessing: PreprocessingOptions | None = None,
+    split: str | None = None,
 ) -> dict[str, Any]:
     """Benchmark models side by side; return the result document (see trtconv.report.schema).
+
+    Raw pixels become inputs by `preprocessing`, else the artifacts' recorded data contract,
+    else the baseline's model card. With `eval_data`, every model's outputs on its held-out
+    split (`split="all"`: every sample) are judged against the baseline's by output role
+    (`judging`, else the manifest's, else inferred): accuracy and decision agreement. Artifacts
+    whose own validation failed are marked (`validation`) and warned about.
 
     With `report`, also write results.json, results.csv, report.md and PNG plots there
     (atomically; an existing non-empty directory needs `force`); the written files are listed
@@ -358,34 +370,31 @@ def bench(
     not fit) before any worker starts, and the worker's error type when a model fails.
     """
     from trtconv.environment import environment_block
-    from trtconv.fsutil import check_output_free
     from trtconv.quantize.speed import bench_no_gain_warnings
 
     sizes = parse_batch_sizes(batch_sizes)
     warm, timed = budgets(warmup, warmup_s, iterations, duration_s)
-    data = data or RANDOM
-    if report is not None:
-        # An empty directory holds nothing to lose (callers may hand us a fresh staging dir).
-        force = force or (Path(report).is_dir() and not any(Path(report).iterdir()))
-        check_output_free(Path(report), force)
-    if threads is not None and threads < 1:
-        raise UsageError(f"--threads {threads} is invalid: it must be at least 1.")
-    if device not in DEVICES:
-        raise UsageError(f"Unknown device '{device}'; choose one of {', '.join(DEVICES)}.")
+    force = _check_options(report, force, threads, device, split)
     plan = plan_models(models, xla=xla)
     check_batch_sizes(plan.models, sizes)
     plan.warnings += portability_warnings(plan.models, measured_here=eval_data is not None)
+    plan.warnings += validation_warnings(plan.models) + contract_warnings(plan)
     source = plan.baseline.path if plan.baseline.kind == SAVED_MODEL else None
-    inputs = load_inputs(data, plan.baseline, max(sizes), source)
-    eval_set = None
+    data = data or RANDOM
+    prep = model_preprocessing(
+        plan.baseline.signature, source, preprocessing, recorded_contract(plan)
+    )
+    inputs = load_inputs(data, plan.baseline, max(sizes), source, prep)
+    evaluation, contract = None, {"preprocessing": prep.to_dict()}
     if eval_data is not None:
-        eval_set = load_inputs(eval_data, plan.baseline, max(sizes), source)
-        if eval_set.labels is None:
+        evaluation = prepare(plan, eval_data, source, preprocessing, split, judging)
+        contract = evaluation.contract
+        if evaluation.data.labels is None:
             plan.warnings.append(
-                f"{eval_set.source} has no labels: top-1 agreement only, no accuracy."
+                f"{evaluation.data.source} has no labels: agreement only, no accuracy."
             )
-    settings = Settings(sizes, warm, timed, threads, data, eval_data, device)
-    result = measure(plan, settings, inputs, eval_set, progress)
+    settings = Settings(sizes, warm, timed, threads, data, eval_data, device, contract)
+    result = measure(plan, settings, inputs, evaluation, progress)
     result.environment = {**environment_block(), "threads": threads}
     document = result.to_dict()
     document["warnings"] += bench_no_gain_warnings(plan.models, document["results"])
@@ -394,3 +403,22 @@ def bench(
 
         document["report"] = write_report(document, Path(report), force=force)
     return document
+
+
+def _check_options(
+    report: Path | None, force: bool, threads: int | None, device: str, split: str | None
+) -> bool:
+    """Raise UsageError for a bad option; return `force` (True for an empty report directory,
+    which holds nothing to lose: callers may hand us a fresh staging dir)."""
+    from trtconv.calib.contract import check_split
+    from trtconv.fsutil import check_output_free
+
+    if report is not None:
+        force = force or (Path(report).is_dir() and not any(Path(report).iterdir()))
+        check_output_free(Path(report), force)
+    if threads is not None and threads < 1:
+        raise UsageError(f"--threads {threads} is invalid: it must be at least 1.")
+    if device not in DEVICES:
+        raise UsageError(f"Unknown device '{device}'; choose one of {', '.join(DEVICES)}.")
+    check_split(split)
+    return force

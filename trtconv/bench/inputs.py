@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from trtconv.bench.models import ModelEntry
+from trtconv.calib.contract import Preprocessing
 from trtconv.calib.readers import ALL, RANDOM, read_model_data
 from trtconv.calib.sources import ArraySet, check_input_shape
 from trtconv.errors import InputError
@@ -21,15 +22,27 @@ RANDOM_BATCHES = 4
 MIN_RANDOM_SAMPLES = 64
 
 
-def load_inputs(spec: str, entry: ModelEntry, max_batch: int, saved_model: Path | None) -> ArraySet:
+def load_inputs(
+    spec: str,
+    entry: ModelEntry,
+    max_batch: int,
+    saved_model: Path | None,
+    preprocessing: Preprocessing | None = None,
+) -> ArraySet:
     """The benchmark inputs: every sample of `spec` (`random`: enough for a few batches), read by
     the model-data reader with the rules convert and validate apply, fitted to `entry`.
 
-    `saved_model` (the baseline's) holds the model card that says how to decode images.
+    Raw pixels become inputs by `preprocessing` (default: the model card in `saved_model`, the
+    baseline's).
     """
     samples = max(MIN_RANDOM_SAMPLES, RANDOM_BATCHES * max_batch) if spec == RANDOM else None
     return read_model_data(
-        spec, entry.signature, role=ALL, samples=samples, saved_model=saved_model
+        spec,
+        entry.signature,
+        role=ALL,
+        samples=samples,
+        saved_model=saved_model,
+        preprocessing=preprocessing,
     )
 
 

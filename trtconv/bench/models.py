@@ -17,7 +17,13 @@ from trtconv.bench.signature import read_signature
 from trtconv.errors import UsageError
 from trtconv.manifest import read_manifest
 from trtconv.model_io import ModelSignature
-from trtconv.model_paths import ARTIFACT, SAVED_MODEL, is_saved_model_dir, model_kind
+from trtconv.model_paths import (
+    ARTIFACT,
+    SAVED_MODEL,
+    is_saved_model_dir,
+    model_kind,
+    saved_model_in,
+)
 
 
 @dataclass
@@ -35,6 +41,11 @@ class ModelEntry:
     # int8 artifacts: the Q/DQ summary and the CPU class their validation ran on.
     quantization: dict[str, Any] | None = None
     validated_on: str | None = None
+    # Artifacts: the verdict of their conversion's validation (manifest status), the data
+    # contract and the judging they were converted with.
+    validation: str | None = None
+    data_contract: dict[str, Any] | None = None
+    judging: dict[str, Any] | None = None
     # The batch sizes its engines were built for (TensorRT, TF-TRT), None when any batch runs.
     batch_range: tuple[int, int] | None = None
 
@@ -78,13 +89,18 @@ def artifact_entry(path: Path) -> ModelEntry:
         quantization=manifest.conversion_summary.get("quantization"),
         validated_on=(manifest.validation or {}).get("machine", {}).get("cpu_int8_class"),
         batch_range=manifest.batch_range,
+        validation=manifest.status,
+        data_contract=manifest.data_contract,
+        judging=manifest.judging,
     )
 
 
 def resolve_entry(path: Path) -> ModelEntry:
     """A SavedModel or artifact entry. Missing path: UsageError; neither kind: InputError."""
     path = Path(path)
-    return artifact_entry(path) if model_kind(path) == ARTIFACT else saved_model_entry(path)
+    if model_kind(path) == ARTIFACT:
+        return artifact_entry(path)
+    return saved_model_entry(saved_model_in(path))
 
 
 def _unique_labels(models: list[ModelEntry]) -> None:

@@ -134,18 +134,3 @@ def speedup(throughput: float, baseline_throughput: float | None) -> float | Non
     if baseline_throughput is None or baseline_throughput <= 0:
         return None
     return throughput / baseline_throughput
-
-
-def accuracy(predictions: Sequence[int] | np.ndarray, labels: Sequence[int] | np.ndarray) -> float:
-    """Fraction of top-1 predictions equal to the labels."""
-    pred, true = np.asarray(predictions), np.asarray(labels)
-    if pred.shape != true.shape or pred.size == 0:
-        raise ValueError(f"{pred.size} predictions for {true.size} labels")
-    return float((pred == true).mean())
-
-
-def agreement(
-    predictions: Sequence[int] | np.ndarray, reference: Sequence[int] | np.ndarray
-) -> float:
-    """Fraction of top-1 predictions equal to the reference model's (top-1 agreement)."""
-    return accuracy(predictions, reference)

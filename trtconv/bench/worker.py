@@ -22,7 +22,6 @@ import numpy as np
 
 from trtconv.backends.request import Feeds
 from trtconv.backends.runner import Outputs, Runner, RunOptions
-from trtconv.errors import InputError
 from trtconv.model_io import ModelSignature
 
 # The null runner is timed over this many calls (after as many warm-up calls): short enough to
@@ -178,23 +177,19 @@ def gpu_memory_mb(pid: int) -> float | None:
     return None  # not listed (in a container nvidia-smi often shows no processes): unknown
 
 
-def top1(runner: Runner, inputs: dict[str, np.ndarray], batch_size: int) -> list[int]:
-    """Argmax of the first rank-2 output over `inputs`, in batches padded to `batch_size`."""
-    outputs = [spec for spec in runner.signature.outputs if len(spec.shape) == 2]
-    if not outputs:
-        raise InputError(
-            f"{runner.path}: no output of shape [batch, classes] to take a top-1 from."
-        )
-    name = outputs[0].name
+def eval_outputs(runner: Runner, inputs: dict[str, np.ndarray], batch_size: int) -> Outputs:
+    """Every output over `inputs`, in batches padded to `batch_size` (wrapping around): the
+    parent judges them against the baseline's by each output's role."""
     total = len(next(iter(inputs.values())))
-    predictions: list[int] = []
+    collected: dict[str, list[np.ndarray]] = {}
     for start in range(0, total, batch_size):
         rows = np.arange(start, start + batch_size) % total  # pad the last batch by wrapping
         result = runner.infer({key: array[rows] for key, array in inputs.items()})
         runner.sync()
         keep = min(batch_size, total - start)
-        predictions.extend(int(v) for v in np.argmax(result[name], axis=-1)[:keep])
-    return predictions
+        for name, array in result.items():
+            collected.setdefault(name, []).append(np.asarray(array)[:keep])
+    return {name: np.concatenate(parts) for name, parts in collected.items()}
 
 
 def load_arrays(path: str, input_map: dict[str, str] | None = None) -> dict[str, np.ndarray]:
@@ -269,10 +264,12 @@ def run(spec: dict[str, Any], progress: Callable[[str], None] | None = None) -> 
             measured.append(measure_batch(runner, all_batches[batch_size], spec))
         # Read the peaks before evaluation: they reflect the timed runs, not the eval set.
         peak, gpu_memory = peak_rss_mb(), gpu_memory_mb(os.getpid())
-        predictions = None
+        written = None
         if spec.get("eval"):
             eval_inputs = load_arrays(spec["eval"], spec.get("input_map"))
-            predictions = top1(runner, eval_inputs, max(batch_sizes))
+            outputs = eval_outputs(runner, eval_inputs, max(batch_sizes))
+            written = spec["eval_outputs"]
+            np.savez(written, **outputs)
     return {
         "label": spec["label"],
         "pid": os.getpid(),
@@ -282,7 +279,7 @@ def run(spec: dict[str, Any], progress: Callable[[str], None] | None = None) -> 
         "gpu_memory_mb": gpu_memory,
         "harness_overhead_ms": overhead_ms,
         "batches": measured,
-        "predictions": predictions,
+        "eval_outputs": written,
         "device": runner.device,
         "warnings": runner.warnings,
     }

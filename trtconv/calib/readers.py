@@ -12,10 +12,11 @@ held-out (validation) part never overlap; the bench reads all of it:
 Names: an `.npz` holds one array per input name, or a single `x` for a single-input model.
 Dtypes: an array of the same kind as the input (float64 for a float32 input, int32 for int64) is
 cast, because `np.savez` of Python data gives float64 and the values survive the cast to the
-precision the model computes in anyway. A different kind (integers for a float input) is refused:
-uint8 pixels fed to a model that expects [0, 1] would calibrate (or time) silently wrong.
-Images: resized to the input's static height and width, scaled by the flags, else the model card,
-else 1/255.
+precision the model computes in anyway. uint8 arrays for a float input are raw pixels, like
+image files: the model's preprocessing (trtconv.calib.contract) makes them inputs, as `train`
+does, so the same file trains, calibrates and validates alike. Any other kind (int32 for a float
+input) is refused: its meaning is unknown.
+Images: resized to the input's static height and width, then preprocessed the same way.
 """
 
 from __future__ import annotations
@@ -28,8 +29,17 @@ from typing import Any
 import numpy as np
 
 from trtconv.backends.request import CalibrationFeed, Feeds
+from trtconv.calib.contract import (
+    MANIFEST,
+    MODEL_CARD,
+    NCHW,
+    Preprocessing,
+    PreprocessingOptions,
+    input_layout,
+    is_default,
+    resolve_preprocessing,
+)
 from trtconv.calib.sources import (
-    DEFAULT_SCALE,
     DIGITS,
     ArraySet,
     ImagePreprocessing,
@@ -62,15 +72,15 @@ def read_model_data(
     role: str,
     samples: int | None = None,
     saved_model: Path | None = None,
-    scale: float | None = None,
-    offset: float | None = None,
+    preprocessing: Preprocessing | None = None,
 ) -> ArraySet:
     """The `role` part ("calibration", "validation" or "all") of `spec`, fitted to `signature`.
 
     Returns at most `samples` samples keyed by the model's input names, in the signature dtypes
-    (`random`: exactly `samples`, default 256). `saved_model`, `scale` and `offset` say how image
-    folders are decoded (see `image_preprocessing`). Raises UsageError for an unknown spec or role
-    and InputError for data that cannot fit.
+    (`random`: exactly `samples`, default 256). Raw pixels (image folders, uint8 arrays for a
+    float input) become inputs as `preprocessing` says (default: the model card beside
+    `saved_model`, else 1/255). Raises UsageError for an unknown spec or role and InputError
+    for data that cannot fit.
     """
     if role not in ROLES:
         raise UsageError(f"Unknown data role '{role}'; expected one of {', '.join(ROLES)}.")
@@ -83,8 +93,11 @@ def read_model_data(
                 "not for accuracy"
             )
         return random_data(signature, samples or DEFAULT_RANDOM_SAMPLES, RANDOM_SEEDS[role])
-    part = load_part(spec, role, lambda: image_preprocessing(signature, saved_model, scale, offset))
-    data = fit_to_signature(part, signature)
+    if preprocessing is None:
+        preprocessing = card_preprocessing(signature, saved_model)
+    prep = preprocessing
+    part = load_part(spec, role, lambda: image_preprocessing(signature, prep))
+    data = fit_to_signature(part, signature, prep)
     if samples is not None and samples < len(data):
         return data.head(samples)
     if samples is not None and samples > len(data):
@@ -92,6 +105,22 @@ def read_model_data(
             "%s: %d samples requested, %d available; using all", data.source, samples, len(data)
         )
     return data
+
+
+def card_preprocessing(
+    signature: ModelSignature,
+    saved_model: Path | None,
+    options: PreprocessingOptions | None = None,
+    manifest: dict[str, Any] | None = None,
+) -> Preprocessing:
+    """The preprocessing of raw pixels for this model: `options`, else the manifest's data
+    contract (`manifest`: its preprocessing block), else the model card beside `saved_model`,
+    else the defaults; the input layout from the signature."""
+    card = read_model_card(saved_model) if saved_model is not None else None
+    recorded = [(MANIFEST, manifest), (MODEL_CARD, (card or {}).get("preprocessing"))]
+    first = signature.inputs[0] if len(signature.inputs) == 1 else None
+    layout = input_layout(first) if first is not None else None
+    return resolve_preprocessing(options, recorded, layout)
 
 
 def load_part(
@@ -110,13 +139,9 @@ def load_part(
     return calibration if role == CALIBRATION else held_out
 
 
-def image_preprocessing(
-    signature: ModelSignature,
-    saved_model: Path | None,
-    scale: float | None = None,
-    offset: float | None = None,
-) -> ImagePreprocessing:
-    """Resize to the static H, W of the input; scale/offset: flags, else model card, else 1/255."""
+def image_preprocessing(signature: ModelSignature, prep: Preprocessing) -> ImagePreprocessing:
+    """Decode to the single input's static size and channels (as its layout places them), then
+    `prep`. Raises InputError for a model that cannot take images."""
     if len(signature.inputs) != 1:
         raise InputError(
             f"Image folders feed single-input models; the model has {len(signature.inputs)} "
@@ -125,30 +150,36 @@ def image_preprocessing(
     spec = signature.inputs[0]
     if len(spec.shape) != 4 or any(d is None for d in spec.shape[1:]):
         raise InputError(
-            f"Image folders need an NHWC input with a static size; input {spec.describe()} has "
-            "none."
+            f"Image folders need an NHWC or NCHW input with a static size; input "
+            f"{spec.describe()} has none."
         )
-    height, width, channels = (int(d) for d in spec.shape[1:])  # type: ignore[arg-type]
-    card = read_model_card(saved_model) if saved_model is not None else None
-    prep: dict[str, Any] = (card or {}).get("preprocessing", {})
-    if card is None and scale is None:
+    dims = [int(d) for d in spec.shape[1:]]  # type: ignore[arg-type]
+    height, width, channels = dims if prep.layout != NCHW else (dims[1], dims[2], dims[0])
+    note_pixels(prep, "images")
+    return ImagePreprocessing((height, width), channels, prep)
+
+
+def note_pixels(prep: Preprocessing, what: str) -> None:
+    """Say how raw pixels become inputs; warn when nothing said so (the 1/255 default)."""
+    if is_default(prep):
         log.warning(
-            "no model card beside the SavedModel: images are scaled by 1/255 (use --image-scale "
-            "and --image-offset if the model expects otherwise)"
+            "%s are scaled by 1/255: no option, manifest or model card says otherwise (use "
+            "--image-scale, --image-offset, --image-mean and --image-std if the model expects "
+            "another scaling)",
+            what,
         )
-    return ImagePreprocessing(
-        image_size=(height, width),
-        channels=channels,
-        scale=float(scale if scale is not None else prep.get("scale", DEFAULT_SCALE)),
-        offset=float(offset if offset is not None else prep.get("offset", 0.0)),
-    )
+    else:
+        log.info("%s become inputs as %s", what, prep.describe())
 
 
-def fit_to_signature(data: ArraySet, signature: ModelSignature) -> ArraySet:
+def fit_to_signature(
+    data: ArraySet, signature: ModelSignature, preprocessing: Preprocessing | None = None
+) -> ArraySet:
     """Key `data` by the model's input names, cast same-kind dtypes, check every shape.
 
     A single array `x` maps to a single-input model; otherwise the names must match exactly.
-    Raises InputError naming the input, the expected and the found.
+    uint8 arrays for a float input are raw pixels: `preprocessing` (default 1/255) makes them
+    inputs. Raises InputError naming the input, the expected and the found.
     """
     inputs = _match_names(data, signature)
     fitted: dict[str, np.ndarray] = {}
@@ -159,7 +190,7 @@ def fit_to_signature(data: ArraySet, signature: ModelSignature) -> ArraySet:
                 f"{data.source}: input '{spec.name}' is a scalar; expected a batch "
                 f"{spec.describe()}."
             )
-        fitted[spec.name] = _cast(array, spec, data.source)
+        fitted[spec.name] = _cast(array, spec, data.source, preprocessing)
     result = ArraySet(fitted, data.labels, data.source, data.class_names)
     check_arrays(result)
     for spec in signature.inputs:
@@ -178,10 +209,18 @@ def _match_names(data: ArraySet, signature: ModelSignature) -> dict[str, np.ndar
     raise InputError(f"{data.source} holds arrays {found}; the model expects inputs {expected}.")
 
 
-def _cast(array: np.ndarray, spec: TensorSpec, source: str) -> np.ndarray:
+def _cast(
+    array: np.ndarray, spec: TensorSpec, source: str, preprocessing: Preprocessing | None
+) -> np.ndarray:
     want = np.dtype(spec.dtype)
     if array.dtype == want:
         return array
+    if array.dtype == np.uint8 and want.kind == "f":
+        # 8-bit pixels: the model's preprocessing makes them inputs, as for an image folder.
+        prep = preprocessing or Preprocessing()
+        note_pixels(prep, f"{source}: uint8 input '{spec.name}' pixels")
+        channel_axis = 1 if prep.layout == NCHW else -1
+        return prep.apply(array, channel_axis).astype(want)
     if array.dtype.kind != want.kind:
         raise InputError(
             f"{source}: input '{spec.name}' expects dtype {want.name}, found {array.dtype.name} "
@@ -245,11 +284,15 @@ def calibration_feed(data: ArraySet, batch_size: int) -> CalibrationFeed:
 
 
 def describe(data: ArraySet, spec: str, method: str | None = None) -> dict[str, Any]:
-    """The manifest's calibration block: {source, samples, method, sha256}."""
+    """The manifest's calibration block: {source, part, samples, method, sha256, input_stats}
+    (the inputs' spread lets validate see data on another scale)."""
+    from trtconv.calib.evaluation import input_stats
+
     return {
         "source": spec,
         "part": data.source,
         "samples": len(data),
         "method": method,
         "sha256": data.sha256(),
+        "input_stats": input_stats(data),
     }

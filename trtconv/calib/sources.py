@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from trtconv.calib.contract import NCHW, Preprocessing
 from trtconv.errors import InputError, UsageError
 from trtconv.fsutil import sha256_bytes
 
@@ -25,17 +26,18 @@ DIGITS_SPLIT_SEED = 0  # fixed: the held-out split is the same on every machine 
 HOLDOUT_FRACTION = 0.2
 HOLDOUT_SEED = 0
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp"}
-DEFAULT_SCALE = 1.0 / 255.0
 
 
 @dataclass(frozen=True)
 class ImagePreprocessing:
-    """How image files become model inputs: resized to `image_size`, then x * scale + offset."""
+    """How image files become model inputs: decoded to `channels` (1 grey, 3 RGB; None: RGB
+    unless every image is grey), resized to `image_size` (None: the images' own size, which
+    must then be the same for all), then preprocessed by `pixels` (scale, offset, mean, std,
+    layout)."""
 
-    image_size: tuple[int, int]
-    channels: int
-    scale: float = DEFAULT_SCALE
-    offset: float = 0.0
+    image_size: tuple[int, int] | None
+    channels: int | None
+    pixels: Preprocessing = field(default_factory=Preprocessing)
 
 
 @dataclass
@@ -141,35 +143,70 @@ def load_npz(path: Path) -> ArraySet:
 
 
 def load_image_folder(path: Path, prep: ImagePreprocessing) -> ArraySet:
-    """A folder with one sub-folder per class; images decoded and resized as `prep` says, scaled
-    as x * scale + offset."""
-    from PIL import Image
-
-    image_size, channels = prep.image_size, prep.channels
+    """A folder with one sub-folder per class; images decoded, resized and preprocessed as
+    `prep` says. Raises InputError for a folder without classes or images, an image that cannot
+    be decoded, and images of different sizes when `prep` names no size."""
     path = Path(path)
     classes = sorted(p.name for p in path.iterdir() if p.is_dir())
     if not classes:
         raise InputError(f"Image folder {path} has no class sub-folders.")
-    images: list[np.ndarray] = []
-    labels: list[int] = []
-    mode = "L" if channels == 1 else "RGB"
-    for label, name in enumerate(classes):
-        for file in sorted((path / name).iterdir()):
-            if file.suffix.lower() not in IMAGE_SUFFIXES:
-                continue
-            try:
-                with Image.open(file) as image:
-                    resized = image.convert(mode).resize((image_size[1], image_size[0]))
-            except OSError as exc:
-                raise InputError(f"Image {file} could not be decoded ({exc}).") from exc
-            array = np.asarray(resized, dtype=np.float32).reshape(*image_size, channels)
-            images.append(array * prep.scale + prep.offset)
-            labels.append(label)
-    if not images:
+    files = [
+        (label, file)
+        for label, name in enumerate(classes)
+        for file in sorted((path / name).iterdir())
+        if file.suffix.lower() in IMAGE_SUFFIXES
+    ]
+    if not files:
         raise InputError(f"Image folder {path} holds no images ({', '.join(IMAGE_SUFFIXES)}).")
-    data = ArraySet({"x": np.stack(images)}, np.asarray(labels, np.int64), str(path), classes)
+    channels = prep.channels or _channels([file for _, file in files])
+    decoded = [_decode(file, channels, prep.image_size) for _, file in files]
+    sizes = sorted({image.shape for image in decoded})
+    if len(sizes) > 1:
+        found = " and ".join("x".join(map(str, size[:2])) for size in sizes[:2])
+        raise InputError(
+            f"Image folder {path} holds images of different sizes ({found}, ...): give "
+            "--image-size to resize them to one."
+        )
+    pixels = np.stack(decoded)
+    x = prep.pixels.apply(pixels)
+    if prep.pixels.layout == NCHW:
+        x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    labels = np.asarray([label for label, _ in files], np.int64)
+    data = ArraySet({"x": x}, labels, str(path), classes)
     check_arrays(data)
     return data
+
+
+GREY_MODES = ("1", "L", "LA", "I", "I;16")
+
+
+def _channels(files: list[Path]) -> int:
+    """1 when every image is grey, else 3 (the images' own channels)."""
+    from PIL import Image
+
+    for file in files:
+        try:
+            with Image.open(file) as image:
+                if image.mode not in GREY_MODES:
+                    return 3
+        except OSError as exc:
+            raise InputError(f"Image {file} could not be decoded ({exc}).") from exc
+    return 1
+
+
+def _decode(file: Path, channels: int, size: tuple[int, int] | None) -> np.ndarray:
+    """One image as float32 HxWxC pixels (0-255) with `channels`, resized to `size` if given."""
+    from PIL import Image
+
+    try:
+        with Image.open(file) as image:
+            converted = image.convert("L" if channels == 1 else "RGB")
+            if size is not None:
+                converted = converted.resize((size[1], size[0]))
+            array = np.asarray(converted, dtype=np.float32)
+    except OSError as exc:
+        raise InputError(f"Image {file} could not be decoded ({exc}).") from exc
+    return array.reshape(*array.shape[:2], channels)
 
 
 def check_arrays(data: ArraySet, num_classes: int | None = None) -> None:

@@ -9,6 +9,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from trtconv.cli._options import (
+    IMAGE_MEAN,
+    IMAGE_OFFSET,
+    IMAGE_SCALE,
+    IMAGE_STD,
+    OUTPUT_ROLE,
+    SPLIT,
+    judging_options,
+    preprocessing_options,
+)
 from trtconv.cli._output import DEVICE_HELP, progress_bar, run_command, stderr_console
 
 
@@ -65,8 +75,16 @@ def bench_cli(
     threads: int = typer.Option(None, help="Intra-op threads per model (default: the library's)."),
     data: str = typer.Option("random", help="digits, PATH.npz, an image folder, or random."),
     eval_data: str = typer.Option(
-        None, help="Labelled data (digits, PATH.npz with y, image folder): accuracy, agreement."
+        None,
+        help="Labelled data (digits, PATH.npz with y, image folder): accuracy and agreement, "
+        "each output judged by its role, on the held-out split (see --split).",
     ),
+    split: str = SPLIT,
+    output_role: list[str] = OUTPUT_ROLE,
+    image_scale: float = IMAGE_SCALE,
+    image_offset: float = IMAGE_OFFSET,
+    image_mean: str = IMAGE_MEAN,
+    image_std: str = IMAGE_STD,
     xla: bool = typer.Option(False, "--xla", help="Also run each SavedModel compiled with XLA."),
     device: str = typer.Option("auto", help=DEVICE_HELP),
     report: Path = typer.Option(None, help="Write results.json/csv, report.md and PNGs here."),
@@ -78,6 +96,8 @@ def bench_cli(
     def work() -> dict[str, Any]:
         from trtconv import api
 
+        _, judging = judging_options(output_role, None, False)
+        preprocessing = preprocessing_options(image_scale, image_offset, image_mean, image_std)
         with progress_bar("benchmarking") as progress:
             result = api.bench(
                 models,
@@ -94,6 +114,9 @@ def bench_cli(
                 report=report,
                 force=force,
                 progress=progress,
+                judging=judging,
+                preprocessing=preprocessing,
+                split=split,
             )
         print_warnings(result)
         return result

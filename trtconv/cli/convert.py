@@ -10,6 +10,17 @@ from rich.console import Console
 from rich.markup import escape
 
 from trtconv.cli._ladder import render_ladder
+from trtconv.cli._options import (
+    ALLOW_UNJUDGED,
+    IMAGE_MEAN,
+    IMAGE_OFFSET,
+    IMAGE_SCALE,
+    IMAGE_STD,
+    OUTPUT_ROLE,
+    TOLERANCE,
+    judging_options,
+    preprocessing_options,
+)
 from trtconv.cli._output import progress_bar, run_command
 from trtconv.errors import UsageError
 from trtconv.quantize import DEFAULT_CALIB_METHOD, DEFAULT_FALLBACK_TIME_LIMIT_S
@@ -26,17 +37,41 @@ def parse_batch_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
+MARKS = {
+    (True, True): "[green]✓[/green]",
+    (True, False): "[red]✗[/red]",
+    (False, True): "·",  # reported, not judged by
+    (False, False): "[yellow]?[/yellow]",  # the reason an output was not judged
+}
+VERDICTS = {"passed": "[green]passed[/green]", "failed": "[red]FAILED[/red]"}
+
+
 def render_validation(validation: dict[str, Any], console: Console) -> None:
-    """One ✓/✗ line per check, then the verdict (shared with `trtconv validate`)."""
+    """Each output with its role and its checks (✓ ✗ gating, · reported, ? not judged), then
+    the verdict (shared with `trtconv validate`)."""
     console.print(
-        f"  validation on {validation['samples']} held-out samples of "
-        f"{escape(validation['data_source'])}:"
+        f"  validation on {validation['samples']} samples of {escape(validation['data_source'])}:"
     )
-    for check in validation["checks"]:
-        mark = "[green]✓[/green]" if check["passed"] else "[red]✗[/red]"
-        console.print(f"    {mark} {check['name']}: {escape(check['detail'])}", highlight=False)
-    verdict = "[green]passed[/green]" if validation["passed"] else "[red]FAILED[/red]"
-    console.print(f"  {verdict}")
+    checks = validation["checks"]
+    for check in (c for c in checks if c.get("output") is None):
+        _print_check(console, check, check["name"], "    ")
+    for name, output in validation["outputs"].items():
+        console.print(
+            f"    [bold]{escape(name)}[/bold]: {output['role']} ({escape(output['role_source'])})",
+            highlight=False,
+        )
+        for check in (c for c in checks if c.get("output") == name):
+            _print_check(console, check, check["name"].removeprefix(name).strip(), "      ")
+    verdict = validation.get("verdict", "passed" if validation["passed"] else "failed")
+    text = VERDICTS.get(verdict, f"[yellow]{verdict.upper()}[/yellow]")
+    if verdict == "not judged" and validation["passed"]:
+        text = "[yellow]not judged[/yellow] (allowed by --allow-unjudged)"
+    console.print(f"  {text}")
+
+
+def _print_check(console: Console, check: dict[str, Any], name: str, indent: str) -> None:
+    mark = MARKS[(check.get("gating", True), check["passed"])]
+    console.print(f"{indent}{mark} {escape(name)}: {escape(check['detail'])}", highlight=False)
 
 
 def render_conversion(result: dict[str, Any], console: Console) -> None:
@@ -56,7 +91,9 @@ def render_conversion(result: dict[str, Any], console: Console) -> None:
 
 
 def convert_cli(
-    saved_model: Path = typer.Argument(..., help="SavedModel directory to convert."),
+    saved_model: Path = typer.Argument(
+        ..., help="SavedModel directory (or a `trtconv train` output) to convert."
+    ),
     precision: str = typer.Option(..., help="fp32, tf32, fp16 or int8."),
     backend: str = typer.Option("auto", help="auto, tftrt, ort or trt."),
     output: Path = typer.Option(
@@ -76,9 +113,7 @@ def convert_cli(
     ),
     batch_sizes: str = typer.Option("1,8,32", help="Batch sizes to build for, e.g. 1,8,32."),
     validate_samples: int = typer.Option(1000, help="Held-out samples to validate on."),
-    tolerance: float = typer.Option(
-        None, help="Max abs error per output, replacing the precision's default."
-    ),
+    tolerance: list[str] = TOLERANCE,
     min_top1_agreement: float = typer.Option(
         None, help="Minimum top-1 agreement with the native model (default: the precision's)."
     ),
@@ -94,20 +129,22 @@ def convert_cli(
     fallback_time_limit: float = typer.Option(
         DEFAULT_FALLBACK_TIME_LIMIT_S, help="Seconds the int8 fallback may search for."
     ),
-    image_scale: float = typer.Option(
-        None, help="Image folders: pixel scale (default: model card, else 1/255)."
-    ),
-    image_offset: float = typer.Option(
-        None, help="Image folders: offset after scaling (default: model card, else 0)."
-    ),
+    output_role: list[str] = OUTPUT_ROLE,
+    allow_unjudged: bool = ALLOW_UNJUDGED,
+    image_scale: float = IMAGE_SCALE,
+    image_offset: float = IMAGE_OFFSET,
+    image_mean: str = IMAGE_MEAN,
+    image_std: str = IMAGE_STD,
     force: bool = typer.Option(False, help="Replace an existing output."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Convert a SavedModel at a precision, validate it against the native model, save it."""
+    """Convert a SavedModel (or a train output) at a precision, validate it against the native
+    model, save it."""
 
     def work() -> dict[str, Any]:
         from trtconv import api
 
+        atol, judging = judging_options(output_role, tolerance, allow_unjudged)
         with progress_bar("converting") as progress:
             return api.convert(
                 saved_model=saved_model,
@@ -120,10 +157,12 @@ def convert_cli(
                 int8_target=int8_target,
                 batch_sizes=parse_batch_sizes(batch_sizes),
                 validate_samples=validate_samples,
-                tolerance=tolerance,
+                tolerance=atol,
                 force=force,
-                image_scale=image_scale,
-                image_offset=image_offset,
+                preprocessing=preprocessing_options(
+                    image_scale, image_offset, image_mean, image_std
+                ),
+                judging=judging,
                 fallback=fallback,
                 fallback_time_limit=fallback_time_limit,
                 min_top1_agreement=min_top1_agreement,

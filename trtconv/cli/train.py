@@ -9,6 +9,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from trtconv.cli._options import (
+    IMAGE_MEAN,
+    IMAGE_OFFSET,
+    IMAGE_SCALE,
+    IMAGE_STD,
+    preprocessing_options,
+)
 from trtconv.cli._output import run_command
 from trtconv.errors import UsageError
 
@@ -131,8 +138,15 @@ def train_cli(
     warmup_steps: int = typer.Option(None, min=0, help="Benchmark: untimed steps first."),
     num_iter: int = typer.Option(None, min=1, help="Benchmark: timed steps."),
     image_size: int = typer.Option(
-        None, min=8, help="Benchmark: square input size (default: the model's)."
+        None,
+        min=8,
+        help="Image folders: train at this square size (default: the images' own); "
+        "--benchmark: the synthetic input's size (default: the model's).",
     ),
+    image_scale: float = IMAGE_SCALE,
+    image_offset: float = IMAGE_OFFSET,
+    image_mean: str = IMAGE_MEAN,
+    image_std: str = IMAGE_STD,
     grid: bool = typer.Option(
         False, "--grid", help="Benchmark FP32 / AMP / AMP+XLA x --batch-sizes, one process each."
     ),
@@ -164,6 +178,8 @@ def train_cli(
             workers=workers,
             worker_index=worker_index,
             cluster_timeout_s=cluster_timeout,
+            image_size=image_size,
+            preprocessing=preprocessing_options(image_scale, image_offset, image_mean, image_std),
         )
 
     def _benchmark() -> dict[str, Any]:

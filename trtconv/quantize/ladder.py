@@ -66,6 +66,9 @@ class LadderSettings:
     batch_sizes: tuple[int, ...] = (1,)
     timed: bool = True
     progress: Progress | None = None
+    # Each output's role (trtconv.outputs.roles), so the search judges outputs as validation
+    # does; None: inferred from the float model's values.
+    roles: dict[str, Any] | None = None
 
 
 def quantize_int8(
@@ -142,7 +145,9 @@ class Ladder:
         self.ranking: list[tuple[QuantizedNode, float]] = []
         self.outcome = ""
         self.full: Candidate | None = None
-        self.scorer = SearchScorer(quantizer.source, settings.search, settings.tolerance)
+        self.scorer = SearchScorer(
+            quantizer.source, settings.search, settings.tolerance, settings.roles
+        )
         self.note = resolution_note(len(settings.search), settings.tolerance.min_top1_agreement)
         if self.note:
             log.warning("int8 ladder: %s", self.note)

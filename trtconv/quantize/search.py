@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -102,10 +103,17 @@ def output_error(reference: dict[str, np.ndarray], candidate: dict[str, np.ndarr
 class SearchScorer:
     """Runs candidate ONNX models on the search slice and compares them with the float model."""
 
-    def __init__(self, float_model: Path, data: ArraySet, tolerance: Tolerance) -> None:
+    def __init__(
+        self,
+        float_model: Path,
+        data: ArraySet,
+        tolerance: Tolerance,
+        roles: dict[str, Any] | None = None,
+    ) -> None:
         self.data = data
         self.tolerance = tolerance
         self.reference = run_onnx(float_model, data)
+        self.roles = roles
 
     def score(self, model: Path, samples: int | None = None) -> Score:
         """The candidate's Score on the first `samples` of the slice (all by default)."""
@@ -114,7 +122,7 @@ class SearchScorer:
         data = self.data if samples is None else self.data.head(samples)
         reference = {name: array[: len(data)] for name, array in self.reference.items()}
         candidate = run_onnx(model, data)
-        report = compare(reference, candidate, self.tolerance, data.labels, data.source)
+        report = compare(reference, candidate, self.tolerance, data.labels, data.source, self.roles)
         return Score(
             top1_agreement=report.top1_agreement,
             accuracy=report.accuracy_candidate,

@@ -59,6 +59,12 @@ def non_negative_int(path: str, value: Any) -> int:
     return value
 
 
+def number(path: str, value: Any) -> float:
+    if not _is_number(value):
+        raise _fail(path, "a number", value)
+    return float(value)
+
+
 def positive_number(path: str, value: Any) -> float:
     if not _is_number(value) or value <= 0:
         raise _fail(path, "a positive number", value)
@@ -101,6 +107,34 @@ def list_of(item: Validator) -> Validator:
     return check
 
 
+def table_of(value: Validator) -> Validator:
+    """An inline table keyed by the user's names (output names), each value checked."""
+
+    def check(path: str, raw: Any) -> dict[str, Any]:
+        if not isinstance(raw, dict):
+            raise _fail(path, "a table of output names", raw)
+        return {str(key): value(f"{path}.{key}", item) for key, item in raw.items()}
+
+    return check
+
+
+def role(path: str, value: Any) -> str:
+    """An output role: classes, binary (or binary:THRESHOLD), regression or tensor."""
+    from trtconv.outputs.roles import parse_role
+
+    text = string(path, value)
+    parse_role(text, path, "release config")
+    return text
+
+
+def numbers(path: str, value: Any) -> tuple[float, ...]:
+    """One number, or an array of numbers (one per channel)."""
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(_is_number(item) for item in items):
+        raise _fail(path, "a number or an array of numbers", value)
+    return tuple(float(item) for item in items)
+
+
 def _table(path: str, raw: Any, fields: Mapping[str, Validator]) -> dict[str, Any]:
     """Check a TOML table: it is a table, has no unknown keys, and each value passes."""
     if not isinstance(raw, dict):
@@ -140,11 +174,13 @@ class TrainSettings:
 
 @dataclass(frozen=True)
 class Target:
-    """One conversion to try."""
+    """One conversion to try; `roles` and `tolerances` (per output) refine [outputs]."""
 
     backend: str
     precision: str
     tolerance: float | None = None
+    roles: dict[str, str] = field(default_factory=dict)
+    tolerances: dict[str, float] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -167,10 +203,47 @@ class CalibrationSettings:
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """Labelled evaluation data for accuracy and top-1 agreement; None: the convert validation."""
+    """Labelled evaluation data for accuracy and agreement; None: the convert validation.
+    `split`: held-out (default) or all, for [eval] and the bench's evaluation alike."""
 
     data: str | None = None
     samples: int | None = None
+    split: str | None = None
+
+
+@dataclass(frozen=True)
+class PreprocessingSettings:
+    """How raw pixels become inputs, as convert/validate/bench --image-scale/-offset/-mean/-std;
+    None: the model card's, else 1/255."""
+
+    scale: float | None = None
+    offset: float | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+    def options(self) -> Any:
+        """As trtconv.calib.contract.PreprocessingOptions."""
+        from trtconv.calib.contract import PreprocessingOptions
+
+        return PreprocessingOptions(self.scale, self.offset, self.mean, self.std)
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    """How outputs are judged, for every target: roles, per-output tolerances, and whether an
+    output nothing can judge may pass (as --output-role, --tolerance NAME=X, --allow-unjudged)."""
+
+    roles: dict[str, str] = field(default_factory=dict)
+    tolerances: dict[str, float] = field(default_factory=dict)
+    allow_unjudged: bool = False
+
+    def judging(self, target: Target | None = None) -> Any:
+        """trtconv.outputs.roles.Judging, the target's roles and tolerances over these."""
+        from trtconv.outputs.roles import Judging
+
+        roles = {**self.roles, **(target.roles if target else {})}
+        tolerances = {**self.tolerances, **(target.tolerances if target else {})}
+        return Judging.build(roles, tolerances, self.allow_unjudged, source="release config")
 
 
 @dataclass(frozen=True)
@@ -208,6 +281,8 @@ class ReleaseConfig:
     eval: EvalSettings = field(default_factory=EvalSettings)
     bench: BenchSettings = field(default_factory=BenchSettings)
     gates: GateSettings = field(default_factory=GateSettings)
+    preprocessing: PreprocessingSettings = field(default_factory=PreprocessingSettings)
+    outputs: OutputSettings = field(default_factory=OutputSettings)
 
     def to_dict(self) -> dict[str, Any]:
         """The config echo for release.json: JSON-ready, paths as strings."""
@@ -242,6 +317,8 @@ TARGET_FIELDS: dict[str, Validator] = {
     "backend": backend_choice,
     "precision": choice(*PRECISIONS),
     "tolerance": positive_number,
+    "roles": table_of(role),
+    "tolerances": table_of(positive_number),
 }
 CALIBRATION_FIELDS: dict[str, Validator] = {
     "data": string,
@@ -251,7 +328,22 @@ CALIBRATION_FIELDS: dict[str, Validator] = {
     "fallback": boolean,
     "fallback_time_limit_s": positive_number,
 }
-EVAL_FIELDS: dict[str, Validator] = {"data": string, "samples": positive_int}
+EVAL_FIELDS: dict[str, Validator] = {
+    "data": string,
+    "samples": positive_int,
+    "split": choice("held-out", "all"),
+}
+PREPROCESSING_FIELDS: dict[str, Validator] = {
+    "scale": positive_number,
+    "offset": number,
+    "mean": numbers,
+    "std": numbers,
+}
+OUTPUT_FIELDS: dict[str, Validator] = {
+    "roles": table_of(role),
+    "tolerances": table_of(positive_number),
+    "allow_unjudged": boolean,
+}
 BENCH_FIELDS: dict[str, Validator] = {
     "batch_sizes": list_of(positive_int),
     "iterations": positive_int,
@@ -267,7 +359,10 @@ GATE_FIELDS: dict[str, Validator] = {
     "max_latency_ms_p99": positive_number,
     "gate_batch_size": positive_int,
 }
-TOP_LEVEL = ("model", "train", "targets", "calibration", "eval", "bench", "gates")
+TOP_LEVEL = (
+    "model", "train", "targets", "calibration", "eval", "bench", "gates", "preprocessing",
+    "outputs",
+)  # fmt: skip
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -308,6 +403,8 @@ def parse_config(raw: dict[str, Any], source: Path) -> ReleaseConfig:
     evaluation = EvalSettings(**_table("eval", raw.get("eval", {}), EVAL_FIELDS))
     bench = _bench(raw)
     gates = _gates(raw, bench)
+    preprocessing = _preprocessing(raw)
+    outputs = OutputSettings(**_table("outputs", raw.get("outputs", {}), OUTPUT_FIELDS))
     config = ReleaseConfig(
         source=source,
         model=model,
@@ -317,6 +414,8 @@ def parse_config(raw: dict[str, Any], source: Path) -> ReleaseConfig:
         eval=evaluation,
         bench=bench,
         gates=gates,
+        preprocessing=preprocessing,
+        outputs=outputs,
     )
     _check_cross_references(config)
     return config
@@ -403,6 +502,38 @@ def _gates(raw: dict[str, Any], bench: BenchSettings) -> GateSettings:
     return GateSettings(**values)
 
 
+def _preprocessing(raw: dict[str, Any]) -> PreprocessingSettings:
+    values = _table("preprocessing", raw.get("preprocessing", {}), PREPROCESSING_FIELDS)
+    mean, std = values.get("mean"), values.get("std")
+    if mean is not None and std is not None and len(mean) != len(std):
+        raise UsageError(
+            f"preprocessing.std: {len(std)} values for the {len(mean)} of preprocessing.mean."
+        )
+    return PreprocessingSettings(**values)
+
+
+def _check_output_names(config: ReleaseConfig) -> None:
+    """Roles and tolerances must name outputs the model has (read without TensorFlow; a zoo
+    model's output is known)."""
+    from trtconv.bench.signature import read_signature
+    from trtconv.train.export import OUTPUT_NAME
+
+    named = [("outputs", config.outputs.roles, config.outputs.tolerances)]
+    named += [(f"targets[{i}]", t.roles, t.tolerances) for i, t in enumerate(config.targets)]
+    if not any(roles or tolerances for _, roles, tolerances in named):
+        return
+    path = config.model.path
+    outputs = read_signature(path).output_names if path is not None else [OUTPUT_NAME]
+    for where, roles, tolerances in named:
+        for key, names in (("roles", roles), ("tolerances", tolerances)):
+            unknown = sorted(set(names) - set(outputs))
+            if unknown:
+                raise UsageError(
+                    f"{where}.{key}.{unknown[0]}: the model has no output '{unknown[0]}' "
+                    f"(its outputs: {', '.join(outputs)})."
+                )
+
+
 def _check_data(key: str, spec: str | None) -> None:
     """Cheap existence check so a release fails in a second, not after training."""
     if spec is None or spec in (DIGITS, "random"):
@@ -423,3 +554,4 @@ def _check_cross_references(config: ReleaseConfig) -> None:
     _check_data("bench.data", config.bench.data)
     if config.train is not None:
         _check_data("train.data", config.train.data)
+    _check_output_names(config)

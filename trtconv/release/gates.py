@@ -21,6 +21,7 @@ class Measures:
     """What a target's gates are judged on; None: not measured."""
 
     validation_passed: bool | None = None
+    validation_verdict: str | None = None  # "failed" or "not judged" when it did not pass
     accuracy_drop: float | None = None
     top1_agreement: float | None = None
     speedup_vs_baseline: float | None = None
@@ -65,7 +66,7 @@ def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResul
             validated is True,
             "converted model agrees with native within its precision's tolerance"
             if validated
-            else "conversion validation did not pass",
+            else f"conversion validation {measures.validation_verdict or 'did not pass'}",
         )
     ]
     batch = f"at batch {settings.gate_batch_size}"

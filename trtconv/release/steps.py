@@ -25,7 +25,7 @@ from trtconv.release.store import StepStore
 log = logging.getLogger(__name__)
 
 # Bump when a step's behaviour changes in a way its recorded inputs cannot show.
-STEP_VERSION = 1
+STEP_VERSION = 2
 
 Work = Callable[[], tuple[dict[str, Any], list[Path]]]
 # (steps done, steps planned, what runs now): drives a progress bar on a TTY, nothing otherwise.
@@ -190,6 +190,8 @@ class ReleaseRun:
                     force=True,
                     min_top1_agreement=budget.get("min_top1_agreement"),
                     max_accuracy_drop=budget.get("max_accuracy_drop"),
+                    preprocessing=self.config.preprocessing.options(),
+                    judging=self.config.outputs.judging(target),
                     **options,
                 )
             except AccuracyError as exc:
@@ -227,6 +229,7 @@ class ReleaseRun:
             "batch_sizes": list(self.config.bench.batch_sizes),
             "validate_samples": self.config.eval.samples,
             "budget": self.budget(target),
+            **self._judging_inputs(target),
             "tools": self.tools,
             "device": self.device,
         }
@@ -244,6 +247,18 @@ class ReleaseRun:
             limits["max_accuracy_drop"] = min(gates.max_accuracy_drop, own.max_accuracy_drop)
         return limits
 
+    def _judging_inputs(self, target: Target | None) -> dict[str, Any]:
+        """What judging depends on besides the data: preprocessing and the output settings."""
+        outputs = self.config.outputs
+        return {
+            "preprocessing": asdict(self.config.preprocessing),
+            "outputs": {
+                "roles": {**outputs.roles, **(target.roles if target else {})},
+                "tolerances": {**outputs.tolerances, **(target.tolerances if target else {})},
+                "allow_unjudged": outputs.allow_unjudged,
+            },
+        }
+
     # eval ------------------------------------------------------------------------------------
 
     def evaluate(self, target: Target, artifact: Path, source: Path, source_sha: str) -> Any:
@@ -256,7 +271,9 @@ class ReleaseRun:
             "artifact_sha256": sha256_path(artifact),
             "data": data_fingerprint(settings.data),
             "samples": settings.samples,
+            "split": settings.split,
             "tolerance": target.tolerance,
+            **self._judging_inputs(target),
             "tools": self.tools,
             "device": self.device,
         }
@@ -272,6 +289,9 @@ class ReleaseRun:
                     data=settings.data,
                     samples=settings.samples,
                     tolerance=target.tolerance,
+                    judging=self.config.outputs.judging(target),
+                    preprocessing=self.config.preprocessing.options(),
+                    split=settings.split,
                 )
             except AccuracyError as exc:  # outside tolerance: the gates judge its figures
                 result = exc.result or {}
@@ -292,6 +312,8 @@ class ReleaseRun:
             "settings": asdict(settings),
             "data": data_fingerprint(data),
             "eval_data": data_fingerprint(self.config.eval.data),
+            "split": self.config.eval.split,
+            **self._judging_inputs(None),
             "tools": self.tools,
             "device": self.device,
         }
@@ -313,6 +335,9 @@ class ReleaseRun:
                 report=output,
                 force=True,
                 progress=lambda done, total, label: self.report(f"bench {label} ({done}/{total})"),
+                judging=self.config.outputs.judging(),
+                preprocessing=self.config.preprocessing.options(),
+                split=self.config.eval.split,
                 **options,
             )
             return result, [output]

@@ -36,8 +36,10 @@ def measures_for(
     validation = conversion.get("validation") or {}
     accuracy = evaluation or validation
     passed = bool(validation.get("passed")) and (evaluation is None or bool(evaluation["passed"]))
+    verdicts = [v.get("verdict") for v in (validation, evaluation or {}) if not v.get("passed")]
     return Measures(
         validation_passed=passed,
+        validation_verdict=next((v for v in verdicts if v), None),
         accuracy_drop=accuracy.get("accuracy_drop"),
         top1_agreement=accuracy.get("top1_agreement"),
         speedup_vs_baseline=row.get("speedup_vs_baseline"),

@@ -51,8 +51,12 @@ class ModelInfo:
     harness_overhead_ms: float | None = None
     device: str | None = None  # where it ran: cpu, cuda or tensorrt (bench --device)
     accuracy: float | None = None
+    # Decision agreement with the baseline on the evaluation data: top-1 of class scores, the
+    # thresholded decision of binary scores (the lowest over outputs that decide something).
     top1_agreement: float | None = None
     eval_samples: int | None = None
+    # Artifacts: their conversion's validation verdict (manifest status); None for SavedModels.
+    validation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """This model as a JSON-ready dict (an entry of `models`)."""
@@ -117,8 +121,8 @@ ROW_KEYS = (
     "latency_ms_p99", "latency_ms_max", "latency_ms_std", "cv_percent", "cv_trimmed_percent",
     "throughput_per_s", "speedup_vs_baseline", "transfer_ms_mean", "compute_ms_mean",
     "compute_cv_percent", "first_inference_ms", "load_ms", "peak_rss_mb", "gpu_memory_mb",
-    "accuracy", "top1_agreement", "harness_overhead_ms", "harness_overhead_percent",
-    "worker_pid", "threads", "device",
+    "accuracy", "top1_agreement", "validation", "harness_overhead_ms",
+    "harness_overhead_percent", "worker_pid", "threads", "device",
 )  # fmt: skip
 MODEL_KEYS = tuple(f.name for f in fields(ModelInfo))
 
@@ -134,6 +138,9 @@ class Settings:
     data: str
     eval_data: str | None
     device: str = "auto"  # where artifacts run (bench --device)
+    # How the data was read: the preprocessing of raw pixels (timing and evaluation data) and
+    # the evaluation's data and split, each with where it came from.
+    data_contract: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The `settings` block of the result document."""
@@ -147,6 +154,8 @@ class Settings:
             "threads": self.threads,
             "data": self.data,
             "eval_data": self.eval_data,
+            "eval_split": (self.data_contract or {}).get("split"),
+            "data_contract": self.data_contract,
             "trim_fraction": stats.TRIM_FRACTION,
             "cv_warn_percent_cpu": stats.CV_WARN_PERCENT_CPU,
             "cv_warn_percent_gpu": stats.CV_WARN_PERCENT_GPU,

@@ -1,8 +1,13 @@
 """The validation report: every check of a converted model against its native one, typed.
 
 Serialised once, by `to_dict`, into the `validation` block of convert's result, the manifest and
-validate's result (keys unchanged: README documents them). Derived figures (`accuracy_drop`,
-`passed`) are computed from the measured ones, never stored beside them.
+validate's result (README documents the keys). Derived figures (`accuracy_drop`, `top1_agreement`,
+`verdict`, `passed`) are computed from the measured ones, never stored beside them.
+
+Each output is judged by its role (trtconv.outputs.roles); its checks are listed with it. A
+check either gates the verdict or is reported only. The verdict is "failed" when a gating check
+failed, "not judged" when some output has no gating check (nothing says whether it is right),
+else "passed"; `passed` (exit 0) accepts "not judged" only when the caller allowed it.
 """
 
 from __future__ import annotations
@@ -10,25 +15,44 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+PASSED, FAILED, NOT_JUDGED = "passed", "failed", "not judged"
+DECISION_ROLES = ("classes", "binary")  # outputs whose agreement is a decision agreement
+
 
 @dataclass(frozen=True)
 class Check:
-    """One ✓/✗ line: what was checked, whether it passed, the figures that decided."""
+    """One line of a verdict: what was checked, whether it passed, the figures that decided.
+
+    `gating` False: it never decides the verdict; a reported figure (`passed` True) or the
+    reason its output was not judged (`passed` False).
+    """
 
     name: str
     passed: bool
     detail: str
+    output: str | None = None
+    gating: bool = True
 
 
 @dataclass(frozen=True)
 class OutputComparison:
-    """One output: its errors against the reference (None when the shapes differ)."""
+    """One output: its role and where the role came from, its errors against the reference
+    (None when the shapes differ), and what its role's checks measured."""
 
     max_abs_error: float | None
     max_rel_error: float | None
     atol: float | None
-    passed: bool
+    passed: bool  # every gating check of this output passed
     shape_matches: bool
+    role: str = "tensor"
+    role_source: str = ""
+    judged: bool = False  # at least one gating check ran on it
+    # classes: top-1 agreement; binary: decision agreement; regression: samples within tolerance
+    agreement: float | None = None
+    accuracy_reference: float | None = None
+    accuracy_candidate: float | None = None
+    threshold: float | None = None  # binary: the decision threshold
+    tolerance: float | None = None  # regression: the per-sample error bound
 
 
 @dataclass
@@ -41,13 +65,35 @@ class ValidationReport:
     max_accuracy_drop: float
     outputs: dict[str, OutputComparison] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
-    top1_agreement: float | None = None
-    accuracy_reference: float | None = None
-    accuracy_candidate: float | None = None
+    labels_output: str | None = None  # the output the labels were scored on
+    allow_unjudged: bool = False
     precision: str | None = None
     machine: dict[str, Any] | None = None  # the CPU it ran on (int8 verdicts hold per CPU class)
     batch_size: int | None = None  # the converted model's batches (inside its engines' profile)
     device: str | None = None  # where the converted model ran: cpu, cuda or tensorrt
+
+    @property
+    def top1_agreement(self) -> float | None:
+        """The lowest decision agreement (top-1 of class scores, thresholded binary scores) over
+        the outputs that decide something; None when none does."""
+        found = [
+            o.agreement
+            for o in self.outputs.values()
+            if o.role in DECISION_ROLES and o.agreement is not None
+        ]
+        return min(found) if found else None
+
+    @property
+    def accuracy_reference(self) -> float | None:
+        """The native model's accuracy on the labels (None without labels)."""
+        labelled = self.outputs.get(self.labels_output or "")
+        return labelled.accuracy_reference if labelled else None
+
+    @property
+    def accuracy_candidate(self) -> float | None:
+        """The converted model's accuracy on the labels (None without labels)."""
+        labelled = self.outputs.get(self.labels_output or "")
+        return labelled.accuracy_candidate if labelled else None
 
     @property
     def accuracy_drop(self) -> float | None:
@@ -57,14 +103,32 @@ class ValidationReport:
         return self.accuracy_reference - self.accuracy_candidate
 
     @property
+    def unjudged(self) -> list[str]:
+        """Outputs without a gating check."""
+        return [name for name, output in self.outputs.items() if not output.judged]
+
+    @property
+    def verdict(self) -> str:
+        """ "failed" (a gating check failed), "not judged" (an output has no gating check, or
+        nothing was compared), else "passed"."""
+        if any(check.gating and not check.passed for check in self.checks):
+            return FAILED
+        if self.unjudged or not self.outputs:
+            return NOT_JUDGED
+        return PASSED
+
+    @property
     def passed(self) -> bool:
-        """True when checks ran and every one passed."""
-        return bool(self.checks) and all(check.passed for check in self.checks)
+        """True for "passed", and for "not judged" when the caller allowed unjudged outputs."""
+        verdict = self.verdict
+        return verdict == PASSED or (
+            verdict == NOT_JUDGED and self.allow_unjudged and bool(self.outputs)
+        )
 
     def failures(self) -> str:
-        """'name: detail; ...' of every failed check ('no checks ran' when there were none)."""
+        """'name: detail; ...' of every failed gating check and every unjudged output."""
         failed = [f"{c.name}: {c.detail}" for c in self.checks if not c.passed]
-        return "; ".join(failed) or "no checks ran"
+        return "; ".join(failed) or "no output was compared"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON `validation` block."""
@@ -78,15 +142,32 @@ class ValidationReport:
             "accuracy_candidate": self.accuracy_candidate,
             "accuracy_drop": self.accuracy_drop,
             "max_accuracy_drop": self.max_accuracy_drop,
+            "labels_output": self.labels_output,
             "checks": [asdict(check) for check in self.checks],
+            "unjudged": self.unjudged,
+            "allow_unjudged": self.allow_unjudged,
+            "verdict": self.verdict,
             "passed": self.passed,
         }
-        if self.precision is not None:
-            data["precision"] = self.precision
-        if self.machine is not None:
-            data["machine"] = self.machine
-        if self.batch_size is not None:
-            data["batch_size"] = self.batch_size
-        if self.device is not None:
-            data["device"] = self.device
+        for key in ("precision", "machine", "batch_size", "device"):
+            if getattr(self, key) is not None:
+                data[key] = getattr(self, key)
         return data
+
+
+def failures_of(validation: dict[str, Any]) -> str:
+    """The failed checks of a serialised report (a manifest's `validation` block), as
+    `failures()` lists them."""
+    checks = validation.get("checks", [])
+    failed = [f"{c['name']}: {c['detail']}" for c in checks if not c["passed"]]
+    return "; ".join(failed) or "no output was compared"
+
+
+def roles_of(report: ValidationReport) -> dict[str, Any]:
+    """Each output's role as the report judged it: {name: OutputRole}."""
+    from trtconv.outputs.roles import OutputRole
+
+    return {
+        name: OutputRole(output.role, output.role_source, output.threshold)
+        for name, output in report.outputs.items()
+    }

@@ -25,6 +25,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("speedup", "speedup_vs_baseline", "{:.2f}×"),
     ("accuracy", "accuracy", "{:.4f}"),
     ("agreement", "top1_agreement", "{:.4f}"),
+    ("validation", "validation", "{}"),
     ("RSS MB", "peak_rss_mb", "{:.0f}"),
     ("first ms", "first_inference_ms", "{:.0f}"),
 )
@@ -37,6 +38,7 @@ HUMAN_KEYS = (
     "speedup_vs_baseline",
     "accuracy",
     "top1_agreement",
+    "validation",
     "peak_rss_mb",
 )
 

@@ -12,7 +12,13 @@ from typing import Any
 import numpy as np
 
 from trtconv import __version__
+from trtconv.calib.contract import NHWC, Preprocessing, PreprocessingOptions, resolve_preprocessing
+from trtconv.calib.readers import fit_to_signature
 from trtconv.calib.sources import (
+    DIGITS_SPLIT_SEED,
+    DIGITS_TEST_FRACTION,
+    HOLDOUT_FRACTION,
+    HOLDOUT_SEED,
     ArraySet,
     ImagePreprocessing,
     check_arrays,
@@ -23,6 +29,7 @@ from trtconv.calib.sources import (
 from trtconv.environment import environment_block
 from trtconv.errors import InputError, UsageError
 from trtconv.fsutil import atomic_directory, check_output_free
+from trtconv.model_io import ModelSignature, TensorSpec
 from trtconv.savedmodel import MODEL_CARD
 from trtconv.train.amp import AmpChoice
 from trtconv.train.distribute import DistributionPlan
@@ -30,17 +37,24 @@ from trtconv.train.distribute import DistributionPlan
 log = logging.getLogger(__name__)
 
 TRAIN_SCHEMA_VERSION = 1
-IMAGE_FOLDER_SCALE = 1.0 / 255.0  # decoded 8-bit pixels -> [0, 1], whatever the model's card says
 
 
-def _preprocessing(spec: str, config: Any) -> dict[str, Any]:
-    """The scaling applied: the model's own for digits, 1/255 for images, none for arrays."""
+def _preprocessing(spec: str, config: Any, pixels: Preprocessing | None) -> dict[str, Any]:
+    """What the model card records: the model's own for digits, the preprocessing applied to raw
+    pixels (image folders, uint8 arrays), else none (float arrays are fed as given: the card
+    must not claim a scaling that never happened)."""
     if spec == "digits":
         return dict(config.preprocessing)
-    if Path(spec).is_dir():
-        return {**config.preprocessing, "scale": IMAGE_FOLDER_SCALE, "offset": 0.0}
-    # .npz arrays are fed as given: the card must not claim a scaling that never happened.
+    if pixels is not None:
+        return {**config.preprocessing, **pixels.to_dict()}
     return {**config.preprocessing, "scale": 1.0, "offset": 0.0}
+
+
+def _split(spec: str) -> dict[str, Any]:
+    """Which samples the model never trained on (validate and bench evaluate on the same)."""
+    if spec == "digits":
+        return {"held_out_fraction": DIGITS_TEST_FRACTION, "seed": DIGITS_SPLIT_SEED}
+    return {"held_out_fraction": HOLDOUT_FRACTION, "seed": HOLDOUT_SEED}
 
 
 def _check_labels(data: ArraySet) -> np.ndarray:
@@ -60,28 +74,46 @@ def _check_labels(data: ArraySet) -> np.ndarray:
     return labels
 
 
-def _load_training_data(spec: str, config: Any) -> tuple[ArraySet, ArraySet]:
+def _load_training_data(
+    spec: str, image_size: int | None, options: PreprocessingOptions | None
+) -> tuple[ArraySet, ArraySet, Preprocessing | None]:
+    """(train part, held-out part, the preprocessing of raw pixels, None for float arrays).
+
+    Image folders load at `image_size` (square), else the images' own size and channels. Raw
+    pixels (image folders, uint8 arrays) become inputs by `options`, else 1/255, by the rule
+    convert applies (trtconv.calib.readers); other integer arrays are refused, as there.
+    """
+    is_folder = Path(spec).is_dir()
+    if image_size is not None and not is_folder:
+        raise UsageError(f"--image-size resizes image folders; {spec} is not one.")
     if spec == "digits":
-        return load_digits("train"), load_digits("test")
-    prep = _preprocessing(spec, config)
-    images = ImagePreprocessing(
-        config.input_shape[:2], config.input_shape[-1], prep["scale"], prep["offset"]
-    )
-    data = load_file(spec, lambda: images)
+        if options is not None and options != PreprocessingOptions():
+            raise UsageError("--image-scale/-offset/-mean/-std apply to raw pixels, not digits.")
+        return load_digits("train"), load_digits("test"), None
+    pixels = resolve_preprocessing(options, [], NHWC)
+    size = None if image_size is None else (image_size, image_size)
+    data = load_file(spec, lambda: ImagePreprocessing(size, None, pixels))
     labels = _check_labels(data)
     if len(data.inputs) != 1:
         raise InputError(f"{data.source}: zoo models take one input, found {len(data.inputs)}.")
-    if data.x.ndim != 4:
+    x = data.x
+    if x.ndim != 4:
         raise InputError(
-            f"{data.source}: input 'x' must be NHWC images (4 dimensions), found shape "
-            f"{data.x.shape}."
+            f"{data.source}: input 'x' must be NHWC images (4 dimensions), found shape {x.shape}."
         )
-    if not np.issubdtype(data.x.dtype, np.number) or np.issubdtype(
-        data.x.dtype, np.complexfloating
-    ):
-        raise InputError(f"{data.source}: input 'x' must be real numbers, found {data.x.dtype}.")
-    data = ArraySet({"x": data.x.astype(np.float32)}, labels, data.source, data.class_names)
-    return split_holdout(data)
+    raw = is_folder or x.dtype == np.uint8
+    if not raw and options is not None and options != PreprocessingOptions():
+        raise UsageError(
+            f"--image-scale/-offset/-mean/-std apply to raw pixels (image folders, uint8 "
+            f"arrays); {data.source} holds {x.dtype} values, fed as given."
+        )
+    spec_x = TensorSpec("x", (None, *x.shape[1:]), "float32")
+    fitted = fit_to_signature(
+        ArraySet({"x": x}, labels, data.source), ModelSignature((spec_x,), ()), pixels
+    )
+    data = ArraySet({"x": fitted.x}, labels, data.source, data.class_names)
+    train_set, test_set = split_holdout(data)
+    return train_set, test_set, pixels if raw else None
 
 
 def spec_needs_data(spec: str) -> bool:
@@ -98,9 +130,16 @@ class TrainingData:
     test_set: ArraySet
     input_shape: tuple[int, ...]
     num_classes: int
+    pixels: Preprocessing | None = None  # how raw pixels became inputs (None: float arrays)
 
 
-def _training_data(model: str, config: Any, data: str | None) -> TrainingData:
+def _training_data(
+    model: str,
+    config: Any,
+    data: str | None,
+    image_size: int | None = None,
+    options: PreprocessingOptions | None = None,
+) -> TrainingData:
     """Load and check the data (InputError/UsageError); nothing is trained or written yet."""
     if spec_needs_data(data or config.default_data):
         raise UsageError(
@@ -108,7 +147,7 @@ def _training_data(model: str, config: Any, data: str | None) -> TrainingData:
             "or measure throughput on synthetic data with --benchmark."
         )
     spec = data or config.default_data
-    train_set, test_set = _load_training_data(spec, config)
+    train_set, test_set, pixels = _load_training_data(spec, image_size, options)
     input_shape = tuple(int(d) for d in train_set.x.shape[1:])
     labels = train_set.labels
     assert labels is not None  # _load_training_data rejects unlabelled data
@@ -117,7 +156,7 @@ def _training_data(model: str, config: Any, data: str | None) -> TrainingData:
         raise InputError(f"{model} expects {config.input_shape}, digits are {input_shape}.")
     check_arrays(train_set, num_classes)
     check_arrays(test_set, num_classes)
-    return TrainingData(spec, train_set, test_set, input_shape, num_classes)
+    return TrainingData(spec, train_set, test_set, input_shape, num_classes, pixels)
 
 
 def train(
@@ -136,9 +175,14 @@ def train(
     workers: str | None = None,
     worker_index: int | None = None,
     cluster_timeout_s: float | None = None,
+    image_size: int | None = None,
+    preprocessing: PreprocessingOptions | None = None,
 ) -> dict[str, Any]:
     """Train a zoo model with AMP and export a float32 SavedModel plus its model card.
 
+    An image folder trains at `image_size` (square), else its images' own size and channels;
+    raw pixels (image folders, uint8 arrays) become inputs by `preprocessing` (default 1/255),
+    recorded in the model card for convert, validate and bench.
     `batch_size` is global: under `strategy="mirrored"` or `"multi-worker"` each of the N
     replicas (over every worker) gets batch_size / N. `cpu_devices` (or $TRTCONV_CPU_DEVICES)
     splits the CPU into logical devices before TensorFlow initialises, so the mirrored strategy
@@ -161,19 +205,15 @@ def train(
     output = Path(output or Path("models") / model)
     if plan.writes_outputs:  # the others never touch the output, wherever it may be for them
         check_output_free(output, force)
-    prepared = _training_data(model, config, data)
+    prepared = _training_data(model, config, data, image_size, preprocessing)
     amp_choice = choose_policy(amp, amp_dtype)
     distribution = start_strategy(plan)
     global_batch = batch_size or config.default_batch_size
     check_global_batch(global_batch, int(distribution.num_replicas_in_sync))
     log.info(
-        "training %s on %s with policy %s (%s), %d replicas",
-        model,
-        prepared.train_set.source,
-        amp_choice.policy,
-        amp_choice.reason,
-        distribution.num_replicas_in_sync,
-    )
+        "training %s on %s with policy %s (%s), %d replicas", model, prepared.train_set.source,
+        amp_choice.policy, amp_choice.reason, distribution.num_replicas_in_sync,
+    )  # fmt: skip
     with distribution.scope():
         keras_model = build_compiled(
             config, prepared.input_shape, prepared.num_classes, amp_choice, xla
@@ -248,7 +288,7 @@ class _Session:
             "input": {"name": config.input_name, "shape": [None, *shape], "dtype": "float32"},
             "output": {"name": OUTPUT_NAME, "shape": [None, classes], "dtype": "float32"},
             "preprocessing": {
-                **_preprocessing(prepared.spec, config),
+                **_preprocessing(prepared.spec, config, prepared.pixels),
                 "image_size": list(shape[:2]),
             },
             "labels": train_set.class_names or [str(i) for i in range(classes)],
@@ -256,6 +296,7 @@ class _Session:
                 "source": prepared.spec,
                 "train_samples": len(train_set),
                 "test_samples": len(prepared.test_set),
+                "split": _split(prepared.spec),
                 "sha256": train_set.sha256(),
             },
             "amp": {

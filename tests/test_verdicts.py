@@ -1,0 +1,146 @@
+"""Verdicts a user can trust, end to end on models built for it (tests/convert_fixtures.py):
+each output judged for what it is, on the data and preprocessing the model expects, and the
+held-out split everywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from convert_fixtures import (
+    binary_npz,
+    box_label_model,
+    box_label_npz,
+    image_folder,
+    image_model,
+    sigmoid_model,
+)
+
+from trtconv import api
+from trtconv.calib.contract import PreprocessingOptions
+from trtconv.cli import main
+from trtconv.errors import AccuracyError
+from trtconv.outputs.roles import Judging
+
+pytestmark = pytest.mark.slow  # trains, converts and benches real models
+
+QUICK_BENCH = {"batch_sizes": [32], "warmup": 1, "iterations": 3}
+
+
+def test_box_and_label_heads_are_each_judged_for_what_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: `box` [N, 4] sorted first and was judged as class scores (its argmax scored
+    against the labels, accuracy 0.23); the label head was not judged at all."""
+    artifact = tmp_path / "box-int8"
+    steps: list[str] = []
+    result = api.convert(
+        box_label_model(), "int8", backend="ort", output=artifact,
+        calib_data=str(box_label_npz()), progress=lambda done, total, label: steps.append(label),
+    )  # fmt: skip
+    validation = result["validation"]
+    assert validation["outputs"]["box"]["role"] == "regression"
+    assert validation["outputs"]["label"]["role"] == "classes"
+    assert "Softmax" in validation["outputs"]["label"]["role_source"]
+    assert validation["labels_output"] == "label" and validation["accuracy_reference"] > 0.95
+    assert validation["verdict"] == "passed"
+    assert result["manifest"]["judging"]["roles"]["box"]["role"] == "regression"
+    assert steps[-1] == "done" and "quantizing to int8" in steps and "validating" in steps
+
+    # A tensor at int8 has no tolerance: "not judged", exit 4, unless allowed.
+    code = _cli(["validate", str(artifact), "--output-role", "box=tensor"], capsys)
+    assert code == 4
+    allowed = api.validate(artifact, judging=Judging.build({"box": "tensor"}, allow_unjudged=True))
+    assert allowed["passed"] and allowed["verdict"] == "not judged"
+    assert allowed["outputs"]["box"]["role_source"] == "option"
+    judged = api.validate(artifact, judging=Judging.build({"box": "tensor"}, {"box": 0.1}))
+    assert judged["verdict"] == "passed" and judged["outputs"]["box"]["atol"] == 0.1
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> int:
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    _, err = capsys.readouterr()
+    if stopped.value.code == 4:
+        assert "box not judged" in err and "--allow-unjudged" in err
+    return int(stopped.value.code or 0)
+
+
+def test_a_badly_calibrated_sigmoid_classifier_fails_on_its_own_data(tmp_path: Path) -> None:
+    """Before: int8 calibrated on data 100x off scale passed convert and validate (no gating
+    check on a [N, 1] output), and bench showed agreement 1.0 from an argmax over one column."""
+    artifact = tmp_path / "sigmoid-int8"
+    api.convert(
+        sigmoid_model(), "int8", backend="ort", output=artifact, calib_data=str(binary_npz(100.0))
+    )
+    with pytest.raises(AccuracyError, match=r"score decision agreement at 0\.5") as caught:
+        api.validate(artifact, data=str(binary_npz(1.0)))
+    result = caught.value.result
+    assert result is not None and result["verdict"] == "failed"
+    assert result["outputs"]["score"]["role"] == "binary"
+    assert result["top1_agreement"] < 0.97 and result["accuracy_drop"] > 0.02
+    assert any("different scales" in warning for warning in result["warnings"])
+    assert any("manifest says" in w and "PASSED" in w for w in result["warnings"])
+
+    benched = api.bench([artifact], eval_data=str(binary_npz(1.0)), **QUICK_BENCH)  # type: ignore[arg-type]
+    int8 = next(model for model in benched["models"] if not model["is_baseline"])
+    assert int8["eval_samples"] == result["samples"]  # the same held-out samples
+    assert int8["top1_agreement"] == pytest.approx(result["top1_agreement"], abs=0.01)
+    assert int8["accuracy"] == pytest.approx(result["accuracy_candidate"], abs=0.01)
+
+
+def test_preprocessing_travels_from_convert_to_validate_and_bench(tmp_path: Path) -> None:
+    """Before: `convert --image-scale 1` was not recorded; validate scaled the images by 1/255
+    and reported "passed" at accuracy 0.2, bench showed 0.2 without a word."""
+    artifact = tmp_path / "image-int8"
+    converted = api.convert(
+        image_model(), "int8", backend="ort", output=artifact, calib_data=str(image_folder()),
+        preprocessing=PreprocessingOptions(scale=1.0),
+    )  # fmt: skip
+    recorded = converted["manifest"]["data_contract"]
+    assert recorded["preprocessing"]["scale"] == 1.0
+    assert recorded["preprocessing"]["sources"]["scale"] == "option"
+    assert recorded["split"] == "held-out"
+
+    validated = api.validate(artifact)
+    contract = validated["data_contract"]
+    assert (contract["data"], contract["data_from"]) == (str(image_folder()), "manifest")
+    assert contract["preprocessing"]["sources"]["scale"] == "manifest (option)"
+    accuracy = converted["validation"]["accuracy_reference"]
+    assert accuracy > 0.9 and validated["accuracy_reference"] == accuracy
+
+    benched = api.bench([artifact], eval_data=str(image_folder()), **QUICK_BENCH)  # type: ignore[arg-type]
+    assert benched["settings"]["data_contract"]["preprocessing"]["scale"] == 1.0
+    for model in benched["models"]:
+        assert model["eval_samples"] == validated["samples"]
+        assert model["accuracy"] == pytest.approx(accuracy, abs=0.01)
+
+
+def test_an_artifact_that_failed_is_said_so_by_validate_and_bench(tmp_path: Path) -> None:
+    """Before: validate reported "passed" (on random data) for an artifact whose manifest says
+    failed, and bench showed its speed without a word."""
+    artifact = tmp_path / "box-fp32"
+    with pytest.raises(AccuracyError):
+        api.convert(
+            box_label_model(), "fp32", backend="ort", output=artifact,
+            calib_data=str(box_label_npz()), tolerance=1e-12,
+        )  # fmt: skip
+    validated = api.validate(artifact)  # the default tolerance passes it
+    assert validated["data_contract"]["data"] == str(box_label_npz())  # what convert used
+    assert validated["verdict"] == "passed" and validated["manifest_status"] == "failed"
+    assert any("its manifest says" in w and "FAILED" in w for w in validated["warnings"])
+
+    benched = api.bench([artifact], **QUICK_BENCH)  # type: ignore[arg-type]
+    rows = [row for row in benched["results"] if row["label"] == artifact.name]
+    assert rows and all(row["validation"] == "failed" for row in rows)
+    assert any(artifact.name in w and "FAILED" in w for w in benched["warnings"])
+
+
+def test_bench_evaluates_on_the_held_out_split_unless_told(digits_saved_model: Path) -> None:
+    """Before: bench --eval-data digits scored all 1,797 digits (train split included) while
+    validate and release scored the 450 held out."""
+    held_out = api.bench([digits_saved_model], eval_data="digits", **QUICK_BENCH)  # type: ignore[arg-type]
+    assert held_out["models"][0]["eval_samples"] == 450
+    assert held_out["settings"]["eval_split"] == "held-out"
+    every = api.bench([digits_saved_model], eval_data="digits", split="all", **QUICK_BENCH)  # type: ignore[arg-type]
+    assert every["models"][0]["eval_samples"] == 1797

@@ -1,0 +1,119 @@
+"""What a bench says about accuracy: every model's outputs on the evaluation data, judged
+against the baseline's by each output's role (the same judging as validate), on the data the
+models expect (their data contract), and which artifacts failed their own validation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trtconv.bench.models import ModelEntry, Plan
+from trtconv.calib.contract import PreprocessingOptions
+from trtconv.calib.sources import ArraySet
+from trtconv.outputs.roles import Judging
+from trtconv.report.schema import ModelInfo
+
+Outputs = dict[str, np.ndarray]
+FAILED_STATUSES = ("failed", "not judged")
+
+
+@dataclass
+class BenchEvaluation:
+    """The evaluation set and how its models are judged."""
+
+    data: ArraySet
+    contract: dict[str, Any]
+    judging: Judging = field(default_factory=Judging)
+
+
+def recorded_contract(plan: Plan) -> dict[str, Any] | None:
+    """The data contract the artifacts were converted with (the first that records one)."""
+    return next((m.data_contract for m in plan.models if m.data_contract), None)
+
+
+def contract_warnings(plan: Plan) -> list[str]:
+    """One line when artifacts were converted with different preprocessing."""
+    recorded = {
+        m.label: m.data_contract["preprocessing"].get("summary", "")
+        for m in plan.models
+        if m.data_contract and m.data_contract.get("preprocessing")
+    }
+    if len(set(recorded.values())) <= 1:
+        return []
+    seen = ", ".join(f"{label}: {summary}" for label, summary in recorded.items())
+    first = next(iter(recorded))
+    return [
+        f"The artifacts were converted with different preprocessing ({seen}); every model is "
+        f"fed {first}'s."
+    ]
+
+
+def validation_warnings(models: list[ModelEntry]) -> list[str]:
+    """One line per artifact whose own validation (its manifest's verdict) did not pass."""
+    return [
+        f"{m.label}: its conversion's validation {m.validation.upper()} (manifest status): its "
+        "speed is that of an artifact not shown to do what the native model does."
+        for m in models
+        if m.validation in FAILED_STATUSES
+    ]
+
+
+def prepare(
+    plan: Plan,
+    spec: str,
+    source: Path | None,
+    options: PreprocessingOptions | None,
+    split: str | None,
+    judging: Judging | None,
+) -> BenchEvaluation:
+    """The evaluation set (held-out unless `split` is "all"), read by the recorded contract,
+    and the judging: `judging` over what the first artifact's manifest recorded."""
+    from trtconv.calib.evaluation import evaluation_data
+
+    evaluation = evaluation_data(
+        plan.baseline.signature, source, None, spec, options, split,
+        contract=recorded_contract(plan),
+    )  # fmt: skip
+    recorded = next((m.judging for m in plan.models if m.judging), None)
+    names = plan.baseline.signature.output_names
+    merged = (judging or Judging()).over(recorded)
+    merged.check_names(names)
+    return BenchEvaluation(evaluation.data, evaluation.contract, merged)
+
+
+def judge_models(
+    infos: list[ModelInfo],
+    baseline: ModelInfo,
+    outputs: dict[str, Outputs | None],
+    evaluation: BenchEvaluation,
+    source: Path | None,
+) -> None:
+    """Each model's accuracy (with labels) and decision agreement with the baseline, from its
+    outputs judged by role (top-1 for class scores, the thresholded decision for binary ones)."""
+    from trtconv.validation import compare, output_roles, tolerance_for
+
+    reference = outputs.get(baseline.label)
+    if reference is None:
+        return
+    roles = output_roles(source, reference, evaluation.judging)
+    for info in infos:
+        mine = outputs.get(info.label)
+        if mine is None:
+            continue
+        tolerance = tolerance_for(info.precision, None, evaluation.judging.tolerances)
+        report = compare(reference, mine, tolerance, evaluation.data.labels, "", roles)
+        info.eval_samples = report.samples
+        info.accuracy = report.accuracy_candidate
+        info.top1_agreement = report.top1_agreement
+
+
+def load_outputs(path: str | None) -> Outputs | None:
+    """A worker's evaluation outputs (None when it evaluated nothing)."""
+    if not path:
+        return None
+    with np.load(path, allow_pickle=False) as archive:
+        return {key: archive[key] for key in archive.files}

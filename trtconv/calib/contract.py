@@ -1,0 +1,189 @@
+"""The model's data contract: how raw pixels become its input, its input layout, and which part
+of a data set it is evaluated on.
+
+`train` records it in the model card, `convert` in the manifest; `validate`, `bench` and
+`release` read it back, so an artifact is judged on the data its model expects. Each value comes
+from, in order: an option (`--image-scale`, `--image-offset`, `--image-mean`, `--image-std`,
+`--split`), the artifact's manifest, the model card, else a default; the result says which.
+
+Preprocessing applies to raw pixels only: image folders, and uint8 arrays fed to a float input.
+Float arrays are fed as given (they are the model's input already).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trtconv.errors import UsageError
+from trtconv.model_io import TensorSpec
+
+log = logging.getLogger(__name__)
+
+OPTION, MANIFEST, MODEL_CARD, DEFAULT, SIGNATURE = (
+    "option", "manifest", "model card", "default", "model signature",
+)  # fmt: skip
+HELD_OUT, ALL = "held-out", "all"
+SPLITS = (HELD_OUT, ALL)
+NHWC, NCHW = "NHWC", "NCHW"
+DEFAULT_SCALE = 1.0 / 255.0
+PIXEL_FIELDS = ("scale", "offset", "mean", "std")
+DEFAULTS: dict[str, Any] = {"scale": DEFAULT_SCALE, "offset": 0.0, "mean": None, "std": None}
+
+
+@dataclass(frozen=True)
+class PreprocessingOptions:
+    """What the user said on the command line (or in a release config); None: not said."""
+
+    scale: float | None = None
+    offset: float | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.scale is not None and self.scale == 0:
+            raise UsageError("--image-scale must not be 0: every pixel would become the offset.")
+        if self.std is not None and any(s <= 0 for s in self.std):
+            raise UsageError(f"--image-std values must be positive, found {list(self.std)}.")
+        if self.mean is not None and self.std is not None and len(self.mean) != len(self.std):
+            raise UsageError(
+                f"--image-mean has {len(self.mean)} values and --image-std {len(self.std)}: "
+                "give one per channel (or one for all) to both."
+            )
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """Raw pixels -> model input: ((x * scale + offset) - mean) / std, mean and std per channel
+    (or one value for all); `layout` is the input's (NHWC or NCHW). `sources` says where each
+    value came from."""
+
+    scale: float = DEFAULT_SCALE
+    offset: float = 0.0
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    layout: str = NHWC
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def apply(self, pixels: np.ndarray, channel_axis: int = -1) -> np.ndarray:
+        """`pixels` as float32 model input."""
+        x = pixels.astype(np.float32) * np.float32(self.scale) + np.float32(self.offset)
+        shape = [1] * x.ndim
+        shape[channel_axis] = -1
+        if self.mean is not None:
+            x = x - np.asarray(self.mean, np.float32).reshape(shape)
+        if self.std is not None:
+            x = x / np.asarray(self.std, np.float32).reshape(shape)
+        return x
+
+    def describe(self) -> str:
+        """`x * 0.00392 + 0 (default)`, with mean/std when set and where the values came from."""
+        text = f"x * {self.scale:.6g} + {self.offset:g}"
+        if self.mean is not None or self.std is not None:
+            text = f"({text} - {list(self.mean or [0])}) / {list(self.std or [1])}"
+        origins = list(dict.fromkeys(self.sources.get(key, DEFAULT) for key in PIXEL_FIELDS))
+        return f"{text} ({', '.join(origins)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `preprocessing` block of a manifest's data contract."""
+        return {
+            "scale": self.scale,
+            "offset": self.offset,
+            "mean": None if self.mean is None else list(self.mean),
+            "std": None if self.std is None else list(self.std),
+            "layout": self.layout,
+            "sources": dict(self.sources),
+            "summary": self.describe(),
+        }
+
+
+def parse_channels(text: str | None, flag: str) -> tuple[float, ...] | None:
+    """'0.485,0.456,0.406' -> a tuple; None stays None. Raises UsageError naming `flag`."""
+    if text is None:
+        return None
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UsageError(f"{flag} takes numbers like 0.485,0.456,0.406, found '{text}'.") from None
+    if not values:
+        raise UsageError(f"{flag} takes one number per channel, found '{text}'.")
+    return values
+
+
+def resolve_preprocessing(
+    options: PreprocessingOptions | None,
+    recorded: Sequence[tuple[str, Mapping[str, Any] | None]] = (),
+    layout: str | None = None,
+) -> Preprocessing:
+    """Each value from `options`, else the first of `recorded` ((where, preprocessing block):
+    manifest, then model card) that has it, else the default; `layout` is the input's own."""
+    options = options or PreprocessingOptions()
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in PIXEL_FIELDS:
+        chosen = getattr(options, key)
+        where = OPTION
+        if chosen is None:
+            where, chosen = next(
+                ((_origin(name, block, key), block[key]) for name, block in recorded
+                 if block and key in block),
+                (DEFAULT, DEFAULTS[key]),
+            )  # fmt: skip
+        values[key] = tuple(chosen) if isinstance(chosen, list | tuple) else chosen
+        sources[key] = where
+    where, recorded_layout = next(
+        ((_origin(name, block, "layout"), block["layout"]) for name, block in recorded
+         if block and block.get("layout")),
+        (SIGNATURE, layout or NHWC),
+    )  # fmt: skip
+    sources["layout"] = where
+    return Preprocessing(
+        scale=float(values["scale"]),
+        offset=float(values["offset"]),
+        mean=values["mean"],
+        std=values["std"],
+        layout=str(recorded_layout),
+        sources=sources,
+    )
+
+
+def _origin(where: str, block: Mapping[str, Any], key: str) -> str:
+    """`where` a value was read, and where a manifest's came from before: "manifest (option)".
+    A model card's values are what the model was trained with, whatever chose them."""
+    before = (block.get("sources") or {}).get(key)
+    return f"{where} ({before})" if before and where != MODEL_CARD else where
+
+
+def input_layout(spec: TensorSpec) -> str | None:
+    """NHWC or NCHW for a 4-D image input (channels 1, 3 or 4 last, else 1 or 3 first); None
+    for anything else."""
+    if len(spec.shape) != 4:
+        return None
+    channels_last, channels_first = spec.shape[3], spec.shape[1]
+    if channels_last in (1, 3, 4):
+        return NHWC
+    if channels_first in (1, 3):
+        return NCHW
+    return None
+
+
+def check_split(split: str | None) -> str:
+    """The evaluation split (held-out by default). Raises UsageError for another value."""
+    if split is None:
+        return HELD_OUT
+    if split not in SPLITS:
+        raise UsageError(f"--split must be one of {', '.join(SPLITS)}, found '{split}'.")
+    return split
+
+
+def is_default(preprocessing: Preprocessing) -> bool:
+    """True when no scale, offset, mean or std was given or recorded anywhere (a value a
+    manifest recorded as the default is still the default)."""
+    return all(
+        preprocessing.sources.get(key, DEFAULT).endswith((DEFAULT, f"({DEFAULT})"))
+        for key in PIXEL_FIELDS
+    )

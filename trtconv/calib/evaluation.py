@@ -1,0 +1,151 @@
+"""The data a model is judged on by validate, bench and release, read by its data contract.
+
+Which data (option, else the manifest's, else its calibration source, else the model card's,
+else random), which split (held-out unless `--split all`), and how raw pixels become inputs
+(trtconv.calib.contract) are each resolved here, once, and recorded with where they came from.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from trtconv.calib.contract import (
+    DEFAULT,
+    HELD_OUT,
+    MANIFEST,
+    MODEL_CARD,
+    OPTION,
+    Preprocessing,
+    PreprocessingOptions,
+    check_split,
+)
+from trtconv.calib.sources import ArraySet
+from trtconv.model_io import ModelSignature
+
+if TYPE_CHECKING:
+    from trtconv.manifest import Manifest
+
+log = logging.getLogger(__name__)
+
+RANDOM = "random"
+# Calibration and evaluation data whose inputs' spread differs by more than this factor are on
+# different scales (a missing 1/255, a wrong --image-scale): int8 ranges fit one of them only.
+SCALE_RATIO = 10.0
+
+
+@dataclass
+class Evaluation:
+    """The data read, and the contract it was read by (for the result)."""
+
+    data: ArraySet
+    contract: dict[str, Any]
+
+
+def data_spec(
+    given: str | None, saved_model: Path | None, manifest: Manifest | None = None
+) -> tuple[str, str]:
+    """(spec, where it came from): `given`, else the data the artifact was validated on (its
+    manifest's data contract), else its calibration source, else the model card's data, else
+    random."""
+    from trtconv.savedmodel import read_model_card
+
+    if given:
+        return given, OPTION
+    contract = (manifest.data_contract if manifest else None) or {}
+    if contract.get("data") and contract["data"] != RANDOM:
+        return str(contract["data"]), MANIFEST
+    calibration = (manifest.calibration if manifest else None) or {}
+    if calibration.get("source") and calibration["source"] != RANDOM:
+        return str(calibration["source"]), f"{MANIFEST} (calibration)"
+    card = read_model_card(saved_model) if saved_model is not None else None
+    source = ((card or {}).get("data") or {}).get("source")
+    if source:
+        return str(source), MODEL_CARD
+    log.warning("no data named, recorded or in a model card: evaluating on random inputs")
+    return RANDOM, DEFAULT
+
+
+def model_preprocessing(
+    signature: ModelSignature,
+    saved_model: Path | None,
+    options: PreprocessingOptions | None = None,
+    contract: dict[str, Any] | None = None,
+) -> Preprocessing:
+    """How raw pixels become this model's input: options, else a manifest's data `contract`,
+    else the model card beside `saved_model`, else the defaults."""
+    from trtconv.calib.readers import card_preprocessing
+
+    recorded = (contract or {}).get("preprocessing")
+    return card_preprocessing(signature, saved_model, options, recorded)
+
+
+def evaluation_data(
+    signature: ModelSignature,
+    saved_model: Path | None,
+    manifest: Manifest | None,
+    spec: str | None,
+    options: PreprocessingOptions | None = None,
+    split: str | None = None,
+    samples: int | None = None,
+    contract: dict[str, Any] | None = None,
+) -> Evaluation:
+    """The evaluation data of a model (the held-out split unless `split` is "all"), read by its
+    data contract (`contract`, else the manifest's), with the contract it was read by. Raises
+    UsageError for an unknown split or spec and InputError for data that does not fit."""
+    from trtconv.calib.readers import ALL, VALIDATION, read_model_data
+
+    chosen_split = check_split(split)
+    spec, spec_from = data_spec(spec, saved_model, manifest)
+    recorded = contract or (manifest.data_contract if manifest else None)
+    prep = model_preprocessing(signature, saved_model, options, recorded)
+    role = VALIDATION if chosen_split == HELD_OUT else ALL
+    data = read_model_data(
+        spec, signature, role=role, samples=samples, saved_model=saved_model, preprocessing=prep
+    )
+    contract = record_contract(spec, chosen_split, prep)
+    contract.update(data_from=spec_from, split_from=OPTION if split else DEFAULT)
+    return Evaluation(data, contract)
+
+
+def record_contract(spec: str, split: str, prep: Preprocessing) -> dict[str, Any]:
+    """A data contract block (manifest, results): the data, its split, the preprocessing."""
+    return {"data": spec, "split": split, "preprocessing": prep.to_dict()}
+
+
+def input_stats(data: ArraySet) -> dict[str, dict[str, float]]:
+    """Mean, standard deviation, min and max of each float input (recorded with calibration)."""
+    stats = {}
+    for name, array in data.inputs.items():
+        if np.issubdtype(array.dtype, np.floating) and array.size:
+            values = array.astype(np.float64)
+            stats[name] = {
+                "mean": float(values.mean()),
+                "std": float(values.std()),
+                "min": float(values.min()),
+                "max": float(values.max()),
+            }
+    return stats
+
+
+def scale_warning(calibration: dict[str, Any] | None, data: ArraySet, what: str) -> str | None:
+    """A warning when `data`'s inputs spread SCALE_RATIO times more or less than the
+    calibration data's (recorded in a manifest's calibration block), else None."""
+    recorded = (calibration or {}).get("input_stats") or {}
+    here = input_stats(data)
+    for name, stats in recorded.items():
+        if name not in here or not stats.get("std") or not here[name]["std"]:
+            continue
+        ratio = here[name]["std"] / stats["std"]
+        if ratio > SCALE_RATIO or ratio < 1 / SCALE_RATIO:
+            return (
+                f"{what} was calibrated on input '{name}' values with spread {stats['std']:.3g}; "
+                f"{data.source} spreads {here[name]['std']:.3g} ({ratio:.3g}x): the two are on "
+                "different scales, and the int8 ranges fit the calibration data only (check the "
+                "calibration data and --image-scale/--image-offset)."
+            )
+    return None

@@ -1,0 +1,177 @@
+"""Judge one converted output against the reference by what it holds (its role).
+
+Every output gets a values line (max abs and rel error); it gates when the precision (or the
+user) gives an absolute tolerance for the output. The role adds what matters to it:
+
+- classes: top-1 agreement (gating) and, with labels, the accuracy drop (gating);
+- binary: agreement of the decisions at the threshold (gating), accuracy drop with labels;
+- regression: the share of samples whose every value lies within tolerance (gating); without
+  an absolute tolerance (int8) the bound is REGRESSION_SPREAD of the reference's spread;
+- tensor: the values line only: without a tolerance the output is not judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from trtconv.errors import UsageError
+from trtconv.outputs.roles import BINARY, CLASSES, REGRESSION, TENSOR, OutputRole
+from trtconv.report.validation import Check, OutputComparison
+
+if TYPE_CHECKING:
+    from trtconv.validation import Tolerance
+
+# Relative error divides by max(|reference|, REL_FLOOR): a probability of 1e-9 that becomes 2e-9
+# is not a 100% error worth reporting.
+REL_FLOOR = 1e-3
+# int8 regression outputs: a sample agrees when each of its values is within this fraction of
+# the reference output's standard deviation (its spread over the data) of the reference value.
+REGRESSION_SPREAD = 0.1
+
+
+@dataclass
+class Judgement:
+    """What judging one output produced: its comparison and its checks, in order."""
+
+    comparison: OutputComparison
+    checks: list[Check] = field(default_factory=list)
+
+
+def judge_output(
+    name: str,
+    role: OutputRole,
+    want: np.ndarray,
+    got: np.ndarray,
+    tolerance: Tolerance,
+    labels: np.ndarray | None = None,
+) -> Judgement:
+    """Judge the converted output `got` against the reference `want` as `role` says; `labels`
+    (for the one output they score) adds accuracy. Raises UsageError for a role the output's
+    shape cannot have (classes on one float column)."""
+    atol = tolerance.atol_for(name)
+    if atol is None and not np.issubdtype(want.dtype, np.floating):
+        atol = 0.0  # integers and booleans either match or do not
+    if want.shape != got.shape:
+        check = Check(f"{name} shape", False, f"expected {want.shape}, found {got.shape}", name)
+        comparison = OutputComparison(
+            None, None, atol, False, False, role.role, role.source, judged=True
+        )
+        return Judgement(comparison, [check])
+    values, max_abs, max_rel = _values_check(name, want, got, atol)
+    checks = [values]
+    figures: dict[str, float | None] = {}
+    if role.role == CLASSES:
+        checks += _decision_checks(name, _class_ids(name, want), _class_ids(name, got), tolerance,
+                                   labels, "top-1 agreement", figures)  # fmt: skip
+    elif role.role == BINARY:
+        threshold = role.threshold if role.threshold is not None else 0.5
+        what = f"decision agreement at {threshold:g}"
+        checks += _decision_checks(name, want > threshold, got > threshold, tolerance, labels,
+                                   what, figures)  # fmt: skip
+    elif role.role == REGRESSION:
+        checks.append(_within_check(name, want, got, atol, tolerance, figures))
+    judged = any(check.gating for check in checks)
+    if not judged:
+        checks.append(Check(f"{name} not judged", False, _unjudged_reason(name, role), name, False))
+    passed = all(check.passed for check in checks if check.gating)
+    comparison = OutputComparison(
+        max_abs, max_rel, atol, passed, True, role.role, role.source, judged,
+        agreement=figures.get("agreement"),
+        accuracy_reference=figures.get("accuracy_reference"),
+        accuracy_candidate=figures.get("accuracy_candidate"),
+        threshold=role.threshold if role.role == BINARY else None,
+        tolerance=figures.get("tolerance"),
+    )  # fmt: skip
+    return Judgement(comparison, checks)
+
+
+def _values_check(
+    name: str, want: np.ndarray, got: np.ndarray, atol: float | None
+) -> tuple[Check, float, float]:
+    """The values line: gating when there is an atol (or the output holds NaN/Inf)."""
+    want64, got64 = want.astype(np.float64), got.astype(np.float64)
+    finite = bool(np.isfinite(got64).all())
+    diff = np.abs(want64 - got64)
+    max_abs = float(diff.max()) if diff.size else 0.0
+    max_rel = float((diff / np.maximum(np.abs(want64), REL_FLOOR)).max()) if diff.size else 0.0
+    bound = "reported only" if atol is None else f"atol {atol:g}"
+    detail = f"max abs error {max_abs:.3g} ({bound}), max rel error {max_rel:.3g}"
+    if not finite:
+        detail += ", NaN/Inf in the converted output"
+    passed = finite and (atol is None or max_abs <= atol)
+    gating = atol is not None or not finite
+    return Check(f"{name} values", passed, detail, name, gating), max_abs, max_rel
+
+
+def _class_ids(name: str, scores: np.ndarray) -> np.ndarray:
+    """Top-1 class per sample: argmax of [batch, classes] scores, or integer ids as they are."""
+    per_sample = scores.reshape(len(scores), -1).shape[1]
+    if not np.issubdtype(scores.dtype, np.floating) and per_sample == 1:
+        return scores.reshape(len(scores))
+    if scores.ndim == 2 and scores.shape[1] > 1:
+        return scores.argmax(axis=1)
+    raise UsageError(
+        f"Output '{name}' has shape [batch, {', '.join(map(str, scores.shape[1:]))}]: the "
+        "classes role needs [batch, classes > 1] scores or integer class ids (one score per "
+        "sample is --output-role NAME=binary)."
+    )
+
+
+def _decision_checks(
+    name: str,
+    want: np.ndarray,
+    got: np.ndarray,
+    tolerance: Tolerance,
+    labels: np.ndarray | None,
+    what: str,
+    figures: dict[str, float | None],
+) -> list[Check]:
+    """Agreement of the decisions and, with labels, the accuracy drop."""
+    agreement = float((want == got).mean())
+    minimum = tolerance.min_top1_agreement
+    figures["agreement"] = agreement
+    detail = f"{agreement:.4f} (minimum {minimum:g})"
+    checks = [Check(f"{name} {what}", agreement >= minimum, detail, name)]
+    if labels is None:
+        return checks
+    truth = labels.reshape(want.shape)
+    reference, candidate = float((want == truth).mean()), float((got == truth).mean())
+    figures["accuracy_reference"], figures["accuracy_candidate"] = reference, candidate
+    drop, limit = reference - candidate, tolerance.max_accuracy_drop
+    detail = f"{reference:.4f} -> {candidate:.4f} (drop {drop:+.4f}, maximum {limit:g})"
+    return [*checks, Check(f"{name} accuracy drop", drop <= limit, detail, name)]
+
+
+def _within_check(
+    name: str,
+    want: np.ndarray,
+    got: np.ndarray,
+    atol: float | None,
+    tolerance: Tolerance,
+    figures: dict[str, float | None],
+) -> Check:
+    """The share of samples whose every value lies within the bound of the reference's."""
+    want64 = want.astype(np.float64)
+    if atol is not None:
+        bound, why = atol, f"atol {atol:g}"
+    else:
+        spread = float(want64.std())
+        bound = REGRESSION_SPREAD * spread if spread > 0 else REL_FLOOR
+        why = f"{REGRESSION_SPREAD:g} x the reference's spread {spread:.3g}"
+    errors = np.abs(got.astype(np.float64) - want64).reshape(len(want64), -1).max(axis=1)
+    within = float((errors <= bound).mean()) if errors.size else 1.0
+    figures["agreement"], figures["tolerance"] = within, bound
+    minimum = tolerance.min_top1_agreement
+    detail = f"{within:.4f} of samples within {bound:.3g} ({why}; minimum {minimum:g})"
+    return Check(f"{name} within tolerance", within >= minimum, detail, name)
+
+
+def _unjudged_reason(name: str, role: OutputRole) -> str:
+    what = "a tensor" if role.role == TENSOR else f"role {role.role}"
+    return (
+        f"{what} ({role.source}) with no tolerance at this precision: give --tolerance "
+        f"{name}=X, or --output-role {name}=classes|binary|regression, or --allow-unjudged"
+    )

@@ -1,0 +1,246 @@
+"""What each output of a model holds, which decides how a converted output is judged.
+
+- `classes`: multi-class scores (probabilities or logits), or integer class ids: top-1 agreement,
+  accuracy against labels;
+- `binary`: one score per decision (a sigmoid): the decision at a threshold (0.5 for
+  probabilities, 0 for logits): agreement, accuracy against 0/1 labels;
+- `regression`: values whose error matters: samples within tolerance;
+- `tensor`: anything else: the values against an absolute tolerance.
+
+A role is set by the user (`--output-role NAME=ROLE`, a release config, an artifact's manifest)
+or inferred from the op that ends the output's graph (a `Softmax`, a `Sigmoid`), its dtype and
+shape, and the reference model's values. Every role says where it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trtconv.errors import UsageError
+
+CLASSES, BINARY, REGRESSION, TENSOR = "classes", "binary", "regression", "tensor"
+ROLES = (CLASSES, BINARY, REGRESSION, TENSOR)
+DECISIONS = (CLASSES, BINARY)  # roles judged by what the model decides
+PROBABILITY_THRESHOLD, LOGIT_THRESHOLD = 0.5, 0.0
+SUM_TO_ONE = 1e-3  # rows of probabilities sum to 1 within this
+
+
+@dataclass(frozen=True)
+class OutputRole:
+    """One output's role, where it came from, and (binary) the decision threshold."""
+
+    role: str
+    source: str  # "option", "release config", "manifest" or "inferred: WHY"
+    threshold: float | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, object], source: str | None = None) -> OutputRole:
+        threshold = data.get("threshold")
+        return cls(
+            str(data["role"]),
+            source or str(data.get("source", "")),
+            None if threshold is None else float(threshold),  # type: ignore[arg-type]
+        )
+
+
+Roles = dict[str, OutputRole]
+
+
+def parse_role(text: str, where: str, source: str) -> OutputRole:
+    """`classes`, `binary`, `binary:THRESHOLD`, `regression` or `tensor`. Raises UsageError."""
+    role, _, threshold = text.strip().partition(":")
+    if role not in ROLES or (threshold and role != BINARY):
+        raise UsageError(
+            f"{where}: expected one of {', '.join(ROLES)} (binary:THRESHOLD for another "
+            f"decision threshold), found '{text}'."
+        )
+    if not threshold:
+        return OutputRole(role, source)
+    try:
+        return OutputRole(role, source, float(threshold))
+    except ValueError:
+        raise UsageError(f"{where}: the threshold in '{text}' is not a number.") from None
+
+
+def parse_assignments(items: Sequence[str], flag: str) -> dict[str, str]:
+    """`NAME=VALUE` items of a repeated option as a dict. Raises UsageError naming the flag."""
+    parsed: dict[str, str] = {}
+    for item in items:
+        name, equals, value = item.partition("=")
+        if not equals or not name.strip() or not value.strip():
+            raise UsageError(f"{flag} takes NAME=VALUE (an output name), found '{item}'.")
+        parsed[name.strip()] = value.strip()
+    return parsed
+
+
+def parse_role_options(items: Sequence[str] | None, source: str = "option") -> Roles:
+    """`--output-role NAME=ROLE` (repeatable) as roles keyed by output name."""
+    assignments = parse_assignments(items or [], "--output-role")
+    return {
+        name: parse_role(text, f"--output-role {name}", source)
+        for name, text in assignments.items()
+    }
+
+
+def parse_tolerance_options(items: Sequence[str] | None) -> tuple[float | None, dict[str, float]]:
+    """`--tolerance X` and `--tolerance NAME=X` (repeatable): (global atol, per-output atols).
+
+    Raises UsageError for a value that is not a positive number or a global one given twice.
+    """
+    overall: float | None = None
+    per_output: dict[str, float] = {}
+    for item in items or []:
+        name, equals, text = item.rpartition("=")
+        value = _positive(text, f"--tolerance {item}")
+        if not equals:
+            if overall is not None:
+                raise UsageError("--tolerance X (for every output) is given twice.")
+            overall = value
+        elif not name.strip():
+            raise UsageError(f"--tolerance takes X or NAME=X, found '{item}'.")
+        else:
+            per_output[name.strip()] = value
+    return overall, per_output
+
+
+def _positive(text: str, where: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{where}: expected a positive number.") from None
+    if not value > 0:
+        raise UsageError(f"{where}: expected a positive number, found {text}.")
+    return value
+
+
+def check_output_names(names: Iterable[str], outputs: Sequence[str], what: str) -> None:
+    """Raise UsageError when `what` names an output the model does not have."""
+    unknown = sorted(set(names) - set(outputs))
+    if unknown:
+        raise UsageError(
+            f"{what} names output(s) {', '.join(unknown)}; the model's outputs are "
+            f"{', '.join(outputs)}."
+        )
+
+
+def resolve_roles(
+    reference: Mapping[str, np.ndarray],
+    final_ops: Mapping[str, str] | None = None,
+    chosen: Mapping[str, OutputRole] | None = None,
+) -> Roles:
+    """Every output's role: the `chosen` one where given, else inferred from `final_ops` (output
+    -> the op that computes it, see graph_ends) and the reference model's values."""
+    final_ops, chosen = final_ops or {}, chosen or {}
+    marked = [name for name, op in final_ops.items() if op in ("Softmax", "Sigmoid")]
+    roles: Roles = {}
+    for name in sorted(reference):
+        array = np.asarray(reference[name])
+        if name in chosen:
+            role = chosen[name]
+            if role.role == BINARY and role.threshold is None:
+                role = OutputRole(BINARY, role.source, _threshold(array))
+            roles[name] = role
+        else:
+            others = [other for other in marked if other != name]
+            roles[name] = infer_role(array, final_ops.get(name, ""), others)
+    return roles
+
+
+def infer_role(array: np.ndarray, final_op: str = "", marked: Sequence[str] = ()) -> OutputRole:
+    """The role of an output from the op that ends its graph, its dtype and shape, and its
+    values; `marked` names the model's other outputs that end in a softmax or sigmoid."""
+    if final_op == "Softmax":
+        return OutputRole(CLASSES, "inferred: Softmax at the end of the graph")
+    if final_op == "Sigmoid":
+        return OutputRole(BINARY, "inferred: Sigmoid at the end of the graph", _threshold(array))
+    columns = array.shape[1] if array.ndim == 2 else 1
+    if not np.issubdtype(array.dtype, np.floating):
+        if array.ndim == 1 or array.shape[1:] == (1,):
+            return OutputRole(CLASSES, f"inferred: one {array.dtype} per sample (class ids)")
+        return OutputRole(TENSOR, f"inferred: {array.dtype} values of shape {_shape(array)}")
+    if array.ndim > 2:
+        return OutputRole(TENSOR, f"inferred: shape {_shape(array)} (not one row per sample)")
+    if columns == 1:
+        if _within_unit(array):
+            why = "inferred: one column of values in [0, 1] (probabilities)"
+            return OutputRole(BINARY, why, PROBABILITY_THRESHOLD)
+        return OutputRole(REGRESSION, "inferred: one column of values outside [0, 1]")
+    if _within_unit(array) and np.allclose(array.sum(axis=1), 1.0, atol=SUM_TO_ONE):
+        return OutputRole(CLASSES, "inferred: rows of probabilities summing to 1")
+    if marked:
+        why = f"inferred: no softmax or sigmoid, while {', '.join(marked)} ends in one"
+        return OutputRole(REGRESSION, why)
+    return OutputRole(CLASSES, f"inferred: [batch, {columns}] float scores, taken as logits")
+
+
+def _threshold(array: np.ndarray) -> float:
+    """0.5 for probabilities, 0 for logits (values outside [0, 1])."""
+    return PROBABILITY_THRESHOLD if _within_unit(array) else LOGIT_THRESHOLD
+
+
+def _within_unit(array: np.ndarray) -> bool:
+    return bool(array.size) and float(array.min()) >= 0.0 and float(array.max()) <= 1.0
+
+
+def _shape(array: np.ndarray) -> str:
+    return "[batch, " + ", ".join(str(d) for d in array.shape[1:]) + "]"
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What a user says about a model's outputs: roles, per-output absolute tolerances, and
+    whether an output that nothing can judge may pass ("not judged" is exit 4 otherwise)."""
+
+    roles: Mapping[str, OutputRole] = field(default_factory=dict)
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    allow_unjudged: bool = False
+
+    @classmethod
+    def build(
+        cls,
+        roles: Mapping[str, str] | None = None,
+        tolerances: Mapping[str, float] | None = None,
+        allow_unjudged: bool = False,
+        source: str = "option",
+    ) -> Judging:
+        """From `{output: "classes" | "binary[:T]" | ...}` and `{output: atol}`. Raises
+        UsageError for an unknown role or a tolerance that is not positive."""
+        parsed = {
+            name: parse_role(text, f"--output-role {name}", source)
+            for name, text in (roles or {}).items()
+        }
+        for name, value in (tolerances or {}).items():
+            _positive(str(value), f"--tolerance {name}")
+        return cls(parsed, dict(tolerances or {}), allow_unjudged)
+
+    def check_names(self, outputs: Sequence[str]) -> None:
+        """Raise UsageError when a role or tolerance names an output the model lacks."""
+        check_output_names(self.roles, outputs, "--output-role")
+        check_output_names(self.tolerances, outputs, "--tolerance NAME=X")
+
+    def over(self, recorded: Mapping[str, Any] | None) -> Judging:
+        """These settings over those recorded in a manifest (`judging` block): roles and
+        tolerances given here win, the recorded ones fill in (their source says "manifest")."""
+        recorded = recorded or {}
+        roles = {
+            name: OutputRole.from_dict(data, f"manifest ({data.get('source', '')})")
+            for name, data in recorded.get("roles", {}).items()
+        }
+        tolerances = {**recorded.get("tolerances", {}), **self.tolerances}
+        return Judging({**roles, **self.roles}, tolerances, self.allow_unjudged)
+
+    def record(self, resolved: Roles) -> dict[str, Any]:
+        """The manifest's `judging` block: every output's role (with its source) and the
+        per-output tolerances."""
+        return {
+            "roles": {name: role.to_dict() for name, role in resolved.items()},
+            "tolerances": dict(self.tolerances),
+            "allow_unjudged": self.allow_unjudged,
+        }
