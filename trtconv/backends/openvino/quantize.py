@@ -74,6 +74,7 @@ def quantize_model(
             )
     except Exception as exc:
         raise ConversionError(f"NNCF could not quantise the model: {exc}") from exc
+    weighted = weighted_ops(quantized)
     summary = {
         "tool": "nncf",
         "nncf_version": nncf.__version__,
@@ -83,7 +84,8 @@ def quantize_model(
         "overflow_fix": options.overflow_fix,
         "reduce_range": options.reduce_range,
         "float_nodes": list(options.ignored_nodes),
-        "quantized_ops": fake_quantize_count(quantized),
+        "int8_weight_ops": sum(weighted.values()),
+        "float_weight_ops": sorted(name for name, int8 in weighted.items() if not int8),
         "quantize_seconds": round(time.perf_counter() - started, 3),
     }
     return quantized, summary
@@ -93,9 +95,29 @@ def _ignored_scope(nncf: Any, names: Sequence[str]) -> Any:
     return nncf.IgnoredScope(names=list(names)) if names else None
 
 
-def fake_quantize_count(model: Any) -> int:
-    """How many FakeQuantize operations `model` holds (0: nothing was quantised)."""
-    return sum(1 for op in model.get_ordered_ops() if op.get_type_name() == "FakeQuantize")
+# Operations with weights: NNCF stores their weights as int8 constants when it quantises them.
+WEIGHTED_OPS = ("Convolution", "GroupConvolution", "MatMul", "ConvolutionBackpropData")
+# What NNCF puts between an int8 weight constant and the operation (dequantisation, layout).
+WEIGHT_PATH_OPS = ("Convert", "Multiply", "Subtract", "Reshape", "Transpose")
+
+
+def weighted_ops(model: Any) -> dict[str, bool]:
+    """{name: its weights are stored in int8} for every convolution and matmul of `model`."""
+    return {
+        op.get_friendly_name(): _int8_weights(op.input(1).get_source_output().get_node())
+        for op in model.get_ordered_ops()
+        if op.get_type_name() in WEIGHTED_OPS
+    }
+
+
+def _int8_weights(node: Any) -> bool:
+    """True when `node` reaches an 8-bit integer Constant through dequantisation ops only."""
+    while node.get_type_name() in WEIGHT_PATH_OPS:
+        node = node.input(0).get_source_output().get_node()
+    return node.get_type_name() == "Constant" and node.get_element_type().to_string() in (
+        "i8",
+        "u8",
+    )
 
 
 @contextlib.contextmanager
