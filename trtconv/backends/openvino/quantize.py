@@ -26,6 +26,7 @@ from typing import Any
 from trtconv.backends.base import CalibrationFeed
 from trtconv.errors import ConversionError
 from trtconv.lazy import require
+from trtconv.quantize.isa import CPU_SCHEME
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,10 @@ def quantize_model(
     summary = {
         "tool": "nncf",
         "nncf_version": nncf.__version__,
-        "scheme": "nncf-fakequantize",
+        # uint8 activations (after ReLU) x int8 weights on the CPU's int8 kernels: the same
+        # class as ONNX Runtime's U8S8, with the same saturation without VNNI.
+        "scheme": CPU_SCHEME,
+        "format": "FakeQuantize (NNCF defaults: min/max ranges, fast bias correction)",
         "samples": samples,
         "batches": len(batches),
         "overflow_fix": options.overflow_fix,
