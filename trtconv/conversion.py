@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -121,33 +121,59 @@ def convert(
     return result
 
 
+@dataclass
+class Workspace:
+    """What every conversion of one SavedModel shares: the native runner, its outputs on the
+    held-out data (they check the ONNX export and then each converted model), and a scratch
+    directory where the ONNX export and Q/DQ models are made once, however many conversions
+    use them (`made`: key -> (path, summary))."""
+
+    native: Runner
+    reference: dict[str, Any]
+    work: Path
+    made: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = field(default_factory=dict)
+
+
 def _convert_staged(plan: Plan, native: Runner, force: bool) -> tuple[Manifest, ValidationReport]:
     """Convert and validate inside a staging directory renamed to `plan.output` at the end."""
     assert plan.held_out is not None  # _read_data always reads the held-out part
     with atomic_directory(plan.output, force) as staging, tempfile.TemporaryDirectory() as work:
-        # Native outputs once: they check the ONNX export and then the converted model.
-        reference = _reference_outputs(native, plan.held_out)
-        started = time.perf_counter()
-        request = ConversionRequest(
-            saved_model=plan.saved_model,
-            signature=native.signature,
-            precision=plan.precision,
-            output_dir=staging,
-            batch_sizes=plan.batch_sizes,
-            calibration=_feed(plan.calibration),
-            calib_method=plan.calib_method,
-        )
-        export_summary = _prepare_onnx(request, plan, Path(work), reference)
-        assert plan.backend.convert is not None  # _choose_backend accepts converters only
-        outcome = plan.backend.convert(request)
-        seconds = time.perf_counter() - started
-        summary = {**outcome.summary, **export_summary}
-        manifest = _manifest(plan, request, outcome, summary, seconds)
-        write_manifest(staging, manifest)
-        report = _validate_staged(staging, native, plan, reference)
-        manifest.validation = report.to_dict()
-        manifest.status = "passed" if report.passed else "failed"
-        write_manifest(staging, manifest)
+        space = Workspace(native, _reference_outputs(native, plan.held_out), Path(work))
+        return convert_into(plan, space, staging)
+
+
+def convert_into(
+    plan: Plan, space: Workspace, directory: Path
+) -> tuple[Manifest, ValidationReport]:
+    """Convert `plan.saved_model` for the plan's backend and precision into `directory` (manifest
+    and payload), then validate it as users will open it. Returns the manifest and the report.
+
+    Raises ConversionError when a step fails; validation failing is in the report, not raised.
+    """
+    started = time.perf_counter()
+    request = ConversionRequest(
+        saved_model=plan.saved_model,
+        signature=space.native.signature,
+        precision=plan.precision,
+        output_dir=directory,
+        batch_sizes=plan.batch_sizes,
+        calibration=_feed(plan.calibration),
+        calib_method=plan.calib_method,
+    )
+    export_summary = _prepare_onnx(request, plan, space)
+    decision = _prepare_own_int8(request, plan)
+    assert plan.backend.convert is not None  # _choose_backend accepts converters only
+    outcome = plan.backend.convert(request)
+    seconds = time.perf_counter() - started
+    summary = {**outcome.summary, **export_summary}
+    if decision and "quantization" in summary:
+        summary["quantization"].update(decision)
+    manifest = _manifest(plan, request, outcome, summary, seconds)
+    write_manifest(directory, manifest)
+    report = _validate_staged(directory, space.native, plan, space.reference)
+    manifest.validation = report.to_dict()
+    manifest.status = "passed" if report.passed else "failed"
+    write_manifest(directory, manifest)
     return manifest, report
 
 
@@ -246,37 +272,67 @@ def _reference_outputs(native: Runner, held_out: ArraySet) -> dict[str, Any]:
     return run_batched(native, held_out)
 
 
-def _prepare_onnx(
-    request: ConversionRequest, plan: Plan, work: Path, reference: dict[str, Any]
-) -> dict[str, Any]:
+def _prepare_onnx(request: ConversionRequest, plan: Plan, space: Workspace) -> dict[str, Any]:
     """For backends that build from ONNX: export, check against TensorFlow, and quantise int8 in
-    the Q/DQ scheme the backend asks for, all in `work`."""
+    the Q/DQ scheme the backend asks for, each made once in the workspace."""
     if not plan.backend.needs_onnx:
         return {}
+    request.onnx_path, export = _made(space, ("onnx",), lambda: _export_checked(plan, space))
+    summary: dict[str, Any] = {"onnx_export": export}
+    scheme = plan.backend.qdq_scheme
+    if plan.precision == "int8" and scheme is not None:
+        from trtconv.quantize.qdq import quantize_qdq
+
+        assert request.calibration is not None  # _read_data reads calibration data for int8
+        feed, source = request.calibration, request.onnx_path
+        options, decision = _qdq_options(plan, scheme, request.calib_method)
+        path = space.work / f"model.qdq.{len(space.made)}.onnx"
+        request.qdq_onnx_path, quantization = _made(
+            space,
+            ("qdq", options),
+            lambda: (path, quantize_qdq(source, path, feed, options, str(plan.saved_model))),
+        )
+        summary["quantization"] = {**quantization, **decision}
+    return summary
+
+
+def _made(
+    space: Workspace, key: tuple[Any, ...], make: Callable[[], tuple[Path, dict[str, Any]]]
+) -> tuple[Path, dict[str, Any]]:
+    """What `make()` returns, made once per workspace and key."""
+    if key not in space.made:
+        space.made[key] = make()
+    path, summary = space.made[key]
+    return path, dict(summary)
+
+
+def _export_checked(plan: Plan, space: Workspace) -> tuple[Path, dict[str, Any]]:
+    """The ONNX export in the workspace, checked against TensorFlow's outputs."""
     from trtconv.backends.onnx_export import export_onnx, verify_export
-    from trtconv.quantize.qdq import quantize_qdq
 
     assert plan.held_out is not None
-    onnx_path = work / "model.fp32.onnx"
-    export = export_onnx(plan.saved_model, onnx_path, request.signature)
-    check = verify_export(onnx_path, plan.held_out.head(EXPORT_CHECK_SAMPLES), _head(reference))
+    onnx_path = space.work / "model.fp32.onnx"
+    export = export_onnx(plan.saved_model, onnx_path, space.native.signature)
+    reference = _head(space.reference)
+    check = verify_export(onnx_path, plan.held_out.head(EXPORT_CHECK_SAMPLES), reference)
     export["check"] = {
         "samples": check.samples,
         "max_abs_error": {name: o.max_abs_error for name, o in check.outputs.items()},
         "top1_agreement": check.top1_agreement,
     }
-    request.onnx_path = onnx_path
-    summary: dict[str, Any] = {"onnx_export": export}
-    scheme = plan.backend.qdq_scheme
-    if plan.precision == "int8" and scheme is not None:
-        assert request.calibration is not None  # _read_data reads calibration data for int8
-        options, decision = _qdq_options(plan, scheme, request.calib_method)
-        request.qdq_onnx_path = work / "model.qdq.onnx"
-        summary["quantization"] = quantize_qdq(
-            onnx_path, request.qdq_onnx_path, request.calibration, options, str(plan.saved_model)
-        )
-        summary["quantization"].update(decision)
-    return summary
+    return onnx_path, export
+
+
+def _prepare_own_int8(request: ConversionRequest, plan: Plan) -> dict[str, Any]:
+    """For backends that quantise the SavedModel themselves in the CPU scheme: the weight range
+    for the int8 target, set on the request; returns the record of the choice ({} otherwise)."""
+    from trtconv.quantize.isa import CPU_SCHEME
+
+    own = not plan.backend.needs_onnx and plan.backend.qdq_scheme == CPU_SCHEME
+    if plan.precision != "int8" or not own:
+        return {}
+    request.reduce_range, decision = _cpu_weight_range(plan)
+    return decision
 
 
 def _qdq_options(plan: Plan, scheme: str, method: str) -> tuple[Any, dict[str, Any]]:
@@ -286,12 +342,20 @@ def _qdq_options(plan: Plan, scheme: str, method: str) -> tuple[Any, dict[str, A
     The CPU scheme (U8S8) gets the weight range the CPU's kernels need; other schemes (S8S8 for
     TensorRT, which has no int16 saturation) keep the full range.
     """
-    from trtconv.quantize.isa import CPU_SCHEME, this_cpu_int8_class, weight_range
+    from trtconv.quantize.isa import CPU_SCHEME
     from trtconv.quantize.qdq import QdqOptions
 
-    here = this_cpu_int8_class()
     if scheme != CPU_SCHEME:
         return QdqOptions(scheme, method), {"int8_target": None}
+    reduce_range, decision = _cpu_weight_range(plan)
+    return QdqOptions(scheme, method, reduce_range), decision
+
+
+def _cpu_weight_range(plan: Plan) -> tuple[bool, dict[str, Any]]:
+    """(7-bit weights?, the record of the choice) for a CPU-scheme int8 model and its target."""
+    from trtconv.quantize.isa import this_cpu_int8_class, weight_range
+
+    here = this_cpu_int8_class()
     choice = weight_range(plan.int8_target, here)
     log.info("int8 weights: %s (%s)", choice.description, choice.reason)
     decision = {
@@ -299,7 +363,7 @@ def _qdq_options(plan: Plan, scheme: str, method: str) -> tuple[Any, dict[str, A
         "weight_range_reason": choice.reason,
         "converted_on_cpu_class": here,
     }
-    return QdqOptions(scheme, method, choice.reduce_range), decision
+    return choice.reduce_range, decision
 
 
 def _head(outputs: dict[str, Any]) -> dict[str, Any]:

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 from convert_fixtures import build_small_resnet, digits_rgb16, small_resnet, work_dir
 
-from trtconv.backends.base import ConversionRequest
 from trtconv.backends.openvino import ir
 from trtconv.backends.openvino.converter import convert
 from trtconv.backends.openvino.quantize import NncfOptions, quantize_model, weighted_ops
 from trtconv.backends.openvino.runner import OpenVinoRunner
+from trtconv.backends.request import ConversionRequest
 from trtconv.backends.tf_native import SavedModelRunner
-from trtconv.calib.readers import calibration_feed, fit_to_signature, holdout_split, whole_batches
-from trtconv.calib.sources import ArraySet
-from trtconv.environment import cpu_has_bf16
+from trtconv.calib.readers import calibration_feed, fit_to_signature, whole_batches
+from trtconv.calib.sources import ArraySet, split_holdout
 from trtconv.errors import InputError, UsageError
+from trtconv.facts import probe_cpu
 from trtconv.validation import run_batched, validate_runners
 
 pytestmark = pytest.mark.slow  # trains small models (session fixtures) and converts them
@@ -40,7 +40,7 @@ def resnet_data() -> tuple[Any, ArraySet, ArraySet]:
     """The small ResNet's native runner, calibration batches and held-out part."""
     native = SavedModelRunner(small_resnet())
     native.activate()
-    calibration, held_out = holdout_split(digits_rgb16())
+    calibration, held_out = split_holdout(digits_rgb16())
     calibration = whole_batches(fit_to_signature(calibration, native.signature).head(256), 32)
     return native, calibration, fit_to_signature(held_out, native.signature).head(256)
 
@@ -83,6 +83,7 @@ def test_keras_model_saved_with_tf_saved_model_save_converts(tmp_path: Path) -> 
         ConversionRequest(tmp_path / "saved_model", native.signature, "fp32", tmp_path)
     )
     runner = OpenVinoRunner(tmp_path / outcome.payload)
+    runner.activate()
     batch = {"inputs": np.random.default_rng(0).random((4, 16, 16, 3), dtype=np.float32)}
     np.testing.assert_allclose(
         runner.infer(batch)["output_0"], native.infer(batch)["output_0"], atol=1e-4
@@ -90,6 +91,7 @@ def test_keras_model_saved_with_tf_saved_model_save_converts(tmp_path: Path) -> 
     assert outcome.summary["op_counts"]["Convolution"] == 6
 
 
+@pytest.mark.converts("openvino")
 def test_int8_passes_validation_and_runs_quantised_convolutions(tmp_path: Path) -> None:
     native, calibration, held_out = resnet_data()
     request = ConversionRequest(
@@ -99,14 +101,15 @@ def test_int8_passes_validation_and_runs_quantised_convolutions(tmp_path: Path) 
         tmp_path,
         calibration=calibration_feed(calibration, 32),
     )
-    outcome = convert(request, NncfOptions())
+    outcome = convert(request)
     quantization = outcome.summary["quantization"]
     assert quantization["samples"] == 256 and quantization["overflow_fix"] == "disable"
     # Six convolutions and the classifier's matmul, all with int8 weights.
     assert (quantization["int8_weight_ops"], quantization["float_weight_ops"]) == (7, [])
     runner = OpenVinoRunner(tmp_path / outcome.payload, "int8")
+    runner.activate()
     result = validate_runners(native, runner, held_out, "int8")
-    assert result["passed"], result
+    assert result.passed, result.to_dict()
 
 
 def test_overflow_fix_and_float_nodes_reach_nncf() -> None:
@@ -145,6 +148,7 @@ def test_throughput_hint_splits_a_batch_across_requests_and_joins_it_in_order(
 ) -> None:
     latency = OpenVinoRunner(digits_ir, "fp32")
     throughput = OpenVinoRunner(digits_ir, "fp32", hint="throughput")
+    latency.activate()
     throughput.activate()
     assert throughput.runtime_properties()["infer_requests"] >= 2
     batch = {"image": digits_held_out.inputs["image"][:9]}
@@ -155,14 +159,15 @@ def test_throughput_hint_splits_a_batch_across_requests_and_joins_it_in_order(
     assert throughput.infer(one)["probabilities"].shape == (1, 10)
 
 
-@pytest.mark.skipif(not cpu_has_bf16(), reason="needs a CPU with AVX512-BF16 or AMX")
+@pytest.mark.skipif(not probe_cpu().has_bf16, reason="needs a CPU with AVX512-BF16 or AMX")
 def test_bf16_computes_in_bfloat16_within_tolerance(
     digits_ir: Path, digits_native: SavedModelRunner, digits_held_out: ArraySet
 ) -> None:
     runner = OpenVinoRunner(digits_ir, "bf16")
+    runner.activate()
     result = validate_runners(digits_native, runner, digits_held_out, "bf16")
     assert runner.runtime_properties()["inference_precision_hint"] == "bf16"
-    assert result["passed"], result
+    assert result.passed, result.to_dict()
 
 
 def test_runner_refuses_unknown_hint_and_precision(tmp_path: Path) -> None:

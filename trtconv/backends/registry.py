@@ -29,6 +29,7 @@ BUILTIN = (
     "trtconv.backends.tftrt",
     "trtconv.backends.trt",
     "trtconv.backends.ort",
+    "trtconv.backends.openvino",
 )
 PLUGINS_VARIABLE = "TRTCONV_BACKENDS"
 AUTO = "auto"
@@ -49,6 +50,9 @@ class Backend:
     needs_onnx: bool = False  # its request carries the validated ONNX export
     qdq_scheme: str | None = None  # int8 from an explicit Q/DQ model in this scheme
     on_gpu: bool = False  # runs on a GPU (the bench judges its timing stability by GPU rules)
+    throughput_mode: bool = False  # its runner honours RunOptions.throughput
+    # Distributions it needs beyond trtconv's own (their versions go into facts and manifests).
+    packages: tuple[str, ...] = ()
     auto_rank: int | None = None  # place in `--backend auto`'s order (lowest first); None: never
     # Sections this backend adds to `trtconv doctor`'s report: {key: JSON block}.
     doctor: Callable[[Facts], dict[str, Any]] | None = None

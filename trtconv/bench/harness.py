@@ -120,6 +120,7 @@ def worker_spec(
         "backend": entry.backend,
         "model": str(entry.path),
         "xla": entry.xla,
+        "throughput": entry.throughput,
         "threads": settings.threads,
         "batch_sizes": list(settings.batch_sizes),
         "warmup": settings.warmup,
@@ -177,6 +178,7 @@ def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -
         backend=entry.backend,
         precision=entry.precision,
         xla=entry.xla,
+        throughput_mode=entry.throughput,
         kind=entry.kind,
         is_baseline=is_baseline,
         worker_pid=int(document["pid"]),
@@ -344,6 +346,7 @@ def bench(
     data: str | None = None,
     eval_data: str | None = None,
     xla: bool = False,
+    throughput: bool = False,
     report: Path | None = None,
     force: bool = False,
     progress: Progress | None = None,
@@ -371,7 +374,7 @@ def bench(
         raise UsageError(f"--threads {threads} is invalid: it must be at least 1.")
     if device not in DEVICES:
         raise UsageError(f"Unknown device '{device}'; choose one of {', '.join(DEVICES)}.")
-    plan = plan_models(models, xla=xla)
+    plan = plan_models(models, xla=xla, throughput=throughput)
     check_batch_sizes(plan.models, sizes)
     plan.warnings += portability_warnings(plan.models, measured_here=eval_data is not None)
     source = plan.baseline.path if plan.baseline.kind == SAVED_MODEL else None

@@ -52,7 +52,7 @@ def render_conversion(result: dict[str, Any], console: Console) -> None:
 
 def convert_cli(
     saved_model: Path = typer.Argument(..., help="SavedModel directory to convert."),
-    precision: str = typer.Option(..., help="fp32, tf32, fp16 or int8."),
+    precision: str = typer.Option(..., help="fp32, tf32, fp16, bf16 or int8."),
     backend: str = typer.Option("auto", help="auto, tftrt, ort or trt."),
     output: Path = typer.Option(
         None, help="Artifact directory (default models/NAME-BACKEND-PRECISION)."

@@ -7,20 +7,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.base import ConversionOutcome, ConversionRequest
 from trtconv.backends.openvino import ir
 from trtconv.backends.openvino.quantize import NncfOptions, quantize_model
 from trtconv.backends.openvino.runner import INFERENCE_PRECISION
+from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.errors import ConversionError, UsageError
 from trtconv.lazy import require
 
 
-def convert(request: ConversionRequest, int8: NncfOptions | None = None) -> ConversionOutcome:
+def convert(request: ConversionRequest) -> ConversionOutcome:
     """Write `model.xml` + `model.bin` for the request's precision into `request.output_dir`.
 
-    `int8` says how NNCF quantises (default: full-range weights, nothing kept in float). Raises
-    UsageError for a precision OpenVINO has no mode for, ConversionError when OpenVINO or NNCF
-    fails or int8 has no calibration feed.
+    int8: NNCF calibrated on `request.calibration`, with 7-bit weights when
+    `request.reduce_range`. Raises UsageError for a precision OpenVINO has no mode for,
+    ConversionError when OpenVINO or NNCF fails or int8 has no calibration feed.
     """
     if request.precision not in INFERENCE_PRECISION:
         raise UsageError(f"The openvino backend does not support precision '{request.precision}'.")
@@ -37,7 +37,7 @@ def convert(request: ConversionRequest, int8: NncfOptions | None = None) -> Conv
         if request.calibration is None:
             raise ConversionError("openvino int8 needs calibration data (request.calibration).")
         model, summary["quantization"] = quantize_model(
-            model, request.calibration, int8 or NncfOptions()
+            model, request.calibration, NncfOptions(reduce_range=request.reduce_range)
         )
     ir.save_ir(model, Path(request.output_dir))
     summary["op_counts"] = ir.op_counts(model)

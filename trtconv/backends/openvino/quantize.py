@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trtconv.backends.base import CalibrationFeed
+from trtconv.backends.request import CalibrationFeed
 from trtconv.errors import ConversionError
 from trtconv.lazy import require
 from trtconv.quantize.isa import CPU_SCHEME

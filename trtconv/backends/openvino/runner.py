@@ -19,14 +19,18 @@ with them).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from trtconv.backends.base import Feeds, Runner
+from trtconv.backends.request import Feeds
+from trtconv.backends.runner import Outputs, Runner, RunOptions
 from trtconv.errors import InputError, UsageError
 from trtconv.lazy import require
 from trtconv.model_io import ModelSignature, TensorSpec
+
+if TYPE_CHECKING:
+    from trtconv.manifest import Manifest
 
 DEVICE = "CPU"
 LATENCY, THROUGHPUT = "latency", "throughput"
@@ -37,8 +41,6 @@ INFERENCE_PRECISION = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": Non
 
 class OpenVinoRunner(Runner):
     """Loads `model.xml` (+ `.bin`) and runs it on OpenVINO's CPU plugin, inputs fed by name."""
-
-    backend: ClassVar[str] = "openvino"
 
     def __init__(
         self,
@@ -102,7 +104,10 @@ class OpenVinoRunner(Runner):
         found["performance_hint"] = self.hint
         return found
 
-    def infer_impl(self, feeds: Feeds) -> dict[str, np.ndarray]:
+    def deactivate_impl(self) -> None:
+        self._requests, self.compiled = [], None
+
+    def infer_impl(self, feeds: Feeds) -> Outputs:
         names = self.signature.output_names
         batch = len(next(iter(feeds.values())))
         if len(self._requests) == 1 or batch < 2:
@@ -110,7 +115,7 @@ class OpenVinoRunner(Runner):
             return {name: np.array(results[name]) for name in names}
         return self._infer_split(feeds, batch, names)
 
-    def _infer_split(self, feeds: Feeds, batch: int, names: list[str]) -> dict[str, np.ndarray]:
+    def _infer_split(self, feeds: Feeds, batch: int, names: list[str]) -> Outputs:
         """Start one slice of the batch per request, wait for all, join the outputs in order."""
         edges = np.linspace(0, batch, min(batch, len(self._requests)) + 1).astype(int)
         started = []
@@ -134,3 +139,10 @@ def _text(value: Any) -> str:
 def _spec(port: Any) -> TensorSpec:
     shape = tuple(d.get_length() if d.is_static else None for d in port.get_partial_shape())
     return TensorSpec(port.get_any_name(), shape, np.dtype(port.get_element_type().to_dtype()).name)
+
+
+def openvino_runner(payload: Path, manifest: Manifest | None, options: RunOptions) -> Runner:
+    """The runner factory: the artifact's precision; THROUGHPUT when the options ask for it."""
+    precision = manifest.precision if manifest is not None else "fp32"
+    hint = THROUGHPUT if options.throughput else LATENCY
+    return OpenVinoRunner(payload, precision, hint, threads=options.threads)
