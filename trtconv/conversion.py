@@ -20,6 +20,7 @@ from trtconv.backends import registry
 from trtconv.backends.registry import Backend
 from trtconv.backends.request import PRECISIONS, ConversionOutcome, ConversionRequest
 from trtconv.backends.runner import Runner, RunOptions
+from trtconv.best import Contest
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import UsageError
 from trtconv.fsutil import atomic_directory, check_output_free, dir_size_bytes, sha256_path
@@ -61,7 +62,7 @@ class Plan:
 
 def convert(
     saved_model: Path,
-    precision: str,
+    precision: str | None,
     backend: str = "auto",
     output: Path | None = None,
     calib_data: str | None = None,
@@ -74,11 +75,15 @@ def convert(
     image_scale: float | None = None,
     image_offset: float | None = None,
     int8_target: str = "auto",
+    contest: Contest | None = None,
 ) -> dict[str, Any]:
     """Convert a SavedModel into a validated artifact directory; return the result dict.
 
     `int8_target` (int8 only): where the artifact will run, which sets the weight range of CPU
     int8 models: "auto" (this CPU's class), "vnni" (VNNI/AMX x86 CPUs) or "portable" (any x86).
+    `backend="best"` converts with every backend and precision (only `precision` when given)
+    that can run here and keeps the fastest that passes validation, timed as `contest` says
+    (trtconv.best); its result adds the `tournament` table.
 
     Keys: schema_version, artifact, backend, precision, backend_reason, conversion_seconds,
     artifact_size_bytes, manifest, validation. Raises UsageError (2), InputError (1),
@@ -90,6 +95,16 @@ def convert(
     _check_arguments(precision, backend, calib_method, batch_sizes, calib_samples, validate_samples)
     _check_choice("--int8-target", int8_target, INT8_TARGETS)
     saved_model = check_saved_model_dir(Path(saved_model))
+    if backend == registry.BEST:
+        target = Path(output) if output else default_output(saved_model, backend, precision)
+        plan = Plan(
+            saved_model, target, registry.native(), "--backend best", precision or "",
+            batch_sizes, calib_method,
+            tolerance=tolerance, int8_target=int8_target,
+        )  # fmt: skip
+        data = (calib_data, (calib_samples, validate_samples), image_scale, image_offset)
+        return _convert_best(plan, data, contest or Contest(), force)
+    assert precision is not None  # _check_arguments requires it unless the backend is best
     chosen, reason = _choose_backend(backend, precision)
     output = Path(output) if output else default_output(saved_model, chosen.name, precision)
     check_output_free(output, force)
@@ -134,11 +149,45 @@ class Workspace:
     made: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = field(default_factory=dict)
 
 
+def _convert_best(
+    plan: Plan, data: tuple[Any, tuple[int, int], Any, Any], contest: Contest, force: bool
+) -> dict[str, Any]:
+    """`convert --backend best` (trtconv.best): `data` is (calib_data, (calibration, validation)
+    samples, image scale, image offset). Nothing is loaded when no candidate can run here."""
+    from trtconv import best
+    from trtconv.calib.readers import RANDOM
+    from trtconv.validation import default_data_spec
+
+    calib_data = data[0]
+    check_output_free(plan.output, force)
+    has_data = calib_data is not None or default_data_spec(plan.saved_model) != RANDOM
+    entrants = best.candidates(plan.precision or None, has_data)
+    if all(candidate.verdict for candidate in entrants):
+        raise best.no_winner(entrants, {})
+    int8 = any(c.precision == "int8" and not c.verdict for c in entrants)
+    with registry.native().runner(plan.saved_model, None, RunOptions()) as native:
+        _read_data(plan, native, calib_data, *data[1:], int8=int8)
+        table = best.run(plan, entrants, native, contest, force)
+    manifest = read_manifest(plan.output)
+    return {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "artifact": str(plan.output),
+        "backend": manifest.backend,
+        "precision": manifest.precision,
+        "backend_reason": manifest.backend_reason,
+        "conversion_seconds": manifest.conversion_seconds,
+        "artifact_size_bytes": dir_size_bytes(plan.output),
+        "manifest": manifest.to_dict(),
+        "validation": manifest.validation,
+        "tournament": table,
+    }
+
+
 def _convert_staged(plan: Plan, native: Runner, force: bool) -> tuple[Manifest, ValidationReport]:
     """Convert and validate inside a staging directory renamed to `plan.output` at the end."""
     assert plan.held_out is not None  # _read_data always reads the held-out part
     with atomic_directory(plan.output, force) as staging, tempfile.TemporaryDirectory() as work:
-        space = Workspace(native, _reference_outputs(native, plan.held_out), Path(work))
+        space = Workspace(native, reference_outputs(native, plan.held_out), Path(work))
         return convert_into(plan, space, staging)
 
 
@@ -178,15 +227,17 @@ def convert_into(
 
 
 def _check_arguments(
-    precision: str,
+    precision: str | None,
     backend: str,
     calib_method: str,
     batch_sizes: tuple[int, ...],
     calib_samples: int,
     validate_samples: int,
 ) -> None:
+    if precision is None and backend != registry.BEST:
+        raise UsageError(f"--precision is required unless --backend is {registry.BEST}.")
     for name, value, choices in (
-        ("--precision", precision, PRECISIONS),
+        ("--precision", precision or PRECISIONS[0], PRECISIONS),
         ("--backend", backend, registry.backend_choices()),
         ("--calib-method", calib_method, CALIB_METHODS),
     ):
@@ -212,11 +263,12 @@ def _choose_backend(backend: str, precision: str) -> tuple[Backend, str]:
     return registry.get(chosen), reason
 
 
-def default_output(saved_model: Path, backend: str, precision: str) -> Path:
-    """models/<name>-<backend>-<precision>; <name> is the folder holding `saved_model/`."""
+def default_output(saved_model: Path, backend: str, precision: str | None) -> Path:
+    """models/<name>-<backend>-<precision> (models/<name>-best without a precision); <name> is
+    the folder holding `saved_model/`."""
     resolved = saved_model.resolve()
     name = resolved.parent.name if resolved.name == "saved_model" else resolved.name
-    return Path("models") / f"{name}-{backend}-{precision}"
+    return Path("models") / "-".join(part for part in (name, backend, precision) if part)
 
 
 def _read_data(
@@ -226,9 +278,11 @@ def _read_data(
     samples: tuple[int, int],
     scale: float | None,
     offset: float | None,
+    int8: bool | None = None,
 ) -> None:
-    """Fill the plan's data: its spec, the calibration part (int8) and the held-out part, both
-    checked against the signature. `samples` is (calibration, validation) sample counts."""
+    """Fill the plan's data: its spec, the calibration part (int8; `int8` overrides the plan's
+    precision) and the held-out part, both checked against the signature. `samples` is
+    (calibration, validation) sample counts."""
     from trtconv.calib.readers import (
         CALIBRATION,
         RANDOM,
@@ -239,7 +293,7 @@ def _read_data(
     from trtconv.validation import default_data_spec
 
     spec = calib_data or default_data_spec(plan.saved_model)
-    int8 = plan.precision == "int8"
+    int8 = plan.precision == "int8" if int8 is None else int8
     if int8 and calib_data is None:
         if spec == RANDOM:  # random calibration only when asked for by name
             raise UsageError(
@@ -266,7 +320,7 @@ def _feed(data: ArraySet | None) -> Any:
     return None if data is None else calibration_feed(data, CALIB_BATCH)
 
 
-def _reference_outputs(native: Runner, held_out: ArraySet) -> dict[str, Any]:
+def reference_outputs(native: Runner, held_out: ArraySet) -> dict[str, Any]:
     from trtconv.validation import run_batched
 
     return run_batched(native, held_out)

@@ -18,6 +18,8 @@ NOT_AVAILABLE = "not available"
 CONVERSION_FAILED = "conversion failed"
 FAILED_VALIDATION = "failed validation"
 NOT_TIMED = "not timed"
+# A candidate's run mode: "" (the backend's default) or its throughput mode (RunOptions).
+THROUGHPUT = "throughput"
 VERDICTS = (WINNER, SLOWER, FAILED_VALIDATION, CONVERSION_FAILED, NOT_TIMED, NOT_AVAILABLE)
 
 
@@ -30,30 +32,40 @@ class Candidate:
 
     backend: str
     precision: str
+    mode: str = ""
     verdict: str = ""
     reason: str = ""
+    fix: str = ""  # not available: what would make it available
     artifact: str | None = None
     conversion_seconds: float | None = None
     top1_agreement: float | None = None
     max_abs_error: float | None = None
     throughput_per_s: float | None = None
     latency_ms_p50: float | None = None
+    speedup_vs_native: float | None = None
     relative_throughput: float | None = None  # throughput / the winner's
 
     @property
     def name(self) -> str:
-        return f"{self.backend} {self.precision}"
+        """'BACKEND PRECISION', with '+MODE' for a non-default run mode."""
+        return f"{self.backend} {self.precision}" + (f" +{self.mode}" if self.mode else "")
+
+    @property
+    def label(self) -> str:
+        """The candidate's folder and bench label: BACKEND-PRECISION (its mode shares them)."""
+        return f"{self.backend}-{self.precision}"
 
     @property
     def timed(self) -> bool:
         return self.verdict == "" and self.throughput_per_s is not None
 
-    def drop(self, verdict: str, reason: str) -> None:
-        """Take the candidate out of the running with `verdict` and a one-line `reason`."""
-        self.verdict, self.reason = verdict, reason
+    def drop(self, verdict: str, reason: str, fix: str = "") -> None:
+        """Take the candidate out of the running with `verdict`, a one-line `reason` and, when
+        it is not available here, the `fix`."""
+        self.verdict, self.reason, self.fix = verdict, reason, fix
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"name": self.name, **asdict(self)}
 
 
 def decide(candidates: list[Candidate], batch_size: int) -> Candidate | None:
@@ -95,3 +107,20 @@ def ordered(candidates: list[Candidate]) -> list[Candidate]:
         return VERDICTS.index(candidate.verdict), -(candidate.throughput_per_s or 0.0)
 
     return sorted(candidates, key=key)
+
+
+def budget_text(table: dict[str, Any]) -> str:
+    """How long each candidate of a tournament block was timed: 'N calls' or 'S s'."""
+    if table.get("iterations"):
+        return f"{table['iterations']} calls"
+    return f"{table['duration_s']:g} s"
+
+
+def absent_groups(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The "not available" rows of a tournament block, one (names, reason, fix) per distinct
+    reason: 'tftrt fp32, tftrt int8' say their shared reason once."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        if row["verdict"] == NOT_AVAILABLE:
+            groups.setdefault((row["reason"], row["fix"]), []).append(row["name"])
+    return [(", ".join(names), reason, fix) for (reason, fix), names in groups.items()]

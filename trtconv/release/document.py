@@ -25,7 +25,7 @@ class TargetEntry:
 
     id: str
     requested_backend: str
-    precision: str
+    requested_precision: str | None  # None: every precision (backend "best")
     conversion: dict[str, Any]  # the convert step's result: status, error or the artifact's figures
     artifact: str | None = None  # relative to the release directory
     artifact_sha256: str | None = None
@@ -41,6 +41,11 @@ class TargetEntry:
     def backend(self) -> str:
         """The backend that converted it (what `auto` chose), else the one requested."""
         return str(self.conversion.get("backend", self.requested_backend))
+
+    @property
+    def precision(self) -> str | None:
+        """The precision it was converted at (what `best` chose), else the one requested."""
+        return self.conversion.get("precision", self.requested_precision)
 
     @property
     def passed(self) -> bool:
@@ -64,6 +69,7 @@ class TargetEntry:
             "conversion_seconds": conversion.get("conversion_seconds"),
             "artifact_size_bytes": conversion.get("artifact_size_bytes"),
             "validation": conversion.get("validation"),
+            "tournament": conversion.get("tournament"),
             "eval": self.eval,
             "bench": self.bench,
             "gates": [gate.to_dict() for gate in self.gates],

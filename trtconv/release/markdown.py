@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtconv.tournament import NOT_AVAILABLE, absent_groups, budget_text
+
 
 def _fmt(value: Any, digits: int = 4) -> str:
     if value is None:
@@ -93,6 +95,37 @@ def _gates_section(document: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _tournament_sections(document: dict[str, Any]) -> list[str]:
+    """For each `best` target: every candidate, its figures, verdict and why (its tournament)."""
+    lines: list[str] = []
+    for target in document["targets"]:
+        table = target.get("tournament")
+        if not table:
+            continue
+        lines += [
+            f"## Tournament of `{target['id']}`",
+            "",
+            f"Every backend and precision that could run here, converted and validated; those that "
+            f"passed timed at batch {table['batch_size']} ({budget_text(table)} each). "
+            f"Winner: **{table['winner'] or 'none'}**.",
+            "",
+            "| candidate | verdict | samples/s | p50 ms | × native | top-1 agreement | why |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in table["candidates"]:
+            if row["verdict"] == NOT_AVAILABLE:
+                continue
+            cells = [row["name"], row["verdict"], row["throughput_per_s"], row["latency_ms_p50"]]
+            cells += [row["speedup_vs_native"], row["top1_agreement"], row["reason"]]
+            lines.append(_row(cells))
+        for names, reason, fix in absent_groups(table["candidates"]):
+            lines.append(
+                _row([names, NOT_AVAILABLE, None, None, None, None, f"{reason}; fix: {fix}"])
+            )
+        lines.append("")
+    return lines
+
+
 def _steps_section(document: dict[str, Any]) -> list[str]:
     lines = ["## Steps", "", "| step | reused | seconds | why |", "|---|---|---|---|"]
     for step in document["steps"]:
@@ -123,6 +156,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         "",
         *_gates_section(document),
         "",
+        *_tournament_sections(document),
         *_steps_section(document),
         "",
     ]

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from trtconv import __version__
+from trtconv.backends.registry import BEST
+from trtconv.best import DEFAULT_RANK_DURATION_S, Contest
 from trtconv.errors import AccuracyError, TrtconvError
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
 from trtconv.fsutil import sha256_path
@@ -185,6 +187,7 @@ class ReleaseRun:
                     batch_sizes=self.config.bench.batch_sizes,
                     tolerance=target.tolerance,
                     force=True,
+                    contest=self._contest(),
                     **options,
                 )
             except AccuracyError as exc:
@@ -197,6 +200,13 @@ class ReleaseRun:
             return {"status": "converted", **result}, [output]
 
         return self.step(f"convert-{target.id}", self._convert_inputs(target, source_sha), work)
+
+    def _contest(self) -> Contest:
+        """How a `best` target times its candidates: at the gate batch size, as [bench] says."""
+        bench = self.config.bench
+        duration = bench.duration_s if bench.duration_s is not None else DEFAULT_RANK_DURATION_S
+        batch = self.config.gates.gate_batch_size
+        return Contest(batch, duration, bench.threads, bench.iterations)
 
     def _convert_inputs(self, target: Target, source_sha: str) -> dict[str, Any]:
         """What a conversion's result depends on (its resume key)."""
@@ -215,8 +225,9 @@ class ReleaseRun:
             # matter only to int8, so changing them does not redo the other conversions.
             "calibration": {
                 "data": data_fingerprint(calibration.data),
-                **(int8_only if target.precision == "int8" else {}),
+                **(int8_only if target.precision in ("int8", None) else {}),
             },
+            "contest": asdict(self._contest()) if target.backend == BEST else None,
             "batch_sizes": list(self.config.bench.batch_sizes),
             "validate_samples": self.config.eval.samples,
             "tools": self.tools,
