@@ -180,13 +180,20 @@ def _table(entrants: list[Candidate], winner: Candidate | None, contest: Contest
 
 
 def no_winner(entrants: list[Candidate], table: dict[str, Any]) -> TrtconvError:
-    """The error when nobody won: exit 4 if some converted, 3 if none could run, else 1."""
-    lines = "; ".join(f"{c.name}: {c.verdict} ({c.reason})" for c in entrants)
-    message = f"--backend best found no candidate that passed validation: {lines}."
-    if any(c.verdict == tournament.FAILED_VALIDATION for c in entrants):
-        return AccuracyError(message, {"tournament": table})
-    if all(c.verdict == tournament.NOT_AVAILABLE for c in entrants):
-        return MissingDependencyError(message)
+    """The error when nobody won: exit 3 when no candidate could run here, 4 (carrying the
+    tournament as the result) when some converted but failed validation, else 1."""
+    from trtconv.conversion import RESULT_SCHEMA_VERSION
+
+    tried = [c for c in entrants if c.verdict != tournament.NOT_AVAILABLE]
+    if not tried:
+        groups = tournament.absent_groups([c.to_dict() for c in entrants])
+        detail = "; ".join(f"{names}: {reason}" for names, reason, _ in groups)
+        return MissingDependencyError(f"--backend best: nothing can run here ({detail}).")
+    detail = "; ".join(f"{c.name}: {c.verdict}: {c.reason}" for c in tried)
+    message = f"--backend best: no candidate passed validation ({detail})."
+    if any(c.verdict == tournament.FAILED_VALIDATION for c in tried):
+        result = {"schema_version": RESULT_SCHEMA_VERSION, "artifact": None, "tournament": table}
+        return AccuracyError(message, result)
     return ConversionError(message)
 
 

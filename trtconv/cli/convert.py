@@ -81,6 +81,9 @@ def _figure(value: Any, pattern: str) -> str:
 def render_conversion(result: dict[str, Any], console: Console) -> None:
     if result.get("tournament"):
         render_tournament(result["tournament"], console)
+    if result["artifact"] is None:
+        console.print("[red]no artifact written[/red]: no candidate passed validation")
+        return
     console.print(
         f"[bold]{result['backend']} {result['precision']}[/bold] "
         f"({escape(result['backend_reason'])})"
