@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trtconv.backends.request import Feeds
-from trtconv.backends.runner import Outputs, Runner, RunOptions
+from trtconv.backends.runner import Outputs, Runner, RunOptions, check_device
 from trtconv.errors import InputError, UsageError
 from trtconv.lazy import require
 from trtconv.model_io import ModelSignature, TensorSpec
@@ -142,7 +142,9 @@ def _spec(port: Any) -> TensorSpec:
 
 
 def openvino_runner(payload: Path, manifest: Manifest | None, options: RunOptions) -> Runner:
-    """The runner factory: the artifact's precision; THROUGHPUT when the options ask for it."""
+    """The runner factory: the artifact's precision; THROUGHPUT when the options ask for it.
+    Raises UsageError for a device other than the CPU."""
+    check_device("openvino", options.device, ("cpu",))
     precision = manifest.precision if manifest is not None else "fp32"
     hint = THROUGHPUT if options.throughput else LATENCY
     return OpenVinoRunner(payload, precision, hint, threads=options.threads)
