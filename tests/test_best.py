@@ -68,6 +68,9 @@ def test_best_picks_the_fastest_validated_candidate_and_explains_the_table(
     manifest = read_manifest(output)
     assert manifest.backend == winner["backend"] and manifest.status == "passed"
     assert manifest.conversion_summary["tournament"] == table
+    # The table points at the artifact that exists, not at a discarded scratch copy.
+    assert winner["artifact"] == str(output)
+    assert all(row["artifact"] is None for row in table["candidates"] if row is not winner)
     throughput = manifest.conversion_summary.get("run_options", {}).get("throughput", False)
     assert throughput == (winner["mode"] == tournament.THROUGHPUT)
     assert not list(tmp_path.glob(".*"))  # no staging left behind

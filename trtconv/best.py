@@ -87,6 +87,8 @@ def run(
         }
         entrants += _time(plan, entrants, converted, contest)
         winner = tournament.decide(entrants, contest.batch_size)
+        if winner is not None:
+            winner.artifact = str(plan.output)  # the others are discarded with the scratch dir
         table = _table(entrants, winner, contest)
         if winner is None:
             raise no_winner(entrants, table)
@@ -117,8 +119,10 @@ def _convert(
     except TrtconvError as exc:
         candidate.drop(tournament.CONVERSION_FAILED, str(exc))
         return None
-    candidate.artifact, candidate.conversion_seconds = str(directory), manifest.conversion_seconds
+    candidate.conversion_seconds = manifest.conversion_seconds
     candidate.top1_agreement = report.top1_agreement
+    errors = [o.max_abs_error for o in report.outputs.values() if o.max_abs_error is not None]
+    candidate.max_abs_error = max(errors, default=None)
     if not report.passed:
         candidate.drop(tournament.FAILED_VALIDATION, report.failures())
     return directory, manifest

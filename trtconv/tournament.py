@@ -36,7 +36,7 @@ class Candidate:
     verdict: str = ""
     reason: str = ""
     fix: str = ""  # not available: what would make it available
-    artifact: str | None = None
+    artifact: str | None = None  # the winner's: the output directory
     conversion_seconds: float | None = None
     top1_agreement: float | None = None
     max_abs_error: float | None = None
