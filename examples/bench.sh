@@ -3,8 +3,11 @@
 #
 #   digits-cnn (trained here) and ResNet-50 v1.5 at 224x224 (zoo builder, random weights):
 #   native TF, native TF + XLA, ONNX Runtime fp32, ONNX Runtime int8 (static Q/DQ, calibrated),
-#   each in its own process, same inputs, same thread count; then plain loops over
-#   InferenceSession.run and the SavedModel signature to cross-check the figures (within 5%).
+#   OpenVINO fp32 and int8 (NNCF), each OpenVINO artifact also in its throughput mode, and for
+#   ResNet-50 trtconv's `--backend best` artifact; each in its own process, same inputs, same
+#   thread count; then plain loops over InferenceSession.run, InferRequest.infer and the
+#   SavedModel signature to cross-check the figures (within 5%); then OpenVINO's own int8 (NNCF
+#   defaults, LATENCY hint) against trtconv's best ResNet-50 artifact, interleaved, at batch 8.
 #   MobileNetV2 (alpha 0.35, 32x32, trained here on digits): ONNX Runtime fp32 and int8, and
 #   int8 held to top-1 agreement >= 0.99 (the int8 precision ladder), at batch 1, 8 and 32.
 #
@@ -35,6 +38,7 @@ if [[ "${BENCH_QUICK:-0}" == "1" ]]; then
   RESNET_BATCHES=1,8
   CALIB_SAMPLES=16
   VALIDATE_SAMPLES=16
+  RANK_DURATION=0.5
 else
   DIGITS_EPOCHS=()
   TIMING=(--warmup-s 2 --duration "${BENCH_DURATION:-10}")
@@ -42,20 +46,21 @@ else
   RESNET_BATCHES=1,8,32
   CALIB_SAMPLES=200
   VALIDATE_SAMPLES=64
+  RANK_DURATION=5
 fi
 
 rm -rf "$OUT"
 mkdir -p "$MODELS" "$OUT/data"
 echo "== trtconv bench: threads=$THREADS quick=${BENCH_QUICK:-0} -> $OUT"
 
-# convert SAVED_MODEL PRECISION OUTPUT [options]: an ONNX Runtime artifact. Exit 4 (validation
+# convert BACKEND SAVED_MODEL PRECISION OUTPUT [options]: an artifact. Exit 4 (validation
 # outside tolerance) still leaves the artifact: a random-weight ResNet is benchmarked for speed.
 convert() {
-  local saved_model=$1 precision=$2 output=$3
-  shift 3
+  local backend=$1 saved_model=$2 precision=$3 output=$4
+  shift 4
   local code=0
-  $TRTCONV convert "$saved_model" --backend ort --precision "$precision" --output "$output" \
-    --batch-sizes 1,8,32 "$@" || code=$?
+  $TRTCONV convert "$saved_model" --backend "$backend" --precision "$precision" \
+    --output "$output" --batch-sizes 1,8,32 "$@" || code=$?
   if [[ $code -ne 0 && $code -ne 4 ]]; then
     echo "convert $output failed with exit code $code" >&2
     exit "$code"
@@ -67,11 +72,15 @@ convert() {
 # ---------------------------------------------------------------------------- digits-cnn
 if [[ "${BENCH_SKIP_DIGITS:-0}" != "1" ]]; then
   $TRTCONV train --model digits-cnn --output "$MODELS/digits" "${DIGITS_EPOCHS[@]}"
-  convert "$MODELS/digits/saved_model" fp32 "$MODELS/digits-ort-fp32" --calib-data digits
-  convert "$MODELS/digits/saved_model" int8 "$MODELS/digits-ort-int8" --calib-data digits
-  $TRTCONV bench "$MODELS/digits/saved_model" "$MODELS/digits-ort-fp32" \
-    "$MODELS/digits-ort-int8" --xla --batch-sizes 1,8 --threads "$THREADS" --data digits \
-    --eval-data digits "${TIMING[@]}" --report "$OUT/digits" --force
+  for backend in ort openvino; do
+    for precision in fp32 int8; do
+      convert "$backend" "$MODELS/digits/saved_model" "$precision" \
+        "$MODELS/digits-$backend-$precision" --calib-data digits
+    done
+  done
+  $TRTCONV bench "$MODELS/digits/saved_model" "$MODELS"/digits-{ort,openvino}-{fp32,int8} \
+    --xla --throughput --batch-sizes 1,8 --threads "$THREADS" --data digits --eval-data digits \
+    "${TIMING[@]}" --report "$OUT/digits" --force
 fi
 
 # ---------------------------------------------------------------------------- MobileNetV2
@@ -121,10 +130,10 @@ EOF
   # 240 of the 360 held-out samples validate; the other 120 are the int8 ladder's search slice
   # (held-out data it never reports on, rather than training data the model fits too well).
   MOBILE=(--calib-data "$OUT/data/digits32.npz" --validate-samples 240)
-  convert "$MOBILENET" fp32 "$MODELS/mobilenetv2-ort-fp32" "${MOBILE[@]}"
-  convert "$MOBILENET" int8 "$MODELS/mobilenetv2-ort-int8" "${MOBILE[@]}"
+  convert ort "$MOBILENET" fp32 "$MODELS/mobilenetv2-ort-fp32" "${MOBILE[@]}"
+  convert ort "$MOBILENET" int8 "$MODELS/mobilenetv2-ort-int8" "${MOBILE[@]}"
   # Held to top-1 agreement >= 0.99 (issue 13's goal): the ladder climbs until it holds.
-  convert "$MOBILENET" int8 "$MODELS/mobilenetv2-ort-int8-99" "${MOBILE[@]}" \
+  convert ort "$MOBILENET" int8 "$MODELS/mobilenetv2-ort-int8-99" "${MOBILE[@]}" \
     --min-top1-agreement 0.99
   $TRTCONV bench "$MOBILENET" "$MODELS/mobilenetv2-ort-fp32" "$MODELS/mobilenetv2-ort-int8" \
     "$MODELS/mobilenetv2-ort-int8-99" --batch-sizes 1,8,32 --threads "$THREADS" \
@@ -164,12 +173,27 @@ np.savez(data_dir / "resnet-bench.npz", x=images(64, 2))
 print(f"ResNet-50 v1.5 {shape} SavedModel and image-like data written")
 EOF
   RESNET="$MODELS/resnet50/saved_model"
+  # minmax calibration: ONNX Runtime's entropy calibrator holds every activation of every
+  # calibration batch (~22 GB for 192 ResNet-50 samples, killed for memory on a 24 GB machine
+  # running other jobs); minmax was as fast (BENCHMARKS.md).
   CALIB=(--calib-data "$OUT/data/resnet-calib.npz" --calib-samples "$CALIB_SAMPLES"
-         --validate-samples "$VALIDATE_SAMPLES")
-  convert "$RESNET" fp32 "$MODELS/resnet50-ort-fp32" "${CALIB[@]}"
-  convert "$RESNET" int8 "$MODELS/resnet50-ort-int8" "${CALIB[@]}"
-  $TRTCONV bench "$RESNET" "$MODELS/resnet50-ort-fp32" "$MODELS/resnet50-ort-int8" \
-    --xla --batch-sizes "$RESNET_BATCHES" --threads "$THREADS" \
+         --calib-method minmax --validate-samples "$VALIDATE_SAMPLES")
+  for backend in ort openvino; do
+    for precision in fp32 int8; do
+      convert "$backend" "$RESNET" "$precision" "$MODELS/resnet50-$backend-$precision" "${CALIB[@]}"
+    done
+  done
+  # Every backend and precision that runs here, the fastest validated at batch 8 kept.
+  code=0
+  $TRTCONV convert "$RESNET" --backend best --rank-batch-size 8 --threads "$THREADS" \
+    --rank-duration "$RANK_DURATION" "${CALIB[@]}" \
+    --output "$MODELS/resnet50-best" --json > "$OUT/resnet50-best.json" || code=$?
+  if [[ $code -ne 0 ]]; then
+    echo "convert --backend best failed with exit code $code" >&2
+    exit "$code"
+  fi
+  $TRTCONV bench "$RESNET" "$MODELS"/resnet50-{ort,openvino}-{fp32,int8} "$MODELS/resnet50-best" \
+    --xla --throughput --batch-sizes "$RESNET_BATCHES" --threads "$THREADS" \
     --data "$OUT/data/resnet-bench.npz" --eval-data "$OUT/data/resnet-bench.npz" \
     "${TIMING[@]}" --report "$OUT/resnet50" --force
 fi
@@ -186,6 +210,20 @@ if [[ -f "$OUT/resnet50/results.json" ]]; then
   echo "== plain loops vs trtconv: ResNet-50 (batch 1 and 8)"
   $PYTHON examples/plain_loop.py "$OUT/resnet50/results.json" "${CROSS[@]}" --batch-sizes 1,8 \
     | tee "$OUT/resnet50/plain_loop.txt" || true
+fi
+
+# ---------------------------------------------------------------------------- OpenVINO's own int8
+# What an OpenVINO user gets (convert_model, nncf.quantize with its defaults, LATENCY hint, sync
+# infer) against trtconv's best validated ResNet-50 artifact, interleaved in one run, batch 8.
+if [[ -d "$MODELS/resnet50-best" ]]; then
+  if [[ "${BENCH_QUICK:-0}" == "1" ]]; then RACE=(--rounds 1 --seconds 0.5); else RACE=(--rounds 5 --seconds 10); fi
+  echo "== OpenVINO's own int8 vs trtconv's best (ResNet-50, batch 8)"
+  $PYTHON examples/openvino_own.py build "$RESNET" "$OUT/data/resnet-calib.npz" \
+    "$MODELS/resnet50-openvino-own"
+  $PYTHON examples/openvino_own.py race "$MODELS/resnet50-best" \
+    "$MODELS/resnet50-openvino-own/model.xml" "$OUT/data/resnet-bench.npz" --batch-size 8 \
+    --threads "$THREADS" "${RACE[@]}" --json "$OUT/openvino_own.json" \
+    | tee "$OUT/openvino_own.txt"
 fi
 
 # ---------------------------------------------------------------------------- goals
@@ -215,6 +253,15 @@ if converted:
     verdict = "met" if speedup >= 5 else "MISSED"
     print(f"- ResNet-50 best converted at batch 8: {best['label']} {speedup:.2f}x native "
           f"(goal >= 5x): {verdict}")
+own = out / "openvino_own.json"
+if own.is_file():
+    race = json.loads(own.read_text())
+    best = json.loads((out / "resnet50-best.json").read_text())["tournament"]["winner"]
+    verdict = "met" if race["goal_met"] else "MISSED"
+    print(f"- ResNet-50 batch 8: trtconv best ({best}) "
+          f"{race['trtconv_best']['throughput_per_s_median']:.1f}/s vs OpenVINO's own int8 "
+          f"{race['openvino_own_int8']['throughput_per_s_median']:.1f}/s = {race['ratio']:.3f} "
+          f"(goal >= 1, medians of {race['rounds']} interleaved rounds): {verdict}")
 digits = rows("digits")
 int8 = at(digits, "digits-ort-int8", 1)
 if int8 is not None:

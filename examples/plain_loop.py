@@ -9,7 +9,10 @@ separate fresh process, on the same input file and thread count:
 
 - SavedModel: `loaded.signatures["serving_default"](**feeds)` and `.numpy()` on each output;
 - ONNX Runtime: `InferenceSession.run(None, feeds)` with the session options OrtRunner uses
-  (ORT_ENABLE_ALL, intra-op threads, denormals as zero).
+  (ORT_ENABLE_ALL, intra-op threads, denormals as zero);
+- OpenVINO: `InferRequest.infer(feeds)` on the CPU plugin compiled with the configuration
+  OpenVinoRunner uses (LATENCY hint, the artifact's inference precision, denormals flushed,
+  threads). Rows run in the throughput mode are left out.
 
 This machine's speed drifts by up to 2x between identical runs minutes apart, so the two are
 interleaved (trtconv, plain, trtconv, plain, ...) for `--rounds` rounds, each running
@@ -87,10 +90,41 @@ def ort_call(onnx_path: str, threads: int | None) -> tuple[Any, list[str]]:
     return call, [i.name for i in session.get_inputs()]
 
 
+# trtconv precision -> OpenVINO's INFERENCE_PRECISION_HINT (int8: the plugin's default).
+OV_PRECISION = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": None}
+
+
+def ov_call(xml: str, threads: int | None, precision: str | None) -> tuple[Any, list[str]]:
+    """A plain synchronous `InferRequest.infer` on OpenVINO's CPU plugin, LATENCY hint.
+
+    `precision` None: OpenVINO's defaults (what an OpenVINO user gets); otherwise the
+    configuration trtconv's OpenVinoRunner compiles an artifact of that precision with.
+    """
+    import openvino as ov
+
+    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY"}
+    if precision is not None:
+        config["CPU_DENORMALS_OPTIMIZATION"] = True
+        if OV_PRECISION[precision]:
+            config["INFERENCE_PRECISION_HINT"] = OV_PRECISION[precision]
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = threads
+    compiled = ov.Core().compile_model(xml, "CPU", config)
+    request = compiled.create_infer_request()
+
+    def call(feeds: dict[str, np.ndarray]) -> None:
+        request.infer(feeds)
+
+    return call, [port.get_any_name() for port in compiled.inputs]
+
+
 def plain_process(spec: dict[str, Any]) -> dict[str, Any]:
     """Inside a fresh process: time the plain loop for `seconds` at every batch size."""
-    load = tf_call if spec["backend"] == "tf" else ort_call
-    call, names = load(spec["payload"], spec["threads"])
+    if spec["backend"] == "openvino":
+        call, names = ov_call(spec["payload"], spec["threads"], spec.get("precision"))
+    else:
+        load = tf_call if spec["backend"] == "tf" else ort_call
+        call, names = load(spec["payload"], spec["threads"])
     figures = {}
     for batch_size in spec["batch_sizes"]:
         batches = plain_batches(spec["data"], names, batch_size)
@@ -163,10 +197,15 @@ def shared_inputs(results: dict[str, Any], model: dict[str, Any], path: Path) ->
     return save_arrays(path, data.inputs, None)
 
 
+def payload_of(model: Path) -> Path:
+    """The file or folder a model's library loads: an artifact's payload, or the SavedModel."""
+    from trtconv.manifest import MANIFEST, read_manifest
+
+    return model / read_manifest(model).payload if (model / MANIFEST).is_file() else model
+
+
 def compare(results_path: Path, args: argparse.Namespace) -> int:
     """Interleave trtconv and plain rounds per comparable model; 1 if any median is off."""
-    from trtconv.bench.models import resolve_entry
-
     results = json.loads(results_path.read_text())
     sizes = [int(s) for s in args.batch_sizes.split(",")] if args.batch_sizes else None
     worst = 0.0
@@ -176,12 +215,14 @@ def compare(results_path: Path, args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="plain-loop-") as tmp:
         workdir = Path(tmp)
         for index, model in enumerate(results["models"]):
-            if model["xla"] or model["backend"] not in ("tf", "ort"):
+            if model["xla"] or model.get("throughput_mode"):
                 continue
-            entry = resolve_entry(Path(model["model"]))
+            if model["backend"] not in ("tf", "ort", "openvino"):
+                continue
             spec = {
                 "backend": model["backend"],
-                "payload": str(entry.payload),
+                "precision": model["precision"],
+                "payload": str(payload_of(Path(model["model"]))),
                 "threads": results["threads"],
                 "batch_sizes": sizes or results["settings"]["batch_sizes"],
                 "seconds": args.seconds,

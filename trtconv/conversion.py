@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,6 +20,7 @@ from trtconv.backends import registry
 from trtconv.backends.registry import Backend
 from trtconv.backends.request import PRECISIONS, ConversionOutcome, ConversionRequest
 from trtconv.backends.runner import Runner, RunOptions
+from trtconv.best import Contest
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import UsageError
@@ -60,8 +61,8 @@ class Plan:
     calibration: ArraySet | None = None
     held_out: ArraySet | None = None
     int8_target: str = "auto"
-    # The accuracy budget: the precision's tolerance with --tolerance and the limits given.
-    budget: Tolerance | None = None
+    # --min-top1-agreement and --max-accuracy-drop: with `tolerance`, the accuracy budget.
+    limits: tuple[float | None, float | None] = (None, None)
     # int8 precision ladder (trtconv.quantize.ladder): None with --no-fallback.
     fallback_time_limit_s: float | None = DEFAULT_FALLBACK_TIME_LIMIT_S
     search: ArraySet | None = None
@@ -74,10 +75,15 @@ class Plan:
     steps: Steps = field(default_factory=lambda: Steps(None, 1))
     roles: dict[str, Any] = field(default_factory=dict)  # each output's role, once known
 
+    @property
+    def budget(self) -> Tolerance:
+        """The precision's tolerance with --tolerance (and per-output ones) and the limits."""
+        return budget_for(self.precision, self.tolerance, *self.limits, self.judging.tolerances)
+
 
 def convert(
     saved_model: Path,
-    precision: str,
+    precision: str | None,
     backend: str = "auto",
     output: Path | None = None,
     calib_data: str | None = None,
@@ -95,6 +101,7 @@ def convert(
     max_accuracy_drop: float | None = None,
     progress: Progress | None = None,
     judging: Judging | None = None,
+    contest: Contest | None = None,
 ) -> dict[str, Any]:
     """Convert a SavedModel (or a `trtconv train` output) into a validated artifact directory;
     return the result dict.
@@ -108,6 +115,9 @@ def convert(
     arrays) become inputs (default: the model card, else 1/255); `judging` sets output roles and
     per-output tolerances; the manifest records both (`data_contract`, `judging`) for validate,
     bench and release. `progress(done, total, label)` hears about each step (and the ladder's).
+    `backend="best"` converts with every backend and precision (only `precision` when given)
+    that can run here and keeps the fastest that passes validation, timed as `contest` says
+    (trtconv.best); its result adds the `tournament` table.
 
     Keys: schema_version, artifact, backend, precision, backend_reason (one line),
     backend_passed_over, conversion_seconds, artifact_size_bytes, manifest, validation. Raises
@@ -120,18 +130,29 @@ def convert(
     _check_arguments(precision, backend, calib_method, batch_sizes, calib_samples, validate_samples)
     _check_choice("--int8-target", int8_target, INT8_TARGETS)
     judging = judging or Judging()
-    budget = budget_for(
-        precision, tolerance, min_top1_agreement, max_accuracy_drop, judging.tolerances
-    )
+    limits = (min_top1_agreement, max_accuracy_drop)
+    budget_for(precision or "fp32", tolerance, *limits, judging.tolerances)  # checks the limits
     if fallback_time_limit <= 0:
         raise UsageError(f"--fallback-time-limit must be positive, found {fallback_time_limit}.")
     saved_model = check_saved_model_dir(Path(saved_model))
+    if backend == registry.BEST:
+        target = Path(output) if output else default_output(saved_model, backend, precision)
+        plan = Plan(
+            saved_model, target, registry.native(), "--backend best", precision or "",
+            batch_sizes, calib_method,
+            tolerance=tolerance, int8_target=int8_target, limits=limits, progress=progress,
+            fallback_time_limit_s=fallback_time_limit if fallback else None, judging=judging,
+            preprocessing=preprocessing,
+        )  # fmt: skip
+        samples = (calib_samples, validate_samples)
+        return _convert_best(plan, (calib_data, samples, fallback), contest or Contest(), force)
+    assert precision is not None  # _check_arguments requires it unless the backend is best
     chosen, choice = _choose_backend(backend, precision)
     output = Path(output) if output else default_output(saved_model, chosen.name, precision)
     check_output_free(output, force)
     plan = Plan(
         saved_model, output, chosen, choice.reason, precision, batch_sizes, calib_method,
-        tolerance=tolerance, int8_target=int8_target, budget=budget, progress=progress,
+        tolerance=tolerance, int8_target=int8_target, limits=limits, progress=progress,
         fallback_time_limit_s=fallback_time_limit if fallback else None, judging=judging,
         preprocessing=preprocessing, passed_over=choice.passed_over,
         steps=Steps(progress, _step_count(chosen, precision)),
@@ -178,50 +199,113 @@ def _result(plan: Plan, manifest: Manifest) -> dict[str, Any]:
     }
 
 
+@dataclass
+class Workspace:
+    """What every conversion of one SavedModel shares: the native runner, its outputs on the
+    held-out data (they check the ONNX export and then each converted model), and a scratch
+    directory where the ONNX export and Q/DQ models are made once, however many conversions
+    use them (`made`: key -> (path, summary))."""
+
+    native: Runner
+    reference: dict[str, Any]
+    work: Path
+    made: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = field(default_factory=dict)
+
+
+def _convert_best(
+    plan: Plan, data: tuple[str | None, tuple[int, int], bool], contest: Contest, force: bool
+) -> dict[str, Any]:
+    """`convert --backend best` (trtconv.best): `data` is (calib_data, (calibration, validation)
+    samples, int8 fallback). Nothing is loaded when no candidate can run here."""
+    from trtconv import best
+    from trtconv.calib.evaluation import data_spec
+    from trtconv.calib.readers import RANDOM
+
+    calib_data, samples, fallback = data
+    check_output_free(plan.output, force)
+    has_data = calib_data is not None or data_spec(None, plan.saved_model)[0] != RANDOM
+    entrants = best.candidates(plan.precision or None, has_data)
+    if all(candidate.verdict for candidate in entrants):
+        raise best.no_winner(entrants, {})
+    int8 = any(c.precision == "int8" and not c.verdict for c in entrants)
+    with registry.native().runner(plan.saved_model, None, RunOptions()) as native:
+        plan.judging.check_names(native.signature.output_names)
+        _read_data(plan, native, calib_data, samples, fallback, int8=int8)
+        table = best.run(plan, entrants, native, contest, force)
+    manifest = read_manifest(plan.output)
+    return {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "artifact": str(plan.output),
+        "backend": manifest.backend,
+        "precision": manifest.precision,
+        "backend_reason": manifest.backend_reason,
+        "conversion_seconds": manifest.conversion_seconds,
+        "artifact_size_bytes": dir_size_bytes(plan.output),
+        "manifest": manifest.to_dict(),
+        "validation": manifest.validation,
+        "tournament": table,
+    }
+
+
 def _convert_staged(plan: Plan, native: Runner, force: bool) -> tuple[Manifest, ValidationReport]:
     """Convert and validate inside a staging directory renamed to `plan.output` at the end."""
     assert plan.held_out is not None  # _read_data always reads the held-out part
     with atomic_directory(plan.output, force) as staging, tempfile.TemporaryDirectory() as work:
-        # Native outputs once: they check the ONNX export and then the converted model.
-        reference = _reference_outputs(native, plan.held_out)
-        started = time.perf_counter()
-        request = ConversionRequest(
-            saved_model=plan.saved_model,
-            signature=native.signature,
-            precision=plan.precision,
-            output_dir=staging,
-            batch_sizes=plan.batch_sizes,
-            calibration=_feed(plan.calibration),
-            calib_method=plan.calib_method,
-        )
-        plan.roles = output_roles(plan.saved_model, reference, plan.judging)
-        export_summary = _prepare_onnx(request, plan, Path(work), reference)
-        assert plan.backend.convert is not None  # _choose_backend accepts converters only
-        plan.steps.start(f"converting with {plan.backend.name}")
-        outcome = plan.backend.convert(request)
-        seconds = time.perf_counter() - started
-        summary = {**outcome.summary, **export_summary}
-        manifest = _manifest(plan, request, outcome, summary, seconds)
-        write_manifest(staging, manifest)
-        plan.steps.start("validating")
-        report = _validate_staged(staging, native, plan, reference)
-        manifest.validation = report.to_dict()
-        manifest.status = report.verdict
-        manifest.judging = plan.judging.record(roles_of(report))
-        write_manifest(staging, manifest)
+        space = Workspace(native, reference_outputs(native, plan.held_out), Path(work))
+        plan.roles = output_roles(plan.saved_model, space.reference, plan.judging)
+        return convert_into(plan, space, staging)
+
+
+def convert_into(
+    plan: Plan, space: Workspace, directory: Path
+) -> tuple[Manifest, ValidationReport]:
+    """Convert `plan.saved_model` for the plan's backend and precision into `directory` (manifest
+    and payload), then validate it as users will open it. Returns the manifest and the report.
+
+    Raises ConversionError when a step fails; validation failing is in the report, not raised.
+    """
+    started = time.perf_counter()
+    request = ConversionRequest(
+        saved_model=plan.saved_model,
+        signature=space.native.signature,
+        precision=plan.precision,
+        output_dir=directory,
+        batch_sizes=plan.batch_sizes,
+        calibration=_feed(plan.calibration),
+        calib_method=plan.calib_method,
+    )
+    export_summary = _prepare_onnx(request, plan, space)
+    decision = _prepare_own_int8(request, plan)
+    assert plan.backend.convert is not None  # _choose_backend accepts converters only
+    plan.steps.start(f"converting with {plan.backend.name}")
+    outcome = plan.backend.convert(request)
+    seconds = time.perf_counter() - started
+    summary = {**outcome.summary, **export_summary}
+    if decision and "quantization" in summary:
+        summary["quantization"].update(decision)
+    manifest = _manifest(plan, request, outcome, summary, seconds)
+    write_manifest(directory, manifest)
+    plan.steps.start("validating")
+    report = _validate_staged(directory, space.native, plan, space.reference)
+    manifest.validation = report.to_dict()
+    manifest.status = report.verdict
+    manifest.judging = plan.judging.record(roles_of(report))
+    write_manifest(directory, manifest)
     return manifest, report
 
 
 def _check_arguments(
-    precision: str,
+    precision: str | None,
     backend: str,
     calib_method: str,
     batch_sizes: tuple[int, ...],
     calib_samples: int,
     validate_samples: int,
 ) -> None:
+    if precision is None and backend != registry.BEST:
+        raise UsageError(f"--precision is required unless --backend is {registry.BEST}.")
     for name, value, choices in (
-        ("--precision", precision, PRECISIONS),
+        ("--precision", precision or PRECISIONS[0], PRECISIONS),
         ("--backend", backend, registry.backend_choices()),
         ("--calib-method", calib_method, CALIB_METHODS),
     ):
@@ -247,11 +331,12 @@ def _choose_backend(backend: str, precision: str) -> tuple[Backend, registry.Cho
     return registry.get(choice.backend), choice
 
 
-def default_output(saved_model: Path, backend: str, precision: str) -> Path:
-    """models/<name>-<backend>-<precision>; <name> is the folder holding `saved_model/`."""
+def default_output(saved_model: Path, backend: str, precision: str | None) -> Path:
+    """models/<name>-<backend>-<precision> (models/<name>-best without a precision); <name> is
+    the folder holding `saved_model/`."""
     resolved = saved_model.resolve()
     name = resolved.parent.name if resolved.name == "saved_model" else resolved.name
-    return Path("models") / f"{name}-{backend}-{precision}"
+    return Path("models") / "-".join(part for part in (name, backend, precision) if part)
 
 
 def _read_data(
@@ -260,10 +345,12 @@ def _read_data(
     calib_data: str | None,
     samples: tuple[int, int],
     fallback: bool = False,
+    int8: bool | None = None,
 ) -> None:
     """Fill the plan's data: its spec, the calibration part (int8) and the held-out part, both
     checked against the signature and read by the model's data contract (recorded in
-    `plan.contract`). `samples` is (calibration, validation) sample counts. For int8 with
+    `plan.contract`). `samples` is (calibration, validation) sample counts; `int8` (default: the
+    plan's precision is int8) reads the calibration part. For int8 with
     `fallback` both parts are read whole (random data: SEARCH_SAMPLES more), for the ladder's
     search slice (_split_data)."""
     from trtconv.calib.contract import HELD_OUT
@@ -272,7 +359,7 @@ def _read_data(
     from trtconv.quantize.search import SEARCH_SAMPLES
 
     spec, spec_from = data_spec(calib_data, plan.saved_model)
-    int8 = plan.precision == "int8"
+    int8 = plan.precision == "int8" if int8 is None else int8
     if int8 and calib_data is None:
         if spec == RANDOM:  # random calibration only when asked for by name
             raise UsageError(
@@ -335,52 +422,92 @@ def _feed(data: ArraySet | None) -> Any:
     return None if data is None else calibration_feed(data, CALIB_BATCH)
 
 
-def _reference_outputs(native: Runner, held_out: ArraySet) -> dict[str, Any]:
+def reference_outputs(native: Runner, held_out: ArraySet) -> dict[str, Any]:
     from trtconv.validation import run_batched
 
     return run_batched(native, held_out)
 
 
-def _prepare_onnx(
-    request: ConversionRequest, plan: Plan, work: Path, reference: dict[str, Any]
-) -> dict[str, Any]:
+def _prepare_onnx(request: ConversionRequest, plan: Plan, space: Workspace) -> dict[str, Any]:
     """For backends that build from ONNX: export, check against TensorFlow, and quantise int8 in
-    the Q/DQ scheme the backend asks for, all in `work`."""
+    the Q/DQ scheme the backend asks for, each made once in the workspace."""
     if not plan.backend.needs_onnx:
         return {}
-    from trtconv.backends.onnx_export import export_onnx, verify_export
+    request.onnx_path, export = _made(space, ("onnx",), lambda: _export_checked(plan, space))
+    summary: dict[str, Any] = {"onnx_export": export}
+    scheme = plan.backend.qdq_scheme
+    if plan.precision == "int8" and scheme is not None:
+        options, decision = _qdq_options(plan, scheme, request.calib_method)
+        request.qdq_onnx_path, quantization = _made(
+            space, ("qdq", options), lambda: _quantized(request, plan, space, options)
+        )
+        summary["quantization"] = {**quantization, **decision}
+    return summary
+
+
+def _quantized(
+    request: ConversionRequest, plan: Plan, space: Workspace, options: Any
+) -> tuple[Path, dict[str, Any]]:
+    """The Q/DQ model for `options` in the workspace, climbing the int8 ladder when it has
+    settings (trtconv.quantize.ladder)."""
     from trtconv.quantize.ladder import quantize_int8
+
+    assert request.onnx_path is not None and request.calibration is not None  # read for int8
+    plan.steps.start("quantizing to int8")
+    path = space.work / f"model.qdq.{len(space.made)}.onnx"
+    work = space.work / f"ladder.{len(space.made)}"
+    work.mkdir()
+    summary = quantize_int8(
+        request.onnx_path,
+        path,
+        request.calibration,
+        options,
+        work,
+        _ladder_settings(plan, request),
+        str(plan.saved_model),
+    )
+    return path, summary
+
+
+def _made(
+    space: Workspace, key: tuple[Any, ...], make: Callable[[], tuple[Path, dict[str, Any]]]
+) -> tuple[Path, dict[str, Any]]:
+    """What `make()` returns, made once per workspace and key."""
+    if key not in space.made:
+        space.made[key] = make()
+    path, summary = space.made[key]
+    return path, dict(summary)
+
+
+def _export_checked(plan: Plan, space: Workspace) -> tuple[Path, dict[str, Any]]:
+    """The ONNX export in the workspace, checked against TensorFlow's outputs."""
+    from trtconv.backends.onnx_export import export_onnx, verify_export
 
     assert plan.held_out is not None
     plan.steps.start("exporting to ONNX")
-    onnx_path = work / "model.fp32.onnx"
-    export = export_onnx(plan.saved_model, onnx_path, request.signature)
+    onnx_path = space.work / "model.fp32.onnx"
+    export = export_onnx(plan.saved_model, onnx_path, space.native.signature)
+    reference = _head(space.reference)
     held_out = plan.held_out.head(EXPORT_CHECK_SAMPLES)
-    check = verify_export(onnx_path, held_out, _head(reference), plan.roles)
+    check = verify_export(onnx_path, held_out, reference, plan.roles)
     export["check"] = {
         "samples": check.samples,
         "max_abs_error": {name: o.max_abs_error for name, o in check.outputs.items()},
         "top1_agreement": check.top1_agreement,
     }
-    request.onnx_path = onnx_path
-    summary: dict[str, Any] = {"onnx_export": export}
-    scheme = plan.backend.qdq_scheme
-    if plan.precision == "int8" and scheme is not None:
-        assert request.calibration is not None  # _read_data reads calibration data for int8
-        plan.steps.start("quantizing to int8")
-        options, decision = _qdq_options(plan, scheme, request.calib_method)
-        request.qdq_onnx_path = work / "model.qdq.onnx"
-        summary["quantization"] = quantize_int8(
-            onnx_path,
-            request.qdq_onnx_path,
-            request.calibration,
-            options,
-            work,
-            _ladder_settings(plan, request),
-            str(plan.saved_model),
-        )
-        summary["quantization"].update(decision)
-    return summary
+    return onnx_path, export
+
+
+def _prepare_own_int8(request: ConversionRequest, plan: Plan) -> dict[str, Any]:
+    """For backends that quantise the SavedModel themselves in the CPU scheme: the weight range
+    for the int8 target, set on the request; returns the record of the choice ({} otherwise)."""
+    from trtconv.quantize.isa import CPU_SCHEME
+
+    own = not plan.backend.needs_onnx and plan.backend.qdq_scheme == CPU_SCHEME
+    if plan.precision != "int8" or not own:
+        return {}
+    request.reduce_range, decision = _cpu_weight_range(plan)
+    return decision
 
 
 def _qdq_options(plan: Plan, scheme: str, method: str) -> tuple[Any, dict[str, Any]]:
@@ -390,12 +517,20 @@ def _qdq_options(plan: Plan, scheme: str, method: str) -> tuple[Any, dict[str, A
     The CPU scheme (U8S8) gets the weight range the CPU's kernels need; other schemes (S8S8 for
     TensorRT, which has no int16 saturation) keep the full range.
     """
-    from trtconv.quantize.isa import CPU_SCHEME, this_cpu_int8_class, weight_range
+    from trtconv.quantize.isa import CPU_SCHEME
     from trtconv.quantize.qdq import QdqOptions
 
-    here = this_cpu_int8_class()
     if scheme != CPU_SCHEME:
         return QdqOptions(scheme, method), {"int8_target": None}
+    reduce_range, decision = _cpu_weight_range(plan)
+    return QdqOptions(scheme, method, reduce_range), decision
+
+
+def _cpu_weight_range(plan: Plan) -> tuple[bool, dict[str, Any]]:
+    """(7-bit weights?, the record of the choice) for a CPU-scheme int8 model and its target."""
+    from trtconv.quantize.isa import this_cpu_int8_class, weight_range
+
+    here = this_cpu_int8_class()
     choice = weight_range(plan.int8_target, here)
     log.info("int8 weights: %s (%s)", choice.description, choice.reason)
     decision = {
@@ -403,7 +538,7 @@ def _qdq_options(plan: Plan, scheme: str, method: str) -> tuple[Any, dict[str, A
         "weight_range_reason": choice.reason,
         "converted_on_cpu_class": here,
     }
-    return QdqOptions(scheme, method, choice.reduce_range), decision
+    return choice.reduce_range, decision
 
 
 def _ladder_settings(plan: Plan, request: ConversionRequest) -> Any:
@@ -411,7 +546,7 @@ def _ladder_settings(plan: Plan, request: ConversionRequest) -> Any:
     from trtconv.quantize.isa import CPU_SCHEME
     from trtconv.quantize.ladder import LadderSettings
 
-    if plan.search is None or plan.fallback_time_limit_s is None or plan.budget is None:
+    if plan.search is None or plan.fallback_time_limit_s is None:
         return None
     return LadderSettings(
         search=plan.search,

@@ -89,7 +89,7 @@ def test_registering_twice_from_another_module_is_refused() -> None:
 def test_auto_order_is_data_on_the_records() -> None:
     ranked = sorted((b for b in registry.converters() if b.auto_rank is not None),
                     key=lambda b: b.auto_rank or 0)  # fmt: skip
-    assert [b.name for b in ranked] == ["tftrt", "trt", "ort"]
+    assert [b.name for b in ranked] == ["tftrt", "trt", "ort", "openvino"]
     assert registry.backend_choices()[0] == "auto"
 
 

@@ -62,7 +62,7 @@ def test_unknown_names_are_usage_errors() -> None:
     with pytest.raises(UsageError):
         registry.support("tensorflow-lite", "fp32", CPU_ONLY)
     with pytest.raises(UsageError):
-        registry.support("ort", "bf16", CPU_ONLY)
+        registry.support("ort", "int4", CPU_ONLY)
     with pytest.raises(UsageError, match="converts nothing"):
         registry.support(registry.native().name, "fp32", CPU_ONLY)
 
@@ -117,7 +117,7 @@ def test_support_matrix_covers_every_converter_and_precision() -> None:
     matrix = registry.support_matrix(CPU_ONLY)
     pairs = {(s.backend, s.precision) for s in matrix}
     names = {backend.name for backend in registry.converters()}
-    assert pairs == {(b, p) for b in names for p in ("fp32", "tf32", "fp16", "int8")}
+    assert pairs == {(b, p) for b in names for p in ("fp32", "tf32", "fp16", "bf16", "int8")}
     assert all(s.fix for s in matrix if not s.ok)
 
 

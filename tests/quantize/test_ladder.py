@@ -176,8 +176,6 @@ def test_trt_s8s8_model_gets_the_same_exclusions(
     from trtconv.backends.request import ConversionRequest
     from trtconv.backends.runner import RunOptions
     from trtconv.quantize.checks import tensorrt_qdq_problems
-    from trtconv.validation import budget_for
-
     plan = conversion.Plan(
         saved_model=outlier_model(),
         output=tmp_path / "unused",
@@ -186,7 +184,6 @@ def test_trt_s8s8_model_gets_the_same_exclusions(
         precision="int8",
         batch_sizes=(1,),
         calib_method="entropy",
-        budget=budget_for("int8"),
     )
     counts = (500, 300)  # 150 held-out samples to spare: the search scores on those
     with registry.native().runner(outlier_model(), None, RunOptions()) as native:
@@ -200,8 +197,9 @@ def test_trt_s8s8_model_gets_the_same_exclusions(
             tmp_path,
             calibration=conversion._feed(plan.calibration),
         )
-        reference = conversion._reference_outputs(native, plan.held_out)
-        summary = conversion._prepare_onnx(request, plan, tmp_path, reference)
+        reference = conversion.reference_outputs(native, plan.held_out)
+        space = conversion.Workspace(native, reference, tmp_path)
+        summary = conversion._prepare_onnx(request, plan, space)
     quantization = summary["quantization"]
     assert quantization["scheme"] == "s8s8" and quantization["int8_target"] is None
     ladder = quantization["ladder"]

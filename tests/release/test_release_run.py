@@ -34,11 +34,12 @@ LENIENT_GATES = {
 }
 
 
-def config_text(model: str, targets: list[tuple[str, str]], gates: dict[str, float]) -> str:
-    """A release config on digits with tiny bench settings."""
+def config_text(model: str, targets: list[tuple[str, str | None]], gates: dict[str, float]) -> str:
+    """A release config on digits with tiny bench settings (precision None: left out)."""
     lines = ["[model]", f'path = "{model}"', ""]
     for backend, precision in targets:
-        lines += ["[[targets]]", f'backend = "{backend}"', f'precision = "{precision}"', ""]
+        lines += ["[[targets]]", f'backend = "{backend}"']
+        lines += [f'precision = "{precision}"', ""] if precision else [""]
     lines += [
         "[calibration]",
         'data = "digits"',
@@ -329,6 +330,29 @@ def clean_code(document: dict[str, Any]) -> int:
 
 @pytest.mark.slow
 @pytest.mark.no_gpu
+def test_a_best_target_is_its_tournament_winner_and_is_recommended(
+    digits_saved_model: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "release.toml"
+    gates = {**LENIENT_GATES, "gate_batch_size": 8}
+    config.write_text(config_text(str(digits_saved_model), [("best", None)], gates))
+    release = release_from(config, tmp_path / "out")
+    assert release.returncode == 0, release.document
+    document = release.document
+    jsonschema.validate(document, release_schema())
+    entry = target(document, "best")
+    table = entry["tournament"]
+    winner = next(row for row in table["candidates"] if row["verdict"] == "winner")
+    assert table["winner"] == winner["name"] and table["batch_size"] == 8
+    assert (entry["requested_backend"], entry["backend"]) == ("best", winner["backend"])
+    assert entry["precision"] == winner["precision"] and entry["passed"]
+    recommendation = document["recommendation"]
+    assert (recommendation["target"], recommendation["backend"]) == ("best", winner["backend"])
+    report = (tmp_path / "out" / "release.md").read_text()
+    assert "## Tournament of `best`" in report and f"Winner: **{winner['name']}**" in report
+    assert "| trt fp32, trt tf32, trt fp16, trt int8 | not available |" in report
+
+
 def test_zoo_model_is_trained_first(tmp_path: Path) -> None:
     config = tmp_path / "release.toml"
     config.write_text(

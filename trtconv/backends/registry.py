@@ -13,7 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,11 @@ BUILTIN = (
     "trtconv.backends.tftrt",
     "trtconv.backends.trt",
     "trtconv.backends.ort",
+    "trtconv.backends.openvino",
 )
 PLUGINS_VARIABLE = "TRTCONV_BACKENDS"
 AUTO = "auto"
+BEST = "best"  # convert --backend best: every backend, the fastest validated artifact wins
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,9 @@ class Backend:
     needs_onnx: bool = False  # its request carries the validated ONNX export
     qdq_scheme: str | None = None  # int8 from an explicit Q/DQ model in this scheme
     on_gpu: bool = False  # runs on a GPU (the bench judges its timing stability by GPU rules)
+    throughput_mode: bool = False  # its runner honours RunOptions.throughput
+    # Distributions it needs beyond trtconv's own (their versions go into facts and manifests).
+    packages: tuple[str, ...] = ()
     auto_rank: int | None = None  # place in `--backend auto`'s order (lowest first); None: never
     # Sections this backend adds to `trtconv doctor`'s report: {key: JSON block}.
     doctor: Callable[[Facts], dict[str, Any]] | None = None
@@ -68,8 +73,10 @@ def register(backend: Backend) -> Backend:
             f"Backend '{backend.name}' is registered by {existing.module}; {backend.module} "
             "cannot register it again."
         )
-    if backend.name == AUTO:
-        raise UsageError(f"A backend cannot be called '{AUTO}': --backend {AUTO} chooses one.")
+    if backend.name in (AUTO, BEST):
+        raise UsageError(
+            f"A backend cannot be called '{backend.name}': --backend {backend.name} chooses one."
+        )
     unknown = [p for p in backend.precisions if p not in PRECISIONS]
     if unknown:
         raise UsageError(f"Backend '{backend.name}' declares unknown precisions {unknown}.")
@@ -121,8 +128,9 @@ def converters() -> list[Backend]:
 
 
 def backend_choices() -> tuple[str, ...]:
-    """What `--backend` and a release target's `backend` accept: auto, then every converter."""
-    return (AUTO, *(backend.name for backend in converters()))
+    """What `--backend` and a release target's `backend` accept: auto, best, then every
+    converter."""
+    return (AUTO, BEST, *(backend.name for backend in converters()))
 
 
 def native() -> Backend:
@@ -200,7 +208,9 @@ def choose(precision: str, facts: Facts | None = None) -> tuple[str, str]:
 def open_runner(path: Path, options: RunOptions | None = None) -> Runner:
     """A runner (not yet activated) for a SavedModel directory or a trtconv artifact directory.
 
-    Raises UsageError when `path` does not exist and InputError when it is neither.
+    An artifact's recorded run options (`conversion_summary.run_options`, e.g. the throughput
+    mode `--backend best` chose) apply unless `options` asks for more. Raises UsageError when
+    `path` does not exist and InputError when it is neither.
     """
     from trtconv.manifest import read_manifest
     from trtconv.model_paths import model_kind, saved_model_in
@@ -210,6 +220,9 @@ def open_runner(path: Path, options: RunOptions | None = None) -> Runner:
     if model_kind(path) == "artifact":
         manifest = read_manifest(path)
         backend = artifact_backend(manifest.backend, path)
+        recorded = manifest.conversion_summary.get("run_options") or {}
+        if recorded.get("throughput"):
+            options = replace(options, throughput=True)
         return backend.runner(path / manifest.payload, manifest, options)
     return native().runner(path, None, options)
 

@@ -12,7 +12,7 @@ import numpy as np
 from trtconv.model_io import ModelSignature
 from trtconv.quantize import DEFAULT_CALIB_METHOD
 
-PRECISIONS = ("fp32", "tf32", "fp16", "int8")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
 Feeds = dict[str, np.ndarray]
 CalibrationFeed = Callable[[], Iterator[Feeds]]
 
@@ -37,6 +37,9 @@ class ConversionRequest:
     # for int8 also the explicit Q/DQ model in the scheme their record asks for.
     onnx_path: Path | None = None
     qdq_onnx_path: Path | None = None
+    # INT8 in the CPU scheme quantised by the backend itself (not from the Q/DQ export): 7-bit
+    # weights, chosen for the int8 target (trtconv.quantize.isa.weight_range).
+    reduce_range: bool = False
 
 
 @dataclass

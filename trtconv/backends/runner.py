@@ -61,6 +61,9 @@ class RunOptions:
     # Where an artifact runs: "auto" (what its conversion recorded), "cpu", "cuda" (ONNX
     # Runtime's CUDA provider) or "tensorrt" (TensorRT, or ONNX Runtime's TensorRT provider).
     device: str = "auto"
+    # Backends with a throughput mode (`Backend.throughput_mode`) run in it: OpenVINO's
+    # THROUGHPUT hint, each batch split across parallel streams.
+    throughput: bool = False
 
 
 def check_device(backend: str, device: str, allowed: tuple[str, ...]) -> str:

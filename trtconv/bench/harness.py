@@ -135,6 +135,7 @@ def worker_spec(
         "backend": entry.backend,
         "model": str(entry.path),
         "xla": entry.xla,
+        "throughput": entry.throughput,
         "threads": settings.threads,
         "batch_sizes": list(settings.batch_sizes),
         "warmup": settings.warmup,
@@ -193,6 +194,7 @@ def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -
         backend=entry.backend,
         precision=entry.precision,
         xla=entry.xla,
+        throughput_mode=entry.throughput,
         kind=entry.kind,
         is_baseline=is_baseline,
         worker_pid=int(document["pid"]),
@@ -347,6 +349,7 @@ def bench(
     data: str | None = None,
     eval_data: str | None = None,
     xla: bool = False,
+    throughput: bool = False,
     report: Path | None = None,
     force: bool = False,
     progress: Progress | None = None,
@@ -375,7 +378,7 @@ def bench(
     sizes = parse_batch_sizes(batch_sizes)
     warm, timed = budgets(warmup, warmup_s, iterations, duration_s)
     force = _check_options(report, force, threads, device, split)
-    plan = plan_models(models, xla=xla)
+    plan = plan_models(models, xla=xla, throughput=throughput)
     check_batch_sizes(plan.models, sizes)
     plan.warnings += portability_warnings(plan.models, measured_here=eval_data is not None)
     plan.warnings += validation_warnings(plan.models) + contract_warnings(plan)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ class ModelEntry:
     precision: str
     signature: ModelSignature
     xla: bool = False
+    throughput: bool = False  # run in its backend's throughput mode (RunOptions.throughput)
     source_model: Path | None = None
     # int8 artifacts: the Q/DQ summary and the CPU class their validation ran on.
     quantization: dict[str, Any] | None = None
@@ -95,6 +96,16 @@ def artifact_entry(path: Path) -> ModelEntry:
     )
 
 
+def throughput_entry(entry: ModelEntry) -> ModelEntry:
+    """`entry` again, run in its backend's throughput mode, labelled LABEL+throughput."""
+    return replace(entry, label=entry.label + "+throughput", throughput=True)
+
+
+def has_throughput_mode(entry: ModelEntry) -> bool:
+    """True for an artifact whose backend's runner has a throughput mode."""
+    return entry.kind == ARTIFACT and registry.get(entry.backend).throughput_mode
+
+
 def resolve_entry(path: Path) -> ModelEntry:
     """A SavedModel or artifact entry. Missing path: UsageError; neither kind: InputError."""
     path = Path(path)
@@ -112,11 +123,12 @@ def _unique_labels(models: list[ModelEntry]) -> None:
             entry.label = f"{entry.label}#{count}"
 
 
-def plan_models(paths: Sequence[Path | str], xla: bool = False) -> Plan:
+def plan_models(paths: Sequence[Path | str], xla: bool = False, throughput: bool = False) -> Plan:
     """Resolve every model path, choose the baseline and fix the measuring order.
 
     The baseline is the first SavedModel given; without one, the first artifact's source model
-    (put first and measured too). With --xla each SavedModel is followed by an XLA variant.
+    (put first and measured too). With --xla each SavedModel is followed by an XLA variant; with
+    `throughput` each artifact whose backend has a throughput mode by a run in it.
     """
     if not paths:
         raise UsageError("Give at least one model (a SavedModel or a trtconv artifact directory).")
@@ -127,6 +139,8 @@ def plan_models(paths: Sequence[Path | str], xla: bool = False) -> Plan:
         models.append(entry)
         if xla and entry.kind == SAVED_MODEL:
             models.append(saved_model_entry(entry.path, xla=True))
+        if throughput and has_throughput_mode(entry):
+            models.append(throughput_entry(entry))
     native = [m for m in models if m.kind == SAVED_MODEL and not m.xla]
     if native:
         baseline, reason = native[0], "the first SavedModel given"

@@ -222,6 +222,7 @@ def load(spec: dict[str, Any], first_batch: Feeds) -> tuple[Runner, float, float
         threads=spec.get("threads"),
         xla=bool(spec.get("xla")),
         device=str(spec.get("device") or "auto"),
+        throughput=bool(spec.get("throughput")),
     )
     started = time.perf_counter_ns()
     runner = open_runner(Path(spec["model"]), options)

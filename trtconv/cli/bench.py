@@ -87,6 +87,12 @@ def bench_cli(
     image_std: str = IMAGE_STD,
     xla: bool = typer.Option(False, "--xla", help="Also run each SavedModel compiled with XLA."),
     device: str = typer.Option("auto", help=DEVICE_HELP),
+    throughput: bool = typer.Option(
+        False,
+        "--throughput",
+        help="Also run each artifact whose backend has a throughput mode in it (OpenVINO: "
+        "THROUGHPUT hint, each batch split across parallel streams).",
+    ),
     report: Path = typer.Option(None, help="Write results.json/csv, report.md and PNGs here."),
     force: bool = typer.Option(False, help="Replace an existing --report directory."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
@@ -111,6 +117,7 @@ def bench_cli(
                 eval_data=eval_data,
                 xla=xla,
                 device=device,
+                throughput=throughput,
                 report=report,
                 force=force,
                 progress=progress,

@@ -1,4 +1,5 @@
-"""`trtconv convert`: SavedModel -> validated artifact (TF-TRT, ONNX Runtime or TensorRT)."""
+"""`trtconv convert`: SavedModel -> validated artifact (any registered backend, or the fastest
+validated one with --backend best)."""
 
 from __future__ import annotations
 
@@ -74,7 +75,52 @@ def _print_check(console: Console, check: dict[str, Any], name: str, indent: str
     console.print(f"{indent}{mark} {escape(name)}: {escape(check['detail'])}", highlight=False)
 
 
+def render_tournament(table: dict[str, Any], console: Console) -> None:
+    """`--backend best`'s table: every candidate, its verdict and figures, and why it lost."""
+    from rich.table import Table
+
+    from trtconv.tournament import NOT_AVAILABLE, absent_groups, timing_text
+
+    grid = Table(
+        title=f"--backend best: timed at batch {table['batch_size']}, {timing_text(table)} each; "
+        "the fastest that passed validation wins",
+        title_justify="left",
+    )
+    for column in ("candidate", "verdict", "samples/s", "p50 ms", "vs native", "top-1 agr."):
+        grid.add_column(column, justify="left" if column in ("candidate", "verdict") else "right")
+    grid.add_column("why", overflow="fold")
+    for row in table["candidates"]:
+        if row["verdict"] == NOT_AVAILABLE:
+            continue
+        winner = row["verdict"] == "winner"
+        grid.add_row(
+            f"[bold]{row['name']}[/bold]" if winner else row["name"],
+            f"[green]{row['verdict']}[/green]" if winner else row["verdict"],
+            _figure(row["throughput_per_s"], "{:,.1f}"),
+            _figure(row["latency_ms_p50"], "{:.3f}"),
+            _figure(row["speedup_vs_native"], "{:.2f}x"),
+            _figure(row["top1_agreement"], "{:.4f}"),
+            escape(row["reason"]),
+        )
+    console.print(grid)
+    for names, reason, fix in absent_groups(table["candidates"]):
+        console.print(
+            f"  not available: [bold]{escape(names)}[/bold]: {escape(reason)}"
+            + (f"; fix: {escape(fix)}" if fix else ""),
+            highlight=False,
+        )
+
+
+def _figure(value: Any, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
 def render_conversion(result: dict[str, Any], console: Console) -> None:
+    if result.get("tournament"):
+        render_tournament(result["tournament"], console)
+    if result["artifact"] is None:
+        console.print("[red]no artifact written[/red]: no candidate passed validation")
+        return
     console.print(
         f"[bold]{result['backend']} {result['precision']}[/bold] "
         f"({escape(result['backend_reason'])})"
@@ -94,8 +140,16 @@ def convert_cli(
     saved_model: Path = typer.Argument(
         ..., help="SavedModel directory (or a `trtconv train` output) to convert."
     ),
-    precision: str = typer.Option(..., help="fp32, tf32, fp16 or int8."),
-    backend: str = typer.Option("auto", help="auto, tftrt, ort or trt."),
+    precision: str = typer.Option(
+        None,
+        help="fp32, tf32, fp16, bf16 or int8 (required, except with --backend best: then only "
+        "this precision; default every precision).",
+    ),
+    backend: str = typer.Option(
+        "auto",
+        help="auto, best (every backend and precision that runs here: the fastest that passes "
+        "validation wins), or a backend `trtconv doctor` lists.",
+    ),
     output: Path = typer.Option(
         None, help="Artifact directory (default models/NAME-BACKEND-PRECISION)."
     ),
@@ -135,6 +189,15 @@ def convert_cli(
     image_offset: float = IMAGE_OFFSET,
     image_mean: str = IMAGE_MEAN,
     image_std: str = IMAGE_STD,
+    rank_batch_size: int = typer.Option(
+        8, help="--backend best: the batch size candidates are timed and ranked at."
+    ),
+    rank_duration: float = typer.Option(
+        3.0, help="--backend best: timed seconds per candidate (after warm-up)."
+    ),
+    threads: int = typer.Option(
+        None, help="--backend best: threads per candidate when timing (default: the library's)."
+    ),
     force: bool = typer.Option(False, help="Replace an existing output."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
@@ -143,7 +206,12 @@ def convert_cli(
 
     def work() -> dict[str, Any]:
         from trtconv import api
+        from trtconv.best import Contest
 
+        if rank_batch_size < 1 or rank_duration <= 0 or (threads is not None and threads < 1):
+            raise UsageError(
+                "--rank-batch-size and --threads must be at least 1 and --rank-duration positive."
+            )
         atol, judging = judging_options(output_role, tolerance, allow_unjudged)
         with progress_bar("converting") as progress:
             return api.convert(
@@ -163,6 +231,7 @@ def convert_cli(
                     image_scale, image_offset, image_mean, image_std
                 ),
                 judging=judging,
+                contest=Contest(rank_batch_size, rank_duration, threads),
                 fallback=fallback,
                 fallback_time_limit=fallback_time_limit,
                 min_top1_agreement=min_top1_agreement,

@@ -59,6 +59,11 @@ def _libraries_table(report: dict[str, Any]) -> Table:
     notes = f"; {ort['notes']}" if ort["notes"] else ""
     details = f"{packages or 'not installed'}; providers: {providers}{notes}"
     table.add_row("ONNX Runtime", _text(ort["version"]), escape(details))
+    # Backends may give their doctor section one row of this table ({component, version, details}).
+    for section in report.values():
+        row = section.get("row") if isinstance(section, dict) else None
+        if isinstance(row, dict):
+            table.add_row(escape(row["component"]), _text(row["version"]), escape(row["details"]))
     return table
 
 

@@ -23,6 +23,7 @@ CPU_FEATURES = (
     "avx512_fp16",
     "amx_bf16",
     "amx_int8",
+    "amx_fp16",
     "f16c",
 )
 # Lowest compute capability with fast math per precision (tf32: Ampere tensor cores; fp16: fast
@@ -32,6 +33,7 @@ MIN_COMPUTE_CAPABILITY: dict[str, tuple[int, int] | None] = {
     "tf32": (8, 0),
     "fp16": (5, 3),
     "int8": (6, 1),
+    "bf16": (8, 0),  # bfloat16 tensor cores: Ampere and later
 }
 
 

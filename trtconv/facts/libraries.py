@@ -43,8 +43,12 @@ def dist_version(name: str) -> str | None:
 
 
 def library_versions() -> dict[str, str | None]:
-    """Installed distribution versions, read from package metadata without importing."""
-    return {name: dist_version(name) for name in LIBRARIES}
+    """Installed distribution versions, read from package metadata without importing: LIBRARIES
+    and the distributions registered backends declare (`Backend.packages`)."""
+    from trtconv.backends import registry
+
+    declared = (name for backend in registry.backends() for name in backend.packages)
+    return {name: dist_version(name) for name in dict.fromkeys((*LIBRARIES, *declared))}
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

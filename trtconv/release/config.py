@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtconv.backends.registry import BEST
 from trtconv.backends.request import PRECISIONS
 from trtconv.errors import UsageError
 from trtconv.quantize import CALIB_METHODS, DEFAULT_CALIB_METHOD, DEFAULT_FALLBACK_TIME_LIMIT_S
@@ -177,7 +178,7 @@ class Target:
     """One conversion to try; `roles` and `tolerances` (per output) refine [outputs]."""
 
     backend: str
-    precision: str
+    precision: str | None  # None: backend "best" over every precision
     tolerance: float | None = None
     roles: dict[str, str] = field(default_factory=dict)
     tolerances: dict[str, float] = field(default_factory=dict)
@@ -185,7 +186,7 @@ class Target:
     @property
     def id(self) -> str:
         """Stable name: the artifact folder under artifacts/ and the key in release.json."""
-        return f"{self.backend}-{self.precision}"
+        return "-".join(part for part in (self.backend, self.precision) if part)
 
 
 @dataclass(frozen=True)
@@ -465,9 +466,9 @@ def _targets(raw: dict[str, Any]) -> tuple[Target, ...]:
         where = f"targets[{index}]"
         values = _table(where, entry, TARGET_FIELDS)
         for required in ("backend", "precision"):
-            if required not in values:
+            if required not in values and (required, values.get("backend")) != ("precision", BEST):
                 raise UsageError(f"{where}.{required}: missing.")
-        target = Target(**values)
+        target = Target(**{"precision": None, **values})
         for other_index, other in enumerate(targets):
             if other.id == target.id:
                 raise UsageError(

@@ -25,7 +25,7 @@ class TargetEntry:
 
     id: str
     requested_backend: str
-    precision: str
+    requested_precision: str | None  # None: every precision (backend "best")
     conversion: dict[str, Any]  # the convert step's result: status, error or the artifact's figures
     artifact: str | None = None  # relative to the release directory
     artifact_sha256: str | None = None
@@ -50,6 +50,11 @@ class TargetEntry:
         return ladder
 
     @property
+    def precision(self) -> str | None:
+        """The precision it was converted at (what `best` chose), else the one requested."""
+        return self.conversion.get("precision", self.requested_precision)
+
+    @property
     def passed(self) -> bool:
         """Converted, judged, and every gate passed."""
         return self.converted and bool(self.gates) and all(gate.passed for gate in self.gates)
@@ -72,6 +77,7 @@ class TargetEntry:
             "artifact_size_bytes": conversion.get("artifact_size_bytes"),
             "validation": conversion.get("validation"),
             "ladder": self.ladder,
+            "tournament": conversion.get("tournament"),
             "eval": self.eval,
             "bench": self.bench,
             "gates": [gate.to_dict() for gate in self.gates],

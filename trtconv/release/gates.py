@@ -13,7 +13,7 @@ from typing import Any
 from trtconv.release.config import GateSettings
 
 # Among equally fast targets prefer the lower precision (issue 5's precision ladder).
-PRECISION_LADDER = ("int8", "fp16", "tf32", "fp32")
+PRECISION_LADDER = ("int8", "fp16", "bf16", "tf32", "fp32")
 
 
 @dataclass(frozen=True)

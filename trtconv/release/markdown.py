@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trtconv.quantize.words import budget_text, kept_text, search_text
+from trtconv.tournament import NOT_AVAILABLE, absent_groups, timing_text
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -156,6 +157,37 @@ def _ladder_speed(speed: dict[str, Any] | None) -> list[str]:
     return lines + [f"\nNote: {note}" for note in speed["notes"]]
 
 
+def _tournament_sections(document: dict[str, Any]) -> list[str]:
+    """For each `best` target: every candidate, its figures, verdict and why (its tournament)."""
+    lines: list[str] = []
+    for target in document["targets"]:
+        table = target.get("tournament")
+        if not table:
+            continue
+        lines += [
+            f"## Tournament of `{target['id']}`",
+            "",
+            f"Every backend and precision that could run here, converted and validated; those that "
+            f"passed timed at batch {table['batch_size']} ({timing_text(table)} each). "
+            f"Winner: **{table['winner'] or 'none'}**.",
+            "",
+            "| candidate | verdict | samples/s | p50 ms | × native | top-1 agreement | why |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in table["candidates"]:
+            if row["verdict"] == NOT_AVAILABLE:
+                continue
+            cells = [row["name"], row["verdict"], row["throughput_per_s"], row["latency_ms_p50"]]
+            cells += [row["speedup_vs_native"], row["top1_agreement"], row["reason"]]
+            lines.append(_row(cells))
+        for names, reason, fix in absent_groups(table["candidates"]):
+            lines.append(
+                _row([names, NOT_AVAILABLE, None, None, None, None, f"{reason}; fix: {fix}"])
+            )
+        lines.append("")
+    return lines
+
+
 def _steps_section(document: dict[str, Any]) -> list[str]:
     lines = ["## Steps", "", "| step | reused | seconds | why |", "|---|---|---|---|"]
     for step in document["steps"]:
@@ -187,6 +219,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         *_gates_section(document),
         "",
         *_ladder_section(document),
+        *_tournament_sections(document),
         *_steps_section(document),
         "",
     ]

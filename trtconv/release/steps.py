@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from trtconv import __version__
+from trtconv.backends.registry import BEST
+from trtconv.best import DEFAULT_RANK_DURATION_S, Contest
 from trtconv.errors import AccuracyError, TrtconvError
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
 from trtconv.fsutil import sha256_path
@@ -192,6 +194,7 @@ class ReleaseRun:
                     max_accuracy_drop=budget.get("max_accuracy_drop"),
                     preprocessing=self.config.preprocessing.options(),
                     judging=self.config.outputs.judging(target),
+                    contest=self._contest(),
                     **options,
                 )
             except AccuracyError as exc:
@@ -204,6 +207,13 @@ class ReleaseRun:
             return {"status": "converted", **result}, [output]
 
         return self.step(f"convert-{target.id}", self._convert_inputs(target, source_sha), work)
+
+    def _contest(self) -> Contest:
+        """How a `best` target times its candidates: at the gate batch size, as [bench] says."""
+        bench = self.config.bench
+        duration = bench.duration_s if bench.duration_s is not None else DEFAULT_RANK_DURATION_S
+        batch = self.config.gates.gate_batch_size
+        return Contest(batch, duration, bench.threads, bench.iterations)
 
     def _convert_inputs(self, target: Target, source_sha: str) -> dict[str, Any]:
         """What a conversion's result depends on (its resume key)."""
@@ -224,8 +234,9 @@ class ReleaseRun:
             # matter only to int8, so changing them does not redo the other conversions.
             "calibration": {
                 "data": data_fingerprint(calibration.data),
-                **(int8_only if target.precision == "int8" else {}),
+                **(int8_only if target.precision in ("int8", None) else {}),
             },
+            "contest": asdict(self._contest()) if target.backend == BEST else None,
             "batch_sizes": list(self.config.bench.batch_sizes),
             "validate_samples": self.config.eval.samples,
             "budget": self.budget(target),
@@ -239,8 +250,13 @@ class ReleaseRun:
         int8 ladder climbs until they hold, and validation judges them."""
         from trtconv.validation import tolerance_for
 
-        gates, own = self.config.gates, tolerance_for(target.precision)
         limits: dict[str, float] = {}
+        if target.precision is None:
+            # `best` without a precision: each candidate is judged by its own precision's
+            # tolerance (a gate over all of them would loosen int8 or tighten fp32); the release
+            # gates then judge the winner.
+            return limits
+        gates, own = self.config.gates, tolerance_for(target.precision)
         if gates.min_top1_agreement is not None:
             limits["min_top1_agreement"] = max(gates.min_top1_agreement, own.min_top1_agreement)
         if gates.max_accuracy_drop is not None:

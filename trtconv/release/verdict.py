@@ -55,7 +55,8 @@ def _judge(config: ReleaseConfig, target: TargetEntry) -> Candidate | None:
         return None
     row = _row_at(target.bench, config.gates.gate_batch_size)
     target.gates = evaluate_gates(config.gates, measures_for(target.conversion, target.eval, row))
-    return Candidate(target.id, target.precision, row.get("throughput_per_s"), target.passed)
+    precision = target.precision or ""
+    return Candidate(target.id, precision, row.get("throughput_per_s"), target.passed)
 
 
 def judge_targets(
@@ -79,7 +80,7 @@ def judge_targets(
         target=winner.id,
         artifact=str(winner.artifact),
         backend=winner.backend,
-        precision=winner.precision,
+        precision=str(winner.precision),
         batch_size=batch,
         throughput_per_s=row.get("throughput_per_s"),
         speedup_vs_baseline=row.get("speedup_vs_baseline"),

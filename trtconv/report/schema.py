@@ -50,6 +50,7 @@ class ModelInfo:
     gpu_memory_mb: float | None = None
     harness_overhead_ms: float | None = None
     device: str | None = None  # where it ran: cpu, cuda or tensorrt (bench --device)
+    throughput_mode: bool = False  # ran in its backend's throughput mode (bench --throughput)
     accuracy: float | None = None
     # Decision agreement with the baseline on the evaluation data: top-1 of class scores, the
     # thresholded decision of binary scores (the lowest over outputs that decide something).
@@ -115,7 +116,8 @@ class BenchRow:
 
 # The keys of one `results` row, in the order of CSV columns.
 ROW_KEYS = (
-    "model", "label", "backend", "precision", "xla", "is_baseline", "batch_size", "iterations",
+    "model", "label", "backend", "precision", "xla", "throughput_mode", "is_baseline",
+    "batch_size", "iterations",
     "warmup_iterations", "timed_s", "latency_ms_min", "latency_ms_mean",
     "latency_ms_trimmed_mean", "latency_ms_p50", "latency_ms_p90", "latency_ms_p95",
     "latency_ms_p99", "latency_ms_max", "latency_ms_std", "cv_percent", "cv_trimmed_percent",

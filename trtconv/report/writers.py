@@ -54,6 +54,7 @@ def model_cells(row: dict[str, Any]) -> list[str]:
     """`label` (a `*` on the baseline) and `backend precision`."""
     star = " *" if row.get("is_baseline") else ""
     backend = row["backend"] + ("+xla" if row.get("xla") else "")
+    backend += "+throughput" if row.get("throughput_mode") else ""
     return [f"{row['label']}{star}", f"{backend} {row['precision']}"]
 
 

@@ -1,0 +1,164 @@
+"""OpenVINO's own int8 against trtconv's best artifact, timed in the same run (BENCHMARKS.md).
+
+    python examples/openvino_own.py build SAVED_MODEL CALIB.npz OUT_DIR
+    python examples/openvino_own.py race ARTIFACT OUT_DIR/model.xml DATA.npz
+                                    [--batch-size 8] [--rounds 5] [--seconds 10] [--threads N]
+                                    [--json RESULT.json]
+
+`build` does what an OpenVINO user does, with no trtconv code: `ov.convert_model` on the
+SavedModel's loaded `serving_default` function (OpenVINO's SavedModel reader fails on Keras 3
+models written by `tf.saved_model.save`), `nncf.quantize` with NNCF's defaults on the calibration
+images one sample per item (NNCF's default subset of 300), `ov.save_model`.
+
+`race` times, at one batch size, trtconv's own bench worker on ARTIFACT and a plain loop over
+the OpenVINO model (`compile_model` with the LATENCY hint and nothing else, synchronous
+`InferRequest.infer`), each in a fresh process, on the same input file and thread count. This
+machine's speed drifts between runs, so the two are interleaved (trtconv, OpenVINO, trtconv, ...)
+for `--rounds` rounds and compared by medians, with the round-to-round spread. It prints the
+verdict of the goal "trtconv's best >= OpenVINO's own int8" (exit 0 either way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from plain_loop import plain_round, trtconv_round
+
+NNCF_DEFAULT_SUBSET = 300
+
+
+def build(saved_model: Path, calibration: Path, output: Path) -> Path:
+    """OpenVINO's own int8 IR of `saved_model` in `output`; returns the .xml path."""
+    import nncf
+    import openvino as ov
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(saved_model))
+    model = ov.convert_model(loaded.signatures["serving_default"], share_weights=False)
+    images = first_array(calibration)
+    name = model.inputs[0].get_any_name()
+    items = [{name: images[i : i + 1]} for i in range(min(len(images), NNCF_DEFAULT_SUBSET))]
+    quantized = nncf.quantize(model, nncf.Dataset(items))
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / "model.xml"
+    ov.save_model(quantized, str(path))
+    return path
+
+
+def shared_inputs(artifact: Path, data: Path, path: Path) -> Path:
+    """DATA's first array as float32, keyed by the artifact's (single) input name."""
+    from trtconv.manifest import read_manifest
+
+    (name,) = read_manifest(artifact).model_signature.input_names
+    np.savez(path, **{name: first_array(data).astype(np.float32)})
+    return path
+
+
+def first_array(npz: Path) -> np.ndarray:
+    """The first array of an .npz (the images: `x` in trtconv's data files)."""
+    with np.load(npz) as archive:
+        return archive[next(key for key in archive.files if key != "__labels__")]
+
+
+def race(args: argparse.Namespace) -> dict[str, Any]:
+    """Interleaved rounds of trtconv's worker on the artifact and the plain OpenVINO loop."""
+    with tempfile.TemporaryDirectory(prefix="openvino-own-") as tmp:
+        data = shared_inputs(args.artifact, args.data, Path(tmp) / "inputs.npz")
+        mine, own = rounds(args, data, Path(tmp))
+    return summary(mine, own, args)
+
+
+def rounds(args: argparse.Namespace, data: Path, workdir: Path) -> tuple[list, list]:
+    """(trtconv's figures, OpenVINO's figures) at the batch size, one pair per round."""
+    spec = {
+        "backend": "openvino",
+        "precision": None,  # OpenVINO's defaults: its own int8, as its users run it
+        "payload": str(args.own),
+        "threads": args.threads,
+        "batch_sizes": [args.batch_size],
+        "seconds": args.seconds,
+        "data": str(data),
+    }
+    batch = str(args.batch_size)
+    mine, own = [], []
+    for index in range(args.rounds):
+        mine.append(trtconv_round(str(args.artifact), spec, workdir, index)[batch])
+        own.append(plain_round(spec)[batch])
+    return mine, own
+
+
+def summary(mine: list[dict], own: list[dict], args: argparse.Namespace) -> dict[str, Any]:
+    """Medians and spreads of both, and the goal's verdict."""
+
+    def figures(rounds: list[dict]) -> dict[str, Any]:
+        per_s = [r["per_s"] for r in rounds]
+        return {
+            "throughput_per_s_median": float(np.median(per_s)),
+            "throughput_per_s_rounds": per_s,
+            "spread_percent": (max(per_s) / min(per_s) - 1) * 100,
+            "latency_ms_p50_median": float(np.median([r["p50_ms"] for r in rounds])),
+        }
+
+    result = {
+        "artifact": str(args.artifact),
+        "openvino_own": str(args.own),
+        "batch_size": args.batch_size,
+        "rounds": args.rounds,
+        "seconds": args.seconds,
+        "threads": args.threads,
+        "trtconv_best": figures(mine),
+        "openvino_own_int8": figures(own),
+    }
+    ratio = result["trtconv_best"]["throughput_per_s_median"] / max(
+        result["openvino_own_int8"]["throughput_per_s_median"], 1e-9
+    )
+    result["ratio"] = ratio
+    result["goal_met"] = ratio >= 1.0
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    make = sub.add_parser("build", help="OpenVINO's own int8 IR (NNCF defaults).")
+    make.add_argument("saved_model", type=Path)
+    make.add_argument("calibration", type=Path)
+    make.add_argument("output", type=Path)
+    timed = sub.add_parser("race", help="Interleaved timing against a trtconv artifact.")
+    timed.add_argument("artifact", type=Path)
+    timed.add_argument("own", type=Path)
+    timed.add_argument("data", type=Path)
+    timed.add_argument("--batch-size", type=int, default=8)
+    timed.add_argument("--rounds", type=int, default=5)
+    timed.add_argument("--seconds", type=float, default=10.0)
+    timed.add_argument("--threads", type=int, default=None)
+    timed.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    if args.command == "build":
+        print(f"OpenVINO's own int8: {build(args.saved_model, args.calibration, args.output)}")
+        return 0
+    result = race(args)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    best, own = result["trtconv_best"], result["openvino_own_int8"]
+    print(f"batch {args.batch_size}, {args.rounds} interleaved rounds of {args.seconds:g} s")
+    for name, figures in (("trtconv best", best), ("OpenVINO own int8", own)):
+        print(
+            f"  {name:18} {figures['throughput_per_s_median']:8.1f} samples/s (median; spread "
+            f"{figures['spread_percent']:.0f}%), p50 {figures['latency_ms_p50_median']:.2f} ms"
+        )
+    verdict = "met" if result["goal_met"] else "MISSED"
+    print(f"  trtconv best / OpenVINO own = {result['ratio']:.3f} (goal >= 1): {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

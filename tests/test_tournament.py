@@ -1,0 +1,48 @@
+"""`--backend best`'s decision: the fastest validated candidate wins; every other says why not."""
+
+from __future__ import annotations
+
+from trtconv import tournament
+from trtconv.tournament import Candidate, decide, ordered
+
+
+def field() -> list[Candidate]:
+    timed_fast = Candidate("openvino", "int8", throughput_per_s=60.0)
+    timed_slow = Candidate("ort", "int8", throughput_per_s=20.0)
+    failed = Candidate("ort", "fp16")
+    failed.drop(tournament.FAILED_VALIDATION, "top-1 agreement 0.90 < 0.98")
+    absent = Candidate("trt", "fp32")
+    absent.drop(tournament.NOT_AVAILABLE, "no NVIDIA GPU is visible")
+    untimed = Candidate("openvino", "fp32")
+    return [absent, timed_slow, failed, untimed, timed_fast]
+
+
+def test_fastest_validated_candidate_wins_and_the_others_say_why() -> None:
+    candidates = field()
+    winner = decide(candidates, batch_size=8)
+    assert winner is not None and winner.name == "openvino int8"
+    by_name = {c.name: c for c in candidates}
+    assert by_name["openvino int8"].verdict == tournament.WINNER
+    assert by_name["openvino int8"].reason.endswith("60.0 samples/s at batch 8")
+    slower = by_name["ort int8"]
+    assert slower.verdict == tournament.SLOWER and slower.relative_throughput == 0.3333
+    assert slower.reason == "slower: 20.0 vs 60.0 samples/s at batch 8 (0.33x the winner)"
+    assert by_name["openvino fp32"].verdict == tournament.NOT_TIMED
+    assert by_name["ort fp16"].reason == "top-1 agreement 0.90 < 0.98"
+    table = [c.name for c in ordered(candidates)]
+    assert table == ["openvino int8", "ort int8", "ort fp16", "openvino fp32", "trt fp32"]
+
+
+def test_no_winner_when_nothing_passed() -> None:
+    candidates = field()[:3]
+    for candidate in candidates[1:2]:
+        candidate.drop(tournament.FAILED_VALIDATION, "accuracy drop 0.05 > 0.02")
+    assert decide(candidates, batch_size=1) is None
+    assert all(c.verdict != tournament.WINNER for c in candidates)
+
+
+def test_ties_go_to_the_registry_order() -> None:
+    first = Candidate("ort", "fp32", throughput_per_s=10.0)
+    second = Candidate("openvino", "fp32", throughput_per_s=10.0)
+    assert decide([first, second], batch_size=1) is first
+    assert second.verdict == tournament.SLOWER

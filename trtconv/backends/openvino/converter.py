@@ -1,0 +1,50 @@
+"""SavedModel -> OpenVINO IR artifact: fp32, bf16 and fp16 share the float32 IR (the precision is
+how the CPU plugin computes it, set when the runner compiles it); int8 is the NNCF-quantised IR."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from trtconv.backends.openvino import ir
+from trtconv.backends.openvino.quantize import NncfOptions, quantize_model
+from trtconv.backends.openvino.runner import INFERENCE_PRECISION
+from trtconv.backends.request import ConversionOutcome, ConversionRequest
+from trtconv.errors import ConversionError, UsageError
+from trtconv.lazy import require
+
+
+def convert(request: ConversionRequest) -> ConversionOutcome:
+    """Write `model.xml` + `model.bin` for the request's precision into `request.output_dir`.
+
+    int8: NNCF calibrated on `request.calibration`, with 7-bit weights when
+    `request.reduce_range`. Raises UsageError for a precision OpenVINO has no mode for,
+    ConversionError when OpenVINO or NNCF fails or int8 has no calibration feed.
+    """
+    if request.precision not in INFERENCE_PRECISION:
+        raise UsageError(f"The openvino backend does not support precision '{request.precision}'.")
+    ov = require("openvino")
+    started = time.perf_counter()
+    model = ir.model_from_saved_model(request.saved_model, request.signature)
+    summary: dict[str, Any] = {
+        "openvino_version": ov.get_version(),
+        "source": "serving_default concrete function (ov.convert_model)",
+        "convert_seconds": round(time.perf_counter() - started, 3),
+        "inference_precision": INFERENCE_PRECISION[request.precision] or "plugin default",
+    }
+    if request.precision == "int8":
+        if request.calibration is None:
+            raise ConversionError("openvino int8 needs calibration data (request.calibration).")
+        model, summary["quantization"] = quantize_model(
+            model, request.calibration, NncfOptions(reduce_range=request.reduce_range)
+        )
+    ir.save_ir(model, Path(request.output_dir))
+    summary["op_counts"] = ir.op_counts(model)
+    return ConversionOutcome(payload=ir.PAYLOAD, summary=summary, device=_device())
+
+
+def _device() -> dict[str, Any]:
+    from trtconv.environment import cpu_info
+
+    return {"device": "CPU", "cpu": cpu_info()["model"]}

@@ -1,0 +1,147 @@
+"""INT8 for OpenVINO: NNCF post-training quantisation from trtconv's calibration feed.
+
+NNCF inserts FakeQuantize operations (8-bit activations and weights); OpenVINO's CPU plugin runs
+the quantised convolutions and matmuls as int8 kernels. The choices trtconv makes for ONNX
+Runtime's U8S8 Q/DQ hold here too, because the CPU kernels are the same kind:
+
+- on x86 without VNNI, u8 x s8 pairs are summed in saturating int16 (`vpmaddubsw`), so weights
+  must leave headroom: NNCF's `overflow_fix` ("enable": 7-bit weights everywhere) is what
+  ONNX Runtime's `reduce_range` is; with VNNI/AMX the full range is exact ("disable");
+- nodes the per-layer fallback keeps in float go to NNCF's `ignored_scope`.
+
+NNCF is otherwise left at its defaults (preset, range estimators, fast bias correction): they are
+what OpenVINO users get, and what trtconv's int8 is compared against.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trtconv.backends.request import CalibrationFeed
+from trtconv.errors import ConversionError
+from trtconv.lazy import require
+from trtconv.quantize.isa import CPU_SCHEME
+
+log = logging.getLogger(__name__)
+
+# NNCF's own name for how a model's weights are quantised on x86 CPUs without VNNI.
+OVERFLOW_FIX = {True: "enable", False: "disable"}
+
+
+@dataclass(frozen=True)
+class NncfOptions:
+    """How NNCF quantises: 7-bit weights (`reduce_range`) and the nodes kept in float."""
+
+    reduce_range: bool = False
+    ignored_nodes: tuple[str, ...] = ()
+
+    @property
+    def overflow_fix(self) -> str:
+        """NNCF's `OverflowFix` value for this weight range."""
+        return OVERFLOW_FIX[self.reduce_range]
+
+
+def quantize_model(
+    model: Any, feed: CalibrationFeed, options: NncfOptions
+) -> tuple[Any, dict[str, Any]]:
+    """(the quantised `ov.Model`, the quantisation summary) for `model` calibrated on `feed`.
+
+    Every batch of `feed` is used once. Raises ConversionError when the feed is empty or NNCF
+    fails.
+    """
+    nncf = require("nncf")
+    batches = list(feed())
+    if not batches:
+        raise ConversionError("NNCF quantisation needs calibration data; the feed was empty.")
+    samples = sum(len(next(iter(batch.values()))) for batch in batches)
+    advanced = nncf.AdvancedQuantizationParameters(
+        overflow_fix=nncf.OverflowFix(options.overflow_fix)
+    )
+    started = time.perf_counter()
+    try:
+        with nncf_on_stderr():
+            quantized = nncf.quantize(
+                model,
+                nncf.Dataset(batches),
+                subset_size=len(batches),
+                ignored_scope=_ignored_scope(nncf, options.ignored_nodes),
+                advanced_parameters=advanced,
+            )
+    except Exception as exc:
+        raise ConversionError(f"NNCF could not quantise the model: {exc}") from exc
+    weighted = weighted_ops(quantized)
+    summary = {
+        "tool": "nncf",
+        "nncf_version": nncf.__version__,
+        # uint8 activations (after ReLU) x int8 weights on the CPU's int8 kernels: the same
+        # class as ONNX Runtime's U8S8, with the same saturation without VNNI.
+        "scheme": CPU_SCHEME,
+        "format": "FakeQuantize (NNCF defaults: min/max ranges, fast bias correction)",
+        "samples": samples,
+        "batches": len(batches),
+        "overflow_fix": options.overflow_fix,
+        "reduce_range": options.reduce_range,
+        "float_nodes": list(options.ignored_nodes),
+        "int8_weight_ops": sum(weighted.values()),
+        "float_weight_ops": sorted(name for name, int8 in weighted.items() if not int8),
+        "quantize_seconds": round(time.perf_counter() - started, 3),
+    }
+    return quantized, summary
+
+
+def _ignored_scope(nncf: Any, names: Sequence[str]) -> Any:
+    return nncf.IgnoredScope(names=list(names)) if names else None
+
+
+# Operations with weights: NNCF stores their weights as int8 constants when it quantises them.
+WEIGHTED_OPS = ("Convolution", "GroupConvolution", "MatMul", "ConvolutionBackpropData")
+# What NNCF puts between an int8 weight constant and the operation (dequantisation, layout).
+WEIGHT_PATH_OPS = ("Convert", "Multiply", "Subtract", "Reshape", "Transpose")
+
+
+def weighted_ops(model: Any) -> dict[str, bool]:
+    """{name: its weights are stored in int8} for every convolution and matmul of `model`."""
+    return {
+        op.get_friendly_name(): _int8_weights(op.input(1).get_source_output().get_node())
+        for op in model.get_ordered_ops()
+        if op.get_type_name() in WEIGHTED_OPS
+    }
+
+
+def _int8_weights(node: Any) -> bool:
+    """True when `node` reaches an 8-bit integer Constant through dequantisation ops only."""
+    while node.get_type_name() in WEIGHT_PATH_OPS:
+        node = node.input(0).get_source_output().get_node()
+    return node.get_type_name() == "Constant" and node.get_element_type().to_string() in (
+        "i8",
+        "u8",
+    )
+
+
+@contextlib.contextmanager
+def nncf_on_stderr() -> Iterator[None]:
+    """NNCF writes its log and progress bars to stdout; `--json` owns stdout, so move them.
+
+    Its logger's handler holds the stdout stream it was created with, so that handler is pointed
+    at stderr too, and restored afterwards.
+    """
+    moved = []
+    for handler in logging.getLogger("nncf").handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream in (
+            sys.stdout,
+            sys.__stdout__,
+        ):
+            moved.append((handler, handler.stream))
+            handler.setStream(sys.stderr)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        for handler, stream in moved:
+            handler.setStream(stream)

@@ -1,0 +1,75 @@
+"""When OpenVINO can run a precision here: fp32 on any CPU, int8 with NNCF installed, bf16 and fp16
+only where the CPU computes them natively (OpenVINO's CPU plugin would otherwise emulate them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trtconv.backends.support import Support, verdict
+from trtconv.facts import Facts
+
+NAME = "openvino"
+INSTALL_FIX = "pip install 'trtconv[openvino]' (openvino and nncf)"
+# CPU features that give OpenVINO's CPU plugin native arithmetic in a reduced float precision.
+NATIVE_FEATURES = {"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
+
+
+def support(facts: Facts, precision: str) -> Support:
+    """Whether OpenVINO converts and runs `precision` on the machine `facts` describe."""
+    version = facts.version("openvino")
+    if version is None:
+        return verdict(NAME, precision, "openvino is not installed", INSTALL_FIX)
+    if precision == "int8" and facts.version("nncf") is None:
+        return verdict(NAME, precision, "int8 needs NNCF, which is not installed", INSTALL_FIX)
+    needs = NATIVE_FEATURES.get(precision)
+    if needs and not facts.cpu.features & set(needs):
+        return verdict(
+            NAME,
+            precision,
+            f"{precision} needs a CPU with {' or '.join(needs)}; {facts.cpu.model} has neither",
+            f"choose --precision fp32 or int8, or run on a CPU with {' or '.join(needs)}",
+        )
+    how = " (NNCF post-training quantisation)" if precision == "int8" else ""
+    return verdict(NAME, precision, f"OpenVINO {version}{how} on the CPU")
+
+
+def doctor_section(facts: Facts) -> dict[str, Any]:
+    """The doctor's `openvino` block: versions, and the devices OpenVINO sees with what each
+    computes natively (asked of OpenVINO itself)."""
+    version = facts.version("openvino")
+    devices, notes = probe_devices() if version else ([], "not installed: " + INSTALL_FIX)
+    described = "; ".join(f"{d['name']}: {d['full_name']} ({', '.join(d['capabilities'])})"
+                          for d in devices)  # fmt: skip
+    return {
+        NAME: {
+            "version": version,
+            "nncf_version": facts.version("nncf"),
+            "devices": devices,
+            "notes": notes,
+            # One row of doctor's libraries table.
+            "row": {
+                "component": "OpenVINO",
+                "version": version,
+                "details": f"devices: {described or 'none'}; NNCF {facts.version('nncf')}"
+                + (f"; {notes}" if notes else ""),
+            },
+        }
+    }
+
+
+def probe_devices() -> tuple[list[dict[str, Any]], str]:
+    """([{name, full_name, capabilities}] for every device OpenVINO sees, a note on failure)."""
+    from trtconv.lazy import require
+
+    try:
+        core = require("openvino").Core()
+        return [
+            {
+                "name": name,
+                "full_name": str(core.get_property(name, "FULL_DEVICE_NAME")),
+                "capabilities": list(core.get_property(name, "OPTIMIZATION_CAPABILITIES")),
+            }
+            for name in core.available_devices
+        ], ""
+    except Exception as exc:  # a broken install is a row in the report, not a crash
+        return [], f"OpenVINO could not list its devices: {str(exc).splitlines()[0][:200]}"

@@ -1,0 +1,126 @@
+"""`--backend best`: which candidate wins, and why each of the others lost (pure; no I/O).
+
+Every (backend, precision) a machine could run is a candidate. A candidate is out before timing
+when its backend cannot run that precision here ("not available"), its conversion fails
+("conversion failed") or its validation misses the accuracy budget ("failed validation"). The
+rest are timed in the same harness, at the same batch size, and the highest throughput wins; the
+others are "slower", each with its ratio to the winner. The table, in this order, is the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+WINNER = "winner"
+SLOWER = "slower"
+NOT_AVAILABLE = "not available"
+CONVERSION_FAILED = "conversion failed"
+FAILED_VALIDATION = "failed validation"
+NOT_TIMED = "not timed"
+# A candidate's run mode: "" (the backend's default) or its throughput mode (RunOptions).
+THROUGHPUT = "throughput"
+VERDICTS = (WINNER, SLOWER, FAILED_VALIDATION, CONVERSION_FAILED, NOT_TIMED, NOT_AVAILABLE)
+
+
+@dataclass
+class Candidate:
+    """One (backend, precision): how far it got, its validation and timing, and the verdict.
+
+    `verdict` is set when the candidate drops out (with `reason`), or by `decide` for the timed.
+    """
+
+    backend: str
+    precision: str
+    mode: str = ""
+    verdict: str = ""
+    reason: str = ""
+    fix: str = ""  # not available: what would make it available
+    artifact: str | None = None  # the winner's: the output directory
+    conversion_seconds: float | None = None
+    top1_agreement: float | None = None
+    max_abs_error: float | None = None
+    throughput_per_s: float | None = None
+    latency_ms_p50: float | None = None
+    speedup_vs_native: float | None = None
+    relative_throughput: float | None = None  # throughput / the winner's
+
+    @property
+    def name(self) -> str:
+        """'BACKEND PRECISION', with '+MODE' for a non-default run mode."""
+        return f"{self.backend} {self.precision}" + (f" +{self.mode}" if self.mode else "")
+
+    @property
+    def label(self) -> str:
+        """The candidate's folder and bench label: BACKEND-PRECISION (its mode shares them)."""
+        return f"{self.backend}-{self.precision}"
+
+    @property
+    def timed(self) -> bool:
+        return self.verdict == "" and self.throughput_per_s is not None
+
+    def drop(self, verdict: str, reason: str, fix: str = "") -> None:
+        """Take the candidate out of the running with `verdict`, a one-line `reason` and, when
+        it is not available here, the `fix`."""
+        self.verdict, self.reason, self.fix = verdict, reason, fix
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, **asdict(self)}
+
+
+def decide(candidates: list[Candidate], batch_size: int) -> Candidate | None:
+    """Pick the fastest timed candidate; give every candidate its verdict and reason.
+
+    Candidates still in the running but without a timing (the bench failed for them) become
+    "not timed". Returns the winner, or None when no candidate passed. Ties go to the earlier
+    candidate (the registry's order).
+    """
+    for candidate in candidates:
+        if candidate.verdict == "" and candidate.throughput_per_s is None:
+            candidate.drop(NOT_TIMED, candidate.reason or "the benchmark did not time it")
+    timed = [c for c in candidates if c.timed]
+    if not timed:
+        return None
+    winner = max(timed, key=lambda c: c.throughput_per_s or 0.0)
+    best = winner.throughput_per_s or 0.0
+    for candidate in timed:
+        speed = candidate.throughput_per_s or 0.0
+        candidate.relative_throughput = round(speed / best, 4) if best else None
+        if candidate is winner:
+            candidate.verdict = WINNER
+            candidate.reason = (
+                f"fastest that passed validation: {speed:,.1f} samples/s at batch {batch_size}"
+            )
+        else:
+            candidate.verdict = SLOWER
+            candidate.reason = (
+                f"slower: {speed:,.1f} vs {best:,.1f} samples/s at batch {batch_size} "
+                f"({speed / best:.2f}x the winner)"
+            )
+    return winner
+
+
+def ordered(candidates: list[Candidate]) -> list[Candidate]:
+    """The table's order: winner, the slower by speed, then the rest by verdict (stable)."""
+
+    def key(candidate: Candidate) -> tuple[int, float]:
+        return VERDICTS.index(candidate.verdict), -(candidate.throughput_per_s or 0.0)
+
+    return sorted(candidates, key=key)
+
+
+def timing_text(table: dict[str, Any]) -> str:
+    """How long each candidate of a tournament block was timed: 'N calls' or 'S s'."""
+    if table.get("iterations"):
+        return f"{table['iterations']} calls"
+    return f"{table['duration_s']:g} s"
+
+
+def absent_groups(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """The "not available" rows of a tournament block, one (names, reason, fix) per distinct
+    reason: 'tftrt fp32, tftrt int8' say their shared reason once."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        if row["verdict"] == NOT_AVAILABLE:
+            groups.setdefault((row["reason"], row["fix"]), []).append(row["name"])
+    return [(", ".join(names), reason, fix) for (reason, fix), names in groups.items()]
