@@ -176,6 +176,7 @@ def test_trt_s8s8_model_gets_the_same_exclusions(
     from trtconv.backends.request import ConversionRequest
     from trtconv.backends.runner import RunOptions
     from trtconv.quantize.checks import tensorrt_qdq_problems
+
     plan = conversion.Plan(
         saved_model=outlier_model(),
         output=tmp_path / "unused",
