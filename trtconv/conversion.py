@@ -135,39 +135,48 @@ def convert(
     if fallback_time_limit <= 0:
         raise UsageError(f"--fallback-time-limit must be positive, found {fallback_time_limit}.")
     saved_model = check_saved_model_dir(Path(saved_model))
-    if backend == registry.BEST:
-        target = Path(output) if output else default_output(saved_model, backend, precision)
-        plan = Plan(
-            saved_model, target, registry.native(), "--backend best", precision or "",
-            batch_sizes, calib_method,
-            tolerance=tolerance, int8_target=int8_target, limits=limits, progress=progress,
-            fallback_time_limit_s=fallback_time_limit if fallback else None, judging=judging,
-            preprocessing=preprocessing,
-        )  # fmt: skip
-        samples = (calib_samples, validate_samples)
-        return _convert_best(plan, (calib_data, samples, fallback), contest or Contest(), force)
-    assert precision is not None  # _check_arguments requires it unless the backend is best
-    chosen, choice = _choose_backend(backend, precision)
-    output = Path(output) if output else default_output(saved_model, chosen.name, precision)
-    check_output_free(output, force)
     plan = Plan(
-        saved_model, output, chosen, choice.reason, precision, batch_sizes, calib_method,
+        saved_model, Path(output) if output else Path(), registry.native(), "--backend best",
+        precision or "", batch_sizes, calib_method,
         tolerance=tolerance, int8_target=int8_target, limits=limits, progress=progress,
         fallback_time_limit_s=fallback_time_limit if fallback else None, judging=judging,
-        preprocessing=preprocessing, passed_over=choice.passed_over,
-        steps=Steps(progress, _step_count(chosen, precision)),
+        preprocessing=preprocessing,
     )  # fmt: skip
+    data = (calib_data, (calib_samples, validate_samples), fallback)
+    if backend == registry.BEST:
+        plan.output = Path(output) if output else default_output(saved_model, backend, precision)
+        return _convert_best(plan, data, contest or Contest(), force)
+    return _convert_one(plan, backend, data, force)
+
+
+def _convert_one(
+    plan: Plan, backend: str, data: tuple[str | None, tuple[int, int], bool], force: bool
+) -> dict[str, Any]:
+    """convert with one backend (`auto` chooses it); `data` as for _convert_best."""
+    chosen, choice = _choose_backend(backend, plan.precision)
+    if plan.output == Path():
+        plan.output = default_output(plan.saved_model, chosen.name, plan.precision)
+    check_output_free(plan.output, force)
+    plan.backend, plan.backend_reason, plan.passed_over = chosen, choice.reason, choice.passed_over
+    plan.steps = Steps(plan.progress, _step_count(chosen, plan.precision))
+    calib_data, samples, fallback = data
     # Loading is the first heavy step: a corrupt or signature-less model fails here, exit 1.
-    plan.steps.start(f"loading {saved_model}")
-    with registry.native().runner(saved_model, None, RunOptions()) as native:
-        judging.check_names(native.signature.output_names)
+    plan.steps.start(f"loading {plan.saved_model}")
+    with registry.native().runner(plan.saved_model, None, RunOptions()) as native:
+        plan.judging.check_names(native.signature.output_names)
         plan.steps.start("reading data")
-        _read_data(plan, native, calib_data, (calib_samples, validate_samples), fallback)
-        log.info("converting %s to %s %s (%s)", saved_model, chosen.name, precision, choice.reason)
+        _read_data(plan, native, calib_data, samples, fallback)
+        log.info(
+            "converting %s to %s %s (%s)",
+            plan.saved_model,
+            chosen.name,
+            plan.precision,
+            choice.reason,
+        )
         manifest, report = _convert_staged(plan, native, force)
     plan.steps.finish()
     result = _result(plan, manifest)
-    raise_if_failed(report, f"{output} ({chosen.name} {precision})", result)
+    raise_if_failed(report, f"{plan.output} ({chosen.name} {plan.precision})", result)
     return result
 
 
