@@ -346,10 +346,12 @@ def _manifest_warnings(
     warnings = []
     if manifest.status not in (report.verdict, "unvalidated"):
         recorded = manifest.validation or {}
-        why = failures_of(recorded)
+        # A passed conversion has no failures to name: saying "no output was compared" there
+        # would be false.
+        why = "" if manifest.status == "passed" else f" ({failures_of(recorded)})"
         warnings.append(
             f"{artifact}: its manifest says the conversion's validation {manifest.status.upper()}"
-            f" ({why}) on {recorded.get('data_source', 'its data')}; this validation on "
+            f"{why} on {recorded.get('data_source', 'its data')}; this validation on "
             f"{report.data_source} is {report.verdict}."
         )
     portability = _portability_warning(manifest, artifact, report)
