@@ -97,8 +97,7 @@ from pathlib import Path
 import keras
 import numpy as np
 
-from trtconv.calib.readers import holdout_split
-from trtconv.calib.sources import ArraySet, load_digits
+from trtconv.calib.sources import ArraySet, load_digits, split_holdout
 from trtconv.train.export import export_saved_model
 
 model_dir, data_dir, epochs = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
@@ -106,7 +105,7 @@ keras.utils.set_random_seed(0)
 digits = load_digits("all")
 images = digits.x.repeat(4, axis=1).repeat(4, axis=2).repeat(3, axis=3).astype(np.float32)
 np.savez(data_dir / "digits32.npz", x=images, y=digits.labels)
-train, held_out = holdout_split(ArraySet({"x": images}, digits.labels, "digits32"))
+train, held_out = split_holdout(ArraySet({"x": images}, digits.labels, "digits32"))
 np.savez(data_dir / "digits32-heldout.npz", x=held_out.x, y=held_out.labels)
 model = keras.applications.MobileNetV2(
     alpha=0.35, input_shape=(32, 32, 3), classes=10, weights=None, classifier_activation=None
