@@ -284,7 +284,7 @@ def convert_into(
         calib_method=plan.calib_method,
     )
     export_summary = _prepare_onnx(request, plan, space)
-    decision = _prepare_own_int8(request, plan)
+    decision = _prepare_own_int8(request, plan, space.native)
     assert plan.backend.convert is not None  # _choose_backend accepts converters only
     plan.steps.start(f"converting with {plan.backend.name}")
     outcome = plan.backend.convert(request)
@@ -507,15 +507,26 @@ def _export_checked(plan: Plan, space: Workspace) -> tuple[Path, dict[str, Any]]
     return onnx_path, export
 
 
-def _prepare_own_int8(request: ConversionRequest, plan: Plan) -> dict[str, Any]:
+def _prepare_own_int8(request: ConversionRequest, plan: Plan, native: Runner) -> dict[str, Any]:
     """For backends that quantise the SavedModel themselves in the CPU scheme: the weight range
-    for the int8 target, set on the request; returns the record of the choice ({} otherwise)."""
+    for the int8 target and the int8 ladder's search slice (`native` gives its reference
+    outputs), set on the request; returns the record of the choice ({} otherwise)."""
+    from trtconv.backends.request import SearchSlice
     from trtconv.quantize.isa import CPU_SCHEME
 
     own = not plan.backend.needs_onnx and plan.backend.qdq_scheme == CPU_SCHEME
     if plan.precision != "int8" or not own:
         return {}
     request.reduce_range, decision = _cpu_weight_range(plan)
+    if plan.search is not None and plan.fallback_time_limit_s is not None:
+        request.search = SearchSlice(
+            data=plan.search,
+            reference=reference_outputs(native, plan.search),
+            tolerance=plan.budget,
+            roles=plan.roles,
+            time_limit_s=plan.fallback_time_limit_s,
+            drawn_from=plan.search_drawn_from,
+        )
     return decision
 
 

@@ -5,16 +5,35 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trtconv.model_io import ModelSignature
 from trtconv.quantize import DEFAULT_CALIB_METHOD
 
+if TYPE_CHECKING:
+    from trtconv.calib.sources import ArraySet
+    from trtconv.outputs.roles import Roles
+    from trtconv.validation import Tolerance
+
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
 Feeds = dict[str, np.ndarray]
 CalibrationFeed = Callable[[], Iterator[Feeds]]
+
+
+@dataclass
+class SearchSlice:
+    """The int8 ladder's settings for a backend that quantises the SavedModel itself (openvino):
+    the search slice (samples never validated on, trtconv.quantize.search), the native model's
+    outputs on it, the budget, each output's role, and how long the fallback may take."""
+
+    data: ArraySet
+    reference: dict[str, np.ndarray]
+    tolerance: Tolerance
+    roles: Roles
+    time_limit_s: float
+    drawn_from: str = ""
 
 
 @dataclass
@@ -40,6 +59,8 @@ class ConversionRequest:
     # INT8 in the CPU scheme quantised by the backend itself (not from the Q/DQ export): 7-bit
     # weights, chosen for the int8 target (trtconv.quantize.isa.weight_range).
     reduce_range: bool = False
+    # The same, when the int8 ladder is on (not --no-fallback): what its fallback scores on.
+    search: SearchSlice | None = None
 
 
 @dataclass

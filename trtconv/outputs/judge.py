@@ -63,14 +63,11 @@ def judge_output(
     values, max_abs, max_rel = _values_check(name, want, got, atol)
     checks = [values]
     figures: dict[str, float | None] = {}
-    if role.role == CLASSES:
-        checks += _decision_checks(name, _class_ids(name, want), _class_ids(name, got), tolerance,
-                                   labels, "top-1 agreement", figures)  # fmt: skip
-    elif role.role == BINARY:
-        threshold = role.threshold if role.threshold is not None else 0.5
-        what = f"decision agreement at {threshold:g}"
-        checks += _decision_checks(name, want > threshold, got > threshold, tolerance, labels,
-                                   what, figures)  # fmt: skip
+    if role.role in (CLASSES, BINARY):
+        want_ids, got_ids = decisions(name, role, want), decisions(name, role, got)
+        assert want_ids is not None and got_ids is not None  # a decision role
+        checks += _decision_checks(name, want_ids, got_ids, tolerance, labels,
+                                   _decision_words(role), figures)  # fmt: skip
     elif role.role == REGRESSION:
         checks.append(_within_check(name, want, got, atol, tolerance, figures))
     judged = any(check.gating for check in checks)
@@ -104,6 +101,26 @@ def _values_check(
     passed = finite and (atol is None or max_abs <= atol)
     gating = atol is not None or not finite
     return Check(f"{name} values", passed, detail, name, gating), max_abs, max_rel
+
+
+def decisions(name: str, role: OutputRole, scores: np.ndarray) -> np.ndarray | None:
+    """What output `name` decides per sample: the top-1 class (classes role), the score above
+    its threshold (binary); None for a role that decides nothing."""
+    if role.role == CLASSES:
+        return _class_ids(name, scores)
+    if role.role == BINARY:
+        return scores > _threshold(role)
+    return None
+
+
+def _threshold(role: OutputRole) -> float:
+    return role.threshold if role.threshold is not None else 0.5
+
+
+def _decision_words(role: OutputRole) -> str:
+    if role.role == CLASSES:
+        return "top-1 agreement"
+    return f"decision agreement at {_threshold(role):g}"
 
 
 def _class_ids(name: str, scores: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends.openvino import ir
-from trtconv.backends.openvino.quantize import NncfOptions, quantize_model
+from trtconv.backends.openvino.ladder import quantize_int8
 from trtconv.backends.openvino.runner import INFERENCE_PRECISION
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.errors import ConversionError, UsageError
@@ -19,8 +19,10 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     """Write `model.xml` + `model.bin` for the request's precision into `request.output_dir`.
 
     int8: NNCF calibrated on `request.calibration`, with 7-bit weights when
-    `request.reduce_range`. Raises UsageError for a precision OpenVINO has no mode for,
-    ConversionError when OpenVINO or NNCF fails or int8 has no calibration feed.
+    `request.reduce_range`, and with `request.search` the int8 ladder's fallback when it misses
+    the budget (trtconv.backends.openvino.ladder). Raises UsageError for a precision OpenVINO
+    has no mode for, ConversionError when OpenVINO or NNCF fails or int8 has no calibration
+    feed.
     """
     if request.precision not in INFERENCE_PRECISION:
         raise UsageError(f"The openvino backend does not support precision '{request.precision}'.")
@@ -36,9 +38,11 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     if request.precision == "int8":
         if request.calibration is None:
             raise ConversionError("openvino int8 needs calibration data (request.calibration).")
-        model, summary["quantization"] = quantize_model(
-            model, request.calibration, NncfOptions(reduce_range=request.reduce_range)
-        )
+        model, quantization = quantize_int8(model, request)
+        # Ops the int8 ladder kept in float pin the precision the runner computes them in.
+        pinned = quantization.pop("inference_precision", None)
+        summary["inference_precision"] = pinned or summary["inference_precision"]
+        summary["quantization"] = quantization
     ir.save_ir(model, Path(request.output_dir))
     summary["op_counts"] = ir.op_counts(model)
     return ConversionOutcome(payload=ir.PAYLOAD, summary=summary, device=_device())

@@ -7,7 +7,10 @@ Runtime's U8S8 Q/DQ hold here too, because the CPU kernels are the same kind:
 - on x86 without VNNI, u8 x s8 pairs are summed in saturating int16 (`vpmaddubsw`), so weights
   must leave headroom: NNCF's `overflow_fix` ("enable": 7-bit weights everywhere) is what
   ONNX Runtime's `reduce_range` is; with VNNI/AMX the full range is exact ("disable");
-- nodes the per-layer fallback keeps in float go to NNCF's `ignored_scope`.
+- nodes kept in float go to NNCF's `ignored_scope`;
+- when int8 misses the accuracy budget, NNCF's own accuracy control
+  (`quantize_with_accuracy_control`) keeps the most damaging operations in float
+  (trtconv.backends.openvino.ladder).
 
 NNCF is otherwise left at its defaults (preset, range estimators, fast bias correction): they are
 what OpenVINO users get, and what trtconv's int8 is compared against.
@@ -19,11 +22,11 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trtconv.backends.request import CalibrationFeed
+from trtconv.backends.request import CalibrationFeed, Feeds
 from trtconv.errors import ConversionError
 from trtconv.lazy import require
 from trtconv.quantize.isa import CPU_SCHEME
@@ -56,13 +59,7 @@ def quantize_model(
     fails.
     """
     nncf = require("nncf")
-    batches = list(feed())
-    if not batches:
-        raise ConversionError("NNCF quantisation needs calibration data; the feed was empty.")
-    samples = sum(len(next(iter(batch.values()))) for batch in batches)
-    advanced = nncf.AdvancedQuantizationParameters(
-        overflow_fix=nncf.OverflowFix(options.overflow_fix)
-    )
+    batches = _batches(feed)
     started = time.perf_counter()
     try:
         with nncf_on_stderr():
@@ -71,19 +68,98 @@ def quantize_model(
                 nncf.Dataset(batches),
                 subset_size=len(batches),
                 ignored_scope=_ignored_scope(nncf, options.ignored_nodes),
-                advanced_parameters=advanced,
+                advanced_parameters=_advanced(nncf, options),
             )
     except Exception as exc:
         raise ConversionError(f"NNCF could not quantise the model: {exc}") from exc
+    return quantized, _summary(quantized, batches, options, started)
+
+
+class StopAccuracyControl(Exception):
+    """Raised by an AccuracyControl metric to stop NNCF's search (e.g. its time is up)."""
+
+
+@dataclass(frozen=True)
+class AccuracyControl:
+    """What `nncf.quantize_with_accuracy_control` validates on and how far it may go.
+
+    `items` are the validation data items; `transform` turns one into the model's feeds;
+    `metric(compiled_model, items)` is (the metric, its value per item), higher is better.
+    NNCF reverts the quantised operations that cost the most metric to float, one group per
+    iteration, until the metric has dropped by at most `max_drop` (absolute) from the float
+    model's or `max_iterations` groups are reverted; `ranking_items` rank the groups.
+    """
+
+    items: list[Any]
+    transform: Callable[[Any], Feeds]
+    metric: Callable[[Any, Iterable[Any]], tuple[float, list[float]]]
+    max_drop: float
+    max_iterations: int
+    ranking_items: int
+
+
+def quantize_with_accuracy_control(
+    model: Any, feed: CalibrationFeed, options: NncfOptions, control: AccuracyControl
+) -> tuple[Any, dict[str, Any]]:
+    """(the `ov.Model` NNCF's accuracy control settled on, its quantisation summary): `model`
+    quantised as `quantize_model` does, then its most damaging quantised operations kept in
+    float as `control` bounds it. Raises StopAccuracyControl when `control.metric` does (a
+    caller's deadline), ConversionError when NNCF fails."""
+    nncf = require("nncf")
+    batches = _batches(feed)
+    restorer = nncf.AdvancedAccuracyRestorerParameters(
+        max_num_iterations=control.max_iterations,
+        ranking_subset_size=control.ranking_items,
+        num_ranking_workers=1,  # one compile at a time: OpenVINO already uses every core
+    )
+    started = time.perf_counter()
+    try:
+        with nncf_on_stderr():
+            quantized = nncf.quantize_with_accuracy_control(
+                model,
+                nncf.Dataset(batches),
+                nncf.Dataset(control.items, control.transform),
+                control.metric,
+                max_drop=control.max_drop,
+                drop_type=nncf.DropType.ABSOLUTE,
+                subset_size=len(batches),
+                ignored_scope=_ignored_scope(nncf, options.ignored_nodes),
+                advanced_quantization_parameters=_advanced(nncf, options),
+                advanced_accuracy_restorer_parameters=restorer,
+            )
+    except StopAccuracyControl:
+        raise
+    except Exception as exc:
+        raise ConversionError(f"NNCF accuracy control failed: {exc}") from exc
+    return quantized, _summary(quantized, batches, options, started)
+
+
+def _batches(feed: CalibrationFeed) -> list[Feeds]:
+    """Every calibration batch of `feed`; ConversionError when there is none."""
+    batches = list(feed())
+    if not batches:
+        raise ConversionError("NNCF quantisation needs calibration data; the feed was empty.")
+    return batches
+
+
+def _advanced(nncf: Any, options: NncfOptions) -> Any:
+    return nncf.AdvancedQuantizationParameters(overflow_fix=nncf.OverflowFix(options.overflow_fix))
+
+
+def _summary(
+    quantized: Any, batches: list[Feeds], options: NncfOptions, started: float
+) -> dict[str, Any]:
+    """The quantisation summary of `quantized`, calibrated on `batches` from `started` on."""
+    nncf = require("nncf")
     weighted = weighted_ops(quantized)
-    summary = {
+    return {
         "tool": "nncf",
         "nncf_version": nncf.__version__,
         # uint8 activations (after ReLU) x int8 weights on the CPU's int8 kernels: the same
         # class as ONNX Runtime's U8S8, with the same saturation without VNNI.
         "scheme": CPU_SCHEME,
         "format": "FakeQuantize (NNCF defaults: min/max ranges, fast bias correction)",
-        "samples": samples,
+        "samples": sum(len(next(iter(batch.values()))) for batch in batches),
         "batches": len(batches),
         "overflow_fix": options.overflow_fix,
         "reduce_range": options.reduce_range,
@@ -92,7 +168,6 @@ def quantize_model(
         "float_weight_ops": sorted(name for name, int8 in weighted.items() if not int8),
         "quantize_seconds": round(time.perf_counter() - started, 3),
     }
-    return quantized, summary
 
 
 def _ignored_scope(nncf: Any, names: Sequence[str]) -> Any:

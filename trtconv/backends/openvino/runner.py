@@ -11,7 +11,9 @@
 The artifact's precision sets OpenVINO's inference precision: fp32 computes in f32 (OpenVINO's
 default on CPUs with bf16 would be bf16), bf16 and fp16 in those types; int8 runs its quantised
 operations in int8 and leaves the rest at OpenVINO's default for the CPU it runs on (bf16 where
-the CPU has it, f32 elsewhere): what the CPU computes it in is recorded with each validation.
+the CPU has it, f32 elsewhere), unless the int8 ladder kept operations in float: then the
+artifact pins f32 (NNCF's accuracy control judges reverted operations in f32, and bf16 is not
+float enough for them). What the CPU computes it in is recorded with each validation.
 Denormals are flushed to zero, as in the ONNX Runtime runner (random-weight models ran 2x slower
 with them).
 """
@@ -48,6 +50,7 @@ class OpenVinoRunner(Runner):
         precision: str = "fp32",
         hint: str = LATENCY,
         threads: int | None = None,
+        inference_precision: str | None = None,
     ) -> None:
         super().__init__(path)
         if hint not in HINTS:
@@ -59,21 +62,14 @@ class OpenVinoRunner(Runner):
         self.precision = precision
         self.hint = hint
         self.threads = threads
+        # OpenVINO's inference precision when the artifact pins one (None: the precision's own).
+        self.inference_precision = inference_precision
         self.compiled: Any = None
         self._requests: list[Any] = []
 
     def compile_config(self) -> dict[str, Any]:
         """The `compile_model` configuration for this runner's hint, precision and threads."""
-        config: dict[str, Any] = {
-            "PERFORMANCE_HINT": self.hint.upper(),
-            "CPU_DENORMALS_OPTIMIZATION": True,
-        }
-        inference_precision = INFERENCE_PRECISION[self.precision]
-        if inference_precision is not None:
-            config["INFERENCE_PRECISION_HINT"] = inference_precision
-        if self.threads is not None:
-            config["INFERENCE_NUM_THREADS"] = self.threads
-        return config
+        return compile_config(self.precision, self.hint, self.threads, self.inference_precision)
 
     def activate_impl(self) -> ModelSignature:
         ov = require("openvino")
@@ -130,6 +126,26 @@ class OpenVinoRunner(Runner):
         }
 
 
+def compile_config(
+    precision: str,
+    hint: str = LATENCY,
+    threads: int | None = None,
+    inference_precision: str | None = None,
+) -> dict[str, Any]:
+    """OpenVINO's `compile_model` configuration for a trtconv precision, hint and thread count;
+    `inference_precision` (an OpenVINO type name) replaces the precision's own."""
+    config: dict[str, Any] = {
+        "PERFORMANCE_HINT": hint.upper(),
+        "CPU_DENORMALS_OPTIMIZATION": True,
+    }
+    inference_precision = inference_precision or INFERENCE_PRECISION[precision]
+    if inference_precision is not None:
+        config["INFERENCE_PRECISION_HINT"] = inference_precision
+    if threads is not None:
+        config["INFERENCE_NUM_THREADS"] = threads
+    return config
+
+
 def _text(value: Any) -> str:
     """A property value as OpenVINO spells it ("bf16", not "<Type: 'bfloat16'>")."""
     to_string = getattr(value, "to_string", None)
@@ -147,4 +163,14 @@ def openvino_runner(payload: Path, manifest: Manifest | None, options: RunOption
     check_device("openvino", options.device, ("cpu",))
     precision = manifest.precision if manifest is not None else "fp32"
     hint = THROUGHPUT if options.throughput else LATENCY
-    return OpenVinoRunner(payload, precision, hint, threads=options.threads)
+    pinned = _pinned_precision(manifest)
+    return OpenVinoRunner(payload, precision, hint, options.threads, pinned)
+
+
+def _pinned_precision(manifest: Manifest | None) -> str | None:
+    """The inference precision an int8 artifact's conversion pinned (f32 when the int8 ladder
+    kept operations in float, trtconv.backends.openvino.ladder), else None."""
+    if manifest is None or manifest.precision != "int8":
+        return None
+    pinned = (manifest.conversion_summary or {}).get("inference_precision")
+    return pinned if pinned in INFERENCE_PRECISION.values() else None

@@ -1,0 +1,299 @@
+"""The int8 precision ladder for OpenVINO: NNCF's int8, then NNCF's own accuracy control.
+
+1. full int8 with NNCF's defaults (7-bit weights where the int8 target needs them), scored on
+   the search slice (trtconv.quantize.search: samples never validated on) against the native
+   TensorFlow model's outputs there, with the budget validation uses;
+2. when it misses the budget, `nncf.quantize_with_accuracy_control` on the same slice: its
+   metric is the top-1 agreement with the native model (the float model scores ~1.0), its
+   maximum absolute drop 1 - the minimum agreement. NNCF ranks groups of quantised operations
+   by how much reverting each to float restores and reverts the worst, one group an iteration,
+   until the drop is within it; at most as many groups as half the int8 weighted operations
+   (past that int8 is not worth it, as in trtconv.quantize.ladder), and the metric stops the
+   search once the time limit is spent (the full int8 model is kept then).
+
+The chosen model is scored on the slice as validation judges it (agreement, accuracy with
+labels) and then validated once on the held-out data like any artifact. The ONNX Runtime
+ladder's scheme variants are not tried here: NNCF's defaults are what OpenVINO users get.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from trtconv.backends.openvino.quantize import (
+    AccuracyControl,
+    NncfOptions,
+    StopAccuracyControl,
+    quantize_model,
+    quantize_with_accuracy_control,
+    weighted_ops,
+)
+from trtconv.backends.request import CalibrationFeed, ConversionRequest, Feeds, SearchSlice
+from trtconv.lazy import require
+from trtconv.quantize.search import Score, output_error, resolution_note
+
+log = logging.getLogger(__name__)
+
+FULL, CONTROL = "full int8", "accuracy control"
+# Past this share of the int8 weighted operations in float, int8 is not worth it.
+MAX_FLOAT_SHARE = 0.5
+# NNCF ranks each group of quantised operations on this many of the worst-scored samples.
+RANKING_SAMPLES = 128
+SCORE_BATCH = 32
+# NNCF judges reverted operations in f32 (its evaluator compiles with f32 inference precision);
+# OpenVINO's CPU default on bf16 CPUs would compute them in bf16. A model with operations kept
+# in float pins f32 (recorded as the conversion's `inference_precision`, read by the runner).
+PINNED = "f32"
+
+
+def quantize_int8(model: Any, request: ConversionRequest) -> tuple[Any, dict[str, Any]]:
+    """(the int8 `ov.Model`, its quantisation summary with the `ladder` record) for `model`.
+
+    Without `request.search` (--no-fallback) NNCF's int8 as it comes, `ladder` None. With ops
+    kept in float the summary's `inference_precision` is the OpenVINO precision the artifact
+    must run in (PINNED). Raises ConversionError when NNCF fails.
+    """
+    assert request.calibration is not None  # the converter checks it
+    options = NncfOptions(reduce_range=request.reduce_range)
+    if request.search is None:
+        quantized, summary = quantize_model(model, request.calibration, options)
+        return quantized, {**summary, "ladder": None}
+    return NncfLadder(request.search, request.calibration, options).climb(model)
+
+
+class SliceScorer:
+    """Runs OpenVINO models on the search slice and compares them with the native outputs."""
+
+    def __init__(self, search: SearchSlice) -> None:
+        from trtconv.outputs.judge import decisions
+        from trtconv.outputs.roles import resolve_roles
+
+        self.search = search
+        self.roles = search.roles or resolve_roles(search.reference)
+        # What each deciding output decides per sample, natively.
+        self.reference_decisions = {
+            name: found
+            for name, role in self.roles.items()
+            if name in search.reference
+            and (found := decisions(name, role, search.reference[name])) is not None
+        }
+
+    def outputs(self, compiled: Any, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """The compiled model's outputs on the slice's samples `indices`, in batches."""
+        parts: dict[str, list[np.ndarray]] = {name: [] for name in self.search.reference}
+        for start in range(0, len(indices), SCORE_BATCH):
+            chosen = indices[start : start + SCORE_BATCH]
+            results = compiled({k: v[chosen] for k, v in self.search.data.inputs.items()})
+            for name, found in parts.items():
+                found.append(np.asarray(results[name]))
+        return {name: np.concatenate(found) for name, found in parts.items()}
+
+    def agreement(self, compiled: Any, items: Iterable[int]) -> tuple[float, list[float]]:
+        """(top-1 agreement with the native model, 1.0/0.0 per sample) on the samples `items`:
+        a sample agrees when every deciding output decides as natively."""
+        from trtconv.outputs.judge import decisions
+
+        indices = np.fromiter(items, dtype=np.int64)
+        outputs = self.outputs(compiled, indices)
+        agree = np.ones(len(indices), dtype=bool)
+        for name, want in self.reference_decisions.items():
+            agree &= decisions(name, self.roles[name], outputs[name]) == want[indices]
+        return float(agree.mean()), [float(value) for value in agree]
+
+    def score(self, model: Any, inference_precision: str | None = None) -> Score:
+        """`model` on the whole slice, compiled as the int8 runner compiles it (with OpenVINO's
+        `inference_precision` when pinned), judged as validation judges it."""
+        from trtconv.backends.openvino.runner import DEVICE, compile_config
+        from trtconv.validation import compare
+
+        ov = require("openvino")
+        config = compile_config("int8", inference_precision=inference_precision)
+        compiled = ov.Core().compile_model(model, DEVICE, config)
+        data, reference = self.search.data, self.search.reference
+        candidate = self.outputs(compiled, np.arange(len(data)))
+        tolerance = self.search.tolerance
+        report = compare(reference, candidate, tolerance, data.labels, data.source, self.roles)
+        return Score(
+            report.top1_agreement,
+            report.accuracy_candidate,
+            report.accuracy_drop,
+            output_error(reference, candidate),
+            report.passed,
+        )
+
+
+class NncfLadder:
+    """One climb: full int8, then NNCF's accuracy control when it misses the budget."""
+
+    def __init__(self, search: SearchSlice, feed: CalibrationFeed, options: NncfOptions) -> None:
+        self.search = search
+        self.feed = feed
+        self.options = options
+        self.scorer = SliceScorer(search)
+        self.started = time.perf_counter()
+        self.steps: list[dict[str, Any]] = []
+        self.outcome = ""
+        self.kept_float: list[dict[str, Any]] = []
+        self.control: dict[str, Any] | None = None
+        self.note = resolution_note(len(search.data), search.tolerance.min_top1_agreement)
+        if self.note:
+            log.warning("int8 ladder: %s", self.note)
+
+    def out_of_time(self) -> bool:
+        return time.perf_counter() - self.started > self.search.time_limit_s
+
+    def climb(self, model: Any) -> tuple[Any, dict[str, Any]]:
+        """(the model to ship, its quantisation summary with the ladder record)."""
+        step_started = time.perf_counter()
+        full, summary = quantize_model(model, self.feed, self.options)
+        score = self.add_step(FULL, "full int8 (NNCF defaults)", self.scorer.score(full),
+                              step_started)  # fmt: skip
+        if score.passed:
+            self.outcome = "full int8 meets the budget"
+            return full, self.summary(summary, score, 0)
+        why = self.cannot_control()
+        if why:
+            return full, self.give_up(summary, score, why)
+        step_started = time.perf_counter()
+        try:
+            restored, restored_summary = quantize_with_accuracy_control(
+                model, self.feed, self.options, self.accuracy_control(full)
+            )
+        except StopAccuracyControl:
+            self.add_step(CONTROL, "NNCF accuracy control: stopped at the time limit", None,
+                          step_started)  # fmt: skip
+            return full, self.give_up(summary, score, "time limit reached during accuracy control")
+        self.kept_float = reverted_ops(full, restored)
+        change = f"NNCF accuracy control: {len(self.kept_float)} ops kept in float"
+        restored_score = self.add_step(CONTROL, change, self.scorer.score(restored, PINNED),
+                                       step_started)  # fmt: skip
+        if restored_score.key() < score.key():
+            self.kept_float = []
+            return full, self.give_up(summary, score, "accuracy control did not improve on it")
+        if restored_score.passed:
+            self.outcome = f"{len(self.kept_float)} op(s) kept in float meet the budget"
+        else:
+            self.outcome = "budget not met: NNCF's accuracy control stopped short of it"
+            log.warning("int8 ladder: %s", self.outcome)
+        return restored, self.summary(restored_summary, restored_score, 1)
+
+    def cannot_control(self) -> str:
+        """Why accuracy control cannot run ('' when it can)."""
+        if not self.scorer.reference_decisions:
+            return "no output decides anything, and accuracy control scores top-1 agreement"
+        if self.out_of_time():
+            return "time limit reached before accuracy control"
+        return ""
+
+    def accuracy_control(self, full: Any) -> AccuracyControl:
+        """NNCF's settings: the slice, agreement as the metric, the drop the budget allows, at
+        most half the int8 weighted ops' count of groups, and the time limit."""
+        data = self.search.data
+        int8_ops = sum(weighted_ops(full).values())
+        iterations = max(1, math.ceil(int8_ops * MAX_FLOAT_SHARE))
+        max_drop = 1.0 - self.search.tolerance.min_top1_agreement
+        ranking = min(RANKING_SAMPLES, len(data))
+        self.control = {"max_drop": round(max_drop, 6), "drop_type": "absolute",
+                        "max_num_iterations": iterations, "ranking_subset_size": ranking,
+                        "metric": "top-1 agreement with the native model"}  # fmt: skip
+
+        def metric(compiled: Any, items: Iterable[Any]) -> tuple[float, list[float]]:
+            if self.out_of_time():
+                raise StopAccuracyControl
+            return self.scorer.agreement(compiled, items)
+
+        def sample(index: int) -> Feeds:
+            return {name: array[index : index + 1] for name, array in data.inputs.items()}
+
+        items = list(range(len(data)))
+        return AccuracyControl(items, sample, metric, max_drop, iterations, ranking)
+
+    def add_step(self, stage: str, change: str, score: Score | None, started: float) -> Score:
+        """Record a step (score None: it did not finish); returns its score."""
+        seconds = time.perf_counter() - started
+        kept = len(self.kept_float) if stage == CONTROL else 0
+        self.steps.append(step_record(len(self.steps), stage, change, score, seconds, kept))
+        agreement = "n/a" if score is None or score.top1_agreement is None else score.top1_agreement
+        log.info("int8 ladder step %d (%s): top-1 agreement %s (%.1f s)", len(self.steps) - 1,
+                 change, agreement, seconds)  # fmt: skip
+        return score if score is not None else Score(None, None, None, math.inf, False)
+
+    def give_up(self, summary: dict[str, Any], score: Score, why: str) -> dict[str, Any]:
+        """The full int8 model's summary, with why the ladder stopped short of the budget."""
+        self.outcome = f"budget not met: {why}; kept full int8 (step 0)"
+        log.warning("int8 ladder: %s", self.outcome)
+        return self.summary(summary, score, 0)
+
+    def summary(self, summary: dict[str, Any], score: Score, chosen: int) -> dict[str, Any]:
+        """`summary` with the ladder record, and the pinned precision when ops are in float."""
+        pinned = {"inference_precision": PINNED} if chosen else {}
+        return {**summary, **pinned, "ladder": self.record(score, chosen)}
+
+    def record(self, chosen_score: Score, chosen_step: int) -> dict[str, Any]:
+        """The ladder for the manifest, in the ONNX Runtime ladder's shape (trtconv.quantize.
+        ladder.Ladder.record): NNCF's ranking is not exposed (`sensitivity` None), and the
+        artifact is timed by the bench (`speed` None)."""
+        tolerance, data = self.search.tolerance, self.search.data
+        return {
+            "budget": {
+                "min_top1_agreement": tolerance.min_top1_agreement,
+                "max_accuracy_drop": tolerance.max_accuracy_drop,
+                "atol": tolerance.atol,
+            },
+            "search_data": {
+                "part": data.source,
+                "samples": len(data),
+                "drawn_from": self.search.drawn_from,
+                "note": self.note,
+                "reference": "the native TensorFlow model",
+            },
+            "time_limit_s": self.search.time_limit_s,
+            "seconds": round(time.perf_counter() - self.started, 3),
+            "outcome": self.outcome,
+            "met_budget": chosen_score.passed,
+            "chosen_step": chosen_step,
+            "scheme": f"u8s8, NNCF defaults, overflow_fix {self.options.overflow_fix}",
+            "steps": self.steps,
+            "accuracy_control": self.control,
+            "kept_float": self.kept_float if chosen_step else [],
+            "sensitivity": None,
+            "speed": None,
+        }
+
+
+def reverted_ops(full: Any, restored: Any) -> list[dict[str, Any]]:
+    """The weighted ops with int8 weights in `full` and float weights in `restored`, each as
+    {node, op_type, tf_op, tf_layer} (the TensorFlow op and layer its name comes from)."""
+    from trtconv.quantize.sensitivity import tf_origin
+
+    before, after = weighted_ops(full), weighted_ops(restored)
+    types = {op.get_friendly_name(): op.get_type_name() for op in restored.get_ordered_ops()}
+    return [
+        {"node": name, "op_type": types[name], **tf_origin(name)}
+        for name, int8 in before.items()
+        if int8 and after.get(name) is False
+    ]
+
+
+def step_record(
+    step: int, stage: str, change: str, score: Score | None, seconds: float, kept: int = 0
+) -> dict[str, Any]:
+    """One step as the ONNX Runtime ladder records it (figures None: the step did not finish)."""
+    figures: dict[str, Any] = {"top1_agreement": None, "accuracy": None, "accuracy_drop": None,
+               "output_error": None, "meets_budget": None}  # fmt: skip
+    if score is not None:
+        figures = {
+            "top1_agreement": score.top1_agreement,
+            "accuracy": score.accuracy,
+            "accuracy_drop": score.accuracy_drop,
+            "output_error": float(f"{score.output_error:.4g}"),
+            "meets_budget": score.passed,
+        }
+    return {"step": step, "stage": stage, "change": change, "kept_float": kept, **figures,
+            "seconds": round(seconds, 3)}  # fmt: skip
