@@ -134,7 +134,7 @@ def _ladder_lines(target_id: str, ladder: dict[str, Any]) -> list[str]:
 
 def _ladder_speed(speed: dict[str, Any] | None) -> list[str]:
     if not speed:
-        return ["Speed: not timed here (TensorRT engines are timed by the bench)."]
+        return ["Speed: not timed by the ladder (the bench times the artifact)."]
     lines = [
         f"Speed ({speed['method']}):",
         "",

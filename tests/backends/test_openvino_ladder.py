@@ -1,0 +1,123 @@
+"""The int8 ladder on OpenVINO: NNCF's int8 first, NNCF's accuracy control when it misses.
+
+The outlier model (convert_fixtures) loses top-1 agreement to int8 on any CPU: its hidden
+activation carries a huge offset on three channels, so one int8 scale erases the others.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from convert_fixtures import OUTLIER_LAYERS, outlier_model
+from rich.console import Console
+
+from trtconv import api
+from trtconv.backends.openvino import ladder as openvino_ladder
+from trtconv.cli.convert import render_conversion
+from trtconv.errors import AccuracyError
+from trtconv.release.markdown import _ladder_section
+
+pytestmark = [pytest.mark.slow, pytest.mark.converts("openvino")]
+
+
+def _convert(output: Path, **options: Any) -> dict[str, Any]:
+    """api.convert of the outlier model to openvino int8; the result even when it fails."""
+    try:
+        return api.convert(
+            outlier_model(), "int8", backend="openvino", output=output, calib_data="digits",
+            batch_sizes=(1, 8), **options,
+        )  # fmt: skip
+    except AccuracyError as exc:
+        assert exc.exit_code == 4 and exc.result is not None
+        return {**exc.result, "raised": True}
+
+
+def _quantization(result: dict[str, Any]) -> dict[str, Any]:
+    quantization: dict[str, Any] = result["manifest"]["conversion_summary"]["quantization"]
+    return quantization
+
+
+def _rendered(result: dict[str, Any]) -> tuple[str, str]:
+    """What `convert` prints and the release report's ladder section, for `result`."""
+    console = Console(file=io.StringIO(), width=200)
+    render_conversion(result, console)
+    ladder = _quantization(result)["ladder"]
+    markdown = "\n".join(_ladder_section({"targets": [{"id": "ov-int8", "ladder": ladder}]}))
+    return console.file.getvalue(), markdown  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def restored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _convert(tmp_path_factory.mktemp("ov-ladder") / "outlier-openvino-int8")
+
+
+def test_without_fallback_nncf_int8_misses_the_budget(tmp_path: Path) -> None:
+    result = _convert(tmp_path / "out", fallback=False)
+    assert result.get("raised") and not result["validation"]["passed"]
+    assert result["validation"]["top1_agreement"] < 0.97
+    assert _quantization(result)["ladder"] is None
+    assert _quantization(result)["float_weight_ops"] == []
+
+
+def test_accuracy_control_keeps_the_outlier_layers_ops_in_float(restored: dict[str, Any]) -> None:
+    import openvino as ov
+
+    from trtconv.backends.openvino.quantize import weighted_ops
+
+    assert not restored.get("raised") and restored["validation"]["passed"]
+    ladder = _quantization(restored)["ladder"]
+    full, control = ladder["steps"]
+    assert full["change"] == "full int8 (NNCF defaults)" and not full["meets_budget"]
+    assert control["stage"] == "accuracy control" and control["meets_budget"]
+    assert control["top1_agreement"] > full["top1_agreement"]
+    assert (ladder["chosen_step"], ladder["met_budget"]) == (1, True)
+    kept = ladder["kept_float"]
+    assert kept and control["change"] == f"NNCF accuracy control: {len(kept)} ops kept in float"
+    layers = {node["tf_layer"].rsplit("/", 1)[-1].removesuffix("_1") for node in kept}
+    assert layers <= set(OUTLIER_LAYERS) and {node["op_type"] for node in kept} == {"MatMul"}
+    assert ladder["accuracy_control"]["max_drop"] == pytest.approx(0.03)
+    # The saved IR: the kept ops have float weights, the convolution is still int8.
+    model = ov.Core().read_model(str(Path(restored["artifact"]) / "model.xml"))
+    weights = weighted_ops(model)
+    assert all(weights[node["node"]] is False for node in kept)
+    assert [int8 for name, int8 in weights.items() if name not in {n["node"] for n in kept}]
+    assert all(int8 for name, int8 in weights.items() if name not in {n["node"] for n in kept})
+    assert _quantization(restored)["float_weight_ops"] == sorted(n["node"] for n in kept)
+    # Kept ops compute in f32, as NNCF judged them, also where OpenVINO would pick bf16.
+    assert restored["manifest"]["conversion_summary"]["inference_precision"] == "f32"
+    json.dumps(restored)
+    text, markdown = _rendered(restored)
+    assert "1  accuracy control" in text and "✓ chosen" in text and "kept in float: " in text
+    assert "NNCF accuracy control" in markdown and "Kept in float: " in markdown
+
+
+def test_int8_that_meets_the_budget_records_one_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_accuracy_control(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("accuracy control ran although full int8 met the budget")
+
+    monkeypatch.setattr(openvino_ladder, "quantize_with_accuracy_control", no_accuracy_control)
+    result = _convert(tmp_path / "out", min_top1_agreement=0.8, max_accuracy_drop=0.2)
+    assert result["validation"]["passed"]
+    ladder = _quantization(result)["ladder"]
+    assert [step["stage"] for step in ladder["steps"]] == ["full int8"]
+    assert (ladder["chosen_step"], ladder["met_budget"], ladder["kept_float"]) == (0, True, [])
+    assert ladder["outcome"] == "full int8 meets the budget"
+    assert ladder["budget"]["min_top1_agreement"] == 0.8
+    assert result["manifest"]["conversion_summary"]["inference_precision"] == "plugin default"
+    _rendered(result)
+
+
+def test_time_limit_spent_keeps_full_int8(tmp_path: Path) -> None:
+    result = _convert(tmp_path / "out", fallback_time_limit=1e-6)
+    assert result.get("raised")
+    ladder = _quantization(result)["ladder"]
+    assert len(ladder["steps"]) == 1 and not ladder["met_budget"]
+    assert "time limit reached before accuracy control" in ladder["outcome"]
+    text, markdown = _rendered(result)
+    assert "budget not met" in text and "not timed by the ladder" in markdown
