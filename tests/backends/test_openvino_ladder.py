@@ -16,10 +16,10 @@ from convert_fixtures import OUTLIER_LAYERS, outlier_model
 from rich.console import Console
 
 from trtconv import api
-from trtconv.backends.openvino import ladder as openvino_ladder
 from trtconv.cli.convert import render_conversion
 from trtconv.errors import AccuracyError
 from trtconv.release.markdown import _ladder_section
+from trtconv.release.schema import release_schema
 
 pytestmark = [pytest.mark.slow, pytest.mark.converts("openvino")]
 
@@ -42,10 +42,15 @@ def _quantization(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rendered(result: dict[str, Any]) -> tuple[str, str]:
-    """What `convert` prints and the release report's ladder section, for `result`."""
+    """What `convert` prints and the release report's ladder section, for `result` (whose
+    ladder record fits release.json's schema)."""
+    import jsonschema
+
     console = Console(file=io.StringIO(), width=200)
     render_conversion(result, console)
     ladder = _quantization(result)["ladder"]
+    schema = release_schema()
+    jsonschema.validate(ladder, {**schema["$defs"]["ladder"], "$defs": schema["$defs"]})
     markdown = "\n".join(_ladder_section({"targets": [{"id": "ov-int8", "ladder": ladder}]}))
     return console.file.getvalue(), markdown  # type: ignore[attr-defined]
 
@@ -101,7 +106,8 @@ def test_int8_that_meets_the_budget_records_one_step(
     def no_accuracy_control(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("accuracy control ran although full int8 met the budget")
 
-    monkeypatch.setattr(openvino_ladder, "quantize_with_accuracy_control", no_accuracy_control)
+    target = "trtconv.backends.openvino.ladder.quantize_with_accuracy_control"
+    monkeypatch.setattr(target, no_accuracy_control)
     result = _convert(tmp_path / "out", min_top1_agreement=0.8, max_accuracy_drop=0.2)
     assert result["validation"]["passed"]
     ladder = _quantization(result)["ladder"]

@@ -36,7 +36,7 @@ from trtconv.calib.sources import ArraySet
 from trtconv.errors import ConversionError
 from trtconv.quantize import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.quantize.qdq import QdqOptions, QdqQuantizer
-from trtconv.quantize.search import Score, SearchScorer, resolution_note
+from trtconv.quantize.search import Score, SearchScorer, budget_and_search_data, resolution_note
 from trtconv.quantize.sensitivity import QuantizedNode, quantized_nodes, rank_by_sensitivity
 from trtconv.validation import Tolerance
 
@@ -293,20 +293,15 @@ class Ladder:
     def record(self, chosen: Candidate) -> dict[str, Any]:
         """The ladder for the manifest: budget, search data, steps, choice, float nodes, speed."""
         errors = {node.name: error for node, error in self.ranking}
-        tolerance = self.settings.tolerance
+        settings = self.settings
         return {
-            "budget": {
-                "min_top1_agreement": tolerance.min_top1_agreement,
-                "max_accuracy_drop": tolerance.max_accuracy_drop,
-                "atol": tolerance.atol,
-            },
-            "search_data": {
-                "part": self.settings.search.source,
-                "samples": len(self.settings.search),
-                "drawn_from": self.settings.search_drawn_from,
-                "note": self.note,
-                "reference": "the float ONNX export (checked against TensorFlow)",
-            },
+            **budget_and_search_data(
+                settings.tolerance,
+                settings.search,
+                settings.search_drawn_from,
+                self.note,
+                "the float ONNX export (checked against TensorFlow)",
+            ),
             "time_limit_s": self.settings.time_limit_s,
             "seconds": round(time.perf_counter() - self.started, 3),
             "outcome": self.outcome,

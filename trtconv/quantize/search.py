@@ -75,6 +75,27 @@ def resolution_note(samples: int, min_top1_agreement: float) -> str | None:
     )
 
 
+def budget_and_search_data(
+    tolerance: Tolerance, data: ArraySet, drawn_from: str, note: str | None, reference: str
+) -> dict[str, Any]:
+    """The `budget` and `search_data` keys of a ladder record: what it aimed for, and where
+    (`reference`: what the candidates were compared with)."""
+    return {
+        "budget": {
+            "min_top1_agreement": tolerance.min_top1_agreement,
+            "max_accuracy_drop": tolerance.max_accuracy_drop,
+            "atol": tolerance.atol,
+        },
+        "search_data": {
+            "part": data.source,
+            "samples": len(data),
+            "drawn_from": drawn_from,
+            "note": note,
+            "reference": reference,
+        },
+    }
+
+
 @dataclass
 class Score:
     """A candidate on the search slice: what validation would judge, and the output error."""

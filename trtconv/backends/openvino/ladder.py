@@ -36,7 +36,7 @@ from trtconv.backends.openvino.quantize import (
 )
 from trtconv.backends.request import CalibrationFeed, ConversionRequest, Feeds, SearchSlice
 from trtconv.lazy import require
-from trtconv.quantize.search import Score, output_error, resolution_note
+from trtconv.quantize.search import Score, budget_and_search_data, output_error, resolution_note
 
 log = logging.getLogger(__name__)
 
@@ -239,20 +239,12 @@ class NncfLadder:
         """The ladder for the manifest, in the ONNX Runtime ladder's shape (trtconv.quantize.
         ladder.Ladder.record): NNCF's ranking is not exposed (`sensitivity` None), and the
         artifact is timed by the bench (`speed` None)."""
-        tolerance, data = self.search.tolerance, self.search.data
+        search = self.search
+        reference = "the native TensorFlow model"
         return {
-            "budget": {
-                "min_top1_agreement": tolerance.min_top1_agreement,
-                "max_accuracy_drop": tolerance.max_accuracy_drop,
-                "atol": tolerance.atol,
-            },
-            "search_data": {
-                "part": data.source,
-                "samples": len(data),
-                "drawn_from": self.search.drawn_from,
-                "note": self.note,
-                "reference": "the native TensorFlow model",
-            },
+            **budget_and_search_data(
+                search.tolerance, search.data, search.drawn_from, self.note, reference
+            ),
             "time_limit_s": self.search.time_limit_s,
             "seconds": round(time.perf_counter() - self.started, 3),
             "outcome": self.outcome,
@@ -269,13 +261,14 @@ class NncfLadder:
 
 def reverted_ops(full: Any, restored: Any) -> list[dict[str, Any]]:
     """The weighted ops with int8 weights in `full` and float weights in `restored`, each as
-    {node, op_type, tf_op, tf_layer} (the TensorFlow op and layer its name comes from)."""
+    {node, op_type, tf_op, tf_layer, output_error} (the TensorFlow op and layer its name comes
+    from; output_error None: NNCF ranks groups of quantisers and does not expose the scores)."""
     from trtconv.quantize.sensitivity import tf_origin
 
     before, after = weighted_ops(full), weighted_ops(restored)
     types = {op.get_friendly_name(): op.get_type_name() for op in restored.get_ordered_ops()}
     return [
-        {"node": name, "op_type": types[name], **tf_origin(name)}
+        {"node": name, "op_type": types[name], **tf_origin(name), "output_error": None}
         for name, int8 in before.items()
         if int8 and after.get(name) is False
     ]
