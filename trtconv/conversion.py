@@ -136,7 +136,7 @@ def convert(
         raise UsageError(f"--fallback-time-limit must be positive, found {fallback_time_limit}.")
     saved_model = check_saved_model_dir(Path(saved_model))
     plan = Plan(
-        saved_model, Path(output) if output else Path(), registry.native(), "--backend best",
+        saved_model, Path(output or "."), registry.native(), "--backend best",
         precision or "", batch_sizes, calib_method,
         tolerance=tolerance, int8_target=int8_target, limits=limits, progress=progress,
         fallback_time_limit_s=fallback_time_limit if fallback else None, judging=judging,
@@ -146,15 +146,20 @@ def convert(
     if backend == registry.BEST:
         plan.output = Path(output) if output else default_output(saved_model, backend, precision)
         return _convert_best(plan, data, contest or Contest(), force)
-    return _convert_one(plan, backend, data, force)
+    return _convert_one(plan, backend, not output, data, force)
 
 
 def _convert_one(
-    plan: Plan, backend: str, data: tuple[str | None, tuple[int, int], bool], force: bool
+    plan: Plan,
+    backend: str,
+    default_output_dir: bool,
+    data: tuple[str | None, tuple[int, int], bool],
+    force: bool,
 ) -> dict[str, Any]:
-    """convert with one backend (`auto` chooses it); `data` as for _convert_best."""
+    """convert with one backend (`auto` chooses it), into `plan.output` or, with
+    `default_output_dir`, the default for the backend chosen; `data` as for _convert_best."""
     chosen, choice = _choose_backend(backend, plan.precision)
-    if plan.output == Path():
+    if default_output_dir:
         plan.output = default_output(plan.saved_model, chosen.name, plan.precision)
     check_output_free(plan.output, force)
     plan.backend, plan.backend_reason, plan.passed_over = chosen, choice.reason, choice.passed_over
