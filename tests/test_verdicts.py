@@ -88,6 +88,8 @@ def test_a_badly_calibrated_sigmoid_classifier_fails_on_its_own_data(tmp_path: P
     assert int8["eval_samples"] == result["samples"]  # the same held-out samples
     assert int8["top1_agreement"] == pytest.approx(result["top1_agreement"], abs=0.01)
     assert int8["accuracy"] == pytest.approx(result["accuracy_candidate"], abs=0.01)
+    # bench says what validate says: calibrated on data 100x the scale of the data judged here.
+    assert any("different scales" in warning for warning in benched["warnings"])
 
 
 def test_preprocessing_travels_from_convert_to_validate_and_bench(tmp_path: Path) -> None:

@@ -62,6 +62,15 @@ def validation_warnings(models: list[ModelEntry]) -> list[str]:
     ]
 
 
+def scale_warnings(models: list[ModelEntry], data: ArraySet) -> list[str]:
+    """validate's warning, per artifact: the evaluation data spread on another scale than the
+    data it was calibrated on (a wrong preprocessing somewhere: its agreement means little)."""
+    from trtconv.calib.evaluation import scale_warning
+
+    found = (scale_warning(m.calibration, data, m.label) for m in models if m.calibration)
+    return [warning for warning in found if warning]
+
+
 def prepare(
     plan: Plan,
     spec: str,

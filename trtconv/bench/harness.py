@@ -32,6 +32,7 @@ from trtconv.bench.evaluation import (
     load_outputs,
     prepare,
     recorded_contract,
+    scale_warnings,
     validation_warnings,
 )
 from trtconv.bench.inputs import RANDOM, check_entry_fits, input_map, load_inputs, save_arrays
@@ -392,6 +393,7 @@ def bench(
     if eval_data is not None:
         evaluation = prepare(plan, eval_data, source, preprocessing, split, judging)
         contract = evaluation.contract
+        plan.warnings += scale_warnings(plan.models, evaluation.data)
         if evaluation.data.labels is None:
             plan.warnings.append(
                 f"{evaluation.data.source} has no labels: agreement only, no accuracy."

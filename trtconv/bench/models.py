@@ -47,6 +47,7 @@ class ModelEntry:
     validation: str | None = None
     data_contract: dict[str, Any] | None = None
     judging: dict[str, Any] | None = None
+    calibration: dict[str, Any] | None = None  # int8: the calibration block (input spread)
     # The batch sizes its engines were built for (TensorRT, TF-TRT), None when any batch runs.
     batch_range: tuple[int, int] | None = None
 
@@ -93,6 +94,7 @@ def artifact_entry(path: Path) -> ModelEntry:
         validation=manifest.status,
         data_contract=manifest.data_contract,
         judging=manifest.judging,
+        calibration=manifest.calibration,
     )
 
 
