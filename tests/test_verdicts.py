@@ -20,6 +20,7 @@ from trtconv import api
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.cli import main
 from trtconv.errors import AccuracyError
+from trtconv.manifest import read_manifest
 from trtconv.outputs.roles import Judging
 
 pytestmark = pytest.mark.slow  # trains, converts and benches real models
@@ -103,7 +104,7 @@ def test_preprocessing_travels_from_convert_to_validate_and_bench(tmp_path: Path
     recorded = converted["manifest"]["data_contract"]
     assert recorded["preprocessing"]["scale"] == 1.0
     assert recorded["preprocessing"]["sources"]["scale"] == "option"
-    assert recorded["split"] == "held-out"
+    assert recorded["split"] == "held-out" and recorded["preprocessing_applied"]
 
     validated = api.validate(artifact)
     contract = validated["data_contract"]
@@ -130,6 +131,10 @@ def test_an_artifact_that_failed_is_said_so_by_validate_and_bench(tmp_path: Path
         )  # fmt: skip
     validated = api.validate(artifact)  # the default tolerance passes it
     assert validated["data_contract"]["data"] == str(box_label_npz())  # what convert used
+    # Float arrays are fed as given: the contract must not claim a 1/255 scale was applied.
+    for contract in (read_manifest(artifact).data_contract, validated["data_contract"]):
+        assert contract is not None and contract["preprocessing_applied"] is False
+        assert contract["preprocessing"]["summary"].startswith("none applied")
     assert validated["verdict"] == "passed" and validated["manifest_status"] == "failed"
     assert any("its manifest says" in w and "FAILED" in w for w in validated["warnings"])
 

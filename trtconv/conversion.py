@@ -385,7 +385,7 @@ def _read_data(
     prep = model_preprocessing(native.signature, plan.saved_model, plan.preprocessing)
     options: dict[str, Any] = {"saved_model": plan.saved_model, "preprocessing": prep}
     plan.data_spec = spec
-    plan.contract = {**record_contract(spec, HELD_OUT, prep), "data_from": spec_from}
+    plan.contract = {"data_from": spec_from}  # the rest once the data is read
     whole = int8 and fallback
     wanted = [
         (count + SEARCH_SAMPLES if spec == RANDOM else None) if whole else count
@@ -399,6 +399,7 @@ def _read_data(
     plan.held_out = read_model_data(
         spec, native.signature, role=VALIDATION, samples=wanted[1], **options
     )
+    plan.contract.update(record_contract(spec, HELD_OUT, prep, plan.held_out.raw_pixels))
     _split_data(plan, part, samples, fallback)
 
 

@@ -107,14 +107,23 @@ def evaluation_data(
     data = read_model_data(
         spec, signature, role=role, samples=samples, saved_model=saved_model, preprocessing=prep
     )
-    contract = record_contract(spec, chosen_split, prep)
+    contract = record_contract(spec, chosen_split, prep, data.raw_pixels)
     contract.update(data_from=spec_from, split_from=OPTION if split else DEFAULT)
     return Evaluation(data, contract)
 
 
-def record_contract(spec: str, split: str, prep: Preprocessing) -> dict[str, Any]:
-    """A data contract block (manifest, results): the data, its split, the preprocessing."""
-    return {"data": spec, "split": split, "preprocessing": prep.to_dict()}
+def record_contract(
+    spec: str, split: str, prep: Preprocessing, applied: bool = True
+) -> dict[str, Any]:
+    """A data contract block (manifest, results): the data, its split, the preprocessing of raw
+    pixels, and whether this data had any (`applied`: float and integer arrays are fed as given,
+    and the block then says so rather than show a scale nothing used)."""
+    block = prep.to_dict()
+    if not applied:
+        block["summary"] = (
+            f"none applied (arrays fed as given; raw pixels would be {block['summary']})"
+        )
+    return {"data": spec, "split": split, "preprocessing": block, "preprocessing_applied": applied}
 
 
 def input_stats(data: ArraySet) -> dict[str, dict[str, float]]:

@@ -191,7 +191,11 @@ def fit_to_signature(
                 f"{spec.describe()}."
             )
         fitted[spec.name] = _cast(array, spec, data.source, preprocessing)
-    result = ArraySet(fitted, data.labels, data.source, data.class_names)
+    pixels = data.raw_pixels or any(
+        inputs[spec.name].dtype == np.uint8 and np.dtype(spec.dtype).kind == "f"
+        for spec in signature.inputs
+    )
+    result = ArraySet(fitted, data.labels, data.source, data.class_names, pixels)
     check_arrays(result)
     for spec in signature.inputs:
         check_input_shape(result, spec.name, spec.shape[1:])

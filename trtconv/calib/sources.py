@@ -48,6 +48,8 @@ class ArraySet:
     labels: np.ndarray | None
     source: str
     class_names: list[str] | None = None
+    # Made from raw pixels (image files, uint8 arrays) by a preprocessing; float arrays are not.
+    raw_pixels: bool = False
 
     def __len__(self) -> int:
         return len(next(iter(self.inputs.values())))
@@ -55,7 +57,7 @@ class ArraySet:
     def take(self, indices: np.ndarray) -> ArraySet:
         labels = None if self.labels is None else self.labels[indices]
         inputs = {name: array[indices] for name, array in self.inputs.items()}
-        return ArraySet(inputs, labels, self.source, self.class_names)
+        return ArraySet(inputs, labels, self.source, self.class_names, self.raw_pixels)
 
     def head(self, count: int) -> ArraySet:
         return self.take(np.arange(min(count, len(self))))
@@ -172,7 +174,7 @@ def load_image_folder(path: Path, prep: ImagePreprocessing) -> ArraySet:
     if prep.pixels.layout == NCHW:
         x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
     labels = np.asarray([label for label, _ in files], np.int64)
-    data = ArraySet({"x": x}, labels, str(path), classes)
+    data = ArraySet({"x": x}, labels, str(path), classes, raw_pixels=True)
     check_arrays(data)
     return data
 
