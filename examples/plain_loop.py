@@ -94,19 +94,22 @@ def ort_call(onnx_path: str, threads: int | None) -> tuple[Any, list[str]]:
 OV_PRECISION = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": None}
 
 
-def ov_call(xml: str, threads: int | None, precision: str | None) -> tuple[Any, list[str]]:
+def ov_call(
+    xml: str, threads: int | None, precision: str | None, pinned: str | None = None
+) -> tuple[Any, list[str]]:
     """A plain synchronous `InferRequest.infer` on OpenVINO's CPU plugin, LATENCY hint.
 
     `precision` None: OpenVINO's defaults (what an OpenVINO user gets); otherwise the
-    configuration trtconv's OpenVinoRunner compiles an artifact of that precision with.
+    configuration trtconv's OpenVinoRunner compiles an artifact of that precision with, and
+    `pinned` the inference precision its manifest pins (an int8 model with ops kept in float).
     """
     import openvino as ov
 
     config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY"}
     if precision is not None:
         config["CPU_DENORMALS_OPTIMIZATION"] = True
-        if OV_PRECISION[precision]:
-            config["INFERENCE_PRECISION_HINT"] = OV_PRECISION[precision]
+        if pinned or OV_PRECISION[precision]:
+            config["INFERENCE_PRECISION_HINT"] = pinned or OV_PRECISION[precision]
     if threads:
         config["INFERENCE_NUM_THREADS"] = threads
     compiled = ov.Core().compile_model(xml, "CPU", config)
@@ -121,7 +124,9 @@ def ov_call(xml: str, threads: int | None, precision: str | None) -> tuple[Any, 
 def plain_process(spec: dict[str, Any]) -> dict[str, Any]:
     """Inside a fresh process: time the plain loop for `seconds` at every batch size."""
     if spec["backend"] == "openvino":
-        call, names = ov_call(spec["payload"], spec["threads"], spec.get("precision"))
+        call, names = ov_call(
+            spec["payload"], spec["threads"], spec.get("precision"), spec.get("pinned")
+        )
     else:
         load = tf_call if spec["backend"] == "tf" else ort_call
         call, names = load(spec["payload"], spec["threads"])
@@ -197,6 +202,16 @@ def shared_inputs(results: dict[str, Any], model: dict[str, Any], path: Path) ->
     return save_arrays(path, data.inputs, None)
 
 
+def pinned_precision(model: Path) -> str | None:
+    """The inference precision an artifact's manifest pins (OpenVINO int8 with ops in float)."""
+    from trtconv.manifest import MANIFEST, read_manifest
+
+    if not (model / MANIFEST).is_file():
+        return None
+    pinned = (read_manifest(model).conversion_summary or {}).get("inference_precision")
+    return str(pinned) if pinned else None
+
+
 def payload_of(model: Path) -> Path:
     """The file or folder a model's library loads: an artifact's payload, or the SavedModel."""
     from trtconv.manifest import MANIFEST, read_manifest
@@ -223,6 +238,7 @@ def compare(results_path: Path, args: argparse.Namespace) -> int:
                 "backend": model["backend"],
                 "precision": model["precision"],
                 "payload": str(payload_of(Path(model["model"]))),
+                "pinned": pinned_precision(Path(model["model"])),
                 "threads": results["threads"],
                 "batch_sizes": sizes or results["settings"]["batch_sizes"],
                 "seconds": args.seconds,
