@@ -114,3 +114,15 @@ def test_precision_is_required_unless_best(
 ) -> None:
     code, _, err = run(["convert", str(digits_saved_model), "--backend", "ort"], capfd)
     assert code == 2 and "--precision is required unless --backend is best" in err
+
+
+@pytest.mark.parametrize(
+    "settings", [{"batch_size": 0}, {"threads": 0}, {"iterations": 0}, {"duration_s": 0.0}]
+)
+def test_a_contest_that_cannot_time_anything_is_refused(settings: dict[str, float]) -> None:
+    """Refused where the Contest is made, so the API and a release get the CLI's sentence."""
+    from trtconv.best import Contest
+    from trtconv.errors import UsageError
+
+    with pytest.raises(UsageError, match="--rank-batch-size"):
+        Contest(**settings)  # type: ignore[arg-type]

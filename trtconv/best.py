@@ -22,7 +22,13 @@ from typing import Any
 from trtconv import tournament
 from trtconv.backends import registry
 from trtconv.backends.runner import Runner
-from trtconv.errors import AccuracyError, ConversionError, MissingDependencyError, TrtconvError
+from trtconv.errors import (
+    AccuracyError,
+    ConversionError,
+    MissingDependencyError,
+    TrtconvError,
+    UsageError,
+)
 from trtconv.fsutil import atomic_directory
 from trtconv.manifest import Manifest, write_manifest
 from trtconv.tournament import Candidate
@@ -45,6 +51,14 @@ class Contest:
     duration_s: float | None = DEFAULT_RANK_DURATION_S
     threads: int | None = None
     iterations: int | None = None
+
+    def __post_init__(self) -> None:
+        # Checked here, not in the CLI: the API and release build a Contest too.
+        counts = [self.batch_size, *(n for n in (self.threads, self.iterations) if n is not None)]
+        if min(counts) < 1 or (self.duration_s is not None and self.duration_s <= 0):
+            raise UsageError(
+                "--rank-batch-size and --threads must be at least 1 and --rank-duration positive."
+            )
 
 
 def candidates(precision: str | None, int8_data: bool) -> list[Candidate]:

@@ -247,18 +247,10 @@ def _convert_best(
         _read_data(plan, native, calib_data, samples, fallback, int8=int8)
         table = best.run(plan, entrants, native, contest, force)
     manifest = read_manifest(plan.output)
-    return {
-        "schema_version": RESULT_SCHEMA_VERSION,
-        "artifact": str(plan.output),
-        "backend": manifest.backend,
-        "precision": manifest.precision,
-        "backend_reason": manifest.backend_reason,
-        "conversion_seconds": manifest.conversion_seconds,
-        "artifact_size_bytes": dir_size_bytes(plan.output),
-        "manifest": manifest.to_dict(),
-        "validation": manifest.validation,
-        "tournament": table,
-    }
+    # The result is the winner's, as if converted with its backend alone, plus the table.
+    plan.backend, plan.precision = registry.get(manifest.backend), manifest.precision
+    plan.backend_reason = manifest.backend_reason
+    return {**_result(plan, manifest), "tournament": table}
 
 
 def _convert_staged(plan: Plan, native: Runner, force: bool) -> tuple[Manifest, ValidationReport]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from trtconv.backends.runner import Runner
+from trtconv.backends.runner import Outputs, Runner
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.sources import ArraySet
 from trtconv.errors import AccuracyError, UsageError
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from trtconv.calib.evaluation import Evaluation
 
 log = logging.getLogger(__name__)
-
-Outputs = dict[str, np.ndarray]
 VALIDATION_BATCH = 32
 DEFAULT_VALIDATE_SAMPLES = 1000
 

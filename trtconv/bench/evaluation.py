@@ -11,14 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from trtconv.backends.runner import Outputs
 from trtconv.bench.models import ModelEntry, Plan
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.sources import ArraySet
 from trtconv.outputs.roles import Judging
 from trtconv.report.schema import ModelInfo
-
-Outputs = dict[str, np.ndarray]
-FAILED_STATUSES = ("failed", "not judged")
+from trtconv.report.validation import FAILED, NOT_JUDGED
 
 
 @dataclass
@@ -58,16 +57,17 @@ def validation_warnings(models: list[ModelEntry]) -> list[str]:
         f"{m.label}: its conversion's validation {m.validation.upper()} (manifest status): its "
         "speed is that of an artifact not shown to do what the native model does."
         for m in models
-        if m.validation in FAILED_STATUSES
+        if m.validation in (FAILED, NOT_JUDGED)
     ]
 
 
 def scale_warnings(models: list[ModelEntry], data: ArraySet) -> list[str]:
     """validate's warning, per artifact: the evaluation data spread on another scale than the
     data it was calibrated on (a wrong preprocessing somewhere: its agreement means little)."""
-    from trtconv.calib.evaluation import scale_warning
+    from trtconv.calib.evaluation import input_stats, scale_warning
 
-    found = (scale_warning(m.calibration, data, m.label) for m in models if m.calibration)
+    here = input_stats(data)
+    found = (scale_warning(m.calibration, data, m.label, here) for m in models if m.calibration)
     return [warning for warning in found if warning]
 
 

@@ -141,11 +141,17 @@ def input_stats(data: ArraySet) -> dict[str, dict[str, float]]:
     return stats
 
 
-def scale_warning(calibration: dict[str, Any] | None, data: ArraySet, what: str) -> str | None:
+def scale_warning(
+    calibration: dict[str, Any] | None,
+    data: ArraySet,
+    what: str,
+    here: dict[str, dict[str, float]] | None = None,
+) -> str | None:
     """A warning when `data`'s inputs spread SCALE_RATIO times more or less than the
-    calibration data's (recorded in a manifest's calibration block), else None."""
+    calibration data's (recorded in a manifest's calibration block), else None. `here`:
+    `input_stats(data)` when the caller has it (one pass over the data for many artifacts)."""
     recorded = (calibration or {}).get("input_stats") or {}
-    here = input_stats(data)
+    here = input_stats(data) if here is None else here
     for name, stats in recorded.items():
         if name not in here or not stats.get("std") or not here[name]["std"]:
             continue

@@ -208,10 +208,6 @@ def convert_cli(
         from trtconv import api
         from trtconv.best import Contest
 
-        if rank_batch_size < 1 or rank_duration <= 0 or (threads is not None and threads < 1):
-            raise UsageError(
-                "--rank-batch-size and --threads must be at least 1 and --rank-duration positive."
-            )
         atol, judging = judging_options(output_role, tolerance, allow_unjudged)
         with progress_bar("converting") as progress:
             return api.convert(

@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trtconv.outputs.roles import DECISIONS
+
 PASSED, FAILED, NOT_JUDGED = "passed", "failed", "not judged"
-DECISION_ROLES = ("classes", "binary")  # outputs whose agreement is a decision agreement
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class ValidationReport:
         found = [
             o.agreement
             for o in self.outputs.values()
-            if o.role in DECISION_ROLES and o.agreement is not None
+            if o.role in DECISIONS and o.agreement is not None
         ]
         return min(found) if found else None
 

@@ -44,7 +44,7 @@ def model_from_saved_model(saved_model: Path, signature: ModelSignature) -> Any:
         model = ov.convert_model(loaded.function, share_weights=False)
     except Exception as exc:
         raise ConversionError(
-            f"OpenVINO could not convert {saved_model}: {_first_line(exc)}"
+            f"OpenVINO could not convert {saved_model}: {first_line(exc)}"
         ) from exc
     finally:
         del loaded  # the converted model holds its own copy of the weights (share_weights=False)
@@ -94,7 +94,7 @@ def op_counts(model: Any) -> dict[str, int]:
     return {name: count for name, count in sorted(counts.items()) if name not in skip}
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """The first informative line of an OpenVINO error (its messages start with 'Check ...')."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     useful = [line for line in lines if not line.startswith("Check ")]

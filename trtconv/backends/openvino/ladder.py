@@ -36,13 +36,12 @@ from trtconv.backends.openvino.quantize import (
 )
 from trtconv.backends.request import CalibrationFeed, ConversionRequest, Feeds, SearchSlice
 from trtconv.lazy import require
+from trtconv.quantize.ladder import MAX_FLOAT_SHARE
 from trtconv.quantize.search import Score, budget_and_search_data, output_error, resolution_note
 
 log = logging.getLogger(__name__)
 
 FULL, CONTROL = "full int8", "accuracy control"
-# Past this share of the int8 weighted operations in float, int8 is not worth it.
-MAX_FLOAT_SHARE = 0.5
 # NNCF ranks each group of quantised operations on this many of the worst-scored samples.
 RANKING_SAMPLES = 128
 SCORE_BATCH = 32

@@ -13,7 +13,7 @@ default on CPUs with bf16 would be bf16), bf16 and fp16 in those types; int8 run
 operations in int8 and leaves the rest at OpenVINO's default for the CPU it runs on (bf16 where
 the CPU has it, f32 elsewhere), unless the int8 ladder kept operations in float: then the
 artifact pins f32 (NNCF's accuracy control judges reverted operations in f32, and bf16 is not
-float enough for them). What the CPU computes it in is recorded with each validation.
+float enough for them). `OpenVinoRunner.runtime_properties()` says what the CPU computes it in.
 Denormals are flushed to zero, as in the ONNX Runtime runner (random-weight models ran 2x slower
 with them).
 """
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trtconv.backends.openvino.ir import first_line
 from trtconv.backends.request import Feeds
 from trtconv.backends.runner import Outputs, Runner, RunOptions, check_device
 from trtconv.errors import InputError, UsageError
@@ -79,8 +80,7 @@ class OpenVinoRunner(Runner):
         try:
             self.compiled = core.compile_model(str(self.path), DEVICE, self.compile_config())
         except Exception as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InputError(f"OpenVINO could not load {self.path}: {first[:300]}") from exc
+            raise InputError(f"OpenVINO could not load {self.path}: {first_line(exc)}") from exc
         count = 1
         if self.hint == THROUGHPUT:
             count = int(self.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
