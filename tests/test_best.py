@@ -30,8 +30,16 @@ def run(argv: list[str], capfd: pytest.CaptureFixture[str]) -> tuple[int, str, s
 
 
 def test_best_picks_the_fastest_validated_candidate_and_explains_the_table(
-    digits_saved_model: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    digits_saved_model: Path,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from trtconv.backends.openvino import ir
+
+    made = []  # OpenVINO's float IR: made once for all its candidates, not once per precision
+    real = ir.model_from_saved_model
+    monkeypatch.setattr(ir, "model_from_saved_model", lambda *a: made.append(a) or real(*a))
     output = tmp_path / "digits-best"
     argv = [
         "convert", str(digits_saved_model), "--backend", "best", "--calib-data", "digits",
@@ -43,6 +51,7 @@ def test_best_picks_the_fastest_validated_candidate_and_explains_the_table(
     result = json.loads(out)  # stdout is exactly one JSON document (NNCF's bars go to stderr)
     table = result["tournament"]
     rows = {row["name"]: row for row in table["candidates"]}
+    assert len(made) == 1
     winner = rows[table["winner"]]
     assert winner["verdict"] == tournament.WINNER
     assert (result["backend"], result["precision"]) == (winner["backend"], winner["precision"])

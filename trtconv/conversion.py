@@ -224,6 +224,7 @@ class Workspace:
     reference: dict[str, Any]
     work: Path
     made: dict[tuple[Any, ...], tuple[Path, dict[str, Any]]] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)  # backends' own (ConversionRequest)
 
 
 def _convert_best(
@@ -279,6 +280,7 @@ def convert_into(
         batch_sizes=plan.batch_sizes,
         calibration=_feed(plan.calibration),
         calib_method=plan.calib_method,
+        shared=space.shared,
     )
     export_summary = _prepare_onnx(request, plan, space)
     decision = _prepare_own_int8(request, plan, space.native)

@@ -61,6 +61,9 @@ class ConversionRequest:
     reduce_range: bool = False
     # The same, when the int8 ladder is on (not --no-fallback): what its fallback scores on.
     search: SearchSlice | None = None
+    # What conversions of this SavedModel share (`--backend best` converts it several times): a
+    # backend may keep what it makes from the SavedModel alone here, keyed by its own name.
+    shared: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

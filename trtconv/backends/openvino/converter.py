@@ -14,6 +14,8 @@ from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.errors import ConversionError, UsageError
 from trtconv.lazy import require
 
+SHARED_KEY = "openvino float IR"
+
 
 def convert(request: ConversionRequest) -> ConversionOutcome:
     """Write `model.xml` + `model.bin` for the request's precision into `request.output_dir`.
@@ -28,7 +30,12 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         raise UsageError(f"The openvino backend does not support precision '{request.precision}'.")
     ov = require("openvino")
     started = time.perf_counter()
-    model = ir.model_from_saved_model(request.saved_model, request.signature)
+    # fp32, bf16, fp16 and int8 start from the same float IR: made once per SavedModel.
+    if SHARED_KEY not in request.shared:
+        request.shared[SHARED_KEY] = ir.model_from_saved_model(
+            request.saved_model, request.signature
+        )
+    model = request.shared[SHARED_KEY]
     summary: dict[str, Any] = {
         "openvino_version": ov.get_version(),
         "source": "serving_default concrete function (ov.convert_model)",
@@ -38,7 +45,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     if request.precision == "int8":
         if request.calibration is None:
             raise ConversionError("openvino int8 needs calibration data (request.calibration).")
-        model, quantization = quantize_int8(model, request)
+        model, quantization = quantize_int8(model.clone(), request)  # the shared IR stays float
         # Ops the int8 ladder kept in float pin the precision the runner computes them in.
         pinned = quantization.pop("inference_precision", None)
         summary["inference_precision"] = pinned or summary["inference_precision"]
