@@ -136,7 +136,7 @@ EOF
     --min-top1-agreement 0.99
   $TRTCONV bench "$MOBILENET" "$MODELS/mobilenetv2-ort-fp32" "$MODELS/mobilenetv2-ort-int8" \
     "$MODELS/mobilenetv2-ort-int8-99" --batch-sizes 1,8,32 --threads "$THREADS" \
-    --data "$OUT/data/digits32-heldout.npz" --eval-data "$OUT/data/digits32-heldout.npz" \
+    --data "$OUT/data/digits32-heldout.npz" --eval-data "$OUT/data/digits32-heldout.npz" --split all \
     "${TIMING[@]}" --report "$OUT/mobilenetv2" --force
 fi
 
@@ -193,7 +193,7 @@ EOF
   fi
   $TRTCONV bench "$RESNET" "$MODELS"/resnet50-{ort,openvino}-{fp32,int8} "$MODELS/resnet50-best" \
     --xla --throughput --batch-sizes "$RESNET_BATCHES" --threads "$THREADS" \
-    --data "$OUT/data/resnet-bench.npz" --eval-data "$OUT/data/resnet-bench.npz" \
+    --data "$OUT/data/resnet-bench.npz" --eval-data "$OUT/data/resnet-bench.npz" --split all \
     "${TIMING[@]}" --report "$OUT/resnet50" --force
 fi
 
