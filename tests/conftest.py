@@ -61,6 +61,6 @@ def digits_held_out(digits_native: Any) -> Any:
 @pytest.fixture(scope="session")
 def digits_reference(digits_native: Any, digits_held_out: Any) -> dict[str, Any]:
     """TensorFlow's outputs on the held-out digits."""
-    from trtconv.validation import run_batched
+    from trtconv.outputs.compare import run_batched
 
     return run_batched(digits_native, digits_held_out)

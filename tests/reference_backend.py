@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends.registry import Backend, register
-from trtconv.backends.request import ConversionOutcome, ConversionRequest, Feeds
-from trtconv.backends.runner import Outputs, Runner, RunOptions
+from trtconv.backends.request import ConversionOutcome, ConversionRequest
+from trtconv.backends.runner import Runner, RunOptions
 from trtconv.backends.support import EXPORT_FIX, Support, onnx_export_missing, verdict
-from trtconv.errors import ConversionError, InputError
+from trtconv.core.errors import ConversionError, InputError
+from trtconv.core.lazy import require
+from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.facts import Facts
-from trtconv.lazy import require
 from trtconv.manifest import Manifest
-from trtconv.model_io import ModelSignature
 
 NAME = "onnx-reference"
 PAYLOAD = "model.onnx"

@@ -11,7 +11,7 @@ from convert_fixtures import digits_rgb16_npz, small_resnet
 
 from trtconv import api
 from trtconv.backends.registry import open_runner
-from trtconv.errors import AccuracyError
+from trtconv.core.errors import AccuracyError
 from trtconv.manifest import Manifest, read_manifest
 
 pytestmark = pytest.mark.slow  # trains and converts real models

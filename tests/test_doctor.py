@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from trtconv import api
 from trtconv.backends import registry
-from trtconv.backends.request import PRECISIONS
 from trtconv.cli import app
+from trtconv.core.precision import PRECISIONS
 
 
 def run_doctor(*args: str, block: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
@@ -86,7 +86,8 @@ def test_missing_tensorflow_is_reported(monkeypatch: pytest.MonkeyPatch) -> None
         return real_version(name)
 
     monkeypatch.setattr(libraries.metadata, "version", version)
-    monkeypatch.setattr(doctor_module, "probe", facts.probe.__wrapped__)  # not the cache
+    facts.probe.cache_clear()  # probe again with the version lookup above, then forget it
+    monkeypatch.setattr(registry, "probe", facts.probe.__wrapped__)
     report = doctor_module.doctor(deep=True)  # deep: still must not ask a missing TensorFlow
     assert report["tensorflow"]["version"] is None
     assert "not installed" in report["tf_trt"]["reason"]

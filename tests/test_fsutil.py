@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trtconv.errors import UsageError
-from trtconv.fsutil import PARTIAL_PREFIX, atomic_directory, check_output_free, sha256_path
+from trtconv.core.errors import UsageError
+from trtconv.core.fsutil import PARTIAL_PREFIX, atomic_directory, check_output_free, sha256_path
 
 
 def test_atomic_directory_renames_into_place(tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_atomic_output_is_readable_by_others(tmp_path: Path) -> None:
 
 
 def test_write_atomic_replaces_whole_files_with_the_umask_mode(tmp_path: Path) -> None:
-    from trtconv.fsutil import current_umask, write_atomic
+    from trtconv.core.fsutil import current_umask, write_atomic
 
     path = tmp_path / "sub" / "release.json"
     write_atomic(path, "old")
@@ -97,7 +97,7 @@ def test_write_atomic_replaces_whole_files_with_the_umask_mode(tmp_path: Path) -
 
 
 def test_write_atomic_keeps_the_old_file_when_writing_fails(tmp_path: Path) -> None:
-    from trtconv.fsutil import write_atomic
+    from trtconv.core.fsutil import write_atomic
 
     path = tmp_path / "release.md"
     write_atomic(path, "old")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from trtconv import api
 from trtconv.cli import app
-from trtconv.errors import InputError, UsageError
+from trtconv.core.errors import InputError, UsageError
 from trtconv.manifest import Manifest, write_manifest
 
 

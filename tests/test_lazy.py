@@ -20,8 +20,8 @@ class Watch:
             raise ImportError("stopped by the test")
         return None
 sys.meta_path.insert(0, Watch())
-from trtconv.errors import MissingDependencyError
-from trtconv.lazy import require
+from trtconv.core.errors import MissingDependencyError
+from trtconv.core.lazy import require
 try:
     require("tensorflow")
 except MissingDependencyError:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from trtconv.errors import InputError
+from trtconv.core.errors import InputError
+from trtconv.core.model_io import ModelSignature, TensorSpec
 from trtconv.manifest import MANIFEST, Manifest, read_manifest, write_manifest
-from trtconv.model_io import ModelSignature, TensorSpec
 
 
 def _manifest() -> Manifest:

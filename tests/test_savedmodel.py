@@ -10,7 +10,7 @@ import pytest
 
 from trtconv.backends.registry import open_runner
 from trtconv.backends.tf_native import SavedModelRunner
-from trtconv.errors import InputError, UsageError
+from trtconv.core.errors import InputError, UsageError
 from trtconv.savedmodel import load_saved_model
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trtconv.tf32 import OVERRIDE, tf32_policy
+from trtconv.core.tf32 import OVERRIDE, tf32_policy
 
 tf = pytest.importorskip("tensorflow")
 enabled = tf.config.experimental.tensor_float_32_execution_enabled
@@ -43,7 +43,7 @@ def test_the_reference_runs_without_tf32_on_a_gpu(
     from trtconv.facts import Gpu, described
 
     h100 = described(gpus=[Gpu("NVIDIA H100 80GB HBM3", (9, 0))])
-    monkeypatch.setattr(native, "probe", lambda: h100)
+    monkeypatch.setattr(native.registry, "facts_here", lambda deep=False: h100)
     seen: list[bool] = []
     with native.SavedModelRunner(digits_saved_model) as runner:
         call = runner._call

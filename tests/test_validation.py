@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trtconv.backends.request import PRECISIONS
-from trtconv.errors import AccuracyError, UsageError
-from trtconv.validation import TOLERANCES, compare, raise_if_failed, tolerance_for
+from trtconv.core.errors import AccuracyError, UsageError
+from trtconv.core.precision import PRECISIONS
+from trtconv.outputs.compare import compare, raise_if_failed
+from trtconv.outputs.tolerance import TOLERANCES, tolerance_for
 
 
 def _probabilities(samples: int = 200, classes: int = 10, seed: int = 0) -> np.ndarray:
@@ -105,7 +106,7 @@ def test_the_report_serialises_to_the_documented_keys() -> None:
 
 
 def test_validation_batches_lie_inside_the_built_range() -> None:
-    from trtconv.validation import validation_batches
+    from trtconv.outputs.compare import validation_batches
 
     assert validation_batches(None) == (32, 1)  # ONNX Runtime, TensorFlow: any batch
     assert validation_batches((1, 8)) == (8, 1)  # an engine built for 1..8: never 32

@@ -19,7 +19,7 @@ from convert_fixtures import (
 from trtconv import api
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.cli import main
-from trtconv.errors import AccuracyError
+from trtconv.core.errors import AccuracyError
 from trtconv.manifest import read_manifest
 from trtconv.outputs.roles import Judging
 

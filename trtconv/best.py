@@ -15,50 +15,29 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from trtconv import tournament
 from trtconv.backends import registry
 from trtconv.backends.runner import Runner
-from trtconv.errors import (
+from trtconv.core.errors import (
     AccuracyError,
     ConversionError,
     MissingDependencyError,
     TrtconvError,
-    UsageError,
 )
-from trtconv.fsutil import atomic_directory
+from trtconv.core.fsutil import atomic_directory
 from trtconv.manifest import Manifest, write_manifest
+from trtconv.options import Contest
 from trtconv.tournament import Candidate
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RANK_BATCH_SIZE = 8
-DEFAULT_RANK_DURATION_S = 3.0
 THROUGHPUT_SUFFIX = "+throughput"
 NO_CALIBRATION = "int8 needs calibration data and the model card names none"
 CALIBRATION_FIX = "pass --calib-data digits|PATH.npz|IMAGE_DIR"
-
-
-@dataclass(frozen=True)
-class Contest:
-    """How candidates are timed: the batch size they are ranked at, timed seconds (or
-    `iterations`) each after the bench's warm-up, and threads."""
-
-    batch_size: int = DEFAULT_RANK_BATCH_SIZE
-    duration_s: float | None = DEFAULT_RANK_DURATION_S
-    threads: int | None = None
-    iterations: int | None = None
-
-    def __post_init__(self) -> None:
-        # Checked here, not in the CLI: the API and release build a Contest too.
-        counts = [self.batch_size, *(n for n in (self.threads, self.iterations) if n is not None)]
-        if min(counts) < 1 or (self.duration_s is not None and self.duration_s <= 0):
-            raise UsageError(
-                "--rank-batch-size and --threads must be at least 1 and --rank-duration positive."
-            )
 
 
 def candidates(precision: str | None, int8_data: bool) -> list[Candidate]:
@@ -90,7 +69,7 @@ def run(
     ConversionError (1) when none converted; nothing is written then.
     """
     from trtconv.conversion import Workspace, reference_outputs
-    from trtconv.validation import output_roles
+    from trtconv.outputs.compare import output_roles
 
     assert plan.held_out is not None
     with atomic_directory(plan.output, force) as staging, tempfile.TemporaryDirectory() as tmp:

@@ -18,21 +18,27 @@ from typing import Any
 
 from trtconv.backends import registry
 from trtconv.backends.registry import Backend
-from trtconv.backends.request import PRECISIONS, ConversionOutcome, ConversionRequest
+from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.backends.runner import Runner, RunOptions
-from trtconv.best import Contest
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.sources import ArraySet
-from trtconv.errors import UsageError
-from trtconv.fsutil import atomic_directory, check_output_free, dir_size_bytes, sha256_path
+from trtconv.core.errors import UsageError
+from trtconv.core.fsutil import atomic_directory, check_output_free, dir_size_bytes, sha256_path
+from trtconv.core.precision import PRECISIONS
+from trtconv.core.progress import Progress, Steps
 from trtconv.manifest import Manifest, read_manifest, write_manifest
+from trtconv.options import (
+    CALIB_METHODS,
+    DEFAULT_CALIB_METHOD,
+    DEFAULT_FALLBACK_TIME_LIMIT_S,
+    INT8_TARGETS,
+    Contest,
+)
+from trtconv.outputs.compare import output_roles, raise_if_failed
 from trtconv.outputs.roles import Judging
-from trtconv.progress import Progress, Steps
-from trtconv.quantize import CALIB_METHODS, DEFAULT_CALIB_METHOD, DEFAULT_FALLBACK_TIME_LIMIT_S
-from trtconv.quantize.isa import INT8_TARGETS
+from trtconv.outputs.tolerance import Tolerance, budget_for
 from trtconv.report.validation import ValidationReport, roles_of
 from trtconv.savedmodel import check_saved_model_dir
-from trtconv.validation import Tolerance, budget_for, output_roles, raise_if_failed
 
 log = logging.getLogger(__name__)
 
@@ -432,7 +438,7 @@ def _feed(data: ArraySet | None) -> Any:
 
 
 def reference_outputs(native: Runner, held_out: ArraySet) -> dict[str, Any]:
-    from trtconv.validation import run_batched
+    from trtconv.outputs.compare import run_batched
 
     return run_batched(native, held_out)
 
@@ -610,7 +616,7 @@ def _manifest(
         },
         signature=request.signature.to_dict(),
         device=outcome.device or {"cpu": probe_cpu().model},
-        tools=library_versions(),
+        tools=library_versions(registry.declared_packages()),
         conversion_seconds=round(seconds, 3),
         conversion_summary=summary,
         calibration=calibration,

@@ -12,7 +12,7 @@ from typing import Any
 
 from trtconv.backends import registry
 from trtconv.environment import git_commit
-from trtconv.facts import Facts, probe
+from trtconv.facts import Facts
 
 DOCTOR_SCHEMA_VERSION = 1
 
@@ -23,7 +23,7 @@ def doctor(deep: bool = True) -> dict[str, Any]:
     `deep=True` also asks TensorFlow, in a subprocess, which TensorRT it links and loads and
     whether it sees a GPU (a few seconds); `deep=False` uses only the fast checks.
     """
-    facts = probe(deep=deep)
+    facts = registry.facts_here(deep)
     report: dict[str, Any] = {
         "schema_version": DOCTOR_SCHEMA_VERSION,
         "python": {"version": facts.python, "executable": sys.executable},

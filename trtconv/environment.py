@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +41,13 @@ def device_block() -> dict[str, Any]:
     }
 
 
-def environment_block() -> dict[str, Any]:
-    """The `environment` block every result JSON carries."""
+def environment_block(packages: Iterable[str] = ()) -> dict[str, Any]:
+    """The `environment` block every result JSON carries; `packages` as for library_versions
+    (the registry's `declared_packages()`)."""
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
         **device_block(),
-        "libraries": library_versions(),
+        "libraries": library_versions(packages),
         "commit": git_commit(),
     }

@@ -13,9 +13,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from trtconv.errors import InputError
-from trtconv.fsutil import dir_size_bytes
-from trtconv.lazy import require
+from trtconv.core.errors import InputError
+from trtconv.core.fsutil import dir_size_bytes
+from trtconv.core.lazy import require
 from trtconv.manifest import read_manifest
 from trtconv.model_paths import (
     is_artifact_dir,

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtconv.errors import InputError
-from trtconv.model_io import ModelSignature
+from trtconv.core.errors import InputError
+from trtconv.core.model_io import ModelSignature
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1

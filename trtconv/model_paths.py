@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trtconv.errors import InputError, UsageError
+from trtconv.core.errors import InputError, UsageError
 from trtconv.manifest import MANIFEST
 
 SAVED_MODEL = "saved_model"

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtconv.errors import InputError
-from trtconv.lazy import require
-from trtconv.model_io import ModelSignature, TensorSpec, unknown_rank
+from trtconv.core.errors import InputError
+from trtconv.core.lazy import require
+from trtconv.core.model_io import ModelSignature, TensorSpec, unknown_rank
 from trtconv.model_paths import require_exists, saved_model_in
 
 SERVING_KEY = "serving_default"

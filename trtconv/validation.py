@@ -1,205 +1,36 @@
-"""Converted versus native on the same held-out inputs, each output judged by its role
-(trtconv.outputs) against one per-precision table.
+"""`validate`: a converted artifact against its native model on the same held-out inputs.
 
-Like Optimum's `_run_validation`: every check is computed and recorded (a ✓/✗ line each), then
-the caller decides; `raise_if_failed` turns a failed or unjudged result into one AccuracyError
-(exit 4).
+The comparison itself (tolerances, each output judged by its role) is trtconv.outputs.compare;
+this module runs both models, says which precision, device and CPU a report is for, and reads
+the artifact's manifest for the data and checks it was converted with.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from trtconv.backends.runner import Outputs, Runner
+from trtconv.backends.runner import Runner
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.sources import ArraySet
-from trtconv.errors import AccuracyError, UsageError
-from trtconv.outputs.roles import BINARY, CLASSES, Judging, Roles, resolve_roles
-from trtconv.report.validation import Check, ValidationReport, failures_of
+from trtconv.core.model_io import Outputs
+from trtconv.options import DEFAULT_VALIDATE_SAMPLES
+from trtconv.outputs.compare import (
+    compare,
+    output_roles,
+    raise_if_failed,
+    run_batched,
+    validation_batches,
+)
+from trtconv.outputs.roles import Judging
+from trtconv.outputs.tolerance import Tolerance, tolerance_for
+from trtconv.report.validation import ValidationReport, failures_of
 
 if TYPE_CHECKING:
     from trtconv.calib.evaluation import Evaluation
 
 log = logging.getLogger(__name__)
-VALIDATION_BATCH = 32
-DEFAULT_VALIDATE_SAMPLES = 1000
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """What a precision must meet. `atol=None`: max abs error is reported, not judged.
-    `output_atol` gives some outputs their own atol (--tolerance NAME=X)."""
-
-    atol: float | None
-    min_top1_agreement: float
-    max_accuracy_drop: float
-    output_atol: Mapping[str, float] = field(default_factory=dict)
-
-    def atol_for(self, output: str) -> float | None:
-        """The absolute tolerance of `output`: its own, else the precision's."""
-        return self.output_atol.get(output, self.atol)
-
-
-# The one table (Optimum's ATOL_FOR_VALIDATION, per precision). fp32 is near-exact (only operator
-# order differs); tf32 keeps a 10-bit mantissa; fp16 too, with a smaller range; int8 changes the
-# numbers on purpose and is judged by what the model decides, not by the digits it prints.
-TOLERANCES: dict[str, Tolerance] = {
-    "fp32": Tolerance(atol=1e-4, min_top1_agreement=0.99, max_accuracy_drop=0.005),
-    "tf32": Tolerance(atol=5e-3, min_top1_agreement=0.99, max_accuracy_drop=0.01),
-    "fp16": Tolerance(atol=1e-2, min_top1_agreement=0.98, max_accuracy_drop=0.01),
-    # bfloat16 keeps 8 bits of mantissa to float16's 11: 4x fp16's atol (a small ResNet's
-    # probabilities moved by 0.013 on OpenVINO's CPU plugin, fp16 0.0016).
-    "bf16": Tolerance(atol=5e-2, min_top1_agreement=0.98, max_accuracy_drop=0.01),
-    "int8": Tolerance(atol=None, min_top1_agreement=0.97, max_accuracy_drop=0.02),
-}
-
-
-def tolerance_for(
-    precision: str,
-    atol_override: float | None = None,
-    output_atol: Mapping[str, float] | None = None,
-) -> Tolerance:
-    """The table's tolerance for `precision`; `atol_override` (--tolerance X) replaces its atol
-    and `output_atol` (--tolerance NAME=X) sets some outputs' own."""
-    try:
-        tolerance = TOLERANCES[precision]
-    except KeyError:
-        known = ", ".join(TOLERANCES)
-        raise UsageError(f"Unknown precision '{precision}'; expected one of {known}.") from None
-    for name, value in [("", atol_override), *(output_atol or {}).items()]:
-        if value is not None and value <= 0:
-            raise UsageError(f"--tolerance {name + '=' if name else ''}{value}: must be positive.")
-    return Tolerance(
-        tolerance.atol if atol_override is None else atol_override,
-        tolerance.min_top1_agreement,
-        tolerance.max_accuracy_drop,
-        dict(output_atol or {}),
-    )
-
-
-def budget_for(
-    precision: str,
-    atol_override: float | None = None,
-    min_top1_agreement: float | None = None,
-    max_accuracy_drop: float | None = None,
-    output_atol: Mapping[str, float] | None = None,
-) -> Tolerance:
-    """`tolerance_for(precision, atol_override, output_atol)` with its top-1 agreement and
-    accuracy-drop limits replaced where given (convert's --min-top1-agreement and
-    --max-accuracy-drop, a release's gates). Raises UsageError for a limit outside [0, 1]."""
-    tolerance = tolerance_for(precision, atol_override, output_atol)
-    for name, value in (
-        ("--min-top1-agreement", min_top1_agreement),
-        ("--max-accuracy-drop", max_accuracy_drop),
-    ):
-        if value is not None and not 0.0 <= value <= 1.0:
-            raise UsageError(f"{name} must be between 0 and 1, found {value}.")
-    return Tolerance(
-        tolerance.atol,
-        tolerance.min_top1_agreement if min_top1_agreement is None else min_top1_agreement,
-        tolerance.max_accuracy_drop if max_accuracy_drop is None else max_accuracy_drop,
-        tolerance.output_atol,
-    )
-
-
-def run_batched(
-    runner: Runner, data: ArraySet, batch_size: int = VALIDATION_BATCH, min_batch: int = 1
-) -> Outputs:
-    """Run `runner` over every sample of `data` in batches; outputs concatenated by name.
-
-    A last batch smaller than `min_batch` (the smallest batch an engine was built for) is padded
-    by repeating its rows, and the padding's outputs are dropped.
-    """
-    from trtconv.calib.readers import batches
-
-    collected: dict[str, list[np.ndarray]] = {}
-    for feeds in batches(data, batch_size):
-        rows = len(next(iter(feeds.values())))
-        if rows < min_batch:
-            feeds = {name: np.resize(a, (min_batch, *a.shape[1:])) for name, a in feeds.items()}
-        for name, array in runner.infer(feeds).items():
-            collected.setdefault(name, []).append(np.asarray(array)[:rows])
-    return {name: np.concatenate(parts) for name, parts in collected.items()}
-
-
-def validation_batches(batch_range: tuple[int, int] | None) -> tuple[int, int]:
-    """(batch size, smallest batch) for validating an artifact built for `batch_range`: 32 when
-    that lies inside the range (or there is none), else the nearest end of the range."""
-    if batch_range is None:
-        return VALIDATION_BATCH, 1
-    low, high = batch_range
-    return max(low, min(VALIDATION_BATCH, high)), low
-
-
-def compare(
-    reference: Outputs,
-    candidate: Outputs,
-    tolerance: Tolerance,
-    labels: np.ndarray | None = None,
-    data_source: str = "",
-    roles: Roles | None = None,
-    allow_unjudged: bool = False,
-) -> ValidationReport:
-    """Every check of `candidate` against `reference`, collected into one report: outputs
-    present, and each output judged by its role (trtconv.outputs.judge); `labels` score the one
-    decision output they fit. `roles` default to those inferred from the reference's values
-    (`resolve_roles`; pass the graph's final ops there for a better guess)."""
-    from trtconv.outputs.judge import judge_output
-
-    samples = len(next(iter(reference.values()))) if reference else 0
-    report = ValidationReport(
-        samples, data_source, tolerance.min_top1_agreement, tolerance.max_accuracy_drop
-    )
-    report.allow_unjudged = allow_unjudged
-    roles = roles or resolve_roles(reference)
-    missing = sorted(set(reference) - set(candidate))
-    if missing:
-        report.checks.append(Check("outputs present", False, f"missing {', '.join(missing)}"))
-    report.labels_output = labels_output(roles, reference, labels)
-    for name in sorted(set(reference) & set(candidate)):
-        scored = labels if name == report.labels_output else None
-        judgement = judge_output(
-            name, roles[name], reference[name], candidate[name], tolerance, scored
-        )
-        report.outputs[name] = judgement.comparison
-        report.checks += judgement.checks
-    return report
-
-
-def labels_output(roles: Roles, reference: Outputs, labels: np.ndarray | None) -> str | None:
-    """The one decision output `labels` can score (class ids below its class count, or 0/1 for
-    one binary score per sample); None without labels or when several outputs fit."""
-    if labels is None:
-        return None
-    fitting = [
-        name
-        for name, role in sorted(roles.items())
-        if name in reference and _labels_fit(role.role, np.asarray(reference[name]), labels)
-    ]
-    if len(fitting) > 1:
-        log.warning(
-            "labels fit several outputs (%s): accuracy is not computed (set the others' roles "
-            "with --output-role)",
-            ", ".join(fitting),
-        )
-    return fitting[0] if len(fitting) == 1 else None
-
-
-def _labels_fit(role: str, scores: np.ndarray, labels: np.ndarray) -> bool:
-    if len(labels) != len(scores) or labels.size != len(scores) or not len(labels):
-        return False
-    per_sample = scores.reshape(len(scores), -1).shape[1]
-    low, high = int(labels.min()), int(labels.max())
-    if role == CLASSES:
-        integer_ids = not np.issubdtype(scores.dtype, np.floating) and per_sample == 1
-        return low >= 0 and (integer_ids or (scores.ndim == 2 and high < scores.shape[1] > 1))
-    return role == BINARY and per_sample == 1 and low >= 0 and high <= 1
 
 
 def validating_machine() -> dict[str, Any]:
@@ -209,17 +40,6 @@ def validating_machine() -> dict[str, Any]:
 
     cpu = cpu_info()
     return {"cpu": cpu["model"], "cpu_int8_class": cpu_int8_class(cpu)}
-
-
-def raise_if_failed(
-    report: ValidationReport, what: str, result: dict[str, Any] | None = None
-) -> None:
-    """Raise one AccuracyError (exit 4) listing every failed check of `report`, carrying the
-    command's full `result` (the report itself by default)."""
-    if not report.passed:
-        why = "is outside tolerance" if report.verdict == "failed" else "has outputs not judged"
-        message = f"{what} {why}: {report.failures()}."
-        raise AccuracyError(message, result if result is not None else report.to_dict())
 
 
 def validate_runners(
@@ -257,16 +77,6 @@ def validate_runners(
     report.batch_size, report.device = batch_size, candidate.device
     log.info("validation on %d samples of %s: %s", report.samples, data.source, report.verdict)
     return report
-
-
-def output_roles(model: Path | None, reference_outputs: Outputs, judging: Judging) -> Roles:
-    """Every output's role: set in `judging`, else inferred from the op ending its graph in the
-    SavedModel `model` (if it is one) and from the reference's values."""
-    from trtconv.model_paths import is_saved_model_dir
-    from trtconv.outputs.graph_ends import final_ops
-
-    ops = final_ops(model) if model is not None and is_saved_model_dir(model) else {}
-    return resolve_roles(reference_outputs, ops, judging.roles)
 
 
 def validate(

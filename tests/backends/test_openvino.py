@@ -19,9 +19,10 @@ from trtconv.backends.request import ConversionRequest
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.calib.readers import calibration_feed, fit_to_signature, whole_batches
 from trtconv.calib.sources import ArraySet, split_holdout
-from trtconv.errors import InputError, UsageError
+from trtconv.core.errors import InputError, UsageError
 from trtconv.facts import probe_cpu
-from trtconv.validation import run_batched, validate_runners
+from trtconv.outputs.compare import run_batched
+from trtconv.validation import validate_runners
 
 pytestmark = pytest.mark.slow  # trains small models (session fixtures) and converts them
 

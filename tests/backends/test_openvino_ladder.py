@@ -17,7 +17,7 @@ from rich.console import Console
 
 from trtconv import api
 from trtconv.cli.convert import render_conversion
-from trtconv.errors import AccuracyError
+from trtconv.core.errors import AccuracyError
 from trtconv.release.markdown import _ladder_section
 from trtconv.release.schema import release_schema
 

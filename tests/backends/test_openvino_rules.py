@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from trtconv.backends import registry
-from trtconv.errors import MissingDependencyError
+from trtconv.core.errors import MissingDependencyError
 from trtconv.facts import Facts, described
 
 INSTALLED = {"openvino": "2026.4.1", "nncf": "3.4.0"}

@@ -14,8 +14,8 @@ from trtconv.backends.ort import convert
 from trtconv.backends.ort.runner import CPU, OrtRunner
 from trtconv.backends.request import ConversionRequest
 from trtconv.backends.tf_native import SavedModelRunner
-from trtconv.errors import InputError, MissingDependencyError, UsageError
-from trtconv.validation import run_batched
+from trtconv.core.errors import InputError, MissingDependencyError, UsageError
+from trtconv.outputs.compare import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
 

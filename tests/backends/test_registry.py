@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from trtconv import api
 from trtconv.backends import registry
 from trtconv.backends.registry import Backend
-from trtconv.backends.request import PRECISIONS
 from trtconv.cli import app
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
+from trtconv.core.precision import PRECISIONS
 
 TESTS = Path(__file__).resolve().parents[1]
 PACKAGE = Path(registry.__file__).resolve().parents[1]
@@ -108,7 +108,7 @@ def test_worker_processes_get_run_time_registrations() -> None:
 
 def test_an_artifact_of_an_unknown_backend_is_bad_input(tmp_path: Path) -> None:
     from trtconv.bench.models import artifact_entry
-    from trtconv.errors import InputError
+    from trtconv.core.errors import InputError
     from trtconv.manifest import Manifest, write_manifest
 
     signature = {"inputs": [], "outputs": []}

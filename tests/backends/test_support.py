@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from trtconv.backends import registry
-from trtconv.errors import MissingDependencyError, UsageError
+from trtconv.core.errors import MissingDependencyError, UsageError
 from trtconv.facts import Facts, Gpu, described, probe
 
 A100 = Gpu("NVIDIA A100-SXM4-40GB", (8, 0), 40960.0, "550.54")

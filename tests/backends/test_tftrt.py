@@ -21,7 +21,7 @@ from trtconv.backends.tftrt import converter as tftrt
 from trtconv.backends.tftrt.runner import TfTrtRunner
 from trtconv.calib.readers import calibration_feed
 from trtconv.calib.sources import ArraySet, load_digits
-from trtconv.errors import InputError, MissingDependencyError, UsageError
+from trtconv.core.errors import InputError, MissingDependencyError, UsageError
 from trtconv.savedmodel import load_saved_model
 
 tf = pytest.importorskip("tensorflow")
@@ -156,7 +156,8 @@ def test_conversion_sets_tf32_for_itself_and_restores_it(
     from trtconv.facts import Gpu, described
 
     h100 = Gpu("NVIDIA H100 80GB HBM3", (9, 0))
-    monkeypatch.setattr(tftrt, "probe", lambda: described(gpus=[h100], tftrt_tensorrt="8.6.1"))
+    machine = described(gpus=[h100], tftrt_tensorrt="8.6.1")
+    monkeypatch.setattr(tftrt.registry, "facts_here", lambda deep=False: machine)
     recording = RecordingConverter()
     monkeypatch.setattr(tftrt, "make_converter", lambda request: recording)
     monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
@@ -243,7 +244,7 @@ def test_build_feeds_cover_each_batch_size(digits_model: Path) -> None:
 
 
 def test_build_feeds_refuse_unknown_dimensions() -> None:
-    from trtconv.model_io import ModelSignature, TensorSpec
+    from trtconv.core.model_io import ModelSignature, TensorSpec
 
     signature = ModelSignature((TensorSpec("x", (None, None, 3), "float32"),), ())
     with pytest.raises(InputError, match="dynamic dimensions"):

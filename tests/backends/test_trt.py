@@ -20,8 +20,8 @@ from trtconv.backends.request import ConversionRequest
 from trtconv.backends.trt import builder as trt_builder
 from trtconv.backends.trt import converter as trt_converter
 from trtconv.backends.trt.runner import TrtRunner
-from trtconv.errors import ConversionError, InputError, MissingDependencyError, UsageError
-from trtconv.model_io import ModelSignature, TensorSpec
+from trtconv.core.errors import ConversionError, InputError, MissingDependencyError, UsageError
+from trtconv.core.model_io import ModelSignature, TensorSpec
 
 SIGNATURE = ModelSignature(
     (TensorSpec("image", (None, 8, 8, 1), "float32"),),

@@ -23,8 +23,8 @@ from trtconv import facts as facts_module
 from trtconv.backends.registry import open_runner
 from trtconv.backends.runner import RunOptions
 from trtconv.calib.sources import ArraySet, load_digits
-from trtconv.errors import ConversionError, MissingDependencyError, UsageError
-from trtconv.validation import run_batched
+from trtconv.core.errors import ConversionError, MissingDependencyError, UsageError
+from trtconv.outputs.compare import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture), exports and builds
 
@@ -170,7 +170,7 @@ def test_runtime_only_host_runs_the_engine(
     monkeypatch.setattr(
         facts_module,
         "library_versions",
-        lambda: {**real_versions(), "tf2onnx": None, "onnx": None},
+        lambda packages=(): {**real_versions(packages), "tf2onnx": None, "onnx": None},
     )
     facts_module.probe.cache_clear()
     images = load_digits("test").x[:8]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trtconv.bench.signature import read_signature
-from trtconv.errors import InputError
+from trtconv.core.errors import InputError
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import pytest
 
 from trtconv.backends.runner import CallTimings
 from trtconv.bench.worker import Budget, NullRunner, make_batches, measure_batch, time_loop
-from trtconv.errors import InputError
-from trtconv.model_io import ModelSignature, TensorSpec
+from trtconv.core.errors import InputError
+from trtconv.core.model_io import ModelSignature, TensorSpec
 
 SIGNATURE = ModelSignature(
     inputs=(TensorSpec("image", (None, 8, 8, 1), "float32"),),
@@ -140,11 +140,11 @@ def test_the_timed_call_skips_the_per_call_input_check() -> None:
 
 def test_the_machine_is_probed_before_the_load_is_timed(monkeypatch: pytest.MonkeyPatch) -> None:
     """nvidia-smi and the TensorFlow subprocess are start-up, not the model's load time."""
-    from trtconv import facts
+    from trtconv.backends import registry
     from trtconv.bench import worker
 
     calls: list[str] = []
-    monkeypatch.setattr(facts, "probe", lambda deep=False: calls.append("probe"))
+    monkeypatch.setattr(registry, "probe", lambda deep=False, packages=(): calls.append("probe"))
     worker.import_backend({"backend": "ort"})
     assert calls == ["probe"]
 
@@ -166,7 +166,7 @@ def test_bench_batch_sizes_must_lie_inside_the_engines_profile() -> None:
     from pathlib import Path
 
     from trtconv.bench.models import ModelEntry, check_batch_sizes
-    from trtconv.errors import UsageError
+    from trtconv.core.errors import UsageError
 
     signature = ModelSignature((TensorSpec("x", (None, 4), "float32"),), ())
     engine = ModelEntry("e", Path("engine"), "artifact", "trt", "fp16", signature)

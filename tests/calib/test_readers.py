@@ -17,8 +17,8 @@ from trtconv.calib.readers import (
     read_model_data,
     whole_batches,
 )
-from trtconv.errors import InputError, UsageError
-from trtconv.model_io import ModelSignature, TensorSpec
+from trtconv.core.errors import InputError, UsageError
+from trtconv.core.model_io import ModelSignature, TensorSpec
 
 DIGITS_SIGNATURE = ModelSignature(
     inputs=(TensorSpec("image", (None, 8, 8, 1), "float32"),),

@@ -19,7 +19,7 @@ from trtconv.calib.sources import (
     load_npz,
     split_holdout,
 )
-from trtconv.errors import InputError, UsageError
+from trtconv.core.errors import InputError, UsageError
 
 
 def test_digits_split_is_fixed_disjoint_and_scaled() -> None:

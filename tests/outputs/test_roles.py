@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trtconv.errors import AccuracyError, UsageError
+from trtconv.core.errors import AccuracyError, UsageError
+from trtconv.outputs.compare import compare, raise_if_failed
 from trtconv.outputs.roles import (
     BINARY,
     CLASSES,
@@ -19,7 +20,7 @@ from trtconv.outputs.roles import (
     parse_tolerance_options,
     resolve_roles,
 )
-from trtconv.validation import compare, raise_if_failed, tolerance_for
+from trtconv.outputs.tolerance import tolerance_for
 
 RNG = np.random.default_rng(0)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtconv.errors import ConversionError
+from trtconv.core.errors import ConversionError
 from trtconv.quantize.checks import require_tensorrt_qdq, tensorrt_qdq_problems
 
 onnx = pytest.importorskip("onnx")

@@ -20,9 +20,9 @@ from rich.console import Console
 from trtconv import api
 from trtconv.cli import main
 from trtconv.cli.convert import render_conversion
-from trtconv.errors import AccuracyError
+from trtconv.core.errors import AccuracyError
 from trtconv.manifest import read_manifest
-from trtconv.quantize import CALIB_METHODS, DEFAULT_CALIB_METHOD
+from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD
 from trtconv.quantize.search import CALIBRATION_SPARE
 
 pytestmark = pytest.mark.slow  # trains a tiny model, runs tf2onnx and ONNX Runtime

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from trtconv.calib.sources import ArraySet
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
+from trtconv.outputs.tolerance import budget_for
 from trtconv.quantize.ladder import describe, doubling, scheme_variants
 from trtconv.quantize.qdq import QdqOptions
 from trtconv.quantize.search import (
@@ -21,7 +22,6 @@ from trtconv.quantize.search import (
 )
 from trtconv.quantize.sensitivity import tf_origin
 from trtconv.quantize.speed import bench_no_gain_warnings, no_gain_notes
-from trtconv.validation import budget_for
 
 
 def _part(count: int, name: str) -> ArraySet:
@@ -142,7 +142,7 @@ def test_bench_names_int8_artifacts_that_buy_nothing_over_fp32() -> None:
     from pathlib import Path
 
     from trtconv.bench.models import ModelEntry
-    from trtconv.model_io import ModelSignature
+    from trtconv.core.model_io import ModelSignature
     from trtconv.model_paths import ARTIFACT
 
     signature = ModelSignature((), ())

@@ -13,9 +13,9 @@ from trtconv.backends.onnx_export import op_counts
 from trtconv.backends.ort.runner import OrtRunner
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.calib.readers import CALIBRATION, calibration_feed, read_model_data, whole_batches
+from trtconv.outputs.compare import run_batched
 from trtconv.quantize.checks import tensorrt_qdq_problems
 from trtconv.quantize.qdq import QdqOptions, quantize_qdq
-from trtconv.validation import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
 
@@ -167,7 +167,7 @@ def test_entropy_searches_thresholds_minmax_does_not(
 
 
 def test_errors_name_the_users_model(digits_saved_model: Path, tmp_path: Path) -> None:
-    from trtconv.errors import ConversionError
+    from trtconv.core.errors import ConversionError
 
     def no_batches() -> Iterator[dict[str, np.ndarray]]:
         return iter([])

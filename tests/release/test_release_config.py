@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 from trtconv.release.config import ReleaseConfig, load_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "release-digits.toml"

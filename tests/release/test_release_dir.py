@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 from trtconv.release.rundir import check_release_dir, clean_release_dir, exclusive
 from trtconv.release.steps import data_fingerprint
 

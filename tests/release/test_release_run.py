@@ -22,8 +22,8 @@ import jsonschema
 import pytest
 
 from trtconv import api
-from trtconv.errors import GateError, UsageError
-from trtconv.fsutil import sha256_path
+from trtconv.core.errors import GateError, UsageError
+from trtconv.core.fsutil import sha256_path
 from trtconv.release.schema import release_schema
 
 LENIENT_GATES = {

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from trtconv import api
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 from trtconv.report.merge import first_difference, machine_name, merge_reports
 
 OTHER_CPU = "AMD EPYC 7B13 64-Core Processor"

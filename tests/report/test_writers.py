@@ -15,8 +15,8 @@ from trtconv.bench.evaluation import BenchEvaluation, judge_models
 from trtconv.bench.harness import collect_warnings, model_info, model_rows
 from trtconv.bench.models import ModelEntry
 from trtconv.calib.sources import ArraySet
-from trtconv.errors import UsageError
-from trtconv.model_io import ModelSignature, TensorSpec
+from trtconv.core.errors import UsageError
+from trtconv.core.model_io import ModelSignature, TensorSpec
 from trtconv.report.schema import ROW_KEYS, SCHEMA_VERSION, BenchResult, Settings
 from trtconv.report.writers import render_markdown, write_report
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 from trtconv.facts import Facts, Gpu, described, probe_cpu
 from trtconv.train.amp import choose_policy, policy_scope
 from trtconv.train.fit import build_compiled

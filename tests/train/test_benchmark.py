@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from trtconv import api
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 from trtconv.facts import probe_cpu
 from trtconv.train.benchmark import parse_batch_sizes, peak_rss_mb, step_statistics
 

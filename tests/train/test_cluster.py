@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.train.ports import free_ports
-from trtconv.errors import ClusterError, UsageError
+from trtconv.core.errors import ClusterError, UsageError
 from trtconv.train.cluster import (
     TF_CONFIG_ENV,
     cluster_from_workers,

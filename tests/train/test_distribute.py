@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 from trtconv.train.distribute import (
     CPU_DEVICES_ENV,
     check_global_batch,

@@ -12,7 +12,7 @@ import pytest
 from trtconv import api
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.sources import load_digits
-from trtconv.errors import InputError, UsageError
+from trtconv.core.errors import InputError, UsageError
 from trtconv.facts import probe_cpu
 from trtconv.inspect_model import graph_def_of, graph_dtypes
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 from trtconv.zoo import MODELS, get_model
 
 # model name -> (test input shape, classes): small so that building is quick.

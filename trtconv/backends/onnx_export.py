@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from trtconv.errors import ConversionError
-from trtconv.lazy import TF_LOG_LEVEL, require
-from trtconv.model_io import ModelSignature
+from trtconv.core.errors import ConversionError
+from trtconv.core.lazy import TF_LOG_LEVEL, require
+from trtconv.core.model_io import ModelSignature
 from trtconv.report.validation import ValidationReport
 from trtconv.savedmodel import SERVING_KEY
 
@@ -135,7 +135,8 @@ def verify_export(
     tolerance (a wrong export must never reach quantisation or TensorRT).
     """
     from trtconv.backends.ort.runner import CPU, OrtRunner
-    from trtconv.validation import compare, run_batched, tolerance_for
+    from trtconv.outputs.compare import compare, run_batched
+    from trtconv.outputs.tolerance import tolerance_for
 
     with OrtRunner(onnx_path, providers=[CPU]) as runner:
         candidate = run_batched(runner, data)

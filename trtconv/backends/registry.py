@@ -17,10 +17,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.request import PRECISIONS, ConversionOutcome, ConversionRequest
+from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.backends.runner import Runner, RunnerFactory, RunOptions
 from trtconv.backends.support import Support
-from trtconv.errors import InputError, UsageError
+from trtconv.core.errors import InputError, UsageError
+from trtconv.core.precision import PRECISIONS
 from trtconv.facts import Facts, probe
 
 # One line per backend shipped with trtconv; importing the package registers its record.
@@ -82,6 +83,17 @@ def register(backend: Backend) -> Backend:
         raise UsageError(f"Backend '{backend.name}' declares unknown precisions {unknown}.")
     _REGISTRY[backend.name] = backend
     return backend
+
+
+def declared_packages() -> tuple[str, ...]:
+    """The distributions the registered backends need beyond trtconv's own (Backend.packages):
+    facts and manifests record their versions."""
+    return tuple(dict.fromkeys(name for backend in backends() for name in backend.packages))
+
+
+def facts_here(deep: bool = False) -> Facts:
+    """This machine's facts (facts.probe, cached), with the registered backends' packages."""
+    return probe(deep, declared_packages())
 
 
 def unregister(name: str) -> None:
@@ -146,7 +158,7 @@ def support(name: str, precision: str, facts: Facts | None = None) -> Support:
         raise UsageError(f"Backend '{name}' runs SavedModels as they are; it converts nothing.")
     if precision not in PRECISIONS:
         raise UsageError(f"Unknown precision '{precision}'; choose one of {', '.join(PRECISIONS)}.")
-    facts = facts or probe()
+    facts = facts or facts_here()
     if precision not in backend.precisions:
         choices = ", ".join(backend.precisions)
         return Support(
@@ -157,7 +169,7 @@ def support(name: str, precision: str, facts: Facts | None = None) -> Support:
 
 def support_matrix(facts: Facts | None = None) -> list[Support]:
     """Every converter x precision with its verdict, for `doctor`."""
-    facts = facts or probe()
+    facts = facts or facts_here()
     return [support(b.name, p, facts) for b in converters() for p in PRECISIONS]
 
 
@@ -182,7 +194,7 @@ def auto_choice(precision: str, facts: Facts | None = None) -> Choice:
     When none can, the first whose libraries are present (one that runs fp32), so that its
     refusal is then reported (exit 3) instead of a silent downgrade.
     """
-    facts = facts or probe()
+    facts = facts or facts_here()
     ranked = sorted(
         (b for b in converters() if b.auto_rank is not None), key=lambda b: b.auto_rank or 0
     )

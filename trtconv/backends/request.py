@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from trtconv.model_io import ModelSignature
-from trtconv.quantize import DEFAULT_CALIB_METHOD
-
-if TYPE_CHECKING:
-    from trtconv.calib.sources import ArraySet
-    from trtconv.outputs.roles import Roles
-    from trtconv.validation import Tolerance
+from trtconv.calib.sources import ArraySet
+from trtconv.core.model_io import CalibrationFeed, ModelSignature
+from trtconv.options import DEFAULT_CALIB_METHOD
+from trtconv.outputs.roles import Roles
+from trtconv.outputs.tolerance import Tolerance
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
-Feeds = dict[str, np.ndarray]
-CalibrationFeed = Callable[[], Iterator[Feeds]]
 
 
 @dataclass

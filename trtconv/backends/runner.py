@@ -20,16 +20,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from trtconv.backends.request import Feeds
-from trtconv.errors import InputError, UsageError
-from trtconv.model_io import ModelSignature
+from trtconv.core.errors import InputError, UsageError
+from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest
-
-Outputs = dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)

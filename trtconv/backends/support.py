@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trtconv.errors import MissingDependencyError
+from trtconv.core.errors import MissingDependencyError
 from trtconv.facts import Facts
 from trtconv.facts.hardware import MIN_COMPUTE_CAPABILITY
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.backends.runner import Outputs
 from trtconv.bench.models import ModelEntry, Plan
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.sources import ArraySet
+from trtconv.core.model_io import Outputs
 from trtconv.outputs.roles import Judging
 from trtconv.report.schema import ModelInfo
 from trtconv.report.validation import FAILED, NOT_JUDGED
@@ -64,7 +64,8 @@ def validation_warnings(models: list[ModelEntry]) -> list[str]:
 def scale_warnings(models: list[ModelEntry], data: ArraySet) -> list[str]:
     """validate's warning, per artifact: the evaluation data spread on another scale than the
     data it was calibrated on (a wrong preprocessing somewhere: its agreement means little)."""
-    from trtconv.calib.evaluation import input_stats, scale_warning
+    from trtconv.calib.evaluation import scale_warning
+    from trtconv.calib.sources import input_stats
 
     here = input_stats(data)
     found = (scale_warning(m.calibration, data, m.label, here) for m in models if m.calibration)
@@ -103,7 +104,8 @@ def judge_models(
 ) -> None:
     """Each model's accuracy (with labels) and decision agreement with the baseline, from its
     outputs judged by role (top-1 for class scores, the thresholded decision for binary ones)."""
-    from trtconv.validation import compare, output_roles, tolerance_for
+    from trtconv.outputs.compare import compare, output_roles
+    from trtconv.outputs.tolerance import tolerance_for
 
     reference = outputs.get(baseline.label)
     if reference is None:

@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from trtconv import errors
 from trtconv.backends import registry
 from trtconv.backends.runner import DEVICES
 from trtconv.bench import stats
@@ -46,8 +45,9 @@ from trtconv.bench.models import (
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.evaluation import model_preprocessing
 from trtconv.calib.sources import ArraySet
-from trtconv.errors import TrtconvError, UsageError
-from trtconv.lazy import TF_LOG_LEVEL
+from trtconv.core import errors
+from trtconv.core.errors import TrtconvError, UsageError
+from trtconv.core.lazy import TF_LOG_LEVEL
 from trtconv.model_paths import SAVED_MODEL
 from trtconv.outputs.roles import Judging
 from trtconv.report.schema import BenchResult, BenchRow, ModelInfo, Settings
@@ -400,7 +400,7 @@ def bench(
             )
     settings = Settings(sizes, warm, timed, threads, data, eval_data, device, contract)
     result = measure(plan, settings, inputs, evaluation, progress)
-    result.environment = {**environment_block(), "threads": threads}
+    result.environment = {**environment_block(registry.declared_packages()), "threads": threads}
     document = result.to_dict()
     document["warnings"] += bench_no_gain_warnings(plan.models, document["results"])
     if report is not None:
@@ -416,7 +416,7 @@ def _check_options(
     """Raise UsageError for a bad option; return `force` (True for an empty report directory,
     which holds nothing to lose: callers may hand us a fresh staging dir)."""
     from trtconv.calib.contract import check_split
-    from trtconv.fsutil import check_output_free
+    from trtconv.core.fsutil import check_output_free
 
     if report is not None:
         force = force or (Path(report).is_dir() and not any(Path(report).iterdir()))

@@ -14,8 +14,8 @@ from trtconv.bench.models import ModelEntry
 from trtconv.calib.contract import Preprocessing
 from trtconv.calib.readers import ALL, RANDOM, read_model_data
 from trtconv.calib.sources import ArraySet, check_input_shape
-from trtconv.errors import InputError
-from trtconv.model_io import ModelSignature
+from trtconv.core.errors import InputError
+from trtconv.core.model_io import ModelSignature
 
 # Random data: this many batches of the largest batch size, so consecutive calls see new data.
 RANDOM_BATCHES = 4

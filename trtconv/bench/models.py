@@ -14,9 +14,9 @@ from typing import Any
 
 from trtconv.backends import registry
 from trtconv.bench.signature import read_signature
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
+from trtconv.core.model_io import ModelSignature
 from trtconv.manifest import read_manifest
-from trtconv.model_io import ModelSignature
 from trtconv.model_paths import (
     ARTIFACT,
     SAVED_MODEL,

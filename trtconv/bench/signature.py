@@ -3,7 +3,7 @@
 The bench parent process only needs input and output names, shapes and dtypes to check options
 and data before it spawns workers; importing TensorFlow for that costs ~4 s and a few hundred MB
 in a process that then only waits. The signature is a few nested protobuf messages, so this
-module walks the protobuf wire format (trtconv.protowire) for exactly the fields below (field
+module walks the protobuf wire format (trtconv.core.protowire) for exactly the fields below (field
 numbers from tensorflow/core/protobuf/{saved_model,meta_graph}.proto and
 framework/tensor_shape.proto) and skips everything else (the graph, most of the file) by length.
 
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trtconv.errors import InputError
-from trtconv.model_io import ModelSignature, TensorSpec, unknown_rank
-from trtconv.protowire import fields, int64, map_entries, messages
+from trtconv.core.errors import InputError
+from trtconv.core.model_io import ModelSignature, TensorSpec, unknown_rank
+from trtconv.core.protowire import fields, int64, map_entries, messages
 
 # tensorflow/core/framework/types.proto DataType -> numpy dtype name.
 DTYPES = {

@@ -20,9 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.backends.request import Feeds
-from trtconv.backends.runner import Outputs, Runner, RunOptions
-from trtconv.model_io import ModelSignature
+from trtconv.backends.runner import Runner, RunOptions
+from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 
 # The null runner is timed over this many calls (after as many warm-up calls): short enough to
 # cost ~10 ms, long enough for a stable median of a ~µs operation.
@@ -132,11 +131,10 @@ def import_backend(spec: dict[str, Any]) -> None:
     """Import the backend's library and probe the machine's facts (nvidia-smi, TensorFlow asked
     in a subprocess): process start-up, not model loading, so neither counts in `load_ms`."""
     from trtconv.backends import registry
-    from trtconv.facts import probe
-    from trtconv.lazy import require
+    from trtconv.core.lazy import require
 
     require(registry.get(spec["backend"]).library)
-    probe()
+    registry.facts_here()
 
 
 def peak_rss_mb(status: Path = Path("/proc/self/status")) -> float:

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.errors import UsageError
-from trtconv.model_io import TensorSpec
+from trtconv.core.errors import UsageError
+from trtconv.core.model_io import TensorSpec
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from trtconv.calib.contract import (
     DEFAULT,
     HELD_OUT,
@@ -24,8 +22,10 @@ from trtconv.calib.contract import (
     PreprocessingOptions,
     check_split,
 )
-from trtconv.calib.sources import ArraySet
-from trtconv.model_io import ModelSignature
+from trtconv.calib.readers import ALL, VALIDATION, card_preprocessing, read_model_data
+from trtconv.calib.sources import ArraySet, input_stats
+from trtconv.core.model_io import ModelSignature
+from trtconv.savedmodel import read_model_card
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest
@@ -52,8 +52,6 @@ def data_spec(
     """(spec, where it came from): `given`, else the data the artifact was validated on (its
     manifest's data contract), else its calibration source, else the model card's data, else
     random."""
-    from trtconv.savedmodel import read_model_card
-
     if given:
         return given, OPTION
     contract = (manifest.data_contract if manifest else None) or {}
@@ -78,8 +76,6 @@ def model_preprocessing(
 ) -> Preprocessing:
     """How raw pixels become this model's input: options, else a manifest's data `contract`,
     else the model card beside `saved_model`, else the defaults."""
-    from trtconv.calib.readers import card_preprocessing
-
     recorded = (contract or {}).get("preprocessing")
     return card_preprocessing(signature, saved_model, options, recorded)
 
@@ -97,8 +93,6 @@ def evaluation_data(
     """The evaluation data of a model (the held-out split unless `split` is "all"), read by its
     data contract (`contract`, else the manifest's), with the contract it was read by. Raises
     UsageError for an unknown split or spec and InputError for data that does not fit."""
-    from trtconv.calib.readers import ALL, VALIDATION, read_model_data
-
     chosen_split = check_split(split)
     spec, spec_from = data_spec(spec, saved_model, manifest)
     recorded = contract or (manifest.data_contract if manifest else None)
@@ -124,21 +118,6 @@ def record_contract(
             f"none applied (arrays fed as given; raw pixels would be {block['summary']})"
         )
     return {"data": spec, "split": split, "preprocessing": block, "preprocessing_applied": applied}
-
-
-def input_stats(data: ArraySet) -> dict[str, dict[str, float]]:
-    """Mean, standard deviation, min and max of each float input (recorded with calibration)."""
-    stats = {}
-    for name, array in data.inputs.items():
-        if np.issubdtype(array.dtype, np.floating) and array.size:
-            values = array.astype(np.float64)
-            stats[name] = {
-                "mean": float(values.mean()),
-                "std": float(values.std()),
-                "min": float(values.min()),
-                "max": float(values.max()),
-            }
-    return stats
 
 
 def scale_warning(

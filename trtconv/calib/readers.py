@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.backends.request import CalibrationFeed, Feeds
 from trtconv.calib.contract import (
     MANIFEST,
     MODEL_CARD,
@@ -45,12 +44,13 @@ from trtconv.calib.sources import (
     ImagePreprocessing,
     check_arrays,
     check_input_shape,
+    input_stats,
     load_digits,
     load_file,
     split_holdout,
 )
-from trtconv.errors import InputError, UsageError
-from trtconv.model_io import ModelSignature, TensorSpec
+from trtconv.core.errors import InputError, UsageError
+from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, TensorSpec
 from trtconv.savedmodel import read_model_card
 
 log = logging.getLogger(__name__)
@@ -290,8 +290,6 @@ def calibration_feed(data: ArraySet, batch_size: int) -> CalibrationFeed:
 def describe(data: ArraySet, spec: str, method: str | None = None) -> dict[str, Any]:
     """The manifest's calibration block: {source, part, samples, method, sha256, input_stats}
     (the inputs' spread lets validate see data on another scale)."""
-    from trtconv.calib.evaluation import input_stats
-
     return {
         "source": spec,
         "part": data.source,

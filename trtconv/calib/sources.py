@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from trtconv.calib.contract import NCHW, Preprocessing
-from trtconv.errors import InputError, UsageError
-from trtconv.fsutil import sha256_bytes
+from trtconv.core.errors import InputError, UsageError
+from trtconv.core.fsutil import sha256_bytes
 
 DIGITS = "digits"
 DIGITS_TEST_FRACTION = 0.25
@@ -277,3 +277,18 @@ def load_file(spec: str, images: Callable[[], ImagePreprocessing] | None = None)
             "image folder."
         )
     raise InputError(f"Data source {path} is a {path.suffix or 'file'}; expected .npz or a folder.")
+
+
+def input_stats(data: ArraySet) -> dict[str, dict[str, float]]:
+    """Mean, standard deviation, min and max of each float input (recorded with calibration)."""
+    stats = {}
+    for name, array in data.inputs.items():
+        if np.issubdtype(array.dtype, np.floating) and array.size:
+            values = array.astype(np.float64)
+            stats[name] = {
+                "mean": float(values.mean()),
+                "std": float(values.std()),
+                "min": float(values.min()),
+                "max": float(values.max()),
+            }
+    return stats

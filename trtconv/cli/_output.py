@@ -18,9 +18,9 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
-from trtconv.errors import TrtconvError
-from trtconv.interrupts import Terminated, interrupt_exit_code, sigterm_as_interrupt
-from trtconv.lazy import tensorflow_environment
+from trtconv.core.errors import TrtconvError
+from trtconv.core.interrupts import Terminated, interrupt_exit_code, sigterm_as_interrupt
+from trtconv.core.lazy import tensorflow_environment
 
 Result = dict[str, Any]
 DEVICE_HELP = (

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TextIO
 
 from trtconv.bench.worker import run
-from trtconv.errors import TrtconvError
-from trtconv.lazy import tensorflow_environment
+from trtconv.core.errors import TrtconvError
+from trtconv.core.lazy import tensorflow_environment
 
 
 def _claim_stdout() -> TextIO:

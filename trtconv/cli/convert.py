@@ -23,8 +23,8 @@ from trtconv.cli._options import (
     preprocessing_options,
 )
 from trtconv.cli._output import progress_bar, run_command
-from trtconv.errors import UsageError
-from trtconv.quantize import DEFAULT_CALIB_METHOD, DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.core.errors import UsageError
+from trtconv.options import DEFAULT_CALIB_METHOD, DEFAULT_FALLBACK_TIME_LIMIT_S
 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:
@@ -206,7 +206,7 @@ def convert_cli(
 
     def work() -> dict[str, Any]:
         from trtconv import api
-        from trtconv.best import Contest
+        from trtconv.options import Contest
 
         atol, judging = judging_options(output_role, tolerance, allow_unjudged)
         with progress_bar("converting") as progress:

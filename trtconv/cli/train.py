@@ -17,7 +17,7 @@ from trtconv.cli._options import (
     preprocessing_options,
 )
 from trtconv.cli._output import run_command
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 
 
 def render_card(card: dict[str, Any], console: Console) -> None:

@@ -85,14 +85,17 @@ class Facts:
 
 
 @functools.cache
-def probe(deep: bool = False) -> Facts:
+def probe(deep: bool = False, packages: tuple[str, ...] = ()) -> Facts:
     """This machine's facts, gathered once per process (cached). Fast; never imports TensorFlow.
+
+    `packages`: distributions whose versions to record beyond facts.libraries.LIBRARIES (the
+    registry passes those its backends declare).
 
     TensorFlow is asked about TF-TRT in a subprocess (seconds) with `deep=True` (doctor), or when
     a GPU is visible and TensorFlow could load TensorRT (then the answer matters).
     """
     gpus = probe_gpus()
-    versions = library_versions()
+    versions = library_versions(packages)
     tensorflow = probe_tensorflow(versions["tensorflow"], ask=False)
     # With a GPU and a TensorRT build of TensorFlow, TensorFlow is asked even when our check of
     # the exact libnvinfer sonames failed: what TF-TRT really loads is TensorFlow's answer.

@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import io
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -42,13 +43,10 @@ def dist_version(name: str) -> str | None:
         return None
 
 
-def library_versions() -> dict[str, str | None]:
+def library_versions(packages: Iterable[str] = ()) -> dict[str, str | None]:
     """Installed distribution versions, read from package metadata without importing: LIBRARIES
-    and the distributions registered backends declare (`Backend.packages`)."""
-    from trtconv.backends import registry
-
-    declared = (name for backend in registry.backends() for name in backend.packages)
-    return {name: dist_version(name) for name in dict.fromkeys((*LIBRARIES, *declared))}
+    and `packages` (the distributions the registered backends declare, given by the caller)."""
+    return {name: dist_version(name) for name in dict.fromkeys((*LIBRARIES, *packages))}
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from trtconv.protowire import map_entries, messages, string
+from trtconv.core.protowire import map_entries, messages, string
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 from trtconv.outputs.roles import BINARY, CLASSES, REGRESSION, TENSOR, OutputRole
 from trtconv.report.validation import Check, OutputComparison
 
 if TYPE_CHECKING:
-    from trtconv.validation import Tolerance
+    from trtconv.outputs.tolerance import Tolerance
 
 # Relative error divides by max(|reference|, REL_FLOOR): a probability of 1e-9 that becomes 2e-9
 # is not a 100% error worth reporting.

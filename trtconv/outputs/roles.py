@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 
 CLASSES, BINARY, REGRESSION, TENSOR = "classes", "binary", "regression", "tensor"
 ROLES = (CLASSES, BINARY, REGRESSION, TENSOR)

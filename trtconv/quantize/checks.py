@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trtconv.errors import ConversionError
-from trtconv.lazy import require
+from trtconv.core.errors import ConversionError
+from trtconv.core.lazy import require
 
 # ONNX TensorProto element types TensorRT dequantises: INT8, FLOAT8E4M3FN, INT4, FLOAT4E2M1.
 TENSORRT_DQ_INPUTS = {3: "int8", 17: "float8e4m3fn", 22: "int4", 23: "float4e2m1"}

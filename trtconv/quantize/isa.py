@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trtconv.options import INT8_TARGETS
+
 X86_VNNI = "x86-vnni"
 X86_NO_VNNI = "x86-no-vnni"
 ARM64 = "arm64"
@@ -25,8 +27,7 @@ OTHER = "other"
 CPU_CLASSES = (X86_VNNI, X86_NO_VNNI, ARM64, OTHER)
 
 # Where the int8 artifact will run: this CPU's class, VNNI/AMX x86 CPUs only, or any x86 CPU.
-AUTO, VNNI, PORTABLE = "auto", "vnni", "portable"
-INT8_TARGETS = (AUTO, VNNI, PORTABLE)
+AUTO, VNNI, PORTABLE = INT8_TARGETS
 
 # The int8 instructions that accumulate u8 x s8 products in int32 (no int16 saturation).
 VNNI_FEATURES = ("avx512_vnni", "avx_vnni", "amx_int8")

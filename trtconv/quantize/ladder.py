@@ -31,14 +31,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.request import CalibrationFeed
 from trtconv.calib.sources import ArraySet
-from trtconv.errors import ConversionError
-from trtconv.quantize import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.core.errors import ConversionError
+from trtconv.core.model_io import CalibrationFeed
+from trtconv.options import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.outputs.tolerance import Tolerance
 from trtconv.quantize.qdq import QdqOptions, QdqQuantizer
 from trtconv.quantize.search import Score, SearchScorer, budget_and_search_data, resolution_note
 from trtconv.quantize.sensitivity import QuantizedNode, quantized_nodes, rank_by_sensitivity
-from trtconv.validation import Tolerance
 
 log = logging.getLogger(__name__)
 

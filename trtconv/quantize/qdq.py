@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 
 from trtconv.backends.onnx_export import op_counts
-from trtconv.backends.request import CalibrationFeed
-from trtconv.errors import ConversionError, UsageError
-from trtconv.lazy import require
-from trtconv.quantize import CALIB_METHODS, DEFAULT_CALIB_METHOD
+from trtconv.core.errors import ConversionError, UsageError
+from trtconv.core.lazy import require
+from trtconv.core.model_io import CalibrationFeed
+from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD
 from trtconv.quantize.checks import require_tensorrt_qdq
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtconv.lazy import require
+from trtconv.core.lazy import require
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends.registry import BEST
-from trtconv.backends.request import PRECISIONS
-from trtconv.errors import UsageError
-from trtconv.quantize import CALIB_METHODS, DEFAULT_CALIB_METHOD, DEFAULT_FALLBACK_TIME_LIMIT_S
-from trtconv.quantize.isa import INT8_TARGETS
+from trtconv.core.errors import UsageError
+from trtconv.core.precision import PRECISIONS
+from trtconv.options import (
+    CALIB_METHODS,
+    DEFAULT_CALIB_METHOD,
+    DEFAULT_FALLBACK_TIME_LIMIT_S,
+    INT8_TARGETS,
+)
 
 AMP_DTYPES = ("auto", "float16", "bfloat16")
 DIGITS = "digits"

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from trtconv import __version__
+from trtconv.backends import registry
+from trtconv.core.errors import GateError
+from trtconv.core.fsutil import sha256_path, write_atomic
+from trtconv.core.interrupts import sigterm_as_interrupt
 from trtconv.environment import environment_block
-from trtconv.errors import GateError
-from trtconv.fsutil import sha256_path, write_atomic
-from trtconv.interrupts import sigterm_as_interrupt
 from trtconv.release.config import ReleaseConfig, Target, load_config
 from trtconv.release.document import ReleaseDocument, TargetEntry
 from trtconv.release.markdown import render_markdown
@@ -137,7 +138,7 @@ def _document(
         bench=bench,
         plots=plots,
         steps=run.steps,
-        environment=environment_block(),
+        environment=environment_block(registry.declared_packages()),
         created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from trtconv.errors import UsageError
-from trtconv.fsutil import check_writable
+from trtconv.core.errors import UsageError
+from trtconv.core.fsutil import check_writable
 from trtconv.release.store import STATE_DIR, sweep_partials
 
 log = logging.getLogger(__name__)

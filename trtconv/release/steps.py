@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from trtconv import __version__
+from trtconv.backends import registry
 from trtconv.backends.registry import BEST
-from trtconv.best import DEFAULT_RANK_DURATION_S, Contest
-from trtconv.errors import AccuracyError, TrtconvError
+from trtconv.core.errors import AccuracyError, TrtconvError
+from trtconv.core.fsutil import sha256_path
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
-from trtconv.fsutil import sha256_path
+from trtconv.options import DEFAULT_RANK_DURATION_S, Contest
 from trtconv.release.config import DIGITS, ReleaseConfig, Target
 from trtconv.release.store import StepStore
 
@@ -76,7 +77,7 @@ class ReleaseRun:
         self.resume = resume
         self.store = StepStore(directory)
         self.steps: list[dict[str, Any]] = []
-        self.tools = {**library_versions(), "trtconv": __version__}
+        self.tools = {**library_versions(registry.declared_packages()), "trtconv": __version__}
         self.device = device_fingerprint()
         self.progress = progress
         evals = len(config.targets) if config.eval.data else 0
@@ -248,7 +249,7 @@ class ReleaseRun:
     def budget(self, target: Target) -> dict[str, float]:
         """The accuracy gates as convert's limits, where stricter than the precision's own: the
         int8 ladder climbs until they hold, and validation judges them."""
-        from trtconv.validation import tolerance_for
+        from trtconv.outputs.tolerance import tolerance_for
 
         limits: dict[str, float] = {}
         if target.precision is None:

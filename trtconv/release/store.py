@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trtconv.fsutil import PARTIAL_PREFIX, sha256_bytes, sha256_path, write_atomic
+from trtconv.core.fsutil import PARTIAL_PREFIX, sha256_bytes, sha256_path, write_atomic
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trtconv.backends import registry
+from trtconv.core.errors import InputError, UsageError
+from trtconv.core.fsutil import atomic_directory, check_output_free
 from trtconv.environment import environment_block
-from trtconv.errors import InputError, UsageError
-from trtconv.fsutil import atomic_directory, check_output_free
 from trtconv.report.schema import ROW_KEYS
 from trtconv.report.writers import (
     TABLE_COLUMNS,
@@ -203,7 +204,7 @@ def merge_documents(sources: list[BenchSource]) -> Result:
             for source, machine in zip(sources, machines, strict=True)
             for row in source.document["results"]
         ],
-        "environment": environment_block(),
+        "environment": environment_block(registry.declared_packages()),
     }
 
 

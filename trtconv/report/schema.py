@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.bench import stats
+import trtconv.bench.stats as stats
 
 SCHEMA_VERSION = 1
 

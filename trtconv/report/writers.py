@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trtconv.fsutil import atomic_directory
+from trtconv.core.fsutil import atomic_directory
 from trtconv.report.schema import ROW_KEYS
 
 Result = dict[str, Any]

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
+from trtconv.core.lazy import require
 from trtconv.facts import Facts, probe_cpu, probe_gpus
-from trtconv.lazy import require
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from trtconv.backends import registry
+from trtconv.core.errors import UsageError
+from trtconv.core.lazy import require
 from trtconv.environment import environment_block
-from trtconv.errors import UsageError
-from trtconv.lazy import require
 from trtconv.train.distribute import (
     DistributionPlan,
     check_global_batch,
@@ -229,7 +230,7 @@ def run_benchmark(
         "final_loss": loss,
         "peak_rss_mb": peak_rss_mb(),
         "gpu_peak_memory_mb": gpu_peak_memory_mb(),
-        "environment": environment_block(),
+        "environment": environment_block(registry.declared_packages()),
     }
 
 
@@ -340,7 +341,7 @@ def run_grid(
         "amp_dtype": amp_dtype,
         "baseline": f"{rows[0]['mode']} at batch {rows[0]['batch_size']}",
         "rows": rows,
-        "environment": environment_block(),
+        "environment": environment_block(registry.declared_packages()),
     }
 
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from trtconv.errors import ClusterError, UsageError
+from trtconv.core.errors import ClusterError, UsageError
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from trtconv.errors import ClusterError, UsageError
-from trtconv.lazy import require
+from trtconv.core.errors import ClusterError, UsageError
+from trtconv.core.lazy import require
 from trtconv.train.cluster import (
     TF_CONFIG_ENV,
     Cluster,

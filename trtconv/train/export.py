@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trtconv.lazy import require
+from trtconv.core.lazy import require
 from trtconv.train.amp import set_policy
 from trtconv.zoo import ModelConfig
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from trtconv.calib.sources import ArraySet
-from trtconv.lazy import require
+from trtconv.core.lazy import require
 from trtconv.train.amp import AmpChoice, policy_scope
 from trtconv.zoo import ModelConfig
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from trtconv.calib.sources import ArraySet
-from trtconv.lazy import require
+from trtconv.core.lazy import require
 from trtconv.train.fit import FitResult, classification_loss, training_compute_dtype
 
 log = logging.getLogger(__name__)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from trtconv import __version__
+from trtconv.backends import registry
 from trtconv.calib.contract import NHWC, Preprocessing, PreprocessingOptions, resolve_preprocessing
 from trtconv.calib.readers import fit_to_signature
 from trtconv.calib.sources import (
@@ -26,10 +27,10 @@ from trtconv.calib.sources import (
     load_file,
     split_holdout,
 )
+from trtconv.core.errors import InputError, UsageError
+from trtconv.core.fsutil import atomic_directory, check_output_free
+from trtconv.core.model_io import ModelSignature, TensorSpec
 from trtconv.environment import environment_block
-from trtconv.errors import InputError, UsageError
-from trtconv.fsutil import atomic_directory, check_output_free
-from trtconv.model_io import ModelSignature, TensorSpec
 from trtconv.savedmodel import MODEL_CARD
 from trtconv.train.amp import AmpChoice
 from trtconv.train.distribute import DistributionPlan
@@ -317,5 +318,5 @@ class _Session:
             "train_seconds": train_seconds,
             "exported_dtype": "float32",
             "trtconv_version": __version__,
-            "environment": environment_block(),
+            "environment": environment_block(registry.declared_packages()),
         }

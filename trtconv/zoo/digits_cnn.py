@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtconv.lazy import require
+from trtconv.core.lazy import require
 
 
 def build_digits_cnn(input_shape: tuple[int, ...], num_classes: int) -> Any:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 
 
 @dataclass(frozen=True)

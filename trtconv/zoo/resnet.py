@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtconv.lazy import require
+from trtconv.core.lazy import require
 
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, first stride)
 

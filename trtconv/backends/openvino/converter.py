@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.openvino import ir
+import trtconv.backends.openvino.ir as ir
 from trtconv.backends.openvino.ladder import quantize_int8
 from trtconv.backends.openvino.runner import INFERENCE_PRECISION
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
-from trtconv.errors import ConversionError, UsageError
-from trtconv.lazy import require
+from trtconv.core.errors import ConversionError, UsageError
+from trtconv.core.lazy import require
 
 SHARED_KEY = "openvino float IR"
 

@@ -19,9 +19,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from trtconv.errors import ConversionError
-from trtconv.lazy import require
-from trtconv.model_io import ModelSignature
+from trtconv.core.errors import ConversionError
+from trtconv.core.lazy import require
+from trtconv.core.model_io import ModelSignature
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,9 @@ from trtconv.backends.openvino.quantize import (
     quantize_with_accuracy_control,
     weighted_ops,
 )
-from trtconv.backends.request import CalibrationFeed, ConversionRequest, Feeds, SearchSlice
-from trtconv.lazy import require
+from trtconv.backends.request import ConversionRequest, SearchSlice
+from trtconv.core.lazy import require
+from trtconv.core.model_io import CalibrationFeed, Feeds
 from trtconv.quantize.ladder import MAX_FLOAT_SHARE
 from trtconv.quantize.search import Score, budget_and_search_data, output_error, resolution_note
 
@@ -109,7 +110,7 @@ class SliceScorer:
         """`model` on the whole slice, compiled as the int8 runner compiles it (with OpenVINO's
         `inference_precision` when pinned), judged as validation judges it."""
         from trtconv.backends.openvino.runner import DEVICE, compile_config
-        from trtconv.validation import compare
+        from trtconv.outputs.compare import compare
 
         ov = require("openvino")
         config = compile_config("int8", inference_precision=inference_precision)

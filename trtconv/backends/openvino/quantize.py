@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trtconv.backends.request import CalibrationFeed, Feeds
-from trtconv.errors import ConversionError
-from trtconv.lazy import require
+from trtconv.core.errors import ConversionError
+from trtconv.core.lazy import require
+from trtconv.core.model_io import CalibrationFeed, Feeds
 from trtconv.quantize.isa import CPU_SCHEME
 
 log = logging.getLogger(__name__)

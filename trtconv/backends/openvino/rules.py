@@ -59,7 +59,7 @@ def doctor_section(facts: Facts) -> dict[str, Any]:
 
 def probe_devices() -> tuple[list[dict[str, Any]], str]:
     """([{name, full_name, capabilities}] for every device OpenVINO sees, a note on failure)."""
-    from trtconv.lazy import require
+    from trtconv.core.lazy import require
 
     try:
         core = require("openvino").Core()

@@ -23,9 +23,9 @@ from typing import Any
 from trtconv.backends.onnx_export import op_counts, to_float16
 from trtconv.backends.ort.runner import CPU, CUDA, provider_options
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
-from trtconv.errors import ConversionError, MissingDependencyError, UsageError
+from trtconv.core.errors import ConversionError, MissingDependencyError, UsageError
+from trtconv.core.lazy import require
 from trtconv.facts import probe_cpu, probe_gpus
-from trtconv.lazy import require
 
 log = logging.getLogger(__name__)
 

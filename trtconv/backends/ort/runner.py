@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trtconv.backends.request import Feeds
-from trtconv.backends.runner import Outputs, Runner, RunOptions, check_device
-from trtconv.errors import InputError, MissingDependencyError
+from trtconv.backends.runner import Runner, RunOptions, check_device
+from trtconv.core.errors import InputError, MissingDependencyError
+from trtconv.core.lazy import require
+from trtconv.core.model_io import Feeds, ModelSignature, Outputs, TensorSpec
 from trtconv.facts.libraries import preload_cuda_libraries
-from trtconv.lazy import require
-from trtconv.model_io import ModelSignature, TensorSpec
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest

@@ -6,13 +6,12 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trtconv.backends.request import Feeds
-from trtconv.backends.runner import Outputs, Runner, RunOptions
-from trtconv.facts import probe
-from trtconv.lazy import require
-from trtconv.model_io import ModelSignature
+from trtconv.backends import registry
+from trtconv.backends.runner import Runner, RunOptions
+from trtconv.core.lazy import require
+from trtconv.core.model_io import Feeds, ModelSignature, Outputs
+from trtconv.core.tf32 import tf32_policy
 from trtconv.savedmodel import LoadedSavedModel, load_saved_model
-from trtconv.tf32 import tf32_policy
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest
@@ -44,7 +43,9 @@ class SavedModelRunner(Runner):
         if self.threads is not None:
             set_threads(tf, self.threads)
         self._model = load_saved_model(self.path)
-        self._on_gpu = probe().has_gpu  # TF32 exists only there: no switching on a CPU
+        self._on_gpu = (
+            registry.facts_here().has_gpu
+        )  # TF32 exists only there: no switching on a CPU
         self.device = "cuda" if self._on_gpu else "cpu"
         function = self._model.function
         if self.xla:

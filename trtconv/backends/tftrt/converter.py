@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.backends.request import CalibrationFeed, ConversionOutcome, ConversionRequest, Feeds
-from trtconv.backends.tftrt import rules
-from trtconv.errors import ConversionError, InputError, MissingDependencyError, UsageError
-from trtconv.facts import probe
-from trtconv.lazy import require
-from trtconv.model_io import ModelSignature
-from trtconv.tf32 import tf32_policy
+import trtconv.backends.tftrt.rules as rules
+from trtconv.backends import registry
+from trtconv.backends.request import ConversionOutcome, ConversionRequest
+from trtconv.core.errors import ConversionError, InputError, MissingDependencyError, UsageError
+from trtconv.core.lazy import require
+from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature
+from trtconv.core.tf32 import tf32_policy
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def conversion_params(
 ) -> Any:
     """The real `TrtConversionParams` for a trtconv precision.
 
-    fp32 and tf32 both map to FP32 (TF32 is TensorFlow's switch: trtconv.tf32); int8 sets
+    fp32 and tf32 both map to FP32 (TF32 is TensorFlow's switch: trtconv.core.tf32); int8 sets
     `use_calibration`.
     `allow_build_at_runtime=False` by default: engines are prebuilt by `build()`, and a shape
     outside the profiles then runs the native TensorFlow segment instead of stalling on a build.
@@ -257,12 +257,12 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     MissingDependencyError (exit 3) when TensorFlow cannot use TensorRT or sees no GPU,
     UsageError when int8 has no calibration data, ConversionError when TF-TRT fails.
     """
-    rules.support(probe(), request.precision).require()
+    rules.support(registry.facts_here(), request.precision).require()
     if request.precision == "int8" and request.calibration is None:
         raise UsageError("TF-TRT int8 needs calibration data (--calib-data).")
     with tf32_policy(request.precision != "fp32"):
         summary = _convert_build_save(request)
-    facts = probe()
+    facts = registry.facts_here()
     summary.update(
         precision_mode=PRECISION_MODES[request.precision],
         tf32_allowed=request.precision != "fp32",
@@ -333,7 +333,7 @@ def make_converter(request: ConversionRequest, **params: Any) -> Any:
         # TensorFlow says "not built with TensorRT support" even when only libnvinfer is
         # missing; the probe names the real cause.
         raise MissingDependencyError(
-            f"TF-TRT cannot run: {rules.status(probe())[1]}; fix: {rules.TFTRT_FIX}."
+            f"TF-TRT cannot run: {rules.status(registry.facts_here())[1]}; fix: {rules.TFTRT_FIX}."
         ) from exc
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import trtconv.backends.tftrt.rules as rules
+from trtconv.backends import registry
 from trtconv.backends.runner import Runner, RunOptions, check_device
 from trtconv.backends.tf_native.runner import SavedModelRunner
-from trtconv.backends.tftrt import rules
-from trtconv.facts import probe
-from trtconv.model_io import ModelSignature
+from trtconv.core.model_io import ModelSignature
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest
@@ -25,7 +25,7 @@ class TfTrtRunner(SavedModelRunner):
         self.device = "tensorrt"
 
     def activate_impl(self) -> ModelSignature:
-        rules.support(probe(), self.precision).require()
+        rules.support(registry.facts_here(), self.precision).require()
         return super().activate_impl()
 
 

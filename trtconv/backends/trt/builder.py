@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trtconv.errors import ConversionError, InputError, UsageError
+from trtconv.core.errors import ConversionError, InputError, UsageError
 from trtconv.facts import Gpu
 
 PAYLOAD = "model.plan"

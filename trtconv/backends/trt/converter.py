@@ -8,9 +8,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import trtconv.backends.trt.rules as rules
+from trtconv.backends import registry
 from trtconv.backends.onnx_export import to_float16
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
-from trtconv.backends.trt import rules
 from trtconv.backends.trt.builder import (
     PAYLOAD,
     TIMING_CACHE,
@@ -25,10 +26,9 @@ from trtconv.backends.trt.builder import (
     tensorrt_major,
     timing_cache_path,
 )
-from trtconv.errors import ConversionError, UsageError
-from trtconv.facts import probe
-from trtconv.fsutil import write_atomic
-from trtconv.lazy import require
+from trtconv.core.errors import ConversionError, UsageError
+from trtconv.core.fsutil import write_atomic
+from trtconv.core.lazy import require
 from trtconv.quantize.checks import require_tensorrt_qdq
 
 log = logging.getLogger(__name__)
@@ -60,14 +60,14 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     Raises MissingDependencyError (exit 3) without TensorRT >= 10 or a GPU, ConversionError when
     parsing or building fails.
     """
-    rules.support(probe(), request.precision).require()
+    rules.support(registry.facts_here(), request.precision).require()
     trt = require("tensorrt")
     plan = build_plan(tensorrt_major(trt), request.precision)
     with tempfile.TemporaryDirectory(prefix="trtconv-trt-") as work:
         source = source_onnx(request, plan, Path(work))
         summary = build_engine(trt, source, plan, request)
     summary["source_onnx"] = source.name
-    gpu = probe().best_gpu
+    gpu = registry.facts_here().best_gpu
     return ConversionOutcome(PAYLOAD, summary, gpu.to_dict() if gpu else {})
 
 
@@ -86,7 +86,7 @@ def build_engine(
         )
     shapes = profile_shapes(network_inputs(network), request.batch_sizes)
     config = configure_builder(trt, builder, plan, shapes)
-    stored = timing_cache_path(str(trt.__version__), probe().best_gpu)
+    stored = timing_cache_path(str(trt.__version__), registry.facts_here().best_gpu)
     cache, cache_use = attach_timing_cache(config, stored)
     if cache_use.status == "rejected":
         log.warning("TensorRT timing cache %s not used: %s", stored, cache_use.reason)

@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from trtconv.backends.request import Feeds
+import trtconv.backends.trt.rules as rules
+from trtconv.backends import registry
 from trtconv.backends.runner import CallTimings, Runner, RunOptions, check_device
-from trtconv.backends.trt import rules
-from trtconv.errors import ConversionError, InputError, MissingDependencyError
-from trtconv.facts import probe
-from trtconv.lazy import require
-from trtconv.model_io import ModelSignature
+from trtconv.core.errors import ConversionError, InputError, MissingDependencyError
+from trtconv.core.lazy import require
+from trtconv.core.model_io import Feeds, ModelSignature
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest
@@ -83,7 +82,7 @@ class TrtRunner(Runner):
         self._events: list[Any] = []
 
     def activate_impl(self) -> ModelSignature:
-        rules.runtime_support(probe(), self.precision).require()
+        rules.runtime_support(registry.facts_here(), self.precision).require()
         trt = require("tensorrt")
         self._cuda = _Cuda(cudart_module())
         logger = trt.Logger(trt.Logger.WARNING)

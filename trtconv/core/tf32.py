@@ -14,7 +14,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from trtconv.lazy import require
+from trtconv.core.lazy import require
 
 # CUDA libraries read this when they initialise: it acts only before the process first uses the
 # GPU, but then also covers libraries outside TensorFlow's switch.

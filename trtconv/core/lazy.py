@@ -6,7 +6,7 @@ import importlib
 import os
 from types import ModuleType
 
-from trtconv.errors import MissingDependencyError
+from trtconv.core.errors import MissingDependencyError
 
 INSTALL_HINTS = {
     "tensorflow": "pip install 'tensorflow==2.17.*'",

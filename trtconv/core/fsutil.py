@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from trtconv.errors import UsageError
+from trtconv.core.errors import UsageError
 
 PARTIAL_PREFIX = ".partial-"
 

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtconv.errors import InputError
+import numpy as np
+
+from trtconv.core.errors import InputError
+
+# Arrays keyed by input name (what a model is fed) and by output name (what it returns).
+Feeds = dict[str, np.ndarray]
+Outputs = dict[str, np.ndarray]
+# A fresh iterator over calibration batches (int8), keyed by input name, in the model's dtypes.
+CalibrationFeed = Callable[[], Iterator[Feeds]]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,219 @@
+"""Imports point down the layers only, with no cycle, counting imports inside functions too.
+
+The layers, bottom to top, are listed in LAYERS (docs/architecture.md draws them). A module may
+import from its own layer or a lower one. Every import is read from the source with `ast`: module
+level, inside functions, under `if TYPE_CHECKING:`. `from P import name` depends on package P
+(its `__init__` runs first) and, when `name` is a submodule, on that submodule too.
+
+Imports of trtconv's own modules inside a function are allowed only with a `# local: <reason>`
+comment on the import's first line, and at most MAX_LOCAL_IMPORTS of them.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import trtconv
+
+PACKAGE = Path(trtconv.__file__).resolve().parent
+MAX_LOCAL_IMPORTS = 15
+
+# Bottom first. A module belongs to the layer of its longest matching prefix.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("core", ("trtconv", "trtconv.core")),
+    (
+        "facts and model",
+        (
+            "trtconv.facts",
+            "trtconv.environment",
+            "trtconv.savedmodel",
+            "trtconv.model_paths",
+            "trtconv.manifest",
+        ),
+    ),
+    (
+        "data, compare, results, options",
+        (
+            "trtconv.calib",
+            "trtconv.outputs",
+            "trtconv.report.validation",
+            "trtconv.report.schema",
+            "trtconv.bench.stats",
+            "trtconv.bench.signature",
+            "trtconv.zoo",
+            "trtconv.options",
+        ),
+    ),
+    ("onnx library", ("trtconv.onnx", "trtconv.backends.onnx_export", "trtconv.quantize")),
+    ("backends", ("trtconv.backends",)),
+    (
+        "pipelines",
+        (
+            "trtconv.conversion",
+            "trtconv.best",
+            "trtconv.tournament",
+            "trtconv.validation",
+            "trtconv.bench",
+            "trtconv.train",
+            "trtconv.inspect_model",
+            "trtconv.doctor",
+            "trtconv.report",
+        ),
+    ),
+    ("api and release", ("trtconv.api", "trtconv.release")),
+    ("cli", ("trtconv.cli", "trtconv.__main__")),
+)
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str
+    imported: str
+    line: int
+    local: bool  # inside a function
+    reason: str  # the `# local: ...` comment, if any
+
+
+def modules() -> dict[str, Path]:
+    """Every trtconv module by dotted name."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of `module`'s longest matching prefix. KeyError when none."""
+    best = (-1, -1)
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                best = max(best, (len(prefix), index))
+    if best[1] < 0:
+        raise KeyError(module)
+    return best[1]
+
+
+def imports(known: dict[str, Path]) -> Iterator[Import]:
+    """Each dependency of each trtconv module on another trtconv module."""
+    for name, path in known.items():
+        source = path.read_text()
+        lines = source.splitlines()
+        tree = ast.parse(source)
+        local_nodes = {
+            id(node)
+            for func in ast.walk(tree)
+            if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef)
+            for node in ast.walk(func)
+        }
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(tree):
+            for target in _targets(node, package, known):
+                if target == name:
+                    continue
+                text = lines[node.lineno - 1]
+                reason = text.split("# local:", 1)[1].strip() if "# local:" in text else ""
+                yield Import(name, target, node.lineno, id(node) in local_nodes, reason)
+
+
+def _targets(node: ast.AST, package: str, known: dict[str, Path]) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names if alias.name.split(".")[0] == "trtconv"]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    base = node.module or ""
+    if node.level:
+        parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join([*parent, base] if base else parent)
+    if base.split(".")[0] != "trtconv":
+        return []
+    found = [base]
+    found += [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
+    return found
+
+
+def cycles(known: dict[str, Path]) -> list[list[str]]:
+    """The import graph's strongly connected components of more than one module."""
+    graph: dict[str, set[str]] = {name: set() for name in known}
+    for found in imports(known):
+        if found.imported in graph:
+            graph[found.importer].add(found.imported)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    result: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                result.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return result
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = []
+    for name in modules():
+        try:
+            layer_of(name)
+        except KeyError:
+            unplaced.append(name)
+    assert unplaced == []
+
+
+def test_imports_point_down_the_layers() -> None:
+    known = modules()
+    upward = [
+        f"{i.importer}:{i.line} ({LAYERS[layer_of(i.importer)][0]}) imports {i.imported} "
+        f"({LAYERS[layer_of(i.imported)][0]})"
+        for i in imports(known)
+        if i.imported in known and layer_of(i.imported) > layer_of(i.importer)
+    ]
+    assert upward == []
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(modules()) == []
+
+
+def test_local_imports_of_trtconv_are_few_and_say_why() -> None:
+    local = {(i.importer, i.line, i.reason) for i in imports(modules()) if i.local}
+    unexplained = sorted(f"{m}:{line}" for m, line, reason in local if not reason)
+    assert unexplained == []
+    assert len(local) <= MAX_LOCAL_IMPORTS, sorted(local)
+
+
+def test_the_layer_rules_see_local_imports_and_cycles(tmp_path: Path) -> None:
+    """The rules above would catch a violation: checked on a synthetic two-module cycle."""
+    one, two = tmp_path / "one.py", tmp_path / "two.py"
+    one.write_text("def f():\n    from trtconv.two import x\n")
+    two.write_text("import trtconv.one\n")
+    known = {"trtconv.one": one, "trtconv.two": two}
+    found = list(imports(known))
+    assert {(i.importer, i.imported, i.local) for i in found} == {
+        ("trtconv.one", "trtconv.two", True),
+        ("trtconv.two", "trtconv.one", False),
+    }
+    assert cycles(known) == [["trtconv.one", "trtconv.two"]]

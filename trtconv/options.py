@@ -1,0 +1,224 @@
+"""Each command's options as one frozen dataclass: the only home of every default.
+
+The typer commands build these from their flags, `trtconv.api` callers build them directly and
+the release config builds them from TOML, so a default written here is the default everywhere.
+Checks that need no model (choices, ranges) run in `__post_init__`: whoever builds an options
+object gets the same one-sentence UsageError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trtconv.calib.contract import PreprocessingOptions
+from trtconv.core.errors import UsageError
+from trtconv.core.precision import PRECISIONS
+from trtconv.outputs.roles import Judging
+
+DEFAULT_BATCH_SIZES = (1, 8, 32)
+DEFAULT_CALIB_SAMPLES = 500
+DEFAULT_VALIDATE_SAMPLES = 1000
+CALIB_METHODS = ("entropy", "minmax", "percentile")
+# minmax, as ONNX Runtime's own quantize_static: held-out top-1 agreement of full int8 measured
+# 0.981 (minmax) vs 0.928 (entropy) on a MobileNetV2 with ReLU6, 1.000 vs 0.986 on a small ResNet,
+# equal on the digits CNN and a text model. Entropy clips the ReLU6 cap; the ladder tries it.
+DEFAULT_CALIB_METHOD = "minmax"
+# The int8 precision ladder's default time limit (convert --fallback-time-limit).
+DEFAULT_FALLBACK_TIME_LIMIT_S = 600.0
+INT8_TARGETS = ("auto", "vnni", "portable")
+DEVICES = ("auto", "cpu", "cuda", "tensorrt")
+SPLITS = ("held-out", "all")
+DEFAULT_RANK_BATCH_SIZE = 8
+DEFAULT_RANK_DURATION_S = 3.0
+
+
+def check_choice(flag: str, value: str, choices: Sequence[str]) -> None:
+    """Raise UsageError unless `value` is one of `choices` (`flag` names the option)."""
+    if value not in choices:
+        raise UsageError(f"{flag} must be one of {', '.join(choices)}, found '{value}'.")
+
+
+def check_batch_sizes(sizes: Sequence[int]) -> None:
+    """Raise UsageError unless `sizes` is a non-empty list of positive integers."""
+    if not sizes or any(size < 1 for size in sizes):
+        raise UsageError(f"--batch-sizes must be positive integers, found {list(sizes)}.")
+
+
+@dataclass(frozen=True)
+class Contest:
+    """`convert --backend best`: how candidates are timed: the batch size they are ranked at,
+    timed seconds (or `iterations`) each after the bench's warm-up, and threads."""
+
+    batch_size: int = DEFAULT_RANK_BATCH_SIZE
+    duration_s: float | None = DEFAULT_RANK_DURATION_S
+    threads: int | None = None
+    iterations: int | None = None
+
+    def __post_init__(self) -> None:
+        counts = [self.batch_size, *(n for n in (self.threads, self.iterations) if n is not None)]
+        if min(counts) < 1 or (self.duration_s is not None and self.duration_s <= 0):
+            raise UsageError(
+                "--rank-batch-size and --threads must be at least 1 and --rank-duration positive."
+            )
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """`trtconv convert`. `precision` None is allowed only with backend "best" (every
+    precision); `output` None means models/NAME-BACKEND-PRECISION; `tolerance` None keeps the
+    precision's max abs error; `min_top1_agreement`/`max_accuracy_drop` None keep its limits."""
+
+    saved_model: Path
+    precision: str | None = None
+    backend: str = "auto"
+    output: Path | None = None
+    calib_data: str | None = None
+    calib_samples: int = DEFAULT_CALIB_SAMPLES
+    calib_method: str = DEFAULT_CALIB_METHOD
+    batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
+    validate_samples: int = DEFAULT_VALIDATE_SAMPLES
+    tolerance: float | None = None
+    force: bool = False
+    preprocessing: PreprocessingOptions = field(default_factory=PreprocessingOptions)
+    int8_target: str = "auto"
+    fallback: bool = True
+    fallback_time_limit_s: float = DEFAULT_FALLBACK_TIME_LIMIT_S
+    min_top1_agreement: float | None = None
+    max_accuracy_drop: float | None = None
+    judging: Judging = field(default_factory=Judging)
+    contest: Contest = field(default_factory=Contest)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "saved_model", Path(self.saved_model))
+        object.__setattr__(self, "batch_sizes", tuple(self.batch_sizes))
+        if self.precision is not None:
+            check_choice("--precision", self.precision, PRECISIONS)
+        check_choice("--calib-method", self.calib_method, CALIB_METHODS)
+        check_choice("--int8-target", self.int8_target, INT8_TARGETS)
+        check_batch_sizes(self.batch_sizes)
+        if self.calib_samples < 1 or self.validate_samples < 1:
+            raise UsageError("--calib-samples and --validate-samples must be at least 1.")
+        if self.fallback_time_limit_s <= 0:
+            raise UsageError(
+                f"--fallback-time-limit must be positive, found {self.fallback_time_limit_s}."
+            )
+
+
+@dataclass(frozen=True)
+class ValidateOptions:
+    """`trtconv validate`. None means: from the artifact's manifest (reference model, data,
+    split), DEFAULT_VALIDATE_SAMPLES samples, the precision's tolerance."""
+
+    artifact: Path
+    reference: Path | None = None
+    data: str | None = None
+    samples: int | None = None
+    tolerance: float | None = None
+    device: str = "auto"
+    judging: Judging = field(default_factory=Judging)
+    preprocessing: PreprocessingOptions = field(default_factory=PreprocessingOptions)
+    split: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "artifact", Path(self.artifact))
+        check_choice("--device", self.device, DEVICES)
+        if self.split is not None:
+            check_choice("--split", self.split, SPLITS)
+        if self.samples is not None and self.samples < 1:
+            raise UsageError(f"--samples must be at least 1, found {self.samples}.")
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """`trtconv bench`: models side by side. None means the harness's own defaults (warm-up,
+    timed duration, threads: the library's), the model card's data, the manifest's split."""
+
+    models: tuple[Path, ...]
+    batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
+    warmup: int | None = None
+    warmup_s: float | None = None
+    iterations: int | None = None
+    duration_s: float | None = None
+    threads: int | None = None
+    data: str | None = None
+    eval_data: str | None = None
+    xla: bool = False
+    throughput: bool = False
+    report: Path | None = None
+    force: bool = False
+    device: str = "auto"
+    judging: Judging = field(default_factory=Judging)
+    preprocessing: PreprocessingOptions = field(default_factory=PreprocessingOptions)
+    split: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
+        object.__setattr__(self, "batch_sizes", tuple(self.batch_sizes))
+        check_batch_sizes(self.batch_sizes)
+        check_choice("--device", self.device, DEVICES)
+        if self.split is not None:
+            check_choice("--split", self.split, SPLITS)
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Training on several devices or hosts: the tf.distribute strategy and, for
+    multi-worker, the workers' host:port list, this worker's index and how long to wait."""
+
+    strategy: str | None = None
+    cpu_devices: int | None = None
+    workers: str | None = None
+    worker_index: int | None = None
+    cluster_timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """`trtconv train`: a zoo model trained with AMP and exported as a float32 SavedModel.
+    None means the zoo model's own default (data, epochs, batch size, image size)."""
+
+    model: str = "digits-cnn"
+    data: str | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
+    amp: bool = True
+    amp_dtype: str = "auto"
+    xla: bool = False
+    seed: int = 0
+    output: Path | None = None
+    force: bool = False
+    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    image_size: int | None = None
+    preprocessing: PreprocessingOptions = field(default_factory=PreprocessingOptions)
+
+
+@dataclass(frozen=True)
+class TrainBenchmarkOptions:
+    """`trtconv train --benchmark`: training images/s on synthetic data; with `grid`,
+    FP32/AMP/AMP+XLA x `batch_sizes`."""
+
+    model: str = "resnet50"
+    batch_size: int | None = None
+    warmup_steps: int | None = None
+    num_iter: int | None = None
+    amp: bool = True
+    amp_dtype: str = "auto"
+    xla: bool = False
+    image_size: int | None = None
+    seed: int = 0
+    grid: bool = False
+    batch_sizes: tuple[int, ...] | None = None
+    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+
+
+@dataclass(frozen=True)
+class ReleaseOptions:
+    """`trtconv release`: the TOML config, where the release directory goes (None: the
+    config's own or release-out/NAME), and whether to resume or replace one."""
+
+    config: Path
+    output: Path | None = None
+    resume: bool = False
+    force: bool = False

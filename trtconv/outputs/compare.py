@@ -1,0 +1,145 @@
+"""Converted versus native outputs, each judged by its role (trtconv.outputs.judge) against one
+per-precision table of tolerances.
+
+Like Optimum's `_run_validation`: every check is computed and recorded (a ✓/✗ line each), then
+the caller decides; `raise_if_failed` turns a failed or unjudged result into one AccuracyError
+(exit 4). `trtconv.validation` runs this on a converted artifact (`trtconv validate`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from trtconv.calib.readers import batches
+from trtconv.calib.sources import ArraySet
+from trtconv.core.errors import AccuracyError
+from trtconv.core.model_io import Feeds, Outputs
+from trtconv.model_paths import is_saved_model_dir
+from trtconv.outputs.graph_ends import final_ops
+from trtconv.outputs.judge import judge_output
+from trtconv.outputs.roles import BINARY, CLASSES, Judging, Roles, resolve_roles
+from trtconv.outputs.tolerance import Tolerance
+from trtconv.report.validation import Check, ValidationReport
+
+log = logging.getLogger(__name__)
+
+
+class Infers(Protocol):
+    """Anything that runs a model on feeds (a backend's Runner)."""
+
+    def infer(self, feeds: Feeds) -> Outputs: ...
+
+
+VALIDATION_BATCH = 32
+
+
+def run_batched(
+    runner: Infers, data: ArraySet, batch_size: int = VALIDATION_BATCH, min_batch: int = 1
+) -> Outputs:
+    """Run `runner` over every sample of `data` in batches; outputs concatenated by name.
+
+    A last batch smaller than `min_batch` (the smallest batch an engine was built for) is padded
+    by repeating its rows, and the padding's outputs are dropped.
+    """
+    collected: dict[str, list[np.ndarray]] = {}
+    for feeds in batches(data, batch_size):
+        rows = len(next(iter(feeds.values())))
+        if rows < min_batch:
+            feeds = {name: np.resize(a, (min_batch, *a.shape[1:])) for name, a in feeds.items()}
+        for name, array in runner.infer(feeds).items():
+            collected.setdefault(name, []).append(np.asarray(array)[:rows])
+    return {name: np.concatenate(parts) for name, parts in collected.items()}
+
+
+def validation_batches(batch_range: tuple[int, int] | None) -> tuple[int, int]:
+    """(batch size, smallest batch) for validating an artifact built for `batch_range`: 32 when
+    that lies inside the range (or there is none), else the nearest end of the range."""
+    if batch_range is None:
+        return VALIDATION_BATCH, 1
+    low, high = batch_range
+    return max(low, min(VALIDATION_BATCH, high)), low
+
+
+def compare(
+    reference: Outputs,
+    candidate: Outputs,
+    tolerance: Tolerance,
+    labels: np.ndarray | None = None,
+    data_source: str = "",
+    roles: Roles | None = None,
+    allow_unjudged: bool = False,
+) -> ValidationReport:
+    """Every check of `candidate` against `reference`, collected into one report: outputs
+    present, and each output judged by its role (trtconv.outputs.judge); `labels` score the one
+    decision output they fit. `roles` default to those inferred from the reference's values
+    (`resolve_roles`; pass the graph's final ops there for a better guess)."""
+    samples = len(next(iter(reference.values()))) if reference else 0
+    report = ValidationReport(
+        samples, data_source, tolerance.min_top1_agreement, tolerance.max_accuracy_drop
+    )
+    report.allow_unjudged = allow_unjudged
+    roles = roles or resolve_roles(reference)
+    missing = sorted(set(reference) - set(candidate))
+    if missing:
+        report.checks.append(Check("outputs present", False, f"missing {', '.join(missing)}"))
+    report.labels_output = labels_output(roles, reference, labels)
+    for name in sorted(set(reference) & set(candidate)):
+        scored = labels if name == report.labels_output else None
+        judgement = judge_output(
+            name, roles[name], reference[name], candidate[name], tolerance, scored
+        )
+        report.outputs[name] = judgement.comparison
+        report.checks += judgement.checks
+    return report
+
+
+def labels_output(roles: Roles, reference: Outputs, labels: np.ndarray | None) -> str | None:
+    """The one decision output `labels` can score (class ids below its class count, or 0/1 for
+    one binary score per sample); None without labels or when several outputs fit."""
+    if labels is None:
+        return None
+    fitting = [
+        name
+        for name, role in sorted(roles.items())
+        if name in reference and _labels_fit(role.role, np.asarray(reference[name]), labels)
+    ]
+    if len(fitting) > 1:
+        log.warning(
+            "labels fit several outputs (%s): accuracy is not computed (set the others' roles "
+            "with --output-role)",
+            ", ".join(fitting),
+        )
+    return fitting[0] if len(fitting) == 1 else None
+
+
+def _labels_fit(role: str, scores: np.ndarray, labels: np.ndarray) -> bool:
+    if len(labels) != len(scores) or labels.size != len(scores) or not len(labels):
+        return False
+    per_sample = scores.reshape(len(scores), -1).shape[1]
+    low, high = int(labels.min()), int(labels.max())
+    if role == CLASSES:
+        integer_ids = not np.issubdtype(scores.dtype, np.floating) and per_sample == 1
+        return low >= 0 and (integer_ids or (scores.ndim == 2 and high < scores.shape[1] > 1))
+    return role == BINARY and per_sample == 1 and low >= 0 and high <= 1
+
+
+def raise_if_failed(
+    report: ValidationReport, what: str, result: dict[str, Any] | None = None
+) -> None:
+    """Raise one AccuracyError (exit 4) listing every failed check of `report`, carrying the
+    command's full `result` (the report itself by default)."""
+    if not report.passed:
+        why = "is outside tolerance" if report.verdict == "failed" else "has outputs not judged"
+        message = f"{what} {why}: {report.failures()}."
+        raise AccuracyError(message, result if result is not None else report.to_dict())
+
+
+def output_roles(model: Path | None, reference_outputs: Outputs, judging: Judging) -> Roles:
+    """Every output's role: set in `judging`, else inferred from the op ending its graph in the
+    SavedModel `model` (if it is one) and from the reference's values."""
+    ops = final_ops(model) if model is not None and is_saved_model_dir(model) else {}
+    return resolve_roles(reference_outputs, ops, judging.roles)

@@ -1,0 +1,86 @@
+"""What each precision must meet: one table of tolerances (Optimum's ATOL_FOR_VALIDATION, per
+precision), with the user's overrides (--tolerance, --min-top1-agreement, --max-accuracy-drop)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from trtconv.core.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """What a precision must meet. `atol=None`: max abs error is reported, not judged.
+    `output_atol` gives some outputs their own atol (--tolerance NAME=X)."""
+
+    atol: float | None
+    min_top1_agreement: float
+    max_accuracy_drop: float
+    output_atol: Mapping[str, float] = field(default_factory=dict)
+
+    def atol_for(self, output: str) -> float | None:
+        """The absolute tolerance of `output`: its own, else the precision's."""
+        return self.output_atol.get(output, self.atol)
+
+
+# The one table (Optimum's ATOL_FOR_VALIDATION, per precision). fp32 is near-exact (only operator
+# order differs); tf32 keeps a 10-bit mantissa; fp16 too, with a smaller range; int8 changes the
+# numbers on purpose and is judged by what the model decides, not by the digits it prints.
+TOLERANCES: dict[str, Tolerance] = {
+    "fp32": Tolerance(atol=1e-4, min_top1_agreement=0.99, max_accuracy_drop=0.005),
+    "tf32": Tolerance(atol=5e-3, min_top1_agreement=0.99, max_accuracy_drop=0.01),
+    "fp16": Tolerance(atol=1e-2, min_top1_agreement=0.98, max_accuracy_drop=0.01),
+    # bfloat16 keeps 8 bits of mantissa to float16's 11: 4x fp16's atol (a small ResNet's
+    # probabilities moved by 0.013 on OpenVINO's CPU plugin, fp16 0.0016).
+    "bf16": Tolerance(atol=5e-2, min_top1_agreement=0.98, max_accuracy_drop=0.01),
+    "int8": Tolerance(atol=None, min_top1_agreement=0.97, max_accuracy_drop=0.02),
+}
+
+
+def tolerance_for(
+    precision: str,
+    atol_override: float | None = None,
+    output_atol: Mapping[str, float] | None = None,
+) -> Tolerance:
+    """The table's tolerance for `precision`; `atol_override` (--tolerance X) replaces its atol
+    and `output_atol` (--tolerance NAME=X) sets some outputs' own."""
+    try:
+        tolerance = TOLERANCES[precision]
+    except KeyError:
+        known = ", ".join(TOLERANCES)
+        raise UsageError(f"Unknown precision '{precision}'; expected one of {known}.") from None
+    for name, value in [("", atol_override), *(output_atol or {}).items()]:
+        if value is not None and value <= 0:
+            raise UsageError(f"--tolerance {name + '=' if name else ''}{value}: must be positive.")
+    return Tolerance(
+        tolerance.atol if atol_override is None else atol_override,
+        tolerance.min_top1_agreement,
+        tolerance.max_accuracy_drop,
+        dict(output_atol or {}),
+    )
+
+
+def budget_for(
+    precision: str,
+    atol_override: float | None = None,
+    min_top1_agreement: float | None = None,
+    max_accuracy_drop: float | None = None,
+    output_atol: Mapping[str, float] | None = None,
+) -> Tolerance:
+    """`tolerance_for(precision, atol_override, output_atol)` with its top-1 agreement and
+    accuracy-drop limits replaced where given (convert's --min-top1-agreement and
+    --max-accuracy-drop, a release's gates). Raises UsageError for a limit outside [0, 1]."""
+    tolerance = tolerance_for(precision, atol_override, output_atol)
+    for name, value in (
+        ("--min-top1-agreement", min_top1_agreement),
+        ("--max-accuracy-drop", max_accuracy_drop),
+    ):
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise UsageError(f"{name} must be between 0 and 1, found {value}.")
+    return Tolerance(
+        tolerance.atol,
+        tolerance.min_top1_agreement if min_top1_agreement is None else min_top1_agreement,
+        tolerance.max_accuracy_drop if max_accuracy_drop is None else max_accuracy_drop,
+        tolerance.output_atol,
+    )
