@@ -19,10 +19,13 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from trtconv.core.errors import TrtconvError
+from trtconv.core.results import JsonResult
 from trtconv.core.interrupts import Terminated, interrupt_exit_code, sigterm_as_interrupt
 from trtconv.core.lazy import tensorflow_environment
 
-Result = dict[str, Any]
+# A command's result: typed (trtconv.core.results.JsonResult) or, for the few commands that
+# print a plain document, a dict. Either prints as one JSON document.
+Result = JsonResult | dict[str, Any]
 DEVICE_HELP = (
     "Where artifacts run: auto (what the conversion recorded), cpu, cuda (ONNX Runtime's CUDA "
     "provider) or tensorrt (TensorRT, or ONNX Runtime's TensorRT provider)."
@@ -74,7 +77,8 @@ def configure_logging(verbose: bool = False) -> None:
 def emit_result(result: Result, json_mode: bool, render: Renderer | None) -> None:
     """Print the command's result: JSON to stdout, or the human rendering."""
     if json_mode:
-        sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
+        document = result.to_json() if isinstance(result, JsonResult) else result
+        sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
         sys.stdout.flush()
     elif render is not None:
         render(result, Console())

@@ -6,7 +6,10 @@ hardware, 4 a gate failed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trtconv.core.results import JsonResult
 
 
 class TrtconvError(Exception):
@@ -17,7 +20,7 @@ class TrtconvError(Exception):
     """
 
     exit_code = 1
-    result: dict[str, Any] | None = None
+    result: JsonResult | dict[str, Any] | None = None
 
 
 class UsageError(TrtconvError):
@@ -49,7 +52,7 @@ class GateError(TrtconvError):
 
     exit_code = 4
 
-    def __init__(self, message: str, result: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, result: JsonResult | dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.result = result
 
