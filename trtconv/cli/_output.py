@@ -12,16 +12,16 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
 
 from trtconv.core.errors import TrtconvError
-from trtconv.core.results import JsonResult
 from trtconv.core.interrupts import Terminated, interrupt_exit_code, sigterm_as_interrupt
 from trtconv.core.lazy import tensorflow_environment
+from trtconv.core.results import JsonResult
 
 # A command's result: typed (trtconv.core.results.JsonResult) or, for the few commands that
 # print a plain document, a dict. Either prints as one JSON document.
@@ -30,7 +30,7 @@ DEVICE_HELP = (
     "Where artifacts run: auto (what the conversion recorded), cpu, cuda (ONNX Runtime's CUDA "
     "provider) or tensorrt (TensorRT, or ONNX Runtime's TensorRT provider)."
 )
-Renderer = Callable[[Result, Console], None]
+R = TypeVar("R", bound=Result)
 # progress(done, total, label): called by long-running api functions between steps.
 Progress = Callable[[int, int, str], None]
 
@@ -74,7 +74,7 @@ def configure_logging(verbose: bool = False) -> None:
     root.propagate = False
 
 
-def emit_result(result: Result, json_mode: bool, render: Renderer | None) -> None:
+def emit_result(result: R, json_mode: bool, render: Callable[[R, Console], None] | None) -> None:
     """Print the command's result: JSON to stdout, or the human rendering."""
     if json_mode:
         document = result.to_json() if isinstance(result, JsonResult) else result
@@ -95,7 +95,7 @@ def emit_error(error_type: str, message: str, json_mode: bool) -> None:
 
 
 def run_command(
-    work: Callable[[], Result], *, json_mode: bool, render: Renderer | None = None
+    work: Callable[[], R], *, json_mode: bool, render: Callable[[R, Console], None] | None = None
 ) -> None:
     """Run a command's work, print its result, and map errors to exit codes (the only place).
 
@@ -113,7 +113,7 @@ def run_command(
         if debug:
             traceback.print_exc()
         if exc.result is not None:
-            emit_result(exc.result, json_mode, render)
+            emit_result(exc.result, json_mode, render)  # type: ignore[arg-type]
         # With a result on stdout, the error document would make it two: stderr only.
         emit_error(type(exc).__name__, str(exc), json_mode and exc.result is None)
         raise typer.Exit(exc.exit_code) from None

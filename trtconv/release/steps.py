@@ -200,7 +200,7 @@ class ReleaseRun:
                 )
             except AccuracyError as exc:
                 # Outside tolerance: the artifact is written and marked failed; keep its figures.
-                result = exc.result or {}
+                result = exc.result or {}  # type: ignore[assignment]
             except TrtconvError as exc:
                 log.warning("target %s failed: %s", target.id, exc)
                 shutil.rmtree(output, ignore_errors=True)  # a stale artifact must not look current
@@ -311,7 +311,7 @@ class ReleaseRun:
                     split=settings.split,
                 )
             except AccuracyError as exc:  # outside tolerance: the gates judge its figures
-                result = exc.result or {}
+                result = exc.result or {}  # type: ignore[assignment]
             return result, []
 
         return self.step(f"eval-{target.id}", inputs, work)
