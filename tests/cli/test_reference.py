@@ -3,9 +3,11 @@ command, every option, and the committed file byte for byte."""
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 
 import pytest
+import typer
 
 from trtconv.cli import reference
 
@@ -47,6 +49,52 @@ def test_defaults_and_required_arguments_are_shown() -> None:
     assert "| `--calib-method` | `<str>` | `minmax` |" in text
     assert "| `--fallback / --no-fallback` |  | `fallback` |" in text
     assert "| `saved_model` | `<path>` | *required* |" in text
+
+
+class Colour(str, enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+def made_up_app() -> typer.Typer:
+    """An app the generator has never seen: a command with a short flag, choices, an env var, a
+    range and a hidden option; a hidden command; a sub-group with an optional argument list."""
+    app = typer.Typer(add_completion=False, rich_markup_mode=None)
+
+    @app.command("paint")
+    def paint(
+        target: Path = typer.Argument(..., help="What to paint."),
+        colour: Colour = typer.Option(Colour.RED, "--colour", "-c", help="A | B.", envvar="C"),
+        secret: bool = typer.Option(False, "--secret", hidden=True),
+        coats: int = typer.Option(3, min=1, max=9, help="How many."),
+    ) -> None:
+        """Paint a thing.
+
+        Second paragraph
+        over two lines."""
+
+    @app.command("hidden-command", hidden=True)
+    def hidden_command() -> None:
+        """Not shown."""
+
+    group = typer.Typer(help="A sub-group.")
+
+    @group.command("leaf")
+    def leaf(names: list[str] = typer.Argument(None, help="Optional names.")) -> None:
+        """A leaf."""
+
+    app.add_typer(group, name="group")
+    return app
+
+
+def test_a_new_app_is_walked_without_the_generator_knowing_it() -> None:
+    text = reference.reference_markdown(made_up_app())
+    assert "## `trtconv paint`" in text and "## `trtconv group leaf`" in text
+    assert "Paint a thing.\n\nSecond paragraph over two lines." in text
+    assert "| `-c, --colour` | `<red\\|blue>` | `red` | A \\| B. [env var: C] |" in text
+    assert "| `--coats` | `<int range> 1<=x<=9` | `3` | How many. |" in text
+    assert "| `names...` | `<list[str]>` |  | Optional names. |" in text
+    assert "--secret" not in text and "hidden-command" not in text
 
 
 def test_the_output_does_not_depend_on_the_terminal_width(
