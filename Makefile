@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint docs bench clean
 
 install: $(STAMP)
 
@@ -18,6 +18,12 @@ lint: install
 	$(BIN)/ruff check trtconv tests
 	$(BIN)/ruff format --check trtconv tests
 	$(BIN)/mypy
+	$(BIN)/python -m trtconv.cli.reference --check docs/cli.md
+
+# docs/cli.md is generated from the CLI itself: never edit it by hand.
+docs: install
+	$(BIN)/python -m trtconv.cli.reference > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md \
+	  || { rm -f docs/cli.md.tmp; exit 1; }
 
 test: lint
 	$(BIN)/pytest -q
