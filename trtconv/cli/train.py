@@ -10,7 +10,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trtconv.api import train, train_benchmark
 from trtconv.cli._options import (
     IMAGE_MEAN,
     IMAGE_OFFSET,
@@ -32,8 +31,9 @@ from trtconv.train.benchmark import (
     SingleBenchmarkResult,
     TrainBenchmarkResult,
     parse_batch_sizes,
+    train_benchmark,
 )
-from trtconv.train.pipeline import TrainResult
+from trtconv.train.pipeline import TrainResult, train
 
 # The command's options, declared once here so that its signature is one line per option.
 Model = Annotated[
