@@ -31,7 +31,7 @@ def digits_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from trtconv import api
 
     output = tmp_path_factory.mktemp("models") / "digits"
-    api.train(model="digits-cnn", output=output, epochs=12)
+    api.train(api.TrainOptions(model="digits-cnn", output=output, epochs=12))
     return output
 
 

@@ -10,13 +10,19 @@ from trtconv.bench.harness import bench
 from trtconv.conversion import convert
 from trtconv.doctor import doctor
 from trtconv.inspect_model import inspect_path as inspect
+from trtconv.options import ClusterOptions, TrainBenchmarkOptions, TrainOptions
 from trtconv.release.pipeline import release
 from trtconv.report.merge import merge_reports
-from trtconv.train.benchmark import train_benchmark
-from trtconv.train.pipeline import train
+from trtconv.train.benchmark import TrainBenchmarkResult, train_benchmark
+from trtconv.train.pipeline import TrainResult, train
 from trtconv.validation import validate
 
 __all__ = [
+    "ClusterOptions",
+    "TrainBenchmarkOptions",
+    "TrainBenchmarkResult",
+    "TrainOptions",
+    "TrainResult",
     "bench",
     "convert",
     "doctor",

@@ -32,6 +32,14 @@ DEVICES = ("auto", "cpu", "cuda", "tensorrt")
 SPLITS = ("held-out", "all")
 DEFAULT_RANK_BATCH_SIZE = 8
 DEFAULT_RANK_DURATION_S = 3.0
+# train: the mixed-precision dtypes --amp-dtype takes, and the tf.distribute strategies.
+AMP_DTYPES = ("auto", "float16", "bfloat16")
+STRATEGIES = ("default", "mirrored", "multi-worker")
+# How long a multi-worker run waits for the others: to join at the start, and in any step.
+DEFAULT_CLUSTER_TIMEOUT_S = 300.0
+# train --benchmark: untimed steps first (tracing, XLA compilation, allocator growth), then timed.
+DEFAULT_WARMUP_STEPS = 3
+DEFAULT_NUM_ITER = 20
 
 
 def check_choice(flag: str, value: str, choices: Sequence[str]) -> None:
@@ -165,7 +173,9 @@ class BenchOptions:
 @dataclass(frozen=True)
 class ClusterOptions:
     """Training on several devices or hosts: the tf.distribute strategy and, for
-    multi-worker, the workers' host:port list, this worker's index and how long to wait."""
+    multi-worker, the workers' host:port list, this worker's index and how long to wait.
+    None means: the default strategy (one device), no CPU split, the cluster from $TF_CONFIG,
+    DEFAULT_CLUSTER_TIMEOUT_S."""
 
     strategy: str | None = None
     cpu_devices: int | None = None
@@ -197,7 +207,8 @@ class TrainOptions:
 @dataclass(frozen=True)
 class TrainBenchmarkOptions:
     """`trtconv train --benchmark`: training images/s on synthetic data; with `grid`,
-    FP32/AMP/AMP+XLA x `batch_sizes`."""
+    FP32/AMP/AMP+XLA x `batch_sizes`. None means the zoo model's default (batch size, image
+    size), DEFAULT_WARMUP_STEPS and DEFAULT_NUM_ITER; `batch_sizes` None is [batch_size]."""
 
     model: str = "resnet50"
     batch_size: int | None = None

@@ -11,7 +11,15 @@ import pytest
 from trtconv import api
 from trtconv.core.errors import UsageError
 from trtconv.facts import probe_cpu
-from trtconv.train.benchmark import parse_batch_sizes, peak_rss_mb, step_statistics
+from trtconv.options import TrainBenchmarkOptions
+from trtconv.train.benchmark import (
+    GridBenchmarkResult,
+    SingleBenchmarkResult,
+    TrainBenchmarkResult,
+    parse_batch_sizes,
+    peak_rss_mb,
+    step_statistics,
+)
 
 
 def test_step_statistics_in_milliseconds() -> None:
@@ -27,6 +35,7 @@ def test_step_statistics_in_milliseconds() -> None:
 def test_parse_batch_sizes() -> None:
     assert parse_batch_sizes("32, 64", 8) == [32, 64]
     assert parse_batch_sizes(None, 8) == [8]
+    assert parse_batch_sizes(None) == []  # the grid falls back to --batch-size, then the model's
     for bad in ("32,x", "0,4", ","):
         with pytest.raises(UsageError, match="--batch-sizes"):
             parse_batch_sizes(bad, 8)
@@ -47,28 +56,41 @@ def test_peak_rss_is_plausible() -> None:
 )
 def test_bad_benchmark_options_are_usage_errors(options: dict, message: str) -> None:
     with pytest.raises(UsageError, match=message):
-        api.train_benchmark(**options)
+        api.train_benchmark(TrainBenchmarkOptions(**options))
 
 
 @pytest.mark.slow
 @pytest.mark.no_gpu
 def test_resnet50_benchmark_at_small_size() -> None:
     result = api.train_benchmark(
-        model="resnet50", batch_size=2, warmup_steps=1, num_iter=2, image_size=32
+        TrainBenchmarkOptions(
+            model="resnet50", batch_size=2, warmup_steps=1, num_iter=2, image_size=32
+        )
     )
-    assert result["input_shape"] == [None, 32, 32, 3]
-    assert result["batch_size"] == 2
-    assert result["num_iter"] == 2
-    assert result["images_per_s"] > 0
-    assert result["step_ms_min"] <= result["step_ms_mean"] <= result["step_ms_max"]
+    assert isinstance(result, SingleBenchmarkResult)
+    assert result.input_shape == [None, 32, 32, 3]
+    assert result.batch_size == 2
+    assert result.num_iter == 2
+    assert result.images_per_s > 0
+    assert result.step_ms_min <= result.step_ms_mean <= result.step_ms_max
     # 2 images / (mean step) must agree with the reported throughput.
-    assert result["images_per_s"] == pytest.approx(2000.0 / result["step_ms_mean"], rel=1e-6)
-    assert result["peak_rss_mb"] > 100  # TensorFlow and a 25M-parameter model are resident
-    assert result["gpu_peak_memory_mb"] is None  # no GPU here
+    assert result.images_per_s == pytest.approx(2000.0 / result.step_ms_mean, rel=1e-6)
+    assert result.peak_rss_mb > 100  # TensorFlow and a 25M-parameter model are resident
+    assert result.gpu_peak_memory_mb is None  # no GPU here
     if probe_cpu().has_bf16:
-        assert result["amp"]["training_compute_dtype"] == "bfloat16"
+        assert result.amp["training_compute_dtype"] == "bfloat16"
 
 
+# The keys of the grid's --json document and of each of its rows, recorded before the grid's
+# result became typed (GridBenchmarkResult): the document must not change.
+GRID_KEYS = [
+    "schema_version", "mode", "model", "input_shape", "warmup_steps", "num_iter", "amp_dtype",
+    "baseline", "rows", "environment",
+]  # fmt: skip
+GRID_ROW_KEYS = [
+    "mode", "batch_size", "policy", "xla", "images_per_s", "step_ms_mean", "step_ms_p99",
+    "step_ms_cv", "peak_rss_mb", "gpu_peak_memory_mb", "speedup",
+]  # fmt: skip
 GRID_ARGS = "train --grid --model digits-cnn --batch-sizes 16 --warmup-steps 1 --num-iter 3 --json"
 
 
@@ -82,6 +104,10 @@ def test_grid_runs_each_cell_in_its_own_process_via_the_cli() -> None:
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     result = json.loads(completed.stdout)
+    assert list(result) == GRID_KEYS
+    assert all(list(row) == GRID_ROW_KEYS for row in result["rows"])
+    grid = TrainBenchmarkResult.from_json(result)
+    assert isinstance(grid, GridBenchmarkResult) and grid.to_json() == result
     assert [row["mode"] for row in result["rows"]] == ["fp32", "amp", "amp+xla"]
     assert all(row["batch_size"] == 16 for row in result["rows"])
     first, amp, amp_xla = result["rows"]

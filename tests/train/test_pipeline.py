@@ -15,6 +15,7 @@ from trtconv.calib.sources import load_digits
 from trtconv.core.errors import InputError, UsageError
 from trtconv.facts import probe_cpu
 from trtconv.inspect_model import graph_def_of, graph_dtypes
+from trtconv.options import ClusterOptions, TrainOptions
 
 LOW_PRECISION = {"bfloat16", "float16", "half"}
 
@@ -102,13 +103,13 @@ def _write_pngs(root: Path, per_class: int = 10) -> None:
 def test_trains_on_an_image_folder_at_its_own_size(tmp_path: Path) -> None:
     """Before: 12x12 RGB images were squeezed into the zoo model's 8x8 grey without a word."""
     _write_pngs(tmp_path / "images")
-    card = api.train(data=str(tmp_path / "images"), epochs=2, output=tmp_path / "out")
-    assert card["labels"] == ["bright", "dark"]
-    assert card["data"]["train_samples"] + card["data"]["test_samples"] == 20
-    assert card["input"]["shape"] == [None, 12, 12, 3]
-    assert card["preprocessing"]["scale"] == pytest.approx(1 / 255)
-    assert card["preprocessing"]["sources"]["scale"] == "default"
-    assert card["output"]["shape"] == [None, 2]
+    card = api.train(TrainOptions(data=str(tmp_path / "images"), epochs=2, output=tmp_path / "out"))
+    assert card.labels == ["bright", "dark"]
+    assert card.data["train_samples"] + card.data["test_samples"] == 20
+    assert card.input["shape"] == [None, 12, 12, 3]
+    assert card.preprocessing["scale"] == pytest.approx(1 / 255)
+    assert card.preprocessing["sources"]["scale"] == "default"
+    assert card.output["shape"] == [None, 2]
     assert (tmp_path / "out" / "saved_model" / "saved_model.pb").is_file()
 
 
@@ -116,15 +117,15 @@ def test_trains_on_an_image_folder_at_its_own_size(tmp_path: Path) -> None:
 def test_trains_on_an_image_folder_at_the_size_asked_for(tmp_path: Path) -> None:
     """Before: --image-size was ignored outside --benchmark."""
     _write_pngs(tmp_path / "images")
-    card = api.train(
+    card = api.train(TrainOptions(
         data=str(tmp_path / "images"), epochs=1, output=tmp_path / "out", image_size=16,
         preprocessing=PreprocessingOptions(mean=(0.5,), std=(0.25,)),
-    )  # fmt: skip
-    assert card["input"]["shape"] == [None, 16, 16, 3]
-    assert card["preprocessing"]["image_size"] == [16, 16]
-    assert (card["preprocessing"]["mean"], card["preprocessing"]["std"]) == ([0.5], [0.25])
+    ))  # fmt: skip
+    assert card.input["shape"] == [None, 16, 16, 3]
+    assert card.preprocessing["image_size"] == [16, 16]
+    assert (card.preprocessing["mean"], card.preprocessing["std"]) == ([0.5], [0.25])
     with pytest.raises(UsageError, match="--image-size resizes image folders"):
-        api.train(data="digits", image_size=16, output=tmp_path / "other")
+        api.train(TrainOptions(data="digits", image_size=16, output=tmp_path / "other"))
 
 
 @pytest.mark.slow
@@ -136,8 +137,8 @@ def test_uint8_pixels_train_and_convert_alike(tmp_path: Path) -> None:
     pixels = (digits.x * 255).round().astype(np.uint8)
     data = tmp_path / "pixels.npz"
     np.savez(data, x=pixels, y=digits.labels)
-    card = api.train(data=str(data), epochs=2, output=tmp_path / "model")
-    assert card["preprocessing"]["scale"] == pytest.approx(1 / 255)
+    card = api.train(TrainOptions(data=str(data), epochs=2, output=tmp_path / "model"))
+    assert card.preprocessing["scale"] == pytest.approx(1 / 255)
     result = api.convert(tmp_path / "model", "fp32", output=tmp_path / "fp32", calib_data=str(data))
     assert result["validation"]["passed"]
     scale = result["manifest"]["data_contract"]["preprocessing"]["sources"]["scale"]
@@ -151,16 +152,16 @@ def test_uint8_pixels_train_and_convert_alike(tmp_path: Path) -> None:
     int32 = tmp_path / "int32.npz"
     np.savez(int32, x=pixels.astype(np.int32), y=digits.labels)
     with pytest.raises(InputError, match="expects dtype float32, found int32"):
-        api.train(data=str(int32), epochs=1, output=tmp_path / "refused")
+        api.train(TrainOptions(data=str(int32), epochs=1, output=tmp_path / "refused"))
 
 
 @pytest.mark.slow
 def test_trains_on_an_npz_without_claiming_a_scaling(tmp_path: Path) -> None:
     digits = load_digits("all").head(200)
     np.savez(tmp_path / "d.npz", x=digits.x, y=digits.labels)
-    card = api.train(data=str(tmp_path / "d.npz"), epochs=1, output=tmp_path / "out")
-    assert card["preprocessing"]["scale"] == 1.0
-    assert card["data"]["train_samples"] == 160
+    card = api.train(TrainOptions(data=str(tmp_path / "d.npz"), epochs=1, output=tmp_path / "out"))
+    assert card.preprocessing["scale"] == 1.0
+    assert card.data["train_samples"] == 160
 
 
 def _bad_npz(tmp_path: Path, case: str) -> Path:
@@ -207,7 +208,7 @@ def test_bad_data_is_one_input_error_and_leaves_no_output(tmp_path: Path, case: 
     data = _bad_npz(tmp_path, case)
     output = tmp_path / "out"
     with pytest.raises(InputError, match=BAD_CASES[case]) as raised:
-        api.train(data=str(data), output=output, epochs=1)
+        api.train(TrainOptions(data=str(data), output=output, epochs=1))
     assert "\n" not in str(raised.value)
     assert str(data.name) in str(raised.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ([data.name] if data.exists() else [])
@@ -215,11 +216,11 @@ def test_bad_data_is_one_input_error_and_leaves_no_output(tmp_path: Path, case: 
 
 def test_options_are_checked_before_training(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="known models: digits-cnn, resnet50"):
-        api.train(model="vgg", output=tmp_path / "a")
+        api.train(TrainOptions(model="vgg", output=tmp_path / "a"))
     with pytest.raises(UsageError, match="--strategy"):
-        api.train(strategy="ring", output=tmp_path / "b")
+        api.train(TrainOptions(cluster=ClusterOptions(strategy="ring"), output=tmp_path / "b"))
     with pytest.raises(UsageError, match="no built-in training data"):
-        api.train(model="resnet50", output=tmp_path / "c")
+        api.train(TrainOptions(model="resnet50", output=tmp_path / "c"))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -228,6 +229,6 @@ def test_existing_output_is_refused_and_left_intact(tmp_path: Path) -> None:
     output.mkdir()
     (output / "keep.txt").write_text("precious")
     with pytest.raises(UsageError, match="already exists"):
-        api.train(output=output, epochs=1)
+        api.train(TrainOptions(output=output, epochs=1))
     assert [p.name for p in output.iterdir()] == ["keep.txt"]
     assert (output / "keep.txt").read_text() == "precious"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trtconv.core.errors import UsageError
+from trtconv.train.amp import policy_scope
 from trtconv.zoo import MODELS, get_model
 
 # model name -> (test input shape, classes): small so that building is quick.
@@ -21,8 +22,6 @@ def test_all_models_tested() -> None:
 @pytest.mark.parametrize("name", sorted(TEST_SHAPES))
 def test_model_builds_with_float32_logits_under_mixed_precision(name: str) -> None:
     keras = pytest.importorskip("keras")
-    from trtconv.train.amp import policy_scope
-
     input_shape, classes = TEST_SHAPES[name]
     with policy_scope("mixed_bfloat16"):
         model = get_model(name).build(input_shape, classes)

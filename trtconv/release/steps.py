@@ -21,7 +21,7 @@ from trtconv.backends.registry import BEST
 from trtconv.core.errors import AccuracyError, TrtconvError
 from trtconv.core.fsutil import sha256_path
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
-from trtconv.options import DEFAULT_RANK_DURATION_S, Contest
+from trtconv.options import DEFAULT_RANK_DURATION_S, Contest, TrainOptions
 from trtconv.release.config import DIGITS, ReleaseConfig, Target
 from trtconv.release.store import StepStore
 
@@ -143,7 +143,7 @@ class ReleaseRun:
         def work() -> tuple[dict[str, Any], list[Path]]:
             from trtconv import api
 
-            card = api.train(
+            options = TrainOptions(
                 model=zoo,
                 data=settings.data,
                 epochs=settings.epochs,
@@ -155,7 +155,7 @@ class ReleaseRun:
                 output=output,
                 force=True,
             )
-            return card, [output]
+            return api.train(options).to_json(), [output]
 
         card = self.step("train", inputs, work)
         return output / "saved_model", card

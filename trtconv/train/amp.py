@@ -11,10 +11,10 @@ from typing import Any
 from trtconv.core.errors import UsageError
 from trtconv.core.lazy import require
 from trtconv.facts import Facts, probe_cpu, probe_gpus
+from trtconv.options import AMP_DTYPES
 
 log = logging.getLogger(__name__)
 
-AMP_DTYPES = ("auto", "float16", "bfloat16")
 MIN_FP16_TENSOR_CORE_CC = (7, 0)  # Volta: the first tensor cores
 
 

@@ -16,29 +16,35 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from trtconv.backends import registry
 from trtconv.core.errors import UsageError
 from trtconv.core.lazy import require
+from trtconv.core.results import JsonResult
 from trtconv.environment import environment_block
+from trtconv.options import DEFAULT_NUM_ITER, DEFAULT_WARMUP_STEPS, TrainBenchmarkOptions
+from trtconv.train.amp import AmpChoice, choose_policy
 from trtconv.train.distribute import (
     DistributionPlan,
     check_global_batch,
     cluster_failures,
     describe_strategy,
+    plan_cluster,
     start_strategy,
 )
+from trtconv.train.fit import build_compiled, training_compute_dtype
+from trtconv.train.loop import distributed_batches, make_train_step
+from trtconv.zoo import ModelConfig, get_model
 
 log = logging.getLogger(__name__)
+T = TypeVar("T", bound=JsonResult)
 
 BENCHMARK_SCHEMA_VERSION = 1
-DEFAULT_WARMUP_STEPS = 3
-DEFAULT_NUM_ITER = 20
 HIGH_CV = 0.10  # trtexec warns when the coefficient of variation of latencies exceeds ~10%
 
 
@@ -56,6 +62,66 @@ GRID_MODES = (
     GridCell("amp", amp=True, xla=False),
     GridCell("amp+xla", amp=True, xla=True),
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainBenchmarkResult(JsonResult):
+    """What `train --benchmark` returns: a SingleBenchmarkResult (`mode` "benchmark"), or with
+    --grid a GridBenchmarkResult (`mode` "grid"). `from_json` on this class gives the one the
+    document's `mode` names."""
+
+    schema_version: int = BENCHMARK_SCHEMA_VERSION
+    mode: str
+    model: str
+    input_shape: list[int | None]  # [None, H, W, C]
+
+    @classmethod
+    def from_json(cls: type[T], document: Mapping[str, Any]) -> T:
+        """The result `document` describes; on this base class, the kind its `mode` names."""
+        if cls is TrainBenchmarkResult:
+            kind = GridBenchmarkResult if document.get("mode") == "grid" else SingleBenchmarkResult
+            return cast(T, kind.from_json(document))
+        return super().from_json(document)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SingleBenchmarkResult(TrainBenchmarkResult):
+    """One configuration timed: throughput, step latency (ms), peak memory of this process."""
+
+    mode: str = "benchmark"
+    batch_size: int  # global, over every replica
+    warmup_steps: int
+    num_iter: int
+    amp: dict[str, Any]  # policy, reason, training_compute_dtype
+    xla: bool
+    strategy: dict[str, Any]
+    images_per_s: float  # over the whole cluster
+    step_ms_mean: float
+    step_ms_median: float
+    step_ms_p90: float
+    step_ms_p99: float
+    step_ms_min: float
+    step_ms_max: float
+    step_ms_std: float
+    step_ms_cv: float
+    warmup_seconds: float
+    final_loss: float
+    peak_rss_mb: float
+    gpu_peak_memory_mb: float | None  # None without a GPU
+    environment: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GridBenchmarkResult(TrainBenchmarkResult):
+    """FP32 / AMP / AMP+XLA x batch sizes: one row per cell, `speedup` against the first."""
+
+    mode: str = "grid"
+    warmup_steps: int
+    num_iter: int
+    amp_dtype: str
+    baseline: str  # which row the speedups are against
+    rows: list[dict[str, Any]]  # a failed cell: mode, batch_size, error, no throughput
+    environment: dict[str, Any]
 
 
 def step_statistics(seconds: list[float]) -> dict[str, float]:
@@ -129,8 +195,6 @@ def _step_runner(
     """
     if plan.name == "default":
         return lambda: float(np.asarray(model.train_on_batch(images, labels)).ravel()[0])
-    from trtconv.train.loop import distributed_batches, make_train_step
-
     batches = distributed_batches(
         strategy, images.numpy(), labels.numpy(), batch, seed, shuffle=False
     )
@@ -138,9 +202,10 @@ def _step_runner(
     return lambda: float(step(batches))
 
 
-def _synthetic_batch(tf: Any, shape: tuple[int, ...], classes: int, seed: int) -> tuple[Any, Any]:
+def _synthetic_batch(shape: tuple[int, ...], classes: int, seed: int) -> tuple[Any, Any]:
     """(images, labels) kept in memory for the whole run, so the timings are compute only (as in
     NVIDIA's --data_dir-less runs)."""
+    tf = require("tensorflow")
     images = tf.random.uniform(shape, dtype=tf.float32, seed=seed)
     labels = tf.random.uniform(shape[:1], maxval=classes, dtype=tf.int32, seed=seed)
     return images, labels
@@ -163,69 +228,78 @@ def _timed_steps(
     return warmup_seconds, seconds, loss
 
 
-def run_benchmark(
-    model: str = "resnet50",
-    batch_size: int | None = None,
-    warmup_steps: int = DEFAULT_WARMUP_STEPS,
-    num_iter: int = DEFAULT_NUM_ITER,
-    amp: bool = True,
-    amp_dtype: str = "auto",
-    xla: bool = False,
-    image_size: int | None = None,
-    seed: int = 0,
-    plan: DistributionPlan | None = None,
-) -> dict[str, Any]:
-    """Time `num_iter` training steps of a zoo model on one synthetic batch after a warm-up.
+def _counts(options: TrainBenchmarkOptions) -> tuple[int, int]:
+    """(warm-up steps, timed steps): the options', else the defaults."""
+    warmup = DEFAULT_WARMUP_STEPS if options.warmup_steps is None else options.warmup_steps
+    return warmup, DEFAULT_NUM_ITER if options.num_iter is None else options.num_iter
 
-    `plan` (a DistributionPlan; default: one device) runs the steps under a strategy, the batch
-    being global over every replica of every worker. Returns the result dict (images/s over the
-    whole cluster, step latency statistics, this process's peak memory, the strategy,
-    environment). Raises UsageError for an unknown model, non-positive counts or a batch that
-    does not divide over the replicas, and ClusterError when the other workers cannot be reached.
-    """
-    from trtconv.train.amp import choose_policy
-    from trtconv.train.fit import build_compiled, training_compute_dtype
-    from trtconv.zoo import get_model
 
-    plan = plan or DistributionPlan("default")
-    config = get_model(model)
-    batch = batch_size or config.default_batch_size
-    _check_counts(batch, warmup_steps, num_iter)
-    input_shape = _input_shape(config.input_shape, image_size)
-    amp_choice = choose_policy(amp, amp_dtype)
-    strategy = start_strategy(plan)
-    check_global_batch(batch, int(strategy.num_replicas_in_sync))
+def _benchmark_model(
+    config: ModelConfig, input_shape: tuple[int, ...], amp_choice: AmpChoice, xla: bool, seed: int
+) -> Any:
+    """The compiled Keras model, built under the current strategy's scope from seeded weights."""
     tf = require("tensorflow")
     tf.random.set_seed(seed)
+    return build_compiled(config, input_shape, config.num_classes, amp_choice, xla)
+
+
+def run_benchmark(options: TrainBenchmarkOptions, plan: DistributionPlan) -> SingleBenchmarkResult:
+    """Time `num_iter` training steps of a zoo model on one synthetic batch after a warm-up.
+
+    `plan` runs the steps under a strategy, the batch being global over every replica of every
+    worker. Returns the result (images/s over the whole cluster, step latency statistics, this
+    process's peak memory, the strategy, environment). Raises UsageError for an unknown model,
+    non-positive counts or a batch that does not divide over the replicas, and ClusterError
+    when the other workers cannot be reached.
+    """
+    config = get_model(options.model)
+    batch = options.batch_size or config.default_batch_size
+    warmup_steps, num_iter = _counts(options)
+    _check_counts(batch, warmup_steps, num_iter)
+    input_shape = _input_shape(config.input_shape, options.image_size)
+    amp_choice = choose_policy(options.amp, options.amp_dtype)
+    strategy = start_strategy(plan)
+    check_global_batch(batch, int(strategy.num_replicas_in_sync))
     with strategy.scope():
-        keras_model = build_compiled(config, input_shape, config.num_classes, amp_choice, xla)
-    images, labels = _synthetic_batch(tf, (batch, *input_shape), config.num_classes, seed)
-    run_step = _step_runner(plan, strategy, keras_model, images, labels, batch, xla, seed)
+        keras_model = _benchmark_model(config, input_shape, amp_choice, options.xla, options.seed)
+    images, labels = _synthetic_batch((batch, *input_shape), config.num_classes, options.seed)
+    run_step = _step_runner(
+        plan, strategy, keras_model, images, labels, batch, options.xla, options.seed
+    )
     log.info(
         "benchmarking %s %s batch %d, policy %s, xla %s, %d replicas: %d warm-up + %d timed steps",
-        *(model, "x".join(map(str, input_shape)), batch, amp_choice.policy, xla),
+        *(options.model, "x".join(map(str, input_shape)), batch, amp_choice.policy, options.xla),
         *(strategy.num_replicas_in_sync, warmup_steps, num_iter),
     )
     with cluster_failures(plan):
         warmup_seconds, seconds, loss = _timed_steps(run_step, warmup_steps, num_iter)
-    stats = step_statistics(seconds)
+    return SingleBenchmarkResult(
+        model=options.model,
+        input_shape=[None, *input_shape],
+        batch_size=batch,
+        warmup_steps=warmup_steps,
+        num_iter=num_iter,
+        amp=_amp_block(amp_choice, keras_model),
+        xla=options.xla,
+        strategy=describe_strategy(plan, strategy),
+        images_per_s=batch * num_iter / float(sum(seconds)),
+        **_timings(seconds, warmup_seconds, loss),
+    )
+
+
+def _amp_block(amp_choice: AmpChoice, keras_model: Any) -> dict[str, Any]:
+    """The policy, why, and the dtype a hidden layer of the trained model really computed in."""
     return {
-        "schema_version": BENCHMARK_SCHEMA_VERSION,
-        "mode": "benchmark",
-        "model": model,
-        "input_shape": [None, *input_shape],
-        "batch_size": batch,
-        "warmup_steps": warmup_steps,
-        "num_iter": num_iter,
-        "amp": {
-            "policy": amp_choice.policy,
-            "reason": amp_choice.reason,
-            "training_compute_dtype": training_compute_dtype(keras_model),
-        },
-        "xla": xla,
-        "strategy": describe_strategy(plan, strategy),
-        "images_per_s": batch * num_iter / float(sum(seconds)),
-        **stats,
+        "policy": amp_choice.policy,
+        "reason": amp_choice.reason,
+        "training_compute_dtype": training_compute_dtype(keras_model),
+    }
+
+
+def _timings(seconds: list[float], warmup_seconds: float, loss: float) -> dict[str, Any]:
+    """The result's fields from step latency onwards: statistics, memory, environment."""
+    return {
+        **step_statistics(seconds),
         "warmup_seconds": warmup_seconds,
         "final_loss": loss,
         "peak_rss_mb": peak_rss_mb(),
@@ -234,10 +308,11 @@ def run_benchmark(
     }
 
 
-def parse_batch_sizes(text: str | None, default: int) -> list[int]:
-    """`"32,64"` -> [32, 64]; None -> [default]. Raises UsageError on anything else."""
+def parse_batch_sizes(text: str | None, default: int | None = None) -> list[int]:
+    """`"32,64"` -> [32, 64]; None -> [default], or [] without one. Raises UsageError on
+    anything else."""
     if not text:
-        return [default]
+        return [] if default is None else [default]
     try:
         sizes = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -250,137 +325,106 @@ def parse_batch_sizes(text: str | None, default: int) -> list[int]:
 
 
 def _cell_command(
-    cell: GridCell,
-    model: str,
-    batch: int,
-    warmup_steps: int,
-    num_iter: int,
-    amp_dtype: str,
-    image_size: int | None,
-    seed: int,
+    cell: GridCell, options: TrainBenchmarkOptions, batch: int, counts: tuple[int, int]
 ) -> list[str]:
+    """`trtconv train --benchmark --json` for one grid cell at `batch`, (warm-up, timed) steps."""
+    warmup_steps, num_iter = counts
     command = [sys.executable, "-m", "trtconv", "train", "--benchmark", "--json"]
-    command += ["--model", model, "--batch-size", str(batch), "--seed", str(seed)]
+    command += ["--model", options.model, "--batch-size", str(batch), "--seed", str(options.seed)]
     command += ["--warmup-steps", str(warmup_steps), "--num-iter", str(num_iter)]
-    command += ["--amp" if cell.amp else "--no-amp", "--amp-dtype", amp_dtype]
+    command += ["--amp" if cell.amp else "--no-amp", "--amp-dtype", options.amp_dtype]
     command += ["--xla" if cell.xla else "--no-xla"]
-    if image_size is not None:
-        command += ["--image-size", str(image_size)]
+    if options.image_size is not None:
+        command += ["--image-size", str(options.image_size)]
     return command
 
 
-def _run_cell(command: list[str]) -> dict[str, Any]:
-    """Run one grid cell in a fresh interpreter; its JSON result, or an `error` entry."""
+def _run_cell(command: list[str]) -> SingleBenchmarkResult | str:
+    """Run one grid cell in a fresh interpreter; its result, or why it failed."""
     completed = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ))
     try:
         document: dict[str, Any] = json.loads(completed.stdout)
     except json.JSONDecodeError:
         tail = (completed.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"exit {completed.returncode}: {tail}"}
+        return f"exit {completed.returncode}: {tail}"
     if "error" in document:
-        return {"error": document["error"]["message"]}
-    return document
+        return str(document["error"]["message"])
+    return SingleBenchmarkResult.from_json(document)
 
 
-def run_grid(
-    model: str = "resnet50",
-    batch_sizes: list[int] | None = None,
-    warmup_steps: int = DEFAULT_WARMUP_STEPS,
-    num_iter: int = DEFAULT_NUM_ITER,
-    amp_dtype: str = "auto",
-    image_size: int | None = None,
-    seed: int = 0,
-) -> dict[str, Any]:
-    """FP32 / AMP / AMP+XLA x batch sizes, each cell in its own process.
+def _grid_row(cell: GridCell, batch: int, outcome: SingleBenchmarkResult | str) -> dict[str, Any]:
+    """One row of the grid: the cell's throughput, latency and memory, or its `error`."""
+    row: dict[str, Any] = {"mode": cell.mode, "batch_size": batch}
+    if isinstance(outcome, str):
+        log.warning("grid cell %s batch %d failed: %s", cell.mode, batch, outcome)
+        row.update(error=outcome, images_per_s=None)
+        return row
+    row.update(
+        policy=outcome.amp["policy"],
+        xla=outcome.xla,
+        images_per_s=outcome.images_per_s,
+        step_ms_mean=outcome.step_ms_mean,
+        step_ms_p99=outcome.step_ms_p99,
+        step_ms_cv=outcome.step_ms_cv,
+        peak_rss_mb=outcome.peak_rss_mb,
+        gpu_peak_memory_mb=outcome.gpu_peak_memory_mb,
+    )
+    return row
 
-    Returns {"rows": [...]} where each row carries images/s, step latency, peak RSS and
-    `speedup` against the first row (FP32 at the first batch size). A failed cell keeps its row
-    with an `error` and no speedup; the grid itself raises only UsageError for bad options.
-    """
-    from trtconv.zoo import get_model
 
-    config = get_model(model)
-    sizes = batch_sizes or [config.default_batch_size]
-    _check_counts(min(sizes), warmup_steps, num_iter)
-    input_shape = _input_shape(config.input_shape, image_size)
-    rows: list[dict[str, Any]] = []
-    for batch in sizes:
-        for cell in GRID_MODES:
-            log.info("grid cell: %s, batch %d", cell.mode, batch)
-            command = _cell_command(
-                cell, model, batch, warmup_steps, num_iter, amp_dtype, image_size, seed
-            )
-            result = _run_cell(command)
-            row: dict[str, Any] = {"mode": cell.mode, "batch_size": batch}
-            if "error" in result:
-                log.warning("grid cell %s batch %d failed: %s", cell.mode, batch, result["error"])
-                row.update(error=result["error"], images_per_s=None)
-            else:
-                row.update(
-                    policy=result["amp"]["policy"],
-                    xla=result["xla"],
-                    images_per_s=result["images_per_s"],
-                    step_ms_mean=result["step_ms_mean"],
-                    step_ms_p99=result["step_ms_p99"],
-                    step_ms_cv=result["step_ms_cv"],
-                    peak_rss_mb=result["peak_rss_mb"],
-                    gpu_peak_memory_mb=result["gpu_peak_memory_mb"],
-                )
-            rows.append(row)
+def _add_speedups(rows: list[dict[str, Any]]) -> None:
+    """Give each row its `speedup` against the first (None where either has no throughput)."""
     baseline = rows[0].get("images_per_s")
     for row in rows:
         throughput = row.get("images_per_s")
         row["speedup"] = throughput / baseline if baseline and throughput else None
-    return {
-        "schema_version": BENCHMARK_SCHEMA_VERSION,
-        "mode": "grid",
-        "model": model,
-        "input_shape": [None, *input_shape],
-        "warmup_steps": warmup_steps,
-        "num_iter": num_iter,
-        "amp_dtype": amp_dtype,
-        "baseline": f"{rows[0]['mode']} at batch {rows[0]['batch_size']}",
-        "rows": rows,
-        "environment": environment_block(registry.declared_packages()),
-    }
 
 
-def train_benchmark(
-    model: str = "resnet50",
-    batch_size: int | None = None,
-    warmup_steps: int | None = None,
-    num_iter: int | None = None,
-    amp: bool = True,
-    amp_dtype: str = "auto",
-    xla: bool = False,
-    image_size: int | None = None,
-    seed: int = 0,
-    grid: bool = False,
-    batch_sizes: list[int] | None = None,
-    strategy: str | None = None,
-    cpu_devices: int | None = None,
-    workers: str | None = None,
-    worker_index: int | None = None,
-    cluster_timeout_s: float | None = None,
-) -> dict[str, Any]:
+def run_grid(options: TrainBenchmarkOptions) -> GridBenchmarkResult:
+    """FP32 / AMP / AMP+XLA x batch sizes, each cell in its own process.
+
+    The batch sizes are `options.batch_sizes`, else [batch_size], else the model's default.
+    Returns the grid, each row carrying images/s, step latency, peak RSS and `speedup` against
+    the first row (FP32 at the first batch size). A failed cell keeps its row with an `error`
+    and no speedup; the grid itself raises only UsageError for bad options.
+    """
+    config = get_model(options.model)
+    sizes = options.batch_sizes or [options.batch_size or config.default_batch_size]
+    counts = _counts(options)
+    _check_counts(min(sizes), *counts)
+    input_shape = _input_shape(config.input_shape, options.image_size)
+    rows: list[dict[str, Any]] = []
+    for batch in sizes:
+        for cell in GRID_MODES:
+            log.info("grid cell: %s, batch %d", cell.mode, batch)
+            outcome = _run_cell(_cell_command(cell, options, batch, counts))
+            rows.append(_grid_row(cell, batch, outcome))
+    _add_speedups(rows)
+    return GridBenchmarkResult(
+        model=options.model,
+        input_shape=[None, *input_shape],
+        warmup_steps=counts[0],
+        num_iter=counts[1],
+        amp_dtype=options.amp_dtype,
+        baseline=f"{rows[0]['mode']} at batch {rows[0]['batch_size']}",
+        rows=rows,
+        environment=environment_block(registry.declared_packages()),
+    )
+
+
+def train_benchmark(options: TrainBenchmarkOptions) -> TrainBenchmarkResult:
     """Training images/s on synthetic data; with `grid`, FP32/AMP/AMP+XLA x `batch_sizes`.
 
-    `None` counts mean the defaults; the distribution options are as for `train` (the grid runs
-    on one device only). See run_benchmark and run_grid for what each returns.
+    The distribution options are as for `train` (the grid runs on one device only). Returns a
+    SingleBenchmarkResult, or with `grid` a GridBenchmarkResult: see run_benchmark and
+    run_grid. Raises UsageError for bad options, ClusterError as run_benchmark does.
     """
-    from trtconv.train.distribute import plan_distribution
-
-    plan = plan_distribution(strategy, cpu_devices, workers, worker_index, cluster_timeout_s)
-    warmup = DEFAULT_WARMUP_STEPS if warmup_steps is None else warmup_steps
-    iterations = DEFAULT_NUM_ITER if num_iter is None else num_iter
-    if grid:
-        if plan.name != "default":
-            raise UsageError(
-                "--grid runs each cell in its own process on one device; time a strategy with "
-                "--benchmark instead."
-            )
-        sizes = batch_sizes or ([batch_size] if batch_size else None)
-        return run_grid(model, sizes, warmup, iterations, amp_dtype, image_size, seed)
-    return run_benchmark(
-        model, batch_size, warmup, iterations, amp, amp_dtype, xla, image_size, seed, plan
-    )
+    plan = plan_cluster(options.cluster)
+    if not options.grid:
+        return run_benchmark(options, plan)
+    if plan.name != "default":
+        raise UsageError(
+            "--grid runs each cell in its own process on one device; time a strategy with "
+            "--benchmark instead."
+        )
+    return run_grid(options)

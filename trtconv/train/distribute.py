@@ -16,6 +16,7 @@ from typing import Any
 
 from trtconv.core.errors import ClusterError, UsageError
 from trtconv.core.lazy import require
+from trtconv.options import DEFAULT_CLUSTER_TIMEOUT_S, STRATEGIES, ClusterOptions
 from trtconv.train.cluster import (
     TF_CONFIG_ENV,
     Cluster,
@@ -26,11 +27,8 @@ from trtconv.train.cluster import (
 
 log = logging.getLogger(__name__)
 
-STRATEGIES = ("default", "mirrored", "multi-worker")
 # Honoured like --cpu-devices: lets tests and CPU-only hosts exercise MirroredStrategy.
 CPU_DEVICES_ENV = "TRTCONV_CPU_DEVICES"
-# How long a worker waits for the others: to join at the start, and inside any collective step.
-DEFAULT_CLUSTER_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +77,17 @@ def plan_distribution(
             "worker on a CPU (one per GPU on a GPU host)."
         )
     return DistributionPlan(name, None, resolve_cluster(workers, worker_index), timeout_s)
+
+
+def plan_cluster(options: ClusterOptions) -> DistributionPlan:
+    """`plan_distribution` for the cluster options of train and train --benchmark."""
+    return plan_distribution(
+        options.strategy,
+        options.cpu_devices,
+        options.workers,
+        options.worker_index,
+        options.cluster_timeout_s,
+    )
 
 
 def start_strategy(plan: DistributionPlan) -> Any:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +29,30 @@ from trtconv.calib.sources import (
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.fsutil import atomic_directory, check_output_free
 from trtconv.core.model_io import ModelSignature, TensorSpec
+from trtconv.core.results import JsonResult
 from trtconv.environment import environment_block
+from trtconv.options import TrainOptions
 from trtconv.savedmodel import MODEL_CARD
-from trtconv.train.amp import AmpChoice
-from trtconv.train.distribute import DistributionPlan
+from trtconv.train.amp import AmpChoice, choose_policy
+from trtconv.train.distribute import (
+    DistributionPlan,
+    check_global_batch,
+    cluster_failures,
+    describe_strategy,
+    plan_cluster,
+    start_strategy,
+)
+from trtconv.train.export import OUTPUT_NAME, export_saved_model, float32_copy
+from trtconv.train.fit import FitResult, build_compiled, evaluate_accuracy, fit
+from trtconv.train.loop import fit_distributed, replica_mean_weights
+from trtconv.zoo import ModelConfig, get_model
 
 log = logging.getLogger(__name__)
 
 TRAIN_SCHEMA_VERSION = 1
 
 
-def _preprocessing(spec: str, config: Any, pixels: Preprocessing | None) -> dict[str, Any]:
+def _preprocessing(spec: str, config: ModelConfig, pixels: Preprocessing | None) -> dict[str, Any]:
     """What the model card records: the model's own for digits, the preprocessing applied to raw
     pixels (image folders, uint8 arrays), else none (float arrays are fed as given: the card
     must not claim a scaling that never happened)."""
@@ -136,7 +148,7 @@ class TrainingData:
 
 def _training_data(
     model: str,
-    config: Any,
+    config: ModelConfig,
     data: str | None,
     image_size: int | None = None,
     options: PreprocessingOptions | None = None,
@@ -160,90 +172,79 @@ def _training_data(
     return TrainingData(spec, train_set, test_set, input_shape, num_classes, pixels)
 
 
-def train(
-    model: str = "digits-cnn",
-    data: str | None = None,
-    epochs: int | None = None,
-    batch_size: int | None = None,
-    amp: bool = True,
-    amp_dtype: str = "auto",
-    xla: bool = False,
-    seed: int = 0,
-    output: Path | None = None,
-    force: bool = False,
-    strategy: str | None = None,
-    cpu_devices: int | None = None,
-    workers: str | None = None,
-    worker_index: int | None = None,
-    cluster_timeout_s: float | None = None,
-    image_size: int | None = None,
-    preprocessing: PreprocessingOptions | None = None,
-) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class TrainResult(JsonResult):
+    """What `train` returns: the model card, as `--json` prints it and `trtconv.json` beside the
+    SavedModel holds it. The nested blocks are the card's JSON objects."""
+
+    schema_version: int = TRAIN_SCHEMA_VERSION
+    model: str
+    saved_model: Path | None = None  # None until the chief writes it (other workers: always)
+    signature: str = "serving_default"
+    input: dict[str, Any]  # name, shape ([None, H, W, C]), dtype
+    output: dict[str, Any]
+    preprocessing: dict[str, Any]  # how raw pixels become inputs, and the image size
+    labels: list[str]
+    data: dict[str, Any]  # source, sample counts, the held-out split, sha256
+    amp: dict[str, Any]  # the policy, why, loss scaling, the dtype training really computed in
+    xla: bool
+    strategy: dict[str, Any]
+    epochs: int
+    batch_size: int  # global, over every replica
+    batch_size_per_replica: int
+    seed: int
+    final_loss: float
+    test_accuracy: float  # of the exported float32 model
+    train_images_per_s: float
+    train_seconds: float
+    exported_dtype: str = "float32"
+    trtconv_version: str = __version__
+    environment: dict[str, Any]
+
+
+def train(options: TrainOptions) -> TrainResult:
     """Train a zoo model with AMP and export a float32 SavedModel plus its model card.
 
-    An image folder trains at `image_size` (square), else its images' own size and channels;
-    raw pixels (image folders, uint8 arrays) become inputs by `preprocessing` (default 1/255),
-    recorded in the model card for convert, validate and bench.
-    `batch_size` is global: under `strategy="mirrored"` or `"multi-worker"` each of the N
-    replicas (over every worker) gets batch_size / N. `cpu_devices` (or $TRTCONV_CPU_DEVICES)
-    splits the CPU into logical devices before TensorFlow initialises, so the mirrored strategy
-    can run on a CPU-only host. `multi-worker` takes its cluster from `workers` and
-    `worker_index`, else $TF_CONFIG; every worker runs the same call and only the chief writes
-    `output` (the others return their card with `saved_model` None).
+    An image folder trains at `options.image_size` (square), else its images' own size and
+    channels; raw pixels (image folders, uint8 arrays) become inputs by `options.preprocessing`
+    (default 1/255), recorded in the model card for convert, validate and bench.
+    `batch_size` is global: under the `mirrored` or `multi-worker` strategy each of the N
+    replicas (over every worker) gets batch_size / N. `cluster.cpu_devices` (or
+    $TRTCONV_CPU_DEVICES) splits the CPU into logical devices before TensorFlow initialises, so
+    the mirrored strategy can run on a CPU-only host. `multi-worker` takes its cluster from
+    `cluster.workers` and `cluster.worker_index`, else $TF_CONFIG; every worker runs the same
+    call and only the chief writes `output` (the others return their card, `saved_model` None).
 
-    Returns the model card (with `saved_model` path). Raises UsageError (bad options, existing
-    output) and InputError (bad data) before any training starts, and ClusterError when the
-    other workers cannot be reached within `cluster_timeout_s`.
+    Returns the model card (with the `saved_model` path). Raises UsageError (bad options,
+    existing output) and InputError (bad data) before any training starts, and ClusterError
+    when the other workers cannot be reached within `cluster.cluster_timeout_s`.
     """
-    from trtconv.train.amp import choose_policy
-    from trtconv.train.distribute import check_global_batch, plan_distribution, start_strategy
-    from trtconv.train.export import export_saved_model, float32_copy
-    from trtconv.train.fit import build_compiled, evaluate_accuracy
-    from trtconv.zoo import get_model
-
-    config = get_model(model)
-    plan = plan_distribution(strategy, cpu_devices, workers, worker_index, cluster_timeout_s)
-    output = Path(output or Path("models") / model)
+    config = get_model(options.model)
+    plan = plan_cluster(options.cluster)
+    output = Path(options.output or Path("models") / options.model)
     if plan.writes_outputs:  # the others never touch the output, wherever it may be for them
-        check_output_free(output, force)
-    prepared = _training_data(model, config, data, image_size, preprocessing)
-    amp_choice = choose_policy(amp, amp_dtype)
-    distribution = start_strategy(plan)
-    global_batch = batch_size or config.default_batch_size
-    check_global_batch(global_batch, int(distribution.num_replicas_in_sync))
-    log.info(
-        "training %s on %s with policy %s (%s), %d replicas", model, prepared.train_set.source,
-        amp_choice.policy, amp_choice.reason, distribution.num_replicas_in_sync,
-    )  # fmt: skip
-    with distribution.scope():
-        keras_model = build_compiled(
-            config, prepared.input_shape, prepared.num_classes, amp_choice, xla
-        )
-    session = _Session(config, prepared, plan, distribution, amp_choice, xla, seed, global_batch)
-    started = time.perf_counter()
-    result, weights = session.fit(keras_model, epochs or config.default_epochs)
-    train_seconds = time.perf_counter() - started
-    export_model = float32_copy(weights, config, prepared.input_shape, prepared.num_classes)
-    # The accuracy of what is exported: the float32 rebuild, not the mixed-precision graph.
-    accuracy = evaluate_accuracy(export_model, prepared.test_set)
-    log.info("test accuracy %.4f, %.0f images/s", accuracy, result.images_per_s)
-    card = session.model_card(result, accuracy, train_seconds)
+        check_output_free(output, options.force)
+    prepared = _training_data(
+        options.model, config, options.data, options.image_size, options.preprocessing
+    )
+    session = _Session.start(config, prepared, plan, options)
+    card, export_model = session.run(options.epochs or config.default_epochs)
     if not plan.writes_outputs:
         return card  # a worker other than the chief writes nothing
-    card["saved_model"] = str(output / "saved_model")
-    with atomic_directory(output, force=force) as staging:
+    card = replace(card, saved_model=output / "saved_model")
+    with atomic_directory(output, force=options.force) as staging:
         export_saved_model(
             export_model, staging / "saved_model", config.input_name, prepared.input_shape
         )
-        (staging / MODEL_CARD).write_text(json.dumps(card, indent=2) + "\n")
+        card.save(staging / MODEL_CARD)
     return card
 
 
 @dataclass
 class _Session:
-    """A training run once its strategy exists: the fit, and the model card."""
+    """A training run once its strategy exists: the fit, the float32 copy, the model card."""
 
-    config: Any  # ModelConfig
+    config: ModelConfig
     prepared: TrainingData
     plan: DistributionPlan
     distribution: Any
@@ -252,16 +253,56 @@ class _Session:
     seed: int
     global_batch: int
 
-    def fit(self, keras_model: Any, epochs: int) -> tuple[Any, list[Any]]:
+    @classmethod
+    def start(
+        cls,
+        config: ModelConfig,
+        prepared: TrainingData,
+        plan: DistributionPlan,
+        options: TrainOptions,
+    ) -> _Session:
+        """Pick the AMP policy and start the strategy (for multi-worker: join the cluster).
+
+        Raises UsageError for an unknown --amp-dtype or a batch that does not divide over the
+        replicas, ClusterError when the other workers cannot be reached.
+        """
+        amp_choice = choose_policy(options.amp, options.amp_dtype)
+        distribution = start_strategy(plan)
+        global_batch = options.batch_size or config.default_batch_size
+        check_global_batch(global_batch, int(distribution.num_replicas_in_sync))
+        log.info(
+            "training %s on %s with policy %s (%s), %d replicas", config.name,
+            prepared.train_set.source, amp_choice.policy, amp_choice.reason,
+            distribution.num_replicas_in_sync,
+        )  # fmt: skip
+        xla, seed = options.xla, options.seed
+        return cls(config, prepared, plan, distribution, amp_choice, xla, seed, global_batch)
+
+    def run(self, epochs: int) -> tuple[TrainResult, Any]:
+        """Build, train and measure; returns the model card (`saved_model` None) and the
+        float32 Keras model to export."""
+        prepared = self.prepared
+        with self.distribution.scope():
+            keras_model = build_compiled(
+                self.config, prepared.input_shape, prepared.num_classes, self.amp_choice, self.xla
+            )
+        started = time.perf_counter()
+        result, weights = self.train_weights(keras_model, epochs)
+        train_seconds = time.perf_counter() - started
+        export_model = float32_copy(
+            weights, self.config, prepared.input_shape, prepared.num_classes
+        )
+        # The accuracy of what is exported: the float32 rebuild, not the mixed-precision graph.
+        accuracy = evaluate_accuracy(export_model, prepared.test_set)
+        log.info("test accuracy %.4f, %.0f images/s", accuracy, result.images_per_s)
+        return self.model_card(result, accuracy, train_seconds), export_model
+
+    def train_weights(self, keras_model: Any, epochs: int) -> tuple[FitResult, list[Any]]:
         """Train; returns the FitResult and the weights to export.
 
         One host fits with Keras; a cluster runs trtconv's distributed loop (Keras' fit cannot
         run under MultiWorkerMirroredStrategy) and averages the batch-norm statistics.
         """
-        from trtconv.train.distribute import cluster_failures
-        from trtconv.train.fit import fit
-        from trtconv.train.loop import fit_distributed, replica_mean_weights
-
         train_set = self.prepared.train_set
         if self.plan.cluster is None:
             result = fit(keras_model, train_set, epochs, self.global_batch, self.seed)
@@ -273,50 +314,42 @@ class _Session:
             )
             return result, replica_mean_weights(strategy, result.model)
 
-    def model_card(self, result: Any, accuracy: float, train_seconds: float) -> dict[str, Any]:
+    def model_card(self, result: FitResult, accuracy: float, train_seconds: float) -> TrainResult:
         """The model card (`saved_model` None until the chief writes it)."""
-        from trtconv.train.distribute import describe_strategy
-        from trtconv.train.export import OUTPUT_NAME
-
         config, prepared = self.config, self.prepared
         shape, classes, train_set = prepared.input_shape, prepared.num_classes, prepared.train_set
         replicas = int(self.distribution.num_replicas_in_sync)
-        return {
-            "schema_version": TRAIN_SCHEMA_VERSION,
-            "model": config.name,
-            "saved_model": None,
-            "signature": "serving_default",
-            "input": {"name": config.input_name, "shape": [None, *shape], "dtype": "float32"},
-            "output": {"name": OUTPUT_NAME, "shape": [None, classes], "dtype": "float32"},
-            "preprocessing": {
+        return TrainResult(
+            model=config.name,
+            input={"name": config.input_name, "shape": [None, *shape], "dtype": "float32"},
+            output={"name": OUTPUT_NAME, "shape": [None, classes], "dtype": "float32"},
+            preprocessing={
                 **_preprocessing(prepared.spec, config, prepared.pixels),
                 "image_size": list(shape[:2]),
             },
-            "labels": train_set.class_names or [str(i) for i in range(classes)],
-            "data": {
+            labels=train_set.class_names or [str(i) for i in range(classes)],
+            data={
                 "source": prepared.spec,
                 "train_samples": len(train_set),
                 "test_samples": len(prepared.test_set),
                 "split": _split(prepared.spec),
                 "sha256": train_set.sha256(),
             },
-            "amp": {
+            amp={
                 "policy": self.amp_choice.policy,
                 "reason": self.amp_choice.reason,
                 "loss_scaling": self.amp_choice.loss_scaling,
                 "training_compute_dtype": result.compute_dtype,
             },
-            "xla": self.xla,
-            "strategy": describe_strategy(self.plan, self.distribution),
-            "epochs": len(result.epoch_seconds),
-            "batch_size": self.global_batch,
-            "batch_size_per_replica": self.global_batch // replicas,
-            "seed": self.seed,
-            "final_loss": result.final_loss,
-            "test_accuracy": accuracy,
-            "train_images_per_s": result.images_per_s,
-            "train_seconds": train_seconds,
-            "exported_dtype": "float32",
-            "trtconv_version": __version__,
-            "environment": environment_block(registry.declared_packages()),
-        }
+            xla=self.xla,
+            strategy=describe_strategy(self.plan, self.distribution),
+            epochs=len(result.epoch_seconds),
+            batch_size=self.global_batch,
+            batch_size_per_replica=self.global_batch // replicas,
+            seed=self.seed,
+            final_loss=result.final_loss,
+            test_accuracy=accuracy,
+            train_images_per_s=result.images_per_s,
+            train_seconds=train_seconds,
+            environment=environment_block(registry.declared_packages()),
+        )

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtconv.core.errors import UsageError
+from trtconv.zoo.digits_cnn import build_digits_cnn
+from trtconv.zoo.resnet import build_resnet50_v15
 
 
 @dataclass(frozen=True)
@@ -34,25 +36,13 @@ class ModelConfig:
     )
 
 
-def _digits_cnn(input_shape: tuple[int, ...], num_classes: int) -> Any:
-    from trtconv.zoo.digits_cnn import build_digits_cnn
-
-    return build_digits_cnn(input_shape, num_classes)
-
-
-def _resnet50(input_shape: tuple[int, ...], num_classes: int) -> Any:
-    from trtconv.zoo.resnet import build_resnet50_v15
-
-    return build_resnet50_v15(input_shape, num_classes)
-
-
 MODELS: dict[str, ModelConfig] = {
     config.name: config
     for config in (
         ModelConfig(
             name="digits-cnn",
             description="Small CNN for scikit-learn's 8x8 digits; trains in seconds on a CPU.",
-            build=_digits_cnn,
+            build=build_digits_cnn,
             input_shape=(8, 8, 1),
             num_classes=10,
             preprocessing={"scale": 1.0 / 16.0, "offset": 0.0, "layout": "NHWC"},
@@ -60,7 +50,7 @@ MODELS: dict[str, ModelConfig] = {
         ModelConfig(
             name="resnet50",
             description="ResNet-50 v1.5 (stride 2 on the 3x3 conv); any input size and classes.",
-            build=_resnet50,
+            build=build_resnet50_v15,
             input_shape=(224, 224, 3),
             num_classes=1000,
             default_data="synthetic",
