@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from trtconv import tournament
 from trtconv.backends import registry
 from trtconv.cli import main
 from trtconv.cli.convert import render_conversion
+from trtconv.convert import tournament
 from trtconv.manifest import read_manifest
 
 pytestmark = pytest.mark.slow  # converts digits-cnn with every CPU backend and times each

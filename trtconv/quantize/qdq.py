@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.backends.onnx_export import op_counts
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed
+from trtconv.onnxlib.export import op_counts
 from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD
 from trtconv.quantize.checks import require_tensorrt_qdq
 

@@ -20,6 +20,9 @@ from typing import Any
 from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import TF_LOG_LEVEL, require
 from trtconv.core.model_io import ModelSignature
+from trtconv.onnxlib.session import CPU, OrtRunner
+from trtconv.outputs.compare import compare, run_batched
+from trtconv.outputs.tolerance import tolerance_for
 from trtconv.report.validation import ValidationReport
 from trtconv.savedmodel import SERVING_KEY
 
@@ -134,9 +137,6 @@ def verify_export(
     Returns the validation report; raises ConversionError when the export is outside the fp32
     tolerance (a wrong export must never reach quantisation or TensorRT).
     """
-    from trtconv.backends.ort.runner import CPU, OrtRunner
-    from trtconv.outputs.compare import compare, run_batched
-    from trtconv.outputs.tolerance import tolerance_for
 
     with OrtRunner(onnx_path, providers=[CPU]) as runner:
         candidate = run_batched(runner, data)
