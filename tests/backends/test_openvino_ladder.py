@@ -55,7 +55,7 @@ def _rendered(result: dict[str, Any]) -> tuple[str, str]:
     import jsonschema
 
     console = Console(file=io.StringIO(), width=200)
-    render_conversion(result, console)
+    render_conversion(ConvertResult.from_json(result), console)
     ladder = _quantization(result)["ladder"]
     schema = release_schema()
     jsonschema.validate(ladder, {**schema["$defs"]["ladder"], "$defs": schema["$defs"]})

@@ -138,16 +138,17 @@ def test_the_ladder_records_speed_and_reports_progress_and_renders(
     speed = ladder["speed"]
     assert [row["batch_size"] for row in speed["rows"]] == [1, 8]
     assert {"fp32_latency_ms", "full_int8_latency_ms", "chosen_latency_ms"} <= set(speed["rows"][0])
-    # The ladder's steps show within convert's "quantizing to int8" step.
-    ladder_calls = [call for call in calls if call[2].startswith("quantizing to int8: ")]
-    labels = [label.removeprefix("quantizing to int8: ") for _, _, label in ladder_calls]
+    # The ladder's steps show within convert's "quantizing to int8 and converting" step.
+    step = "quantizing to int8 and converting with ort: "
+    ladder_calls = [call for call in calls if call[2].startswith(step)]
+    labels = [label.removeprefix(step) for _, _, label in ladder_calls]
     assert labels[0].startswith("full int8") and any(x.startswith("sensitivity") for x in labels)
     assert len({done for done, _, _ in ladder_calls}) == 1  # one step of convert's
     assert all(0 <= done < total for done, total, _ in calls[:-1])
     assert calls[-1][:2] == (calls[-1][1], calls[-1][1])  # then convert is done
     json.dumps(result)  # --json prints this document
     console = Console(file=io.StringIO(), width=200)
-    render_conversion(result, console)
+    render_conversion(ConvertResult.from_json(result), console)
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "int8 ladder: 2 node(s) kept in float meet the budget" in text
     assert "kept in float: " in text and "hidden_1 (Gemm)" in text

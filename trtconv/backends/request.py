@@ -35,14 +35,15 @@ class ConversionRequest:
     """What a backend's `convert(request) -> ConversionOutcome` gets.
 
     The backend writes its payload under `output_dir` (a staging directory renamed into place by
-    the caller) and never touches anything else; scratch files go under `work_dir`.
+    the caller) and never touches anything else; scratch files go under `work_dir` (int8 Q/DQ
+    models: trtconv.quantize.build needs it).
     """
 
     saved_model: Path
     signature: ModelSignature
     precision: str  # one of PRECISIONS
     output_dir: Path
-    work_dir: Path
+    work_dir: Path | None = None
     batch_sizes: tuple[int, ...] = (1,)
     # INT8 only: a fresh iterator over calibration batches keyed by input name, model dtype.
     calibration: CalibrationFeed | None = None

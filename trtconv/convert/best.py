@@ -19,12 +19,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import trtconv.convert.tournament as tournament
 from trtconv.backends import registry
 from trtconv.backends.runner import Runner, RunOptions
 from trtconv.bench.harness import bench
 from trtconv.calib.evaluation import data_spec
 from trtconv.calib.readers import RANDOM
-from trtconv.convert import tournament
 from trtconv.convert.data import ConversionData, read_data
 from trtconv.convert.plan import Plan, default_output
 from trtconv.convert.result import ConvertResult

@@ -74,9 +74,9 @@ def convert_into(
         summary["onnx_export"] = export
     assert plan.backend.convert is not None  # plan_single and best accept converters only
     int8 = plan.precision == Precision.INT8 and plan.backend.qdq_scheme is not None
-    steps.start(
-        ("quantizing to int8 and " if int8 else "") + f"converting with {plan.backend.name}"
-    )
+    what = f"converting with {plan.backend.name}"
+    steps.start(f"quantizing to int8 and {what}" if int8 else what)
+    request.progress = steps.within()  # the int8 ladder's steps show within this one
     outcome = plan.backend.convert(request)
     seconds = round(time.perf_counter() - started, 3)
     summary = {**outcome.summary, **summary}
@@ -108,7 +108,6 @@ def conversion_request(
         calib_method=options.calib_method,
         int8_target=options.int8_target,
         search=_search_slice(plan, space) if int8 else None,
-        progress=steps.within(),
         shared=space.shared,
     )
 

@@ -2,8 +2,8 @@
 
 tf2onnx runs in a subprocess (`python -m tf2onnx.convert --saved-model`): on ResNet-50 it takes
 about a minute and peaks at 7-10 GB, memory the parent process gets back when the child exits.
-`from_function(signatures['serving_default'])` fails in tf2onnx 1.17 (DESIGN.md), the CLI path
-does not.
+`from_function(signatures['serving_default'])` fails in tf2onnx 1.17 (measured here:
+it cannot trace the loaded signature), the CLI path does not.
 """
 
 from __future__ import annotations

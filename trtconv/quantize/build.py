@@ -29,8 +29,10 @@ def qdq_model(request: ConversionRequest, scheme: str, timed: bool) -> tuple[Pat
     schemes' speed is their runtime's). Raises ConversionError without the export or
     calibration data.
     """
-    if request.onnx_path is None or request.calibration is None:
-        raise ConversionError("int8 needs the ONNX export and calibration data in the request.")
+    if request.onnx_path is None or request.calibration is None or request.work_dir is None:
+        raise ConversionError(
+            "int8 needs the ONNX export, calibration data and a work directory in the request."
+        )
     decision: dict[str, Any] = {"int8_target": None}
     options = QdqOptions(scheme, request.calib_method)
     if scheme == CPU_SCHEME:
@@ -47,7 +49,7 @@ def _quantized(
     request: ConversionRequest, options: QdqOptions, timed: bool
 ) -> tuple[Path, dict[str, Any]]:
     """The Q/DQ model for `options` in the request's scratch directory."""
-    assert request.onnx_path is not None and request.calibration is not None
+    assert request.onnx_path and request.calibration and request.work_dir  # checked by qdq_model
     index = len(request.shared[SHARED_KEY])
     path = request.work_dir / f"model.qdq.{index}.onnx"
     work = request.work_dir / f"ladder.{index}"

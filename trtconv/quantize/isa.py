@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from trtconv.environment import cpu_info
+from trtconv import environment
 from trtconv.options import INT8_TARGETS
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def weight_range(target: str, here: str) -> WeightRange:
 
 def this_cpu_int8_class() -> str:
     """The int8 class of the CPU this process runs on."""
-    return cpu_int8_class(cpu_info())
+    return cpu_int8_class(environment.cpu_info())
 
 
 def cpu_weight_range(target: str) -> tuple[bool, dict[str, Any]]:

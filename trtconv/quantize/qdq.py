@@ -2,7 +2,7 @@
 
 Explicit QuantizeLinear/DequantizeLinear pairs around float ops, per-channel symmetric weights.
 For ORT CPU: uint8 activations and int8 weights (U8S8): on an x86 CPU S8S8 ran 3.6x slower
-(DESIGN.md). TensorRT only reads signed, symmetric int8 Q/DQ, so the `trt` backend gets its own
+(docs/int8.md). TensorRT only reads signed, symmetric int8 Q/DQ, so the `trt` backend gets its own
 S8S8 symmetric model (`quantize_qdq(..., scheme="s8s8")`).
 """
 
