@@ -31,7 +31,7 @@ def work_dir() -> Path:
 @functools.cache
 def digits_onnx(saved_model: Path) -> Path:
     """The digits SavedModel exported to ONNX (tf2onnx, opset 17) once."""
-    from trtconv.backends.onnx_export import export_onnx
+    from trtconv.onnxlib.export import export_onnx
     from trtconv.savedmodel import load_saved_model
 
     output = work_dir() / "digits.onnx"

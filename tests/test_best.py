@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from trtconv import tournament
 from trtconv.backends import registry
 from trtconv.cli import main
 from trtconv.cli.convert import render_conversion
+from trtconv.convert import ConvertResult, tournament
 from trtconv.manifest import read_manifest
 
 pytestmark = pytest.mark.slow  # converts digits-cnn with every CPU backend and times each
@@ -84,7 +84,7 @@ def test_best_picks_the_fastest_validated_candidate_and_explains_the_table(
     assert throughput == (winner["mode"] == tournament.THROUGHPUT)
     assert not list(tmp_path.glob(".*"))  # no staging left behind
     console = Console(file=io.StringIO(), width=200)
-    render_conversion(result, console)
+    render_conversion(ConvertResult.from_json(result), console)
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "winner" in text and "slower: " in text and "not available: " in text
 

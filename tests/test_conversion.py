@@ -13,6 +13,7 @@ from trtconv import api
 from trtconv.backends.registry import open_runner
 from trtconv.core.errors import AccuracyError
 from trtconv.manifest import Manifest, read_manifest
+from trtconv.options import ConvertOptions
 
 pytestmark = pytest.mark.slow  # trains and converts real models
 
@@ -43,7 +44,9 @@ VALIDATION_KEYS = {
 @pytest.fixture(scope="module")
 def digits_int8(digits_saved_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     output = tmp_path_factory.mktemp("artifacts") / "digits-int8"
-    return api.convert(digits_saved_model, "int8", backend="ort", output=output)
+    return api.convert(
+        ConvertOptions(digits_saved_model, "int8", backend="ort", output=output)
+    ).to_json()
 
 
 def _check_artifact(result: dict[str, Any], precision: str) -> Manifest:
@@ -74,7 +77,9 @@ def test_digits_fp32_default_output(
     digits_saved_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    result = api.convert(digits_saved_model, "fp32", backend="auto", validate_samples=300)
+    result = api.convert(
+        ConvertOptions(digits_saved_model, "fp32", backend="auto", validate_samples=300)
+    ).to_json()
     assert result["backend"] == "ort" and "ONNX Runtime" in result["backend_reason"]
     assert Path(result["artifact"]) == Path("models") / f"{digits_saved_model.parent.name}-ort-fp32"
     manifest = _check_artifact(result, "fp32")
@@ -117,13 +122,15 @@ def test_validate_an_artifact_against_its_source(digits_int8: dict[str, Any]) ->
 @pytest.mark.parametrize(("precision", "min_top1"), [("fp32", 0.99), ("int8", 0.97)])
 def test_small_resnet_on_npz_data(precision: str, min_top1: float, tmp_path: Path) -> None:
     result = api.convert(
-        small_resnet(),
-        precision,
-        backend="ort",
-        output=tmp_path / f"resnet-{precision}",
-        calib_data=str(digits_rgb16_npz()),
-        calib_samples=256,
-    )
+        ConvertOptions(
+            small_resnet(),
+            precision,
+            backend="ort",
+            output=tmp_path / f"resnet-{precision}",
+            calib_data=str(digits_rgb16_npz()),
+            calib_samples=256,
+        )
+    ).to_json()
     manifest = _check_artifact(result, precision)
     validation = result["validation"]
     # The held-out 20% of the file: never the calibration samples.
@@ -161,14 +168,16 @@ def test_vnni_validated_artifact_moved_to_a_cpu_without_vnni_warns(
     digits_saved_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     result = api.convert(
-        digits_saved_model,
-        "int8",
-        backend="ort",
-        output=tmp_path / "full-range",
-        int8_target="vnni",
-        calib_samples=64,
-        validate_samples=100,
-    )
+        ConvertOptions(
+            digits_saved_model,
+            "int8",
+            backend="ort",
+            output=tmp_path / "full-range",
+            int8_target="vnni",
+            calib_samples=64,
+            validate_samples=100,
+        )
+    ).to_json()
     artifact = Path(result["artifact"])
     manifest_path = artifact / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
@@ -203,7 +212,9 @@ def test_dynamic_sequence_text_model_quantizes_without_litter(
     monkeypatch.chdir(cwd)
     capfd.readouterr()
     output = tmp_path / "text-int8"
-    result = api.convert(model, "int8", backend="ort", output=output, calib_data=str(data))
+    result = api.convert(
+        ConvertOptions(model, "int8", backend="ort", output=output, calib_data=str(data))
+    ).to_json()
     out, err = capfd.readouterr()
     assert out == "" and "Please consider" not in err
     assert list(cwd.iterdir()) == []

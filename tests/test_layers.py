@@ -47,14 +47,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trtconv.options",
         ),
     ),
-    ("onnx library", ("trtconv.onnx", "trtconv.backends.onnx_export", "trtconv.quantize")),
+    (
+        "backend protocol",
+        ("trtconv.backends.runner", "trtconv.backends.request", "trtconv.backends.support"),
+    ),
+    ("onnx library", ("trtconv.onnxlib", "trtconv.quantize")),
     ("backends", ("trtconv.backends",)),
     (
         "pipelines",
         (
-            "trtconv.conversion",
-            "trtconv.best",
-            "trtconv.tournament",
+            "trtconv.convert",
             "trtconv.validation",
             "trtconv.bench",
             "trtconv.train",

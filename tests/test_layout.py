@@ -1,5 +1,5 @@
-"""The code stays small and the tree shows the architecture (STYLE.md: functions that fit on a
-screen; one folder per backend)."""
+"""The code stays small and the tree shows the architecture: functions that fit on a screen, one
+folder per backend (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,22 @@ from pathlib import Path
 from trtconv.backends import registry
 
 PACKAGE = Path(registry.__file__).resolve().parents[1]
-# Counted from the first line of the body (docstring included) to the last: a CLI command's
-# signature is a list of option declarations, the body is what has to fit on a screen.
-MAX_BODY_LINES = 60
+# Counted over the whole definition: decorators, signature, docstring and body. A command with
+# many options declares them once (typer `Annotated` aliases), one line per parameter.
+MAX_LINES = 60
 
 
 def long_functions() -> list[str]:
-    """Functions under trtconv/ whose body is longer than MAX_BODY_LINES."""
+    """Functions under trtconv/ longer than MAX_LINES, decorators to last line."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE).as_posix()
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
-            lines = (node.end_lineno or node.lineno) - node.body[0].lineno + 1
-            if lines > MAX_BODY_LINES:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            lines = (node.end_lineno or node.lineno) - first + 1
+            if lines > MAX_LINES:
                 found.append(f"{relative}:{node.lineno} {node.name} ({lines} lines)")
     return found
 

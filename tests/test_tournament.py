@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trtconv import tournament
-from trtconv.tournament import Candidate, decide, ordered
+from trtconv.convert import tournament
+from trtconv.convert.tournament import Candidate, decide, ordered
 
 
 def field() -> list[Candidate]:

@@ -21,6 +21,7 @@ from trtconv.calib.contract import PreprocessingOptions
 from trtconv.cli import main
 from trtconv.core.errors import AccuracyError
 from trtconv.manifest import read_manifest
+from trtconv.options import ConvertOptions
 from trtconv.outputs.roles import Judging
 
 pytestmark = pytest.mark.slow  # trains, converts and benches real models
@@ -36,9 +37,15 @@ def test_box_and_label_heads_are_each_judged_for_what_they_are(
     artifact = tmp_path / "box-int8"
     steps: list[str] = []
     result = api.convert(
-        box_label_model(), "int8", backend="ort", output=artifact,
-        calib_data=str(box_label_npz()), progress=lambda done, total, label: steps.append(label),
-    )  # fmt: skip
+        ConvertOptions(
+            box_label_model(),
+            "int8",
+            backend="ort",
+            output=artifact,
+            calib_data=str(box_label_npz()),
+        ),
+        progress=lambda done, total, label: steps.append(label),
+    ).to_json()
     validation = result["validation"]
     assert validation["outputs"]["box"]["role"] == "regression"
     assert validation["outputs"]["label"]["role"] == "classes"
@@ -46,7 +53,8 @@ def test_box_and_label_heads_are_each_judged_for_what_they_are(
     assert validation["labels_output"] == "label" and validation["accuracy_reference"] > 0.95
     assert validation["verdict"] == "passed"
     assert result["manifest"]["judging"]["roles"]["box"]["role"] == "regression"
-    assert steps[-1] == "done" and "quantizing to int8" in steps and "validating" in steps
+    assert steps[-1] == "done" and "validating" in steps
+    assert "quantizing to int8 and converting with ort" in steps
 
     # A tensor at int8 has no tolerance: "not judged", exit 4, unless allowed.
     code = _cli(["validate", str(artifact), "--output-role", "box=tensor"], capsys)
@@ -72,7 +80,13 @@ def test_a_badly_calibrated_sigmoid_classifier_fails_on_its_own_data(tmp_path: P
     check on a [N, 1] output), and bench showed agreement 1.0 from an argmax over one column."""
     artifact = tmp_path / "sigmoid-int8"
     api.convert(
-        sigmoid_model(), "int8", backend="ort", output=artifact, calib_data=str(binary_npz(100.0))
+        ConvertOptions(
+            sigmoid_model(),
+            "int8",
+            backend="ort",
+            output=artifact,
+            calib_data=str(binary_npz(100.0)),
+        )
     )
     with pytest.raises(AccuracyError, match=r"score decision agreement at 0\.5") as caught:
         api.validate(artifact, data=str(binary_npz(1.0)))
@@ -98,9 +112,15 @@ def test_preprocessing_travels_from_convert_to_validate_and_bench(tmp_path: Path
     and reported "passed" at accuracy 0.2, bench showed 0.2 without a word."""
     artifact = tmp_path / "image-int8"
     converted = api.convert(
-        image_model(), "int8", backend="ort", output=artifact, calib_data=str(image_folder()),
-        preprocessing=PreprocessingOptions(scale=1.0),
-    )  # fmt: skip
+        ConvertOptions(
+            image_model(),
+            "int8",
+            backend="ort",
+            output=artifact,
+            calib_data=str(image_folder()),
+            preprocessing=PreprocessingOptions(scale=1.0),
+        )
+    ).to_json()
     recorded = converted["manifest"]["data_contract"]
     assert recorded["preprocessing"]["scale"] == 1.0
     assert recorded["preprocessing"]["sources"]["scale"] == "option"
@@ -126,9 +146,15 @@ def test_an_artifact_that_failed_is_said_so_by_validate_and_bench(tmp_path: Path
     artifact = tmp_path / "box-fp32"
     with pytest.raises(AccuracyError):
         api.convert(
-            box_label_model(), "fp32", backend="ort", output=artifact,
-            calib_data=str(box_label_npz()), tolerance=1e-12,
-        )  # fmt: skip
+            ConvertOptions(
+                box_label_model(),
+                "fp32",
+                backend="ort",
+                output=artifact,
+                calib_data=str(box_label_npz()),
+                tolerance=1e-12,
+            )
+        )
     validated = api.validate(artifact)  # the default tolerance passes it
     assert validated["data_contract"]["data"] == str(box_label_npz())  # what convert used
     # Float arrays are fed as given: the contract must not claim a 1/255 scale was applied.

@@ -7,7 +7,7 @@ TensorRT only inside the functions that need them, so importing this module stay
 from __future__ import annotations
 
 from trtconv.bench.harness import bench
-from trtconv.conversion import convert
+from trtconv.convert import convert
 from trtconv.doctor import doctor
 from trtconv.inspect_model import inspect_path as inspect
 from trtconv.options import ClusterOptions, TrainBenchmarkOptions, TrainOptions

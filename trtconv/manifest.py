@@ -1,4 +1,5 @@
-"""The artifact manifest: what an artifact directory holds and how it was made (DESIGN.md)."""
+"""The artifact manifest: what an artifact directory holds and how it was made
+(docs/architecture.md describes each field)."""
 
 from __future__ import annotations
 

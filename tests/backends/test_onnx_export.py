@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from convert_fixtures import digits_onnx
 
-from trtconv.backends.onnx_export import BATCH_DIM, OPSET, export_onnx, verify_export
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.calib.readers import VALIDATION, read_model_data
 from trtconv.core.errors import ConversionError
+from trtconv.onnxlib.export import BATCH_DIM, OPSET, export_onnx, verify_export
 from trtconv.outputs.compare import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx

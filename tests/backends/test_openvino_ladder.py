@@ -17,23 +17,31 @@ from rich.console import Console
 
 from trtconv import api
 from trtconv.cli.convert import render_conversion
+from trtconv.convert import ConvertResult
 from trtconv.core.errors import AccuracyError
+from trtconv.options import ConvertOptions
 from trtconv.release.markdown import _ladder_section
 from trtconv.release.schema import release_schema
 
 pytestmark = [pytest.mark.slow, pytest.mark.converts("openvino")]
 
 
-def _convert(output: Path, **options: Any) -> dict[str, Any]:
+def _convert(output: Path, **settings: Any) -> dict[str, Any]:
     """api.convert of the outlier model to openvino int8; the result even when it fails."""
     try:
-        return api.convert(
-            outlier_model(), "int8", backend="openvino", output=output, calib_data="digits",
-            batch_sizes=(1, 8), **options,
-        )  # fmt: skip
+        options = ConvertOptions(
+            outlier_model(),
+            "int8",
+            backend="openvino",
+            output=output,
+            calib_data="digits",
+            batch_sizes=(1, 8),
+            **settings,
+        )
+        return api.convert(options).to_json()
     except AccuracyError as exc:
-        assert exc.exit_code == 4 and exc.result is not None
-        return {**exc.result, "raised": True}
+        assert exc.exit_code == 4 and isinstance(exc.result, ConvertResult)
+        return {**exc.result.to_json(), "raised": True}
 
 
 def _quantization(result: dict[str, Any]) -> dict[str, Any]:
@@ -47,7 +55,7 @@ def _rendered(result: dict[str, Any]) -> tuple[str, str]:
     import jsonschema
 
     console = Console(file=io.StringIO(), width=200)
-    render_conversion(result, console)
+    render_conversion(ConvertResult.from_json(result), console)
     ladder = _quantization(result)["ladder"]
     schema = release_schema()
     jsonschema.validate(ladder, {**schema["$defs"]["ladder"], "$defs": schema["$defs"]})
@@ -120,7 +128,7 @@ def test_int8_that_meets_the_budget_records_one_step(
 
 
 def test_time_limit_spent_keeps_full_int8(tmp_path: Path) -> None:
-    result = _convert(tmp_path / "out", fallback_time_limit=1e-6)
+    result = _convert(tmp_path / "out", fallback_time_limit_s=1e-6)
     assert result.get("raised")
     ladder = _quantization(result)["ladder"]
     assert len(ladder["steps"]) == 1 and not ladder["met_budget"]

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from convert_fixtures import digits_onnx
 
-from trtconv.backends.onnx_export import op_counts
 from trtconv.backends.ort import convert
-from trtconv.backends.ort.runner import CPU, OrtRunner
 from trtconv.backends.request import ConversionRequest
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
+from trtconv.onnxlib.export import op_counts
+from trtconv.onnxlib.session import CPU, OrtRunner
+from trtconv.options import ConvertOptions
 from trtconv.outputs.compare import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
@@ -134,7 +135,7 @@ def test_cpu_converted_fp32_artifact_benches_on_the_cuda_provider(
     from trtconv import api
 
     artifact = tmp_path / "ort-fp32"
-    api.convert(digits_saved_model, "fp32", backend="ort", output=artifact)
+    api.convert(ConvertOptions(digits_saved_model, "fp32", backend="ort", output=artifact))
     result = api.bench([artifact], batch_sizes=(1, 8), iterations=20, device="cuda")
     rows = [row for row in result["results"] if row["model"] == str(artifact)]
     assert rows and all(row["device"] == "cuda" for row in rows)

@@ -17,6 +17,7 @@ from trtconv import api
 from trtconv.backends import registry
 from trtconv.backends.registry import Backend
 from trtconv.cli import app
+from trtconv.options import ConvertOptions
 from trtconv.release.config import parse_config
 from trtconv.release.schema import release_schema
 
@@ -39,8 +40,10 @@ def artifact(
 ) -> dict[str, Any]:
     output = tmp_path_factory.mktemp("reference") / "digits-onnx-reference-fp32"
     return api.convert(
-        digits_saved_model, "fp32", backend=NAME, output=output, validate_samples=100
-    )
+        ConvertOptions(
+            digits_saved_model, "fp32", backend=NAME, output=output, validate_samples=100
+        )
+    ).to_json()
 
 
 def test_doctor_lists_it(backend: Backend) -> None:

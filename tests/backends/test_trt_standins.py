@@ -24,6 +24,7 @@ from trtconv.backends.registry import open_runner
 from trtconv.backends.runner import RunOptions
 from trtconv.calib.sources import ArraySet, load_digits
 from trtconv.core.errors import ConversionError, MissingDependencyError, UsageError
+from trtconv.options import ConvertOptions
 from trtconv.outputs.compare import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture), exports and builds
@@ -85,14 +86,16 @@ def test_convert_and_validate_through_the_stand_ins(
     standins = machine(monkeypatch, tmp_path, version)
     artifact = tmp_path / "artifact"
     result = api.convert(
-        digits_saved_model,
-        precision,
-        backend="trt",
-        output=artifact,
-        batch_sizes=(4, 16),
-        calib_samples=256,
-        validate_samples=300,
-    )
+        ConvertOptions(
+            digits_saved_model,
+            precision,
+            backend="trt",
+            output=artifact,
+            batch_sizes=(4, 16),
+            calib_samples=256,
+            validate_samples=300,
+        )
+    ).to_json()
     assert result["validation"]["passed"], result["validation"]
     assert result["validation"]["batch_size"] == 16 and result["validation"]["device"] == "tensorrt"
     summary = manifest_of(artifact)["conversion_summary"]
@@ -121,7 +124,9 @@ def engine_dir(
     try:
         machine(monkeypatch, tmp, "11.1")
         api.convert(
-            digits_saved_model, "fp32", backend="trt", output=tmp / "a", batch_sizes=(8, 16)
+            ConvertOptions(
+                digits_saved_model, "fp32", backend="trt", output=tmp / "a", batch_sizes=(8, 16)
+            )
         )
     finally:
         monkeypatch.undo()
@@ -134,7 +139,11 @@ def test_second_build_reuses_the_timing_cache(
 ) -> None:
     machine(monkeypatch, tmp_path, "11.1")
     monkeypatch.setenv("TRTCONV_TRT_TIMING_CACHE_DIR", str(engine_dir.parent / "timing"))
-    api.convert(digits_saved_model, "fp32", backend="trt", output=tmp_path / "b", batch_sizes=(1,))
+    api.convert(
+        ConvertOptions(
+            digits_saved_model, "fp32", backend="trt", output=tmp_path / "b", batch_sizes=(1,)
+        )
+    )
     first = manifest_of(engine_dir)["conversion_summary"]["timing_cache"]
     second = manifest_of(tmp_path / "b")["conversion_summary"]
     assert first["status"] == "new" and second["timing_cache"]["status"] == "reused"

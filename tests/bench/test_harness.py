@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from trtconv import api
+from trtconv.options import ConvertOptions
 from trtconv.report.schema import MODEL_KEYS, ROW_KEYS, SCHEMA_VERSION, TOP_LEVEL_KEYS
 
 QUICK = {"warmup": 2, "iterations": 5}
@@ -27,13 +28,15 @@ def ort_artifact(digits_saved_model: Path, tmp_path_factory: pytest.TempPathFact
     """digits-cnn converted to an ONNX Runtime fp32 artifact by trtconv itself."""
     output = tmp_path_factory.mktemp("artifacts") / "digits-ort-fp32"
     api.convert(
-        digits_saved_model,
-        precision="fp32",
-        backend="ort",
-        output=output,
-        calib_data="digits",
-        batch_sizes=(1, 4),
-        validate_samples=200,
+        ConvertOptions(
+            digits_saved_model,
+            precision="fp32",
+            backend="ort",
+            output=output,
+            calib_data="digits",
+            batch_sizes=(1, 4),
+            validate_samples=200,
+        )
     )
     return output
 

@@ -20,9 +20,10 @@ from rich.console import Console
 from trtconv import api
 from trtconv.cli import main
 from trtconv.cli.convert import render_conversion
+from trtconv.convert import ConvertResult
 from trtconv.core.errors import AccuracyError
 from trtconv.manifest import read_manifest
-from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD
+from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD, ConvertOptions
 from trtconv.quantize.search import CALIBRATION_SPARE
 
 pytestmark = pytest.mark.slow  # trains a tiny model, runs tf2onnx and ONNX Runtime
@@ -75,14 +76,16 @@ def climbed(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], l
     calls: list[tuple] = []
     output = tmp_path_factory.mktemp("ladder") / "outlier-int8"
     result = api.convert(
-        outlier_model(),
-        "int8",
-        backend="ort",
-        output=output,
-        calib_data="digits",
-        batch_sizes=(1, 8),
+        ConvertOptions(
+            outlier_model(),
+            "int8",
+            backend="ort",
+            output=output,
+            calib_data="digits",
+            batch_sizes=(1, 8),
+        ),
         progress=lambda done, total, label: calls.append((done, total, label)),
-    )
+    ).to_json()
     return result, calls
 
 
@@ -135,16 +138,17 @@ def test_the_ladder_records_speed_and_reports_progress_and_renders(
     speed = ladder["speed"]
     assert [row["batch_size"] for row in speed["rows"]] == [1, 8]
     assert {"fp32_latency_ms", "full_int8_latency_ms", "chosen_latency_ms"} <= set(speed["rows"][0])
-    # The ladder's steps show within convert's "quantizing to int8" step.
-    ladder_calls = [call for call in calls if call[2].startswith("quantizing to int8: ")]
-    labels = [label.removeprefix("quantizing to int8: ") for _, _, label in ladder_calls]
+    # The ladder's steps show within convert's "quantizing to int8 and converting" step.
+    step = "quantizing to int8 and converting with ort: "
+    ladder_calls = [call for call in calls if call[2].startswith(step)]
+    labels = [label.removeprefix(step) for _, _, label in ladder_calls]
     assert labels[0].startswith("full int8") and any(x.startswith("sensitivity") for x in labels)
     assert len({done for done, _, _ in ladder_calls}) == 1  # one step of convert's
     assert all(0 <= done < total for done, total, _ in calls[:-1])
     assert calls[-1][:2] == (calls[-1][1], calls[-1][1])  # then convert is done
     json.dumps(result)  # --json prints this document
     console = Console(file=io.StringIO(), width=200)
-    render_conversion(result, console)
+    render_conversion(ConvertResult.from_json(result), console)
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "int8 ladder: 2 node(s) kept in float meet the budget" in text
     assert "kept in float: " in text and "hidden_1 (Gemm)" in text
@@ -171,66 +175,70 @@ def test_trt_s8s8_model_gets_the_same_exclusions(
     climbed: tuple[dict[str, Any], list[tuple]], tmp_path: Path
 ) -> None:
     """The trt backend's Q/DQ model comes from the same hook (TensorRT itself cannot run here)."""
-    from trtconv import conversion
     from trtconv.backends import registry
-    from trtconv.backends.request import ConversionRequest
     from trtconv.backends.runner import RunOptions
+    from trtconv.backends.trt.builder import build_plan
+    from trtconv.backends.trt.converter import source_onnx
+    from trtconv.convert.data import read_data
+    from trtconv.convert.plan import Plan
+    from trtconv.convert.workspace import checked_export, conversion_request, open_workspace
+    from trtconv.core.progress import Steps
     from trtconv.quantize.checks import tensorrt_qdq_problems
 
-    plan = conversion.Plan(
-        saved_model=outlier_model(),
-        output=tmp_path / "unused",
-        backend=registry.get("trt"),
-        backend_reason="test",
-        precision="int8",
+    # 500 calibration and 300 validation samples leave 150 held-out samples to the search.
+    options = ConvertOptions(
+        outlier_model(),
+        "int8",
+        backend="trt",
+        calib_data="digits",
+        calib_samples=500,
+        validate_samples=300,
         batch_sizes=(1,),
         calib_method="entropy",
     )
-    counts = (500, 300)  # 150 held-out samples to spare: the search scores on those
+    plan = Plan(options, registry.get("trt"), "int8", tmp_path / "unused", "test")
+    steps = Steps(None, 1)
     with registry.native().runner(outlier_model(), None, RunOptions()) as native:
-        conversion._read_data(plan, native, "digits", counts, True)
-        assert plan.search is not None and plan.search.source == "digits[test][300:450]"
-        assert plan.held_out is not None and len(plan.held_out) == 300
-        request = ConversionRequest(
-            outlier_model(),
-            native.signature,
-            "int8",
-            tmp_path,
-            calibration=conversion._feed(plan.calibration),
-        )
-        reference = conversion.reference_outputs(native, plan.held_out)
-        space = conversion.Workspace(native, reference, tmp_path)
-        summary = conversion._prepare_onnx(request, plan, space)
-    quantization = summary["quantization"]
+        data = read_data(options, native, int8=True)
+        assert data.search is not None and data.search.source == "digits[test][300:450]"
+        assert len(data.held_out) == 300
+        space = open_workspace(plan, native, data, tmp_path)
+        request = conversion_request(plan, space, tmp_path / "out", steps)
+        request.onnx_path, _ = checked_export(plan, space, steps)
+        # The trt backend's own path to its S8S8 model, up to TensorRT (absent here).
+        qdq, summary = source_onnx(request, build_plan(11, "int8"), tmp_path)
+    assert summary is not None
+    quantization = summary
     assert quantization["scheme"] == "s8s8" and quantization["int8_target"] is None
     ladder = quantization["ladder"]
     assert ladder["met_budget"] and ladder["speed"] is None  # TensorRT's speed is the engine's
     assert not any(s["change"].startswith("7-bit") for s in ladder["steps"])
     ort_kept = {node["node"] for node in _ladder(climbed[0])["kept_float"]}
     assert {node["node"] for node in ladder["kept_float"]} == ort_kept
-    assert request.qdq_onnx_path is not None
-    graph = _graph(request.qdq_onnx_path)
+    graph = _graph(qdq)
     zero_points = {init.name: init for init in graph.initializer}
     q_nodes = [node for node in graph.node if node.op_type == "QuantizeLinear"]
     assert all(zero_points[node.input[2]].data_type == 3 for node in q_nodes)  # int8: S8S8
-    _check_kept_float(request.qdq_onnx_path, ladder["kept_float"])
-    assert tensorrt_qdq_problems(request.qdq_onnx_path) == []  # what TensorRT would build
+    _check_kept_float(qdq, ladder["kept_float"])
+    assert tensorrt_qdq_problems(qdq) == []  # what TensorRT would build
 
 
 def test_the_time_limit_stops_the_climb(tmp_path: Path) -> None:
     """Out of time after full int8: the best model so far, the budget not met, exit 4."""
     with pytest.raises(AccuracyError) as failed:
         api.convert(
-            outlier_model(),
-            "int8",
-            backend="ort",
-            output=tmp_path / "limited",
-            calib_data="digits",
-            batch_sizes=(1,),
-            fallback_time_limit=1e-3,
+            ConvertOptions(
+                outlier_model(),
+                "int8",
+                backend="ort",
+                output=tmp_path / "limited",
+                calib_data="digits",
+                batch_sizes=(1,),
+                fallback_time_limit_s=1e-3,
+            )
         )
-    result = failed.value.result
-    assert result is not None
+    assert isinstance(failed.value.result, ConvertResult)
+    result = failed.value.result.to_json()
     ladder = _ladder(result)
     assert [s["stage"] for s in ladder["steps"]] == ["full int8"]
     assert not ladder["met_budget"] and "time limit" in ladder["outcome"]

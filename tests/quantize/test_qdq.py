@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from convert_fixtures import digits_onnx, work_dir
 
-from trtconv.backends.onnx_export import op_counts
-from trtconv.backends.ort.runner import OrtRunner
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.calib.readers import CALIBRATION, calibration_feed, read_model_data, whole_batches
+from trtconv.onnxlib.export import op_counts
+from trtconv.onnxlib.session import OrtRunner
 from trtconv.outputs.compare import run_batched
 from trtconv.quantize.checks import tensorrt_qdq_problems
 from trtconv.quantize.qdq import QdqOptions, quantize_qdq

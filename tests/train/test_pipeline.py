@@ -15,7 +15,7 @@ from trtconv.calib.sources import load_digits
 from trtconv.core.errors import InputError, UsageError
 from trtconv.facts import probe_cpu
 from trtconv.inspect_model import graph_def_of, graph_dtypes
-from trtconv.options import ClusterOptions, TrainOptions
+from trtconv.options import ClusterOptions, ConvertOptions, TrainOptions
 
 LOW_PRECISION = {"bfloat16", "float16", "half"}
 
@@ -139,7 +139,9 @@ def test_uint8_pixels_train_and_convert_alike(tmp_path: Path) -> None:
     np.savez(data, x=pixels, y=digits.labels)
     card = api.train(TrainOptions(data=str(data), epochs=2, output=tmp_path / "model"))
     assert card.preprocessing["scale"] == pytest.approx(1 / 255)
-    result = api.convert(tmp_path / "model", "fp32", output=tmp_path / "fp32", calib_data=str(data))
+    result = api.convert(
+        ConvertOptions(tmp_path / "model", "fp32", output=tmp_path / "fp32", calib_data=str(data))
+    ).to_json()
     assert result["validation"]["passed"]
     scale = result["manifest"]["data_contract"]["preprocessing"]["sources"]["scale"]
     assert scale == "model card"

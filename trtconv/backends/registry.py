@@ -23,6 +23,8 @@ from trtconv.backends.support import Support
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.facts import Facts, probe
+from trtconv.manifest import read_manifest
+from trtconv.model_paths import model_kind, saved_model_in
 
 # One line per backend shipped with trtconv; importing the package registers its record.
 BUILTIN = (
@@ -224,8 +226,6 @@ def open_runner(path: Path, options: RunOptions | None = None) -> Runner:
     mode `--backend best` chose) apply unless `options` asks for more. Raises UsageError when
     `path` does not exist and InputError when it is neither.
     """
-    from trtconv.manifest import read_manifest
-    from trtconv.model_paths import model_kind, saved_model_in
 
     path = saved_model_in(Path(path))
     options = options or RunOptions()

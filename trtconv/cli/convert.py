@@ -4,12 +4,14 @@ validated one with --backend best)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
+from trtconv import api
 from trtconv.cli._ladder import render_ladder
 from trtconv.cli._options import (
     ALLOW_UNJUDGED,
@@ -23,8 +25,20 @@ from trtconv.cli._options import (
     preprocessing_options,
 )
 from trtconv.cli._output import progress_bar, run_command
+from trtconv.convert.result import ConvertResult
+from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
 from trtconv.core.errors import UsageError
-from trtconv.options import DEFAULT_CALIB_METHOD, DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.options import (
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_CALIB_METHOD,
+    DEFAULT_CALIB_SAMPLES,
+    DEFAULT_FALLBACK_TIME_LIMIT_S,
+    DEFAULT_RANK_BATCH_SIZE,
+    DEFAULT_RANK_DURATION_S,
+    DEFAULT_VALIDATE_SAMPLES,
+    Contest,
+    ConvertOptions,
+)
 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:
@@ -77,10 +91,6 @@ def _print_check(console: Console, check: dict[str, Any], name: str, indent: str
 
 def render_tournament(table: dict[str, Any], console: Console) -> None:
     """`--backend best`'s table: every candidate, its verdict and figures, and why it lost."""
-    from rich.table import Table
-
-    from trtconv.tournament import NOT_AVAILABLE, absent_groups, timing_text
-
     grid = Table(
         title=f"--backend best: timed at batch {table['batch_size']}, {timing_text(table)} each; "
         "the fastest that passed validation wins",
@@ -115,124 +125,140 @@ def _figure(value: Any, pattern: str) -> str:
     return "-" if value is None else pattern.format(value)
 
 
-def render_conversion(result: dict[str, Any], console: Console) -> None:
-    if result.get("tournament"):
-        render_tournament(result["tournament"], console)
-    if result["artifact"] is None:
+def render_conversion(result: ConvertResult, console: Console) -> None:
+    """The human rendering of `convert`'s result (--backend best's table first)."""
+    if result.tournament:
+        render_tournament(result.tournament, console)
+    if result.artifact is None or result.validation is None:
         console.print("[red]no artifact written[/red]: no candidate passed validation")
         return
     console.print(
-        f"[bold]{result['backend']} {result['precision']}[/bold] "
-        f"({escape(result['backend_reason'])})"
+        f"[bold]{result.backend} {result.precision}[/bold] ({escape(result.backend_reason or '')})"
     )
     console.print(
-        f"  converted in {result['conversion_seconds']:.1f} s, "
-        f"{result['artifact_size_bytes'] / 1e6:.2f} MB: {result['artifact']}",
+        f"  converted in {result.conversion_seconds or 0:.1f} s, "
+        f"{(result.artifact_size_bytes or 0) / 1e6:.2f} MB: {result.artifact}",
         highlight=False,
     )
-    quantization = result["manifest"]["conversion_summary"].get("quantization") or {}
-    if quantization.get("ladder"):
-        render_ladder(quantization["ladder"], console)
-    render_validation(result["validation"], console)
+    if result.quantization.get("ladder"):
+        render_ladder(result.quantization["ladder"], console)
+    render_validation(result.validation, console)
 
 
-def convert_cli(
-    saved_model: Path = typer.Argument(
-        ..., help="SavedModel directory (or a `trtconv train` output) to convert."
-    ),
-    precision: str = typer.Option(
-        None,
+SavedModelArg = Annotated[
+    Path, typer.Argument(help="SavedModel directory (or a `trtconv train` output) to convert.")
+]
+PrecisionOpt = Annotated[
+    str | None,
+    typer.Option(
         help="fp32, tf32, fp16, bf16 or int8 (required, except with --backend best: then only "
-        "this precision; default every precision).",
+        "this precision; default every precision)."
     ),
-    backend: str = typer.Option(
-        "auto",
+]
+BackendOpt = Annotated[
+    str,
+    typer.Option(
         help="auto, best (every backend and precision that runs here: the fastest that passes "
-        "validation wins), or a backend `trtconv doctor` lists.",
+        "validation wins), or a backend `trtconv doctor` lists."
     ),
-    output: Path = typer.Option(
-        None, help="Artifact directory (default models/NAME-BACKEND-PRECISION)."
-    ),
-    calib_data: str = typer.Option(
-        None,
+]
+OutputOpt = Annotated[
+    Path | None, typer.Option(help="Artifact directory (default models/NAME-BACKEND-PRECISION).")
+]
+CalibDataOpt = Annotated[
+    str | None,
+    typer.Option(
         help="digits, PATH.npz, IMAGE_DIR or random (default: the model card's data). "
-        "Validation uses its held-out part.",
+        "Validation uses its held-out part."
     ),
-    calib_samples: int = typer.Option(500, help="Calibration samples (int8)."),
-    calib_method: str = typer.Option(DEFAULT_CALIB_METHOD, help="minmax, entropy or percentile."),
-    int8_target: str = typer.Option(
-        "auto",
+]
+CalibSamplesOpt = Annotated[int, typer.Option(help="Calibration samples (int8).")]
+CalibMethodOpt = Annotated[str, typer.Option(help="minmax, entropy or percentile.")]
+Int8TargetOpt = Annotated[
+    str,
+    typer.Option(
         help="Where an int8 CPU artifact will run: auto (this CPU's kind), vnni (x86 CPUs with "
-        "VNNI/AMX) or portable (any x86: 7-bit weights, which CPUs without VNNI need).",
+        "VNNI/AMX) or portable (any x86: 7-bit weights, which CPUs without VNNI need)."
     ),
-    batch_sizes: str = typer.Option("1,8,32", help="Batch sizes to build for, e.g. 1,8,32."),
-    validate_samples: int = typer.Option(1000, help="Held-out samples to validate on."),
-    tolerance: list[str] = TOLERANCE,
-    min_top1_agreement: float = typer.Option(
-        None, help="Minimum top-1 agreement with the native model (default: the precision's)."
-    ),
-    max_accuracy_drop: float = typer.Option(
-        None, help="Maximum accuracy drop on labelled data (default: the precision's)."
-    ),
-    fallback: bool = typer.Option(
-        True,
+]
+BatchSizesOpt = Annotated[str, typer.Option(help="Batch sizes to build for, e.g. 1,8,32.")]
+ValidateSamplesOpt = Annotated[int, typer.Option(help="Held-out samples to validate on.")]
+MinTop1Opt = Annotated[
+    float | None,
+    typer.Option(help="Minimum top-1 agreement with the native model (default: the precision's)."),
+]
+MaxDropOpt = Annotated[
+    float | None,
+    typer.Option(help="Maximum accuracy drop on labelled data (default: the precision's)."),
+]
+FallbackOpt = Annotated[
+    bool,
+    typer.Option(
         "--fallback/--no-fallback",
         help="int8: when full int8 misses the accuracy budget, try other schemes and keep the "
         "most sensitive layers in float until it holds (--no-fallback: exit 4 instead).",
     ),
-    fallback_time_limit: float = typer.Option(
-        DEFAULT_FALLBACK_TIME_LIMIT_S, help="Seconds the int8 fallback may search for."
+]
+FallbackTimeOpt = Annotated[float, typer.Option(help="Seconds the int8 fallback may search for.")]
+RankBatchOpt = Annotated[
+    int, typer.Option(help="--backend best: the batch size candidates are timed and ranked at.")
+]
+RankDurationOpt = Annotated[
+    float, typer.Option(help="--backend best: timed seconds per candidate (after warm-up).")
+]
+ThreadsOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="--backend best: threads per candidate when timing (default: the library's)."
     ),
+]
+ForceOpt = Annotated[bool, typer.Option(help="Replace an existing output.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
+
+
+def convert_cli(
+    saved_model: SavedModelArg,
+    precision: PrecisionOpt = None,
+    backend: BackendOpt = "auto",
+    output: OutputOpt = None,
+    calib_data: CalibDataOpt = None,
+    calib_samples: CalibSamplesOpt = DEFAULT_CALIB_SAMPLES,
+    calib_method: CalibMethodOpt = DEFAULT_CALIB_METHOD,
+    int8_target: Int8TargetOpt = "auto",
+    batch_sizes: BatchSizesOpt = ",".join(map(str, DEFAULT_BATCH_SIZES)),
+    validate_samples: ValidateSamplesOpt = DEFAULT_VALIDATE_SAMPLES,
+    tolerance: list[str] = TOLERANCE,
+    min_top1_agreement: MinTop1Opt = None,
+    max_accuracy_drop: MaxDropOpt = None,
+    fallback: FallbackOpt = True,
+    fallback_time_limit: FallbackTimeOpt = DEFAULT_FALLBACK_TIME_LIMIT_S,
     output_role: list[str] = OUTPUT_ROLE,
     allow_unjudged: bool = ALLOW_UNJUDGED,
     image_scale: float = IMAGE_SCALE,
     image_offset: float = IMAGE_OFFSET,
     image_mean: str = IMAGE_MEAN,
     image_std: str = IMAGE_STD,
-    rank_batch_size: int = typer.Option(
-        8, help="--backend best: the batch size candidates are timed and ranked at."
-    ),
-    rank_duration: float = typer.Option(
-        3.0, help="--backend best: timed seconds per candidate (after warm-up)."
-    ),
-    threads: int = typer.Option(
-        None, help="--backend best: threads per candidate when timing (default: the library's)."
-    ),
-    force: bool = typer.Option(False, help="Replace an existing output."),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    rank_batch_size: RankBatchOpt = DEFAULT_RANK_BATCH_SIZE,
+    rank_duration: RankDurationOpt = DEFAULT_RANK_DURATION_S,
+    threads: ThreadsOpt = None,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
 ) -> None:
     """Convert a SavedModel (or a train output) at a precision, validate it against the native
     model, save it."""
 
-    def work() -> dict[str, Any]:
-        from trtconv import api
-        from trtconv.options import Contest
-
+    def work() -> ConvertResult:
         atol, judging = judging_options(output_role, tolerance, allow_unjudged)
+        options = ConvertOptions(
+            saved_model, precision, backend, output, calib_data, calib_samples=calib_samples,
+            calib_method=calib_method, batch_sizes=parse_batch_sizes(batch_sizes),
+            validate_samples=validate_samples, tolerance=atol, force=force,
+            preprocessing=preprocessing_options(image_scale, image_offset, image_mean, image_std),
+            int8_target=int8_target, fallback=fallback, fallback_time_limit_s=fallback_time_limit,
+            min_top1_agreement=min_top1_agreement, max_accuracy_drop=max_accuracy_drop,
+            judging=judging, contest=Contest(rank_batch_size, rank_duration, threads),
+        )  # fmt: skip
         with progress_bar("converting") as progress:
-            return api.convert(
-                saved_model=saved_model,
-                precision=precision,
-                backend=backend,
-                output=output,
-                calib_data=calib_data,
-                calib_samples=calib_samples,
-                calib_method=calib_method,
-                int8_target=int8_target,
-                batch_sizes=parse_batch_sizes(batch_sizes),
-                validate_samples=validate_samples,
-                tolerance=atol,
-                force=force,
-                preprocessing=preprocessing_options(
-                    image_scale, image_offset, image_mean, image_std
-                ),
-                judging=judging,
-                contest=Contest(rank_batch_size, rank_duration, threads),
-                fallback=fallback,
-                fallback_time_limit=fallback_time_limit,
-                min_top1_agreement=min_top1_agreement,
-                max_accuracy_drop=max_accuracy_drop,
-                progress=progress,
-            )
+            return api.convert(options, progress)
 
     run_command(work, json_mode=json_output, render=render_conversion)

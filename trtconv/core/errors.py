@@ -1,7 +1,7 @@
 """Typed errors. Each carries its exit code; only `trtconv.cli` turns them into exits.
 
-Exit codes (DESIGN.md): 0 success, 1 known failure, 2 usage error, 3 missing dependency or
-hardware, 4 a gate failed.
+Exit codes (docs/architecture.md): 0 success, 1 known failure, 2 usage error, 3 missing
+dependency or hardware, 4 a gate failed.
 """
 
 from __future__ import annotations

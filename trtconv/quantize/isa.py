@@ -15,10 +15,14 @@ class is warned about.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
+from trtconv import environment
 from trtconv.options import INT8_TARGETS
+
+log = logging.getLogger(__name__)
 
 X86_VNNI = "x86-vnni"
 X86_NO_VNNI = "x86-no-vnni"
@@ -88,9 +92,21 @@ def weight_range(target: str, here: str) -> WeightRange:
 
 def this_cpu_int8_class() -> str:
     """The int8 class of the CPU this process runs on."""
-    from trtconv.environment import cpu_info
+    return cpu_int8_class(environment.cpu_info())
 
-    return cpu_int8_class(cpu_info())
+
+def cpu_weight_range(target: str) -> tuple[bool, dict[str, Any]]:
+    """(7-bit weights?, the record of the choice) for a CPU-scheme int8 model meant for `target`
+    (options.INT8_TARGETS), converted on this CPU."""
+    here = this_cpu_int8_class()
+    choice = weight_range(target, here)
+    log.info("int8 weights: %s (%s)", choice.description, choice.reason)
+    record = {
+        "int8_target": choice.target,
+        "weight_range_reason": choice.reason,
+        "converted_on_cpu_class": here,
+    }
+    return choice.reduce_range, record
 
 
 def int8_note(here: str) -> str:

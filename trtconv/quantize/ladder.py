@@ -2,7 +2,7 @@
 
 In order, within a time limit:
 
-1. full int8 with the scheme chosen for the target (trtconv.conversion._qdq_options);
+1. full int8 with the scheme the backend asked for (trtconv.quantize.build.qdq_model);
 2. scheme variants, one change each: 7-bit weights, per-tensor (or per-channel) weights, the
    other calibration methods;
 3. per-layer sensitivity (trtconv.quantize.sensitivity), then the worst nodes kept in float a
@@ -26,7 +26,6 @@ import logging
 import math
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,11 +33,13 @@ from typing import Any
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import ConversionError
 from trtconv.core.model_io import CalibrationFeed
+from trtconv.core.progress import Progress
 from trtconv.options import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.quantize.qdq import QdqOptions, QdqQuantizer
 from trtconv.quantize.search import Score, SearchScorer, budget_and_search_data, resolution_note
 from trtconv.quantize.sensitivity import QuantizedNode, quantized_nodes, rank_by_sensitivity
+from trtconv.quantize.speed import CHOSEN, FP32, FULL_INT8, time_models
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,6 @@ PROBE_SAMPLES = 128
 # Past this share of the quantised nodes in float, int8 is not worth it: the ladder stops.
 MAX_FLOAT_SHARE = 0.5
 FULL, SCHEME, SENSITIVITY, FLOAT = "full int8", "scheme", "sensitivity", "float layers"
-# progress(done, total, label), as trtconv.cli._output.Progress.
-Progress = Callable[[int, int, str], None]
 
 
 @dataclass
@@ -321,7 +320,6 @@ class Ladder:
 
     def speed(self, chosen: Candidate) -> dict[str, Any] | None:
         """fp32, full int8 and chosen timed at the batch sizes (None when not asked for)."""
-        from trtconv.quantize.speed import CHOSEN, FP32, FULL_INT8, time_models
 
         if not self.settings.timed or self.full is None:
             return None

@@ -2,7 +2,7 @@
 
 Explicit QuantizeLinear/DequantizeLinear pairs around float ops, per-channel symmetric weights.
 For ORT CPU: uint8 activations and int8 weights (U8S8): on an x86 CPU S8S8 ran 3.6x slower
-(DESIGN.md). TensorRT only reads signed, symmetric int8 Q/DQ, so the `trt` backend gets its own
+(docs/int8.md). TensorRT only reads signed, symmetric int8 Q/DQ, so the `trt` backend gets its own
 S8S8 symmetric model (`quantize_qdq(..., scheme="s8s8")`).
 """
 
@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.backends.onnx_export import op_counts
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed
+from trtconv.onnxlib.export import op_counts
 from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD
 from trtconv.quantize.checks import require_tensorrt_qdq
 

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from trtconv.calib.sources import ArraySet
+from trtconv.onnxlib.session import OrtRunner
+from trtconv.outputs.compare import compare, run_batched
 from trtconv.outputs.tolerance import Tolerance
 
 SEARCH_SAMPLES = 512
@@ -138,7 +140,6 @@ class SearchScorer:
 
     def score(self, model: Path, samples: int | None = None) -> Score:
         """The candidate's Score on the first `samples` of the slice (all by default)."""
-        from trtconv.outputs.compare import compare
 
         data = self.data if samples is None else self.data.head(samples)
         reference = {name: array[: len(data)] for name, array in self.reference.items()}
@@ -155,8 +156,6 @@ class SearchScorer:
 
 def run_onnx(model: Path, data: ArraySet) -> dict[str, np.ndarray]:
     """Outputs of an ONNX model on every sample of `data` (ORT CPU)."""
-    from trtconv.backends.ort import OrtRunner
-    from trtconv.outputs.compare import run_batched
 
     with OrtRunner(model) as runner:  # the CPU provider
         return run_batched(runner, data)

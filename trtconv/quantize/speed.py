@@ -17,6 +17,7 @@ import numpy as np
 
 from trtconv.calib.sources import ArraySet
 from trtconv.model_paths import ARTIFACT
+from trtconv.onnxlib.session import OrtRunner
 
 MIN_SECONDS = 0.3
 MIN_RUNS = 5
@@ -58,7 +59,6 @@ def time_models(
     full_int8_speedup_vs_fp32, slowdown_vs_full_int8}], notes}; `models` holds FP32 and
     FULL_INT8, and CHOSEN when the ladder picked another model.
     """
-    from trtconv.backends.ort import OrtRunner
 
     latencies: dict[str, dict[int, float]] = {}
     for label, path in models.items():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
 from trtconv.quantize.words import budget_text, kept_text, search_text
-from trtconv.tournament import NOT_AVAILABLE, absent_groups, timing_text
 
 
 def _fmt(value: Any, digits: int = 4) -> str:

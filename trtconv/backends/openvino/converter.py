@@ -13,6 +13,7 @@ from trtconv.backends.openvino.runner import INFERENCE_PRECISION
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.lazy import require
+from trtconv.environment import cpu_info
 
 SHARED_KEY = "openvino float IR"
 
@@ -20,8 +21,8 @@ SHARED_KEY = "openvino float IR"
 def convert(request: ConversionRequest) -> ConversionOutcome:
     """Write `model.xml` + `model.bin` for the request's precision into `request.output_dir`.
 
-    int8: NNCF calibrated on `request.calibration`, with 7-bit weights when
-    `request.reduce_range`, and with `request.search` the int8 ladder's fallback when it misses
+    int8: NNCF calibrated on `request.calibration`, with the weight range its int8 target needs,
+    and with `request.search` the int8 ladder's fallback when it misses
     the budget (trtconv.backends.openvino.ladder). Raises UsageError for a precision OpenVINO
     has no mode for, ConversionError when OpenVINO or NNCF fails or int8 has no calibration
     feed.
@@ -56,6 +57,5 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
 
 
 def _device() -> dict[str, Any]:
-    from trtconv.environment import cpu_info
 
     return {"device": "CPU", "cpu": cpu_info()["model"]}

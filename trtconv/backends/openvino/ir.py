@@ -22,6 +22,7 @@ from typing import Any
 from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import ModelSignature
+from trtconv.savedmodel import load_saved_model
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,6 @@ def model_from_saved_model(saved_model: Path, signature: ModelSignature) -> Any:
     Raises InputError for a SavedModel that does not load and ConversionError when OpenVINO
     cannot convert it or its names do not match the signature.
     """
-    from trtconv.savedmodel import load_saved_model
 
     ov = require("openvino")
     loaded = load_saved_model(saved_model)

@@ -34,11 +34,17 @@ from trtconv.backends.openvino.quantize import (
     quantize_with_accuracy_control,
     weighted_ops,
 )
+from trtconv.backends.openvino.runner import DEVICE, compile_config
 from trtconv.backends.request import ConversionRequest, SearchSlice
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds
+from trtconv.outputs.compare import compare
+from trtconv.outputs.judge import decisions
+from trtconv.outputs.roles import resolve_roles
+from trtconv.quantize.isa import cpu_weight_range
 from trtconv.quantize.ladder import MAX_FLOAT_SHARE
 from trtconv.quantize.search import Score, budget_and_search_data, output_error, resolution_note
+from trtconv.quantize.sensitivity import tf_origin
 
 log = logging.getLogger(__name__)
 
@@ -57,22 +63,23 @@ def quantize_int8(model: Any, request: ConversionRequest) -> tuple[Any, dict[str
 
     Without `request.search` (--no-fallback) NNCF's int8 as it comes, `ladder` None. With ops
     kept in float the summary's `inference_precision` is the OpenVINO precision the artifact
-    must run in (PINNED). Raises ConversionError when NNCF fails.
+    must run in (PINNED). The weight range follows the request's int8 target (7-bit weights for
+    CPUs without VNNI), recorded with the summary. Raises ConversionError when NNCF fails.
     """
     assert request.calibration is not None  # the converter checks it
-    options = NncfOptions(reduce_range=request.reduce_range)
+    reduce_range, decision = cpu_weight_range(request.int8_target)
+    options = NncfOptions(reduce_range=reduce_range)
     if request.search is None:
         quantized, summary = quantize_model(model, request.calibration, options)
-        return quantized, {**summary, "ladder": None}
-    return NncfLadder(request.search, request.calibration, options).climb(model)
+        return quantized, {**summary, "ladder": None, **decision}
+    quantized, summary = NncfLadder(request.search, request.calibration, options).climb(model)
+    return quantized, {**summary, **decision}
 
 
 class SliceScorer:
     """Runs OpenVINO models on the search slice and compares them with the native outputs."""
 
     def __init__(self, search: SearchSlice) -> None:
-        from trtconv.outputs.judge import decisions
-        from trtconv.outputs.roles import resolve_roles
 
         self.search = search
         self.roles = search.roles or resolve_roles(search.reference)
@@ -97,7 +104,6 @@ class SliceScorer:
     def agreement(self, compiled: Any, items: Iterable[int]) -> tuple[float, list[float]]:
         """(top-1 agreement with the native model, 1.0/0.0 per sample) on the samples `items`:
         a sample agrees when every deciding output decides as natively."""
-        from trtconv.outputs.judge import decisions
 
         indices = np.fromiter(items, dtype=np.int64)
         outputs = self.outputs(compiled, indices)
@@ -109,8 +115,6 @@ class SliceScorer:
     def score(self, model: Any, inference_precision: str | None = None) -> Score:
         """`model` on the whole slice, compiled as the int8 runner compiles it (with OpenVINO's
         `inference_precision` when pinned), judged as validation judges it."""
-        from trtconv.backends.openvino.runner import DEVICE, compile_config
-        from trtconv.outputs.compare import compare
 
         ov = require("openvino")
         config = compile_config("int8", inference_precision=inference_precision)
@@ -263,7 +267,6 @@ def reverted_ops(full: Any, restored: Any) -> list[dict[str, Any]]:
     """The weighted ops with int8 weights in `full` and float weights in `restored`, each as
     {node, op_type, tf_op, tf_layer, output_error} (the TensorFlow op and layer its name comes
     from; output_error None: NNCF ranks groups of quantisers and does not expose the scores)."""
-    from trtconv.quantize.sensitivity import tf_origin
 
     before, after = weighted_ops(full), weighted_ops(restored)
     types = {op.get_friendly_name(): op.get_type_name() for op in restored.get_ordered_ops()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from trtconv.backends.support import Support, verdict
+from trtconv.core.lazy import require
 from trtconv.facts import Facts
 
 NAME = "openvino"
@@ -59,7 +60,6 @@ def doctor_section(facts: Facts) -> dict[str, Any]:
 
 def probe_devices() -> tuple[list[dict[str, Any]], str]:
     """([{name, full_name, capabilities}] for every device OpenVINO sees, a note on failure)."""
-    from trtconv.core.lazy import require
 
     try:
         core = require("openvino").Core()

@@ -4,9 +4,10 @@ fp16 on GPU execution providers."""
 from __future__ import annotations
 
 from trtconv.backends.ort import rules
-from trtconv.backends.ort.converter import convert
-from trtconv.backends.ort.runner import OrtRunner, ort_runner
+from trtconv.backends.ort.converter import QDQ_SCHEME, convert
+from trtconv.backends.ort.runner import ort_runner
 from trtconv.backends.registry import Backend, register
+from trtconv.onnxlib.session import OrtRunner
 
 BACKEND = register(
     Backend(
@@ -18,8 +19,7 @@ BACKEND = register(
         module=__name__,
         convert=convert,
         needs_onnx=True,
-        # uint8 activations, int8 weights: the fast x86 path (S8S8 runs partly as float).
-        qdq_scheme="u8s8",
+        qdq_scheme=QDQ_SCHEME,
         auto_rank=2,
         doctor=rules.doctor_section,
     )

@@ -20,16 +20,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.onnx_export import op_counts, to_float16
-from trtconv.backends.ort.runner import CPU, CUDA, provider_options
+from trtconv.backends.ort.runner import provider_options
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.core.errors import ConversionError, MissingDependencyError, UsageError
 from trtconv.core.lazy import require
 from trtconv.facts import probe_cpu, probe_gpus
+from trtconv.onnxlib.export import op_counts, to_float16
+from trtconv.onnxlib.session import CPU, CUDA
+from trtconv.quantize.build import qdq_model
+from trtconv.quantize.isa import CPU_SCHEME
 
 log = logging.getLogger(__name__)
 
 PAYLOAD = "model.onnx"
+# uint8 activations, int8 weights: the fast x86 path (S8S8 runs partly as float).
+QDQ_SCHEME = CPU_SCHEME
 SAVED_OPTIMIZATION = "basic"
 
 
@@ -50,9 +55,10 @@ def providers_for(precision: str) -> list[str]:
 def convert(request: ConversionRequest) -> ConversionOutcome:
     """Write `model.onnx` for the request's precision into `request.output_dir`.
 
-    fp32/tf32: the validated export, optimised offline; int8: the Q/DQ model the caller built
-    (`request.qdq_onnx_path`, see trtconv.quantize); fp16: float16 weights and
-    compute with float32 inputs/outputs. Raises MissingDependencyError for a precision no
+    fp32/tf32: the validated export, optimised offline; int8: the export quantised to U8S8 Q/DQ
+    with the weight range the int8 target needs, through the int8 ladder when the request
+    carries a search slice (trtconv.quantize.build); fp16: float16 weights and compute with
+    float32 inputs/outputs. Raises MissingDependencyError for a precision no
     available provider runs, ConversionError when ONNX Runtime fails.
     """
     if request.onnx_path is None:
@@ -66,11 +72,11 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     if request.precision in ("fp32", "tf32"):
         summary.update(optimize_offline(request.onnx_path, output, providers))
     elif request.precision == "int8":
-        if request.qdq_onnx_path is None:
-            raise ConversionError("ort int8 needs the Q/DQ model (request.qdq_onnx_path unset).")
-        # Kept as pure Q/DQ (no offline fusion into QLinearConv): the same file runs on any EP
-        # and is what TensorRT builds explicit-precision engines from.
-        shutil.copyfile(request.qdq_onnx_path, output)
+        # ONNX Runtime on this CPU runs the CPU scheme itself: the ladder's timing says what
+        # int8 buys. Kept as pure Q/DQ (no offline fusion into QLinearConv): the same file runs
+        # on any EP and is what TensorRT builds explicit-precision engines from.
+        qdq, summary["quantization"] = qdq_model(request, QDQ_SCHEME, timed=True)
+        shutil.copyfile(qdq, output)
     elif request.precision == "fp16":
         summary.update(to_float16(request.onnx_path, output))
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from trtconv.backends.registry import Backend, register
 from trtconv.backends.trt import rules
-from trtconv.backends.trt.converter import convert
+from trtconv.backends.trt.converter import QDQ_SCHEME, convert
 from trtconv.backends.trt.runner import TrtRunner, trt_runner
 
 BACKEND = register(
@@ -17,8 +17,7 @@ BACKEND = register(
         module=__name__,
         convert=convert,
         needs_onnx=True,
-        # TensorRT reads only signed, symmetric int8 Q/DQ.
-        qdq_scheme="s8s8",
+        qdq_scheme=QDQ_SCHEME,
         on_gpu=True,
         auto_rank=1,
         doctor=rules.doctor_section,

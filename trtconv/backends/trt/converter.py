@@ -10,7 +10,6 @@ from typing import Any
 
 import trtconv.backends.trt.rules as rules
 from trtconv.backends import registry
-from trtconv.backends.onnx_export import to_float16
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.backends.trt.builder import (
     PAYLOAD,
@@ -29,29 +28,37 @@ from trtconv.backends.trt.builder import (
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.fsutil import write_atomic
 from trtconv.core.lazy import require
+from trtconv.onnxlib.export import to_float16
+from trtconv.quantize.build import qdq_model
 from trtconv.quantize.checks import require_tensorrt_qdq
 
 log = logging.getLogger(__name__)
+# TensorRT reads only signed, symmetric int8 Q/DQ.
+QDQ_SCHEME = "s8s8"
 
 
-def source_onnx(request: ConversionRequest, plan: BuildPlan, work: Path) -> Path:
-    """The ONNX the plan builds from: the Q/DQ model (checked for what TensorRT dequantises),
-    an fp16 copy of the export written into `work`, or the export itself.
+def source_onnx(
+    request: ConversionRequest, plan: BuildPlan, work: Path
+) -> tuple[Path, dict[str, Any] | None]:
+    """(the ONNX the plan builds from, its `quantization` block for int8): the export quantised
+    to S8S8 Q/DQ (trtconv.quantize.build; checked for what TensorRT dequantises), an fp16 copy
+    of the export written into `work`, or the export itself.
 
-    Raises UsageError when the request lacks the model and ConversionError for a Q/DQ model
+    Raises UsageError when the request lacks the export and ConversionError for a Q/DQ model
     TensorRT cannot build.
     """
-    source = request.qdq_onnx_path if plan.source == "qdq" else request.onnx_path
-    if source is None:
-        what = "Q/DQ int8 ONNX model" if plan.source == "qdq" else "ONNX export"
-        raise UsageError(f"The trt backend needs the {what}; the conversion request has none.")
+    if request.onnx_path is None:
+        raise UsageError("The trt backend needs the ONNX export; the conversion request has none.")
     if plan.source == "qdq":
-        require_tensorrt_qdq(Path(source), str(request.saved_model))
+        # TensorRT's speed is the engine's, timed by bench: the ladder does not time on the CPU.
+        qdq, quantization = qdq_model(request, QDQ_SCHEME, timed=False)
+        require_tensorrt_qdq(qdq, str(request.saved_model))
+        return qdq, quantization
     if plan.source == "fp16":
         fp16 = work / "model.fp16.onnx"
-        to_float16(Path(source), fp16)
-        return fp16
-    return Path(source)
+        to_float16(request.onnx_path, fp16)
+        return fp16, None
+    return request.onnx_path, None
 
 
 def convert(request: ConversionRequest) -> ConversionOutcome:
@@ -64,9 +71,11 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     trt = require("tensorrt")
     plan = build_plan(tensorrt_major(trt), request.precision)
     with tempfile.TemporaryDirectory(prefix="trtconv-trt-") as work:
-        source = source_onnx(request, plan, Path(work))
+        source, quantization = source_onnx(request, plan, Path(work))
         summary = build_engine(trt, source, plan, request)
     summary["source_onnx"] = source.name
+    if quantization is not None:
+        summary["quantization"] = quantization
     gpu = registry.facts_here().best_gpu
     return ConversionOutcome(PAYLOAD, summary, gpu.to_dict() if gpu else {})
 

@@ -2,8 +2,8 @@
 
 tf2onnx runs in a subprocess (`python -m tf2onnx.convert --saved-model`): on ResNet-50 it takes
 about a minute and peaks at 7-10 GB, memory the parent process gets back when the child exits.
-`from_function(signatures['serving_default'])` fails in tf2onnx 1.17 (DESIGN.md), the CLI path
-does not.
+`from_function(signatures['serving_default'])` fails in tf2onnx 1.17 (measured here:
+it cannot trace the loaded signature), the CLI path does not.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from typing import Any
 from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import TF_LOG_LEVEL, require
 from trtconv.core.model_io import ModelSignature
+from trtconv.onnxlib.session import CPU, OrtRunner
+from trtconv.outputs.compare import compare, run_batched
+from trtconv.outputs.tolerance import tolerance_for
 from trtconv.report.validation import ValidationReport
 from trtconv.savedmodel import SERVING_KEY
 
@@ -134,9 +137,6 @@ def verify_export(
     Returns the validation report; raises ConversionError when the export is outside the fp32
     tolerance (a wrong export must never reach quantisation or TensorRT).
     """
-    from trtconv.backends.ort.runner import CPU, OrtRunner
-    from trtconv.outputs.compare import compare, run_batched
-    from trtconv.outputs.tolerance import tolerance_for
 
     with OrtRunner(onnx_path, providers=[CPU]) as runner:
         candidate = run_batched(runner, data)

@@ -7,7 +7,7 @@ candidate is converted into its own folder in a scratch directory and validated 
 `convert` validates; those that pass are benchmarked together, with the native SavedModel as the
 baseline, in one `trtconv bench` run at one batch size (backends with a throughput mode are also
 timed in it). The winner's folder becomes the output, its manifest carrying the whole table
-(`conversion_summary.tournament`); the rules of the decision are in `trtconv.tournament`.
+(`conversion_summary.tournament`); the rules of the decision are in `trtconv.convert.tournament`.
 """
 
 from __future__ import annotations
@@ -19,19 +19,29 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trtconv import tournament
+import trtconv.convert.tournament as tournament
 from trtconv.backends import registry
-from trtconv.backends.runner import Runner
+from trtconv.backends.runner import Runner, RunOptions
+from trtconv.bench.harness import bench
+from trtconv.calib.evaluation import data_spec
+from trtconv.calib.readers import RANDOM
+from trtconv.convert.data import ConversionData, read_data
+from trtconv.convert.plan import Plan, default_output
+from trtconv.convert.result import ConvertResult
+from trtconv.convert.single import conversion_result
+from trtconv.convert.tournament import Candidate
+from trtconv.convert.workspace import Workspace, convert_into, open_workspace
 from trtconv.core.errors import (
     AccuracyError,
     ConversionError,
     MissingDependencyError,
     TrtconvError,
 )
-from trtconv.core.fsutil import atomic_directory
-from trtconv.manifest import Manifest, write_manifest
-from trtconv.options import Contest
-from trtconv.tournament import Candidate
+from trtconv.core.fsutil import atomic_directory, check_output_free
+from trtconv.core.precision import Precision
+from trtconv.core.progress import Progress, Steps
+from trtconv.manifest import Manifest, read_manifest, write_manifest
+from trtconv.options import BenchOptions, Contest, ConvertOptions
 
 log = logging.getLogger(__name__)
 
@@ -58,32 +68,61 @@ def candidates(precision: str | None, int8_data: bool) -> list[Candidate]:
     return found
 
 
+def convert_best(options: ConvertOptions, progress: Progress | None = None) -> ConvertResult:
+    """`convert --backend best`: the result of the winner, as if converted with its backend
+    alone, plus the `tournament` table. Nothing is loaded when no candidate can run here.
+
+    Raises what `run` raises, before anything is written.
+    """
+    output = options.output or default_output(options.saved_model, registry.BEST, options.precision)
+    check_output_free(output, options.force)
+    has_data = options.calib_data is not None or data_spec(None, options.saved_model)[0] != RANDOM
+    entrants = candidates(options.precision, has_data)
+    if all(candidate.verdict for candidate in entrants):
+        raise no_winner(entrants, {})
+    int8 = any(c.precision == Precision.INT8 and not c.verdict for c in entrants)
+    base = Plan(options, registry.native(), options.precision or "", Path(output), "")
+    with registry.native().runner(options.saved_model, None, RunOptions()) as native:
+        options.judging.check_names(native.signature.output_names)
+        data = read_data(options, native, int8=int8)
+        table = run(base, entrants, native, data)
+    manifest = read_manifest(base.output)
+    winner = replace(
+        base,
+        backend=registry.get(manifest.backend),
+        precision=manifest.precision,
+        reason=manifest.backend_reason,
+    )
+    result = conversion_result(winner, manifest)
+    result.tournament = table
+    return result
+
+
 def run(
-    plan: Any, entrants: list[Candidate], native: Runner, contest: Contest, force: bool
+    base: Plan, entrants: list[Candidate], native: Runner, data: ConversionData
 ) -> dict[str, Any]:
     """Convert, validate and time every candidate still in `entrants`; write the winner to
-    `plan.output` (atomically). Returns the tournament block of the result.
+    `base.output` (atomically). Returns the tournament block of the result.
 
-    `plan` is the base `conversion.Plan` (data read). Raises AccuracyError (4) when candidates
-    converted but none passed validation, MissingDependencyError (3) when none could run here,
-    ConversionError (1) when none converted; nothing is written then.
+    Raises AccuracyError (4) when candidates converted but none passed validation,
+    MissingDependencyError (3) when none could run here, ConversionError (1) when none
+    converted; nothing is written then.
     """
-    from trtconv.conversion import Workspace, reference_outputs
-    from trtconv.outputs.compare import output_roles
-
-    assert plan.held_out is not None
-    with atomic_directory(plan.output, force) as staging, tempfile.TemporaryDirectory() as tmp:
+    contest = base.options.contest
+    with (
+        atomic_directory(base.output, base.options.force) as staging,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         work = Path(tmp)
-        space = Workspace(native, reference_outputs(native, plan.held_out), work / "shared")
-        space.work.mkdir()
-        plan.roles = output_roles(plan.saved_model, space.reference, plan.judging)
+        (work / "shared").mkdir()
+        space = open_workspace(base, native, data, work / "shared")
         converted = {
-            c.label: done for c in entrants if (done := _convert(plan, space, c, work)) is not None
+            c.label: done for c in entrants if (done := _convert(base, space, c, work)) is not None
         }
-        entrants += _time(plan, entrants, converted, contest)
+        entrants += _time(base, data.spec, entrants, converted)
         winner = tournament.decide(entrants, contest.batch_size)
         if winner is not None:
-            winner.artifact = str(plan.output)  # the others are discarded with the scratch dir
+            winner.artifact = str(base.output)  # the others are discarded with the scratch dir
         table = _table(entrants, winner, contest)
         if winner is None:
             raise no_winner(entrants, table)
@@ -92,25 +131,17 @@ def run(
 
 
 def _convert(
-    plan: Any, space: Any, candidate: Candidate, work: Path
+    base: Plan, space: Workspace, candidate: Candidate, work: Path
 ) -> tuple[Path, Manifest] | None:
     """Convert and validate one candidate into work/BACKEND-PRECISION; drop it on failure."""
-    from trtconv.conversion import convert_into
-
     if candidate.verdict:
         return None
     directory = work / candidate.label
     directory.mkdir()
-    entry = replace(
-        plan,
-        backend=registry.get(candidate.backend),
-        backend_reason="--backend best",
-        precision=candidate.precision,
-        calibration=plan.calibration if candidate.precision == "int8" else None,
-    )
+    entry = base.for_candidate(registry.get(candidate.backend), candidate.precision)
     log.info("best: converting %s", candidate.name)
     try:
-        manifest, report = convert_into(entry, space, directory)
+        manifest, report = convert_into(entry, space, directory, Steps(None, 1))
     except TrtconvError as exc:
         candidate.drop(tournament.CONVERSION_FAILED, str(exc))
         return None
@@ -124,30 +155,30 @@ def _convert(
 
 
 def _time(
-    plan: Any,
+    base: Plan,
+    data_spec: str,
     entrants: list[Candidate],
     converted: dict[str, tuple[Path, Manifest]],
-    contest: Contest,
 ) -> list[Candidate]:
     """Bench the validated candidates (and their throughput modes) in one run; fill in their
     figures. Returns the throughput-mode candidates the bench added."""
-    from trtconv.bench.harness import bench
-
+    contest = base.options.contest
     passed = [c for c in entrants if not c.verdict]
     if not passed:
         return []
-    paths = [plan.saved_model, *(converted[c.label][0] for c in passed)]
+    paths = [base.saved_model, *(converted[c.label][0] for c in passed)]
     log.info("best: timing %d candidate(s) at batch %d", len(passed), contest.batch_size)
-    result = bench(
-        paths,
+    timed = BenchOptions(
+        models=tuple(paths),
         batch_sizes=(contest.batch_size,),
         duration_s=None if contest.iterations else contest.duration_s,
         iterations=contest.iterations,
         threads=contest.threads,
-        data=plan.data_spec,
+        data=data_spec,
         throughput=True,
     )
-    rows = {row["label"]: row for row in result["results"]}
+    result = bench(timed)
+    rows = {row["label"]: row for row in result.results}
     added = []
     for candidate in passed:
         _fill(candidate, rows.get(candidate.label))
@@ -181,8 +212,6 @@ def _table(entrants: list[Candidate], winner: Candidate | None, contest: Contest
 def no_winner(entrants: list[Candidate], table: dict[str, Any]) -> TrtconvError:
     """The error when nobody won: exit 3 when no candidate could run here, 4 (carrying the
     tournament as the result) when some converted but failed validation, else 1."""
-    from trtconv.conversion import RESULT_SCHEMA_VERSION
-
     tried = [c for c in entrants if c.verdict != tournament.NOT_AVAILABLE]
     if not tried:
         groups = tournament.absent_groups([c.to_dict() for c in entrants])
@@ -191,8 +220,7 @@ def no_winner(entrants: list[Candidate], table: dict[str, Any]) -> TrtconvError:
     detail = "; ".join(f"{c.name}: {c.verdict}: {c.reason}" for c in tried)
     message = f"--backend best: no candidate passed validation ({detail})."
     if any(c.verdict == tournament.FAILED_VALIDATION for c in tried):
-        result = {"schema_version": RESULT_SCHEMA_VERSION, "artifact": None, "tournament": table}
-        return AccuracyError(message, result)
+        return AccuracyError(message, ConvertResult(artifact=None, tournament=table))
     return ConversionError(message)
 
 

@@ -1,0 +1,39 @@
+"""`convert`: SavedModel -> validated artifact (manifest.json + payload), written atomically.
+
+`plan` decides (backend, precision, output) before any work; `data` reads the held-out,
+calibration and search data once; `workspace` converts into a directory and validates what it
+wrote; `single` is convert with one backend, `best` with every backend that runs here, keeping the
+fastest that passes validation (`tournament` holds the rules of that decision).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from trtconv.backends import registry
+from trtconv.convert.best import convert_best
+from trtconv.convert.plan import check_options
+from trtconv.convert.result import ConvertResult
+from trtconv.convert.single import convert_single
+from trtconv.core.progress import Progress
+from trtconv.options import ConvertOptions
+from trtconv.savedmodel import check_saved_model_dir
+
+
+def convert(options: ConvertOptions, progress: Progress | None = None) -> ConvertResult:
+    """Convert `options.saved_model` (a SavedModel or a `trtconv train` output) into a validated
+    artifact directory; `progress(done, total, label)` hears about each step.
+
+    Raises UsageError (2), InputError (1), MissingDependencyError (3), ConversionError (1), each
+    before anything is written except ConversionError; and AccuracyError (4) when validation
+    fails or leaves an output not judged, after writing the artifact with its manifest status:
+    the error carries the whole result.
+    """
+    check_options(options)
+    options = replace(options, saved_model=check_saved_model_dir(options.saved_model))
+    if options.backend == registry.BEST:
+        return convert_best(options, progress)
+    return convert_single(options, progress)
+
+
+__all__ = ["ConvertResult", "convert"]

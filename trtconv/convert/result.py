@@ -1,0 +1,36 @@
+"""`convert`'s result: the artifact written, how it was chosen, its manifest and its verdict."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trtconv.core.results import JsonResult, optional_key
+
+RESULT_SCHEMA_VERSION = 1
+
+
+@dataclass
+class ConvertResult(JsonResult):
+    """What `trtconv convert --json` prints. `artifact` is None (and only `tournament` follows)
+    when `--backend best` found no candidate that passed validation; `tournament` is present only
+    after `--backend best`. `manifest` is the artifact's manifest.json, `validation` its
+    validation block (trtconv.report.validation.ValidationReport)."""
+
+    schema_version: int = RESULT_SCHEMA_VERSION
+    artifact: str | None = None
+    backend: str | None = optional_key()
+    precision: str | None = optional_key()
+    backend_reason: str | None = optional_key()
+    backend_passed_over: list[str] | None = optional_key()
+    conversion_seconds: float | None = optional_key()
+    artifact_size_bytes: int | None = optional_key()
+    manifest: dict[str, Any] | None = optional_key()
+    validation: dict[str, Any] | None = optional_key()
+    tournament: dict[str, Any] | None = optional_key()
+
+    @property
+    def quantization(self) -> dict[str, Any]:
+        """The manifest's int8 quantisation block ({} when there is none)."""
+        summary = (self.manifest or {}).get("conversion_summary") or {}
+        return summary.get("quantization") or {}

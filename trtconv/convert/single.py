@@ -1,0 +1,80 @@
+"""`convert` with one backend: load, read data, convert in a staging directory, validate, rename
+into place (an interrupted or failed conversion leaves nothing behind)."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+from trtconv.backends import registry
+from trtconv.backends.runner import RunOptions
+from trtconv.convert.data import read_data
+from trtconv.convert.plan import Plan, plan_single, step_count
+from trtconv.convert.result import ConvertResult
+from trtconv.convert.workspace import convert_into, open_workspace
+from trtconv.core.fsutil import atomic_directory, check_output_free, dir_size_bytes
+from trtconv.core.precision import Precision
+from trtconv.core.progress import Progress, Steps
+from trtconv.manifest import Manifest
+from trtconv.options import ConvertOptions
+from trtconv.outputs.compare import raise_if_failed
+
+log = logging.getLogger(__name__)
+
+
+def convert_single(options: ConvertOptions, progress: Progress | None = None) -> ConvertResult:
+    """Convert with the one backend `options` name (or `auto` chooses) into the output directory.
+
+    Raises MissingDependencyError (3) and UsageError (2) before any work; InputError (1) when
+    the model or data does not load or fit; ConversionError (1) when a step fails (nothing is
+    written then); AccuracyError (4) after writing an artifact whose validation failed or left
+    an output not judged (the error carries the result).
+    """
+    plan = plan_single(options)
+    check_output_free(plan.output, options.force)
+    steps = Steps(progress, step_count(plan.backend))
+    # Loading is the first heavy step: a corrupt or signature-less model fails here, exit 1.
+    steps.start(f"loading {plan.saved_model}")
+    with registry.native().runner(plan.saved_model, None, RunOptions()) as native:
+        options.judging.check_names(native.signature.output_names)
+        steps.start("reading data")
+        data = read_data(options, native, int8=plan.precision == Precision.INT8)
+        log.info(
+            "converting %s to %s %s (%s)",
+            plan.saved_model,
+            plan.backend.name,
+            plan.precision,
+            plan.reason,
+        )
+        with (
+            atomic_directory(plan.output, options.force) as staging,
+            tempfile.TemporaryDirectory() as work,
+        ):
+            space = open_workspace(plan, native, data, Path(work))
+            manifest, report = convert_into(plan, space, staging, steps)
+    steps.finish()
+    result = conversion_result(plan, manifest)
+    raise_if_failed(report, f"{plan.output} ({plan.backend.name} {plan.precision})", result)
+    return result
+
+
+def conversion_result(plan: Plan, manifest: Manifest) -> ConvertResult:
+    """convert's result for the artifact written at `plan.output` with `manifest`."""
+    size = dir_size_bytes(plan.output)
+    seconds = manifest.conversion_seconds
+    log.info(
+        "wrote %s (%.2f MB) in %.1f s: validation %s",
+        plan.output, size / 1e6, seconds, manifest.status,
+    )  # fmt: skip
+    return ConvertResult(
+        artifact=str(plan.output),
+        backend=plan.backend.name,
+        precision=plan.precision,
+        backend_reason=plan.reason,
+        backend_passed_over=list(plan.passed_over),
+        conversion_seconds=seconds,
+        artifact_size_bytes=size,
+        manifest=manifest.to_dict(),
+        validation=manifest.validation,
+    )

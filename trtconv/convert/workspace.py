@@ -1,0 +1,198 @@
+"""One conversion into a directory, and what every conversion of one SavedModel shares.
+
+The workspace holds the native runner, its outputs on the held-out data (they check the ONNX
+export and then each converted model), each output's role, and a scratch directory where the ONNX
+export is made once and where backends keep what they make from it (the Q/DQ models), however many
+conversions use them (`convert --backend best`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trtconv.backends import registry
+from trtconv.backends.request import ConversionOutcome, ConversionRequest, SearchSlice
+from trtconv.backends.runner import Runner
+from trtconv.calib.readers import describe
+from trtconv.convert.data import ConversionData
+from trtconv.convert.plan import Plan
+from trtconv.core.fsutil import sha256_path
+from trtconv.core.model_io import Outputs
+from trtconv.core.precision import Precision
+from trtconv.core.progress import Steps
+from trtconv.facts import library_versions, probe_cpu
+from trtconv.manifest import Manifest, read_manifest, write_manifest
+from trtconv.onnxlib.export import export_onnx, verify_export
+from trtconv.outputs.compare import output_roles, run_batched
+from trtconv.outputs.roles import Roles
+from trtconv.report.validation import ValidationReport, roles_of
+from trtconv.validation import validate_runners
+
+# The ONNX export is checked on this many held-out samples before anything runs on it.
+EXPORT_CHECK_SAMPLES = 256
+
+
+@dataclass
+class Workspace:
+    """What every conversion of one SavedModel shares (see the module docstring). `export` is
+    the checked ONNX export once made: (path, its summary)."""
+
+    native: Runner
+    data: ConversionData
+    reference: Outputs
+    roles: Roles
+    work: Path
+    shared: dict[str, Any] = field(default_factory=dict)
+    export: tuple[Path, dict[str, Any]] | None = None
+
+
+def open_workspace(plan: Plan, native: Runner, data: ConversionData, work: Path) -> Workspace:
+    """The workspace for `plan`'s SavedModel: the native outputs on the held-out data and each
+    output's role (set by the options, else inferred from the graph and the values)."""
+    reference = run_batched(native, data.held_out)
+    roles = output_roles(plan.saved_model, reference, plan.options.judging)
+    return Workspace(native, data, reference, roles, work)
+
+
+def convert_into(
+    plan: Plan, space: Workspace, directory: Path, steps: Steps
+) -> tuple[Manifest, ValidationReport]:
+    """Convert the plan's SavedModel with its backend and precision into `directory` (manifest
+    and payload), then validate it as users will open it. Returns the manifest and the report.
+
+    Raises ConversionError when a step fails; validation failing is in the report, not raised.
+    """
+    started = time.perf_counter()
+    request = conversion_request(plan, space, directory, steps)
+    summary: dict[str, Any] = {}
+    if plan.backend.needs_onnx:
+        request.onnx_path, export = checked_export(plan, space, steps)
+        summary["onnx_export"] = export
+    assert plan.backend.convert is not None  # plan_single and best accept converters only
+    int8 = plan.precision == Precision.INT8 and plan.backend.qdq_scheme is not None
+    what = f"converting with {plan.backend.name}"
+    steps.start(f"quantizing to int8 and {what}" if int8 else what)
+    request.progress = steps.within()  # the int8 ladder's steps show within this one
+    outcome = plan.backend.convert(request)
+    seconds = round(time.perf_counter() - started, 3)
+    summary = {**outcome.summary, **summary}
+    manifest = _manifest(plan, space.data, request, outcome, summary, seconds)
+    write_manifest(directory, manifest)
+    steps.start("validating")
+    report = _validate_staged(directory, plan, space)
+    manifest.validation = report.to_dict()
+    manifest.status = report.verdict
+    manifest.judging = plan.options.judging.record(roles_of(report))
+    write_manifest(directory, manifest)
+    return manifest, report
+
+
+def conversion_request(
+    plan: Plan, space: Workspace, directory: Path, steps: Steps
+) -> ConversionRequest:
+    """What the backend gets: int8 requests carry the calibration feed and, with the ladder on,
+    the search slice."""
+    options, int8 = plan.options, plan.precision == Precision.INT8
+    return ConversionRequest(
+        saved_model=plan.saved_model,
+        signature=space.native.signature,
+        precision=plan.precision,
+        output_dir=directory,
+        work_dir=space.work,
+        batch_sizes=options.batch_sizes,
+        calibration=space.data.calibration_feed() if int8 else None,
+        calib_method=options.calib_method,
+        int8_target=options.int8_target,
+        search=_search_slice(plan, space) if int8 else None,
+        shared=space.shared,
+    )
+
+
+def _search_slice(plan: Plan, space: Workspace) -> SearchSlice | None:
+    """The int8 ladder's search slice with the native outputs on it; None with --no-fallback."""
+    data = space.data
+    if data.search is None or not plan.options.fallback:
+        return None
+    key = "native outputs on the search slice"
+    if key not in space.shared:
+        space.shared[key] = run_batched(space.native, data.search)
+    return SearchSlice(
+        data=data.search,
+        reference=space.shared[key],
+        tolerance=plan.budget,
+        roles=space.roles,
+        time_limit_s=plan.options.fallback_time_limit_s,
+        drawn_from=data.search_drawn_from,
+    )
+
+
+def checked_export(plan: Plan, space: Workspace, steps: Steps) -> tuple[Path, dict[str, Any]]:
+    """The ONNX export in the workspace, checked against TensorFlow's outputs (made once)."""
+    if space.export is None:
+        steps.start("exporting to ONNX")
+        path = space.work / "model.fp32.onnx"
+        export = export_onnx(plan.saved_model, path, space.native.signature)
+        held_out = space.data.held_out.head(EXPORT_CHECK_SAMPLES)
+        reference = {name: a[:EXPORT_CHECK_SAMPLES] for name, a in space.reference.items()}
+        check = verify_export(path, held_out, reference, space.roles)
+        export["check"] = {
+            "samples": check.samples,
+            "max_abs_error": {name: o.max_abs_error for name, o in check.outputs.items()},
+            "top1_agreement": check.top1_agreement,
+        }
+        space.export = (path, export)
+    path, export = space.export
+    return path, dict(export)
+
+
+def _manifest(
+    plan: Plan,
+    data: ConversionData,
+    request: ConversionRequest,
+    outcome: ConversionOutcome,
+    summary: dict[str, Any],
+    seconds: float,
+) -> Manifest:
+    calibration = None
+    if request.calibration is not None and data.calibration is not None:
+        calibration = describe(data.calibration, data.spec, plan.options.calib_method)
+    summary["batch_sizes"] = list(request.batch_sizes)
+    return Manifest(
+        backend=plan.backend.name,
+        precision=plan.precision,
+        payload=outcome.payload,
+        source_model={
+            "path": str(plan.saved_model.resolve()),
+            "sha256": sha256_path(plan.saved_model),
+        },
+        signature=request.signature.to_dict(),
+        device=outcome.device or {"cpu": probe_cpu().model},
+        tools=library_versions(registry.declared_packages()),
+        conversion_seconds=seconds,
+        conversion_summary=summary,
+        calibration=calibration,
+        backend_reason=plan.reason,
+        data_contract=data.contract,
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def _validate_staged(staging: Path, plan: Plan, space: Workspace) -> ValidationReport:
+    """Validate the staged artifact the way users will open it (manifest -> runner)."""
+    staged = read_manifest(staging)  # the manifest we wrote must read back
+    with registry.open_runner(staging) as candidate:
+        return validate_runners(
+            space.native,
+            candidate,
+            space.data.held_out,
+            plan.precision,
+            plan.options.tolerance,
+            space.reference,
+            staged.batch_range,
+            tolerance=plan.budget,
+            judging=plan.options.judging,
+        )
