@@ -30,7 +30,8 @@ from trtconv.core.errors import (
 )
 from trtconv.core.fsutil import atomic_directory
 from trtconv.manifest import Manifest, write_manifest
-from trtconv.options import Contest
+from trtconv.options import BenchOptions, Contest
+from trtconv.report.schema import BenchRow
 from trtconv.tournament import Candidate
 
 log = logging.getLogger(__name__)
@@ -138,8 +139,8 @@ def _time(
         return []
     paths = [plan.saved_model, *(converted[c.label][0] for c in passed)]
     log.info("best: timing %d candidate(s) at batch %d", len(passed), contest.batch_size)
-    result = bench(
-        paths,
+    options = BenchOptions(
+        models=tuple(paths),
         batch_sizes=(contest.batch_size,),
         duration_s=None if contest.iterations else contest.duration_s,
         iterations=contest.iterations,
@@ -147,7 +148,7 @@ def _time(
         data=plan.data_spec,
         throughput=True,
     )
-    rows = {row["label"]: row for row in result["results"]}
+    rows = {row.label: row for row in bench(options).results}
     added = []
     for candidate in passed:
         _fill(candidate, rows.get(candidate.label))
@@ -158,11 +159,11 @@ def _time(
     return added
 
 
-def _fill(candidate: Candidate, row: dict[str, Any] | None) -> None:
+def _fill(candidate: Candidate, row: BenchRow | None) -> None:
     if row is not None:
-        candidate.throughput_per_s = row["throughput_per_s"]
-        candidate.latency_ms_p50 = row["latency_ms_p50"]
-        candidate.speedup_vs_native = row["speedup_vs_baseline"]
+        candidate.throughput_per_s = row.throughput_per_s
+        candidate.latency_ms_p50 = row.latency_ms_p50
+        candidate.speedup_vs_native = row.speedup_vs_baseline
 
 
 def _table(entrants: list[Candidate], winner: Candidate | None, contest: Contest) -> dict[str, Any]:

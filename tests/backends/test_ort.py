@@ -15,6 +15,7 @@ from trtconv.backends.ort.runner import CPU, OrtRunner
 from trtconv.backends.request import ConversionRequest
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
+from trtconv.options import BenchOptions
 from trtconv.outputs.compare import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
@@ -135,7 +136,7 @@ def test_cpu_converted_fp32_artifact_benches_on_the_cuda_provider(
 
     artifact = tmp_path / "ort-fp32"
     api.convert(digits_saved_model, "fp32", backend="ort", output=artifact)
-    result = api.bench([artifact], batch_sizes=(1, 8), iterations=20, device="cuda")
-    rows = [row for row in result["results"] if row["model"] == str(artifact)]
-    assert rows and all(row["device"] == "cuda" for row in rows)
+    result = api.bench(BenchOptions((artifact,), batch_sizes=(1, 8), iterations=20, device="cuda"))
+    rows = [row for row in result.results if row.model == str(artifact)]
+    assert rows and all(row.device == "cuda" for row in rows)
     assert api.validate(artifact, device="cuda")["passed"]
