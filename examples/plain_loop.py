@@ -170,11 +170,12 @@ def trtconv_round(model: str, spec: dict[str, Any], workdir: Path, index: int) -
     entry = resolve_entry(Path(model))
     settings = harness.Settings(
         batch_sizes=tuple(spec["batch_sizes"]),
-        warmup={"iterations": WARMUP_CALLS},
-        measure={"seconds": spec["seconds"], "min_iterations": 10},
+        warmup_iterations=WARMUP_CALLS,
+        duration_s=spec["seconds"],
+        min_iterations=10,
         threads=spec["threads"],
         data=spec["data"],
-        eval_data=None,
+        device="auto",
     )
     mapping = input_map(entry.signature, entry)
     worker = harness.worker_spec(entry, settings, Path(spec["data"]), None, mapping)

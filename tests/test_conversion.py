@@ -13,7 +13,7 @@ from trtconv import api
 from trtconv.backends.registry import open_runner
 from trtconv.core.errors import AccuracyError
 from trtconv.manifest import Manifest, read_manifest
-from trtconv.options import ConvertOptions
+from trtconv.options import BenchOptions, ConvertOptions
 
 pytestmark = pytest.mark.slow  # trains and converts real models
 
@@ -194,8 +194,8 @@ def test_vnni_validated_artifact_moved_to_a_cpu_without_vnni_warns(
     assert "validated on an x86-vnni CPU" in warning and "saturate" in warning
     assert "this run measures its accuracy here" in warning
 
-    benched = api.bench([artifact], batch_sizes=[1], warmup=1, iterations=3)
-    moved = [w for w in benched["warnings"] if "x86-vnni" in w]
+    benched = api.bench(BenchOptions((artifact,), batch_sizes=(1,), warmup=1, iterations=3))
+    moved = [w for w in benched.warnings if "x86-vnni" in w]
     assert len(moved) == 1 and "--int8-target portable" in moved[0]
 
 

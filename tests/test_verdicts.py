@@ -5,6 +5,7 @@ held-out split everywhere."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from convert_fixtures import (
@@ -21,12 +22,12 @@ from trtconv.calib.contract import PreprocessingOptions
 from trtconv.cli import main
 from trtconv.core.errors import AccuracyError
 from trtconv.manifest import read_manifest
-from trtconv.options import ConvertOptions
+from trtconv.options import BenchOptions, ConvertOptions
 from trtconv.outputs.roles import Judging
 
 pytestmark = pytest.mark.slow  # trains, converts and benches real models
 
-QUICK_BENCH = {"batch_sizes": [32], "warmup": 1, "iterations": 3}
+QUICK_BENCH: dict[str, Any] = {"batch_sizes": (32,), "warmup": 1, "iterations": 3}
 
 
 def test_box_and_label_heads_are_each_judged_for_what_they_are(
@@ -98,13 +99,13 @@ def test_a_badly_calibrated_sigmoid_classifier_fails_on_its_own_data(tmp_path: P
     passed = [w for w in result["warnings"] if "manifest says" in w and "PASSED" in w]
     assert passed and "no output was compared" not in passed[0]  # it compared `score`
 
-    benched = api.bench([artifact], eval_data=str(binary_npz(1.0)), **QUICK_BENCH)  # type: ignore[arg-type]
-    int8 = next(model for model in benched["models"] if not model["is_baseline"])
-    assert int8["eval_samples"] == result["samples"]  # the same held-out samples
-    assert int8["top1_agreement"] == pytest.approx(result["top1_agreement"], abs=0.01)
-    assert int8["accuracy"] == pytest.approx(result["accuracy_candidate"], abs=0.01)
+    benched = api.bench(BenchOptions((artifact,), eval_data=str(binary_npz(1.0)), **QUICK_BENCH))
+    int8 = next(model for model in benched.models if not model.is_baseline)
+    assert int8.eval_samples == result["samples"]  # the same held-out samples
+    assert int8.top1_agreement == pytest.approx(result["top1_agreement"], abs=0.01)
+    assert int8.accuracy == pytest.approx(result["accuracy_candidate"], abs=0.01)
     # bench says what validate says: calibrated on data 100x the scale of the data judged here.
-    assert any("different scales" in warning for warning in benched["warnings"])
+    assert any("different scales" in warning for warning in benched.warnings)
 
 
 def test_preprocessing_travels_from_convert_to_validate_and_bench(tmp_path: Path) -> None:
@@ -133,11 +134,11 @@ def test_preprocessing_travels_from_convert_to_validate_and_bench(tmp_path: Path
     accuracy = converted["validation"]["accuracy_reference"]
     assert accuracy > 0.9 and validated["accuracy_reference"] == accuracy
 
-    benched = api.bench([artifact], eval_data=str(image_folder()), **QUICK_BENCH)  # type: ignore[arg-type]
-    assert benched["settings"]["data_contract"]["preprocessing"]["scale"] == 1.0
-    for model in benched["models"]:
-        assert model["eval_samples"] == validated["samples"]
-        assert model["accuracy"] == pytest.approx(accuracy, abs=0.01)
+    benched = api.bench(BenchOptions((artifact,), eval_data=str(image_folder()), **QUICK_BENCH))
+    assert (benched.settings.data_contract or {})["preprocessing"]["scale"] == 1.0
+    for model in benched.models:
+        assert model.eval_samples == validated["samples"]
+        assert model.accuracy == pytest.approx(accuracy, abs=0.01)
 
 
 def test_an_artifact_that_failed_is_said_so_by_validate_and_bench(tmp_path: Path) -> None:
@@ -164,17 +165,18 @@ def test_an_artifact_that_failed_is_said_so_by_validate_and_bench(tmp_path: Path
     assert validated["verdict"] == "passed" and validated["manifest_status"] == "failed"
     assert any("its manifest says" in w and "FAILED" in w for w in validated["warnings"])
 
-    benched = api.bench([artifact], **QUICK_BENCH)  # type: ignore[arg-type]
-    rows = [row for row in benched["results"] if row["label"] == artifact.name]
-    assert rows and all(row["validation"] == "failed" for row in rows)
-    assert any(artifact.name in w and "FAILED" in w for w in benched["warnings"])
+    benched = api.bench(BenchOptions((artifact,), **QUICK_BENCH))
+    rows = [row for row in benched.results if row.label == artifact.name]
+    assert rows and all(row.validation == "failed" for row in rows)
+    assert any(artifact.name in w and "FAILED" in w for w in benched.warnings)
 
 
 def test_bench_evaluates_on_the_held_out_split_unless_told(digits_saved_model: Path) -> None:
     """Before: bench --eval-data digits scored all 1,797 digits (train split included) while
     validate and release scored the 450 held out."""
-    held_out = api.bench([digits_saved_model], eval_data="digits", **QUICK_BENCH)  # type: ignore[arg-type]
-    assert held_out["models"][0]["eval_samples"] == 450
-    assert held_out["settings"]["eval_split"] == "held-out"
-    every = api.bench([digits_saved_model], eval_data="digits", split="all", **QUICK_BENCH)  # type: ignore[arg-type]
-    assert every["models"][0]["eval_samples"] == 1797
+    native = (digits_saved_model,)
+    held_out = api.bench(BenchOptions(native, eval_data="digits", **QUICK_BENCH))
+    assert held_out.models[0].eval_samples == 450
+    assert held_out.settings.eval_split == "held-out"
+    every = api.bench(BenchOptions(native, eval_data="digits", split="all", **QUICK_BENCH))
+    assert every.models[0].eval_samples == 1797

@@ -29,6 +29,7 @@ DEFAULT_CALIB_METHOD = "minmax"
 DEFAULT_FALLBACK_TIME_LIMIT_S = 600.0
 INT8_TARGETS = ("auto", "vnni", "portable")
 DEVICES = ("auto", "cpu", "cuda", "tensorrt")
+DEFAULT_DEVICE = "auto"  # bench: where artifacts run: what the conversion recorded
 SPLITS = ("held-out", "all")
 DEFAULT_RANK_BATCH_SIZE = 8
 DEFAULT_RANK_DURATION_S = 3.0
@@ -40,6 +41,10 @@ DEFAULT_CLUSTER_TIMEOUT_S = 300.0
 # train --benchmark: untimed steps first (tracing, XLA compilation, allocator growth), then timed.
 DEFAULT_WARMUP_STEPS = 3
 DEFAULT_NUM_ITER = 20
+# bench: warm-up calls per batch size (without --warmup/--warmup-s), timed seconds per batch size
+# (without --iterations/--duration).
+DEFAULT_WARMUP_ITERATIONS = 10
+DEFAULT_DURATION_S = 3.0
 
 
 def check_choice(flag: str, value: str, choices: Sequence[str]) -> None:
@@ -140,8 +145,10 @@ class ValidateOptions:
 
 @dataclass(frozen=True)
 class BenchOptions:
-    """`trtconv bench`: models side by side. None means the harness's own defaults (warm-up,
-    timed duration, threads: the library's), the model card's data, the manifest's split."""
+    """`trtconv bench`: models side by side. None means the defaults: DEFAULT_WARMUP_ITERATIONS
+    warm-up calls, DEFAULT_DURATION_S timed seconds, the library's threads, random data, the
+    model card's preprocessing, the manifest's judging and split. Repeated batch sizes are
+    measured once."""
 
     models: tuple[Path, ...]
     batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
@@ -156,18 +163,37 @@ class BenchOptions:
     throughput: bool = False
     report: Path | None = None
     force: bool = False
-    device: str = "auto"
+    device: str = DEFAULT_DEVICE
     judging: Judging = field(default_factory=Judging)
     preprocessing: PreprocessingOptions = field(default_factory=PreprocessingOptions)
     split: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
-        object.__setattr__(self, "batch_sizes", tuple(self.batch_sizes))
+        object.__setattr__(self, "batch_sizes", tuple(dict.fromkeys(self.batch_sizes)))
         check_batch_sizes(self.batch_sizes)
+        self._check_budgets()
+        if self.threads is not None and self.threads < 1:
+            raise UsageError(f"--threads {self.threads} is invalid: it must be at least 1.")
         check_choice("--device", self.device, DEVICES)
         if self.split is not None:
             check_choice("--split", self.split, SPLITS)
+
+    def _check_budgets(self) -> None:
+        """--warmup/--warmup-s and --iterations/--duration: each pair exclusive, none negative,
+        the timed ones positive."""
+        if self.warmup is not None and self.warmup_s is not None:
+            raise UsageError("Give --warmup (iterations) or --warmup-s (seconds), not both.")
+        if self.iterations is not None and self.duration_s is not None:
+            raise UsageError("Give --iterations or --duration, not both.")
+        for name, value, timed in (
+            ("--warmup", self.warmup, False),
+            ("--warmup-s", self.warmup_s, False),
+            ("--iterations", self.iterations, True),
+            ("--duration", self.duration_s, True),
+        ):
+            if value is not None and (value < 0 or (timed and not value)):
+                raise UsageError(f"{name} {value} is invalid: it must be positive.")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
 from trtconv.onnxlib.export import op_counts
 from trtconv.onnxlib.session import CPU, OrtRunner
-from trtconv.options import ConvertOptions
+from trtconv.options import BenchOptions, ConvertOptions
 from trtconv.outputs.compare import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
@@ -136,7 +136,7 @@ def test_cpu_converted_fp32_artifact_benches_on_the_cuda_provider(
 
     artifact = tmp_path / "ort-fp32"
     api.convert(ConvertOptions(digits_saved_model, "fp32", backend="ort", output=artifact))
-    result = api.bench([artifact], batch_sizes=(1, 8), iterations=20, device="cuda")
-    rows = [row for row in result["results"] if row["model"] == str(artifact)]
-    assert rows and all(row["device"] == "cuda" for row in rows)
+    result = api.bench(BenchOptions((artifact,), batch_sizes=(1, 8), iterations=20, device="cuda"))
+    rows = [row for row in result.results if row.model == str(artifact)]
+    assert rows and all(row.device == "cuda" for row in rows)
     assert api.validate(artifact, device="cuda")["passed"]

@@ -17,7 +17,7 @@ from trtconv import api
 from trtconv.backends import registry
 from trtconv.backends.registry import Backend
 from trtconv.cli import app
-from trtconv.options import ConvertOptions
+from trtconv.options import BenchOptions, ConvertOptions
 from trtconv.release.config import parse_config
 from trtconv.release.schema import release_schema
 
@@ -69,10 +69,10 @@ def test_convert_builds_and_validates_it(artifact: dict[str, Any]) -> None:
 
 @pytest.mark.slow
 def test_bench_measures_it_in_a_worker_process(artifact: dict[str, Any]) -> None:
-    result = api.bench([Path(artifact["artifact"])], batch_sizes=(2,), warmup=1, iterations=3)
-    rows = {row["backend"]: row for row in result["results"]}
+    options = BenchOptions((Path(artifact["artifact"]),), batch_sizes=(2,), warmup=1, iterations=3)
+    rows = {row.backend: row for row in api.bench(options).results}
     assert set(rows) == {registry.native().name, NAME}
-    assert rows[NAME]["iterations"] == 3 and rows[NAME]["worker_pid"] != rows["tf"]["worker_pid"]
+    assert rows[NAME].iterations == 3 and rows[NAME].worker_pid != rows["tf"].worker_pid
 
 
 def test_a_release_config_accepts_it(backend: Backend, digits_saved_model: Path) -> None:

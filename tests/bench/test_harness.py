@@ -17,10 +17,19 @@ import pytest
 from PIL import Image
 
 from trtconv import api
-from trtconv.options import ConvertOptions
-from trtconv.report.schema import MODEL_KEYS, ROW_KEYS, SCHEMA_VERSION, TOP_LEVEL_KEYS
+from trtconv.options import BenchOptions, ConvertOptions
+from trtconv.report.schema import (
+    MODEL_KEYS,
+    ROW_KEYS,
+    SCHEMA_VERSION,
+    TOP_LEVEL_KEYS,
+    BenchResult,
+    BenchRow,
+    ModelInfo,
+    Settings,
+)
 
-QUICK = {"warmup": 2, "iterations": 5}
+QUICK: dict[str, Any] = {"warmup": 2, "iterations": 5}
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +51,9 @@ def ort_artifact(digits_saved_model: Path, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture(scope="module")
-def result(digits_saved_model: Path, ort_artifact: Path) -> dict[str, Any]:
-    return api.bench(
-        [digits_saved_model, ort_artifact],
+def benched(digits_saved_model: Path, ort_artifact: Path) -> BenchResult:
+    options = BenchOptions(
+        (digits_saved_model, ort_artifact),
         batch_sizes=(1, 4),
         data="digits",
         eval_data="digits",
@@ -52,6 +61,13 @@ def result(digits_saved_model: Path, ort_artifact: Path) -> dict[str, Any]:
         threads=1,
         **QUICK,
     )
+    return api.bench(options)
+
+
+@pytest.fixture(scope="module")
+def result(benched: BenchResult) -> dict[str, Any]:
+    """The document `bench --json` prints for that run."""
+    return benched.to_json()
 
 
 def trtconv(*args: str) -> subprocess.CompletedProcess[str]:
@@ -73,6 +89,18 @@ def test_document_schema(result: dict[str, Any]) -> None:
     assert {"cpu", "libraries", "commit"} <= set(result["environment"])
     assert result["harness_overhead_ms"] > 0
     json.dumps(result)  # JSON-ready as it is
+
+
+@pytest.mark.slow
+def test_the_typed_result_round_trips_through_its_document(benched: BenchResult) -> None:
+    document = benched.to_json()
+    again = BenchResult.from_json(json.loads(json.dumps(document)))
+    assert again.to_json() == document
+    assert isinstance(again.settings, Settings) and again.settings.batch_sizes == (1, 4)
+    assert all(isinstance(model, ModelInfo) for model in again.models)
+    assert all(isinstance(row, BenchRow) for row in again.results)
+    assert again.results == benched.results and again.models == benched.models
+    assert "report" not in document  # only with --report
 
 
 @pytest.mark.slow
@@ -115,14 +143,19 @@ def test_artifact_alone_brings_its_source_model_as_baseline(
 ) -> None:
     staging = tmp_path / "staging"
     staging.mkdir()  # an existing but empty directory (a caller's staging dir) needs no --force
-    alone = api.bench([ort_artifact], batch_sizes=(2,), data="random", report=staging, **QUICK)
-    assert Path(alone["report"]["json"]) == staging / "results.json"
+    options = BenchOptions(
+        (ort_artifact,), batch_sizes=(2,), data="random", report=staging, **QUICK
+    )
+    alone = api.bench(options)
+    assert alone.report is not None and Path(alone.report["json"]) == staging / "results.json"
     assert (staging / "results.csv").is_file() and (staging / "report.md").is_file()
+    written = json.loads((staging / "results.json").read_text())
+    assert written == {key: value for key, value in alone.to_json().items() if key != "report"}
     manifest = json.loads((ort_artifact / "manifest.json").read_text())
-    assert alone["order"] == ["digits", "digits-ort-fp32"]
-    assert alone["baseline_model"] == manifest["source_model"]["path"]
-    assert alone["baseline_reason"] == f"the source model of artifact {ort_artifact}"
-    assert alone["results"][1]["accuracy"] is None
+    assert alone.order == ["digits", "digits-ort-fp32"]
+    assert alone.baseline_model == manifest["source_model"]["path"]
+    assert alone.baseline_reason == f"the source model of artifact {ort_artifact}"
+    assert alone.results[1].accuracy is None
 
 
 @pytest.mark.slow

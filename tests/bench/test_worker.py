@@ -119,7 +119,10 @@ def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> No
         "harness_overhead_ms": 0.001, "batches": [measured],
     }  # fmt: skip
     entry = ModelEntry("engine", Path("engine"), "artifact", "trt", "fp16", SIGNATURE)
-    settings = Settings((2,), spec["warmup"], spec["measure"], None, "random", None)
+    settings = Settings(
+        batch_sizes=(2,), warmup_iterations=1, iterations=4, data="random", device="auto"
+    )
+    assert (settings.warmup, settings.measure) == (spec["warmup"], spec["measure"])
     [row] = model_rows(model_info(entry, document, False), document, settings)
     assert row.transfer_ms_mean == 0.75
 

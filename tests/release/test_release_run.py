@@ -168,12 +168,12 @@ def test_releases_from_two_machines_merge_with_speedups_per_machine(
     bench_json.write_text(json.dumps(bench))
 
     merged = api.merge_reports([ort_release.directory, other], tmp_path / "merged")
-    here = merged["machines"][0]
-    assert merged["machines"] == [here, "NVIDIA L4"]
-    assert [s["kind"] for s in merged["sources"]] == ["release", "release"]
+    here = merged.machines[0]
+    assert merged.machines == [here, "NVIDIA L4"]
+    assert [s.kind for s in merged.sources] == ["release", "release"]
     rows = ort_release.document["bench"]["results"]
-    for machine in merged["machines"]:
-        mine = [r for r in merged["results"] if r["machine"] == machine]
+    for machine in merged.machines:
+        mine = [r for r in merged.results if r["machine"] == machine]
         assert [r["speedup_vs_baseline"] for r in mine] == [r["speedup_vs_baseline"] for r in rows]
     assert "ort-int8" in (tmp_path / "merged" / "report.md").read_text()
 

@@ -16,10 +16,11 @@ import pytest
 
 from trtconv import api
 from trtconv.core.errors import UsageError
-from trtconv.report.merge import first_difference, machine_name, merge_reports
+from trtconv.options import BenchOptions
+from trtconv.report.merge import MergeResult, first_difference, machine_name, merge_reports
 
 OTHER_CPU = "AMD EPYC 7B13 64-Core Processor"
-BENCH_OPTIONS: dict[str, Any] = {"batch_sizes": "1,4", "warmup": 1, "iterations": 10}
+BENCH_OPTIONS: dict[str, Any] = {"batch_sizes": (1, 4), "warmup": 1, "iterations": 10}
 
 
 @dataclass
@@ -40,7 +41,7 @@ def relabel(directory: Path, cpu_model: str) -> None:
 def reports(digits_saved_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Reports:
     root = tmp_path_factory.mktemp("merge")
     for name in ("here", "other"):
-        api.bench([digits_saved_model], report=root / name, **BENCH_OPTIONS)
+        api.bench(BenchOptions((digits_saved_model,), report=root / name, **BENCH_OPTIONS))
     relabel(root / "other", OTHER_CPU)
     return Reports(root / "here", root / "other", root)
 
@@ -93,6 +94,9 @@ def test_two_machines_merge_into_one_table(reports: Reports, tmp_path: Path) -> 
         "throughput_vs_batch.png",
     ]
     assert result["report"]["markdown"] == str(output / "report.md")
+    assert MergeResult.from_json(result).to_json() == result
+    written = json.loads((output / "results.json").read_text())
+    assert written == {key: value for key, value in result.items() if key != "report"}
 
     again = merge_cli(output, reports.here, "--output", tmp_path / "again")
     assert again.returncode == 1
@@ -104,7 +108,8 @@ def test_different_settings_exit_2_naming_the_key(
     reports: Reports, digits_saved_model: Path, tmp_path: Path
 ) -> None:
     third = tmp_path / "batch1"
-    api.bench([digits_saved_model], report=third, **{**BENCH_OPTIONS, "batch_sizes": "1"})
+    options = {**BENCH_OPTIONS, "batch_sizes": (1,)}
+    api.bench(BenchOptions((digits_saved_model,), report=third, **options))
     output = tmp_path / "merged"
     completed = merge_cli(reports.here, third, "--output", output)
     assert completed.returncode == 2, completed.stderr

@@ -12,12 +12,19 @@ import pytest
 from PIL import Image
 
 from trtconv.bench.evaluation import BenchEvaluation, judge_models
-from trtconv.bench.harness import collect_warnings, model_info, model_rows
-from trtconv.bench.models import ModelEntry
+from trtconv.bench.harness import assemble, model_info, model_rows
+from trtconv.bench.models import ModelEntry, Plan
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import UsageError
-from trtconv.core.model_io import ModelSignature, TensorSpec
-from trtconv.report.schema import ROW_KEYS, SCHEMA_VERSION, BenchResult, Settings
+from trtconv.core.model_io import ModelSignature, Outputs, TensorSpec
+from trtconv.report.schema import (
+    ROW_KEYS,
+    SCHEMA_VERSION,
+    BenchResult,
+    BenchRow,
+    ModelInfo,
+    Settings,
+)
 from trtconv.report.writers import render_markdown, write_report
 
 SIGNATURE = ModelSignature(
@@ -63,41 +70,56 @@ def document(scale: float, pid: int) -> dict[str, Any]:
     }
 
 
-def make_result(with_eval: bool = True) -> dict[str, Any]:
-    settings = Settings((1, 8), {"iterations": 5}, {"iterations": 50}, 2, "digits", None)
+def make_result(with_eval: bool = True) -> BenchResult:
+    settings = Settings(
+        batch_sizes=(1, 8), warmup_iterations=5, iterations=50, threads=2, data="digits",
+        device="auto",
+    )  # fmt: skip
     models = [
         (entry("digits", "tf", "fp32"), document(1.0, 101), [0, 1, 2, 3]),
         (entry("digits-ort-int8", "ort", "int8"), document(0.25, 102), [0, 1, 2, 0]),
     ]
-    result = BenchResult("digits", "/models/digits", "the first SavedModel given", [], [], settings)
-    outputs = {}
+    infos: list[ModelInfo] = []
+    rows: list[BenchRow] = []
+    outputs: dict[str, Outputs | None] = {}
     for model, doc, predictions in models:
-        info = model_info(model, doc, model.label == "digits")
-        result.models.append(info)
-        result.rows += model_rows(info, doc, settings)
+        infos.append(model_info(model, doc, model.label == "digits"))
+        rows += model_rows(infos[-1], doc, settings)
         outputs[model.label] = one_hot(predictions)
     if with_eval:
         evaluation = BenchEvaluation(ArraySet({"x": np.zeros((4, 1))}, LABELS, "eval"), {})
-        judge_models(result.models, result.models[0], outputs, evaluation, None)
-    result.warnings = collect_warnings(result.rows)
+        judge_models(infos, infos[0], outputs, evaluation, None)
+    entries = [model for model, _, _ in models]
+    plan = Plan(entries, entries[0], "the first SavedModel given")
+    result = assemble(plan, settings, infos, rows)
     result.environment = {"cpu": {"model": "test cpu", "logical_cores": 2}, "threads": 2}
-    data = result.to_dict()
-    assert data["schema_version"] == SCHEMA_VERSION
-    assert data["order"] == ["digits", "digits-ort-int8"]
-    return data
+    assert result.schema_version == SCHEMA_VERSION
+    assert result.order == ["digits", "digits-ort-int8"]
+    return result
 
 
 def test_comparisons_from_known_samples() -> None:
     result = make_result()
-    rows = {(r["label"], r["batch_size"]): r for r in result["results"]}
-    assert rows["digits", 8]["speedup_vs_baseline"] == pytest.approx(1.0)
-    assert rows["digits-ort-int8", 8]["speedup_vs_baseline"] == pytest.approx(4.0)
-    assert rows["digits-ort-int8", 1]["accuracy"] == pytest.approx(0.75)
-    assert rows["digits-ort-int8", 1]["top1_agreement"] == pytest.approx(0.75)
-    assert rows["digits", 1]["top1_agreement"] == 1.0
-    assert rows["digits", 1]["is_baseline"] and not rows["digits-ort-int8", 1]["is_baseline"]
+    rows = {(r.label, r.batch_size): r for r in result.results}
+    assert rows["digits", 8].speedup_vs_baseline == pytest.approx(1.0)
+    assert rows["digits-ort-int8", 8].speedup_vs_baseline == pytest.approx(4.0)
+    assert rows["digits-ort-int8", 1].accuracy == pytest.approx(0.75)
+    assert rows["digits-ort-int8", 1].top1_agreement == pytest.approx(0.75)
+    assert rows["digits", 1].top1_agreement == 1.0
+    assert rows["digits", 1].is_baseline and not rows["digits-ort-int8", 1].is_baseline
     # 50 samples < 100: one warning that p99 is close to the maximum.
-    assert any("fewer than 100" in w for w in result["warnings"])
+    assert any("fewer than 100" in w for w in result.warnings)
+
+
+def test_the_document_round_trips_as_the_typed_result() -> None:
+    result = make_result()
+    document = result.to_json()
+    assert tuple(document["results"][0]) == ROW_KEYS
+    assert document["settings"]["batch_sizes"] == [1, 8]
+    assert document["settings"]["warmup_s"] is None and document["settings"]["iterations"] == 50
+    assert BenchResult.from_json(document).to_json() == document
+    assert BenchResult.from_json(document).results == result.results
+    assert isinstance(BenchResult.from_json(document).results[0], BenchRow)
 
 
 def test_report_directory_holds_every_file(tmp_path: Path) -> None:
@@ -112,7 +134,7 @@ def test_report_directory_holds_every_file(tmp_path: Path) -> None:
         "results.json",
         "throughput_vs_batch.png",
     ]
-    assert json.loads(Path(written["json"]).read_text())["results"] == result["results"]
+    assert json.loads(Path(written["json"]).read_text()) == result.to_json()
     with Path(written["csv"]).open() as handle:
         reader = csv.DictReader(handle)
         assert tuple(reader.fieldnames or ()) == ROW_KEYS

@@ -13,9 +13,12 @@ import numpy as np
 
 from trtconv.bench.models import ModelEntry, Plan
 from trtconv.calib.contract import PreprocessingOptions
-from trtconv.calib.sources import ArraySet
+from trtconv.calib.evaluation import evaluation_data, scale_warning
+from trtconv.calib.sources import ArraySet, input_stats
 from trtconv.core.model_io import Outputs
+from trtconv.outputs.compare import compare, output_roles
 from trtconv.outputs.roles import Judging
+from trtconv.outputs.tolerance import tolerance_for
 from trtconv.report.schema import ModelInfo
 from trtconv.report.validation import FAILED, NOT_JUDGED
 
@@ -64,9 +67,6 @@ def validation_warnings(models: list[ModelEntry]) -> list[str]:
 def scale_warnings(models: list[ModelEntry], data: ArraySet) -> list[str]:
     """validate's warning, per artifact: the evaluation data spread on another scale than the
     data it was calibrated on (a wrong preprocessing somewhere: its agreement means little)."""
-    from trtconv.calib.evaluation import scale_warning
-    from trtconv.calib.sources import input_stats
-
     here = input_stats(data)
     found = (scale_warning(m.calibration, data, m.label, here) for m in models if m.calibration)
     return [warning for warning in found if warning]
@@ -82,8 +82,6 @@ def prepare(
 ) -> BenchEvaluation:
     """The evaluation set (held-out unless `split` is "all"), read by the recorded contract,
     and the judging: `judging` over what the first artifact's manifest recorded."""
-    from trtconv.calib.evaluation import evaluation_data
-
     evaluation = evaluation_data(
         plan.baseline.signature, source, None, spec, options, split,
         contract=recorded_contract(plan),
@@ -104,9 +102,6 @@ def judge_models(
 ) -> None:
     """Each model's accuracy (with labels) and decision agreement with the baseline, from its
     outputs judged by role (top-1 for class scores, the thresholded decision for binary ones)."""
-    from trtconv.outputs.compare import compare, output_roles
-    from trtconv.outputs.tolerance import tolerance_for
-
     reference = outputs.get(baseline.label)
     if reference is None:
         return

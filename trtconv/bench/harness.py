@@ -3,7 +3,8 @@
 Everything that can be checked without running a model (paths, manifests, signatures, batch
 sizes, data shapes) is checked before the first worker is spawned (see `models` and `inputs`).
 Workers run one after the other, never concurrently, in the order of `plan.models`; their raw
-samples come back as JSON and are summarized here with `trtconv.bench.stats`.
+samples come back as JSON and are summarized here with `trtconv.bench.stats` into a typed
+`BenchResult` (trtconv.report.schema).
 """
 
 from __future__ import annotations
@@ -14,18 +15,16 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from trtconv.backends import registry
-from trtconv.backends.runner import DEVICES
 from trtconv.bench import stats
 from trtconv.bench.evaluation import (
     BenchEvaluation,
-    Outputs,
     contract_warnings,
     judge_models,
     load_outputs,
@@ -34,7 +33,7 @@ from trtconv.bench.evaluation import (
     scale_warnings,
     validation_warnings,
 )
-from trtconv.bench.inputs import RANDOM, check_entry_fits, input_map, load_inputs, save_arrays
+from trtconv.bench.inputs import check_entry_fits, input_map, load_inputs, save_arrays
 from trtconv.bench.models import (
     ModelEntry,
     Plan,
@@ -42,40 +41,41 @@ from trtconv.bench.models import (
     plan_models,
     portability_warnings,
 )
-from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.evaluation import model_preprocessing
+from trtconv.calib.readers import RANDOM
 from trtconv.calib.sources import ArraySet
 from trtconv.core import errors
 from trtconv.core.errors import TrtconvError, UsageError
+from trtconv.core.fsutil import check_output_free
 from trtconv.core.lazy import TF_LOG_LEVEL
+from trtconv.core.model_io import Outputs
+from trtconv.core.progress import Progress, Steps
+from trtconv.environment import environment_block
 from trtconv.model_paths import SAVED_MODEL
-from trtconv.outputs.roles import Judging
-from trtconv.report.schema import BenchResult, BenchRow, ModelInfo, Settings
+from trtconv.options import DEFAULT_DURATION_S, DEFAULT_WARMUP_ITERATIONS, BenchOptions
+from trtconv.quantize.speed import bench_no_gain_warnings
+from trtconv.report.schema import ROW_KEYS_OF_MODEL, BenchResult, BenchRow, ModelInfo, Settings
+from trtconv.report.writers import write_report
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BATCH_SIZES = (1, 8, 32)
-DEFAULT_WARMUP_ITERATIONS = 10
-DEFAULT_DURATION_S = 3.0
 # trtexec's floor: a time-bounded run still makes at least this many timed calls.
 MIN_ITERATIONS = 10
 OVERHEAD_WARN_PERCENT = 2.0
 # Below this many samples the p99 is (nearly) the maximum: say so once.
 FEW_SAMPLES = 100
 
-Progress = Callable[[int, int, str], None]
-
 
 # ---------------------------------------------------------------------------- options
 
 
-def parse_batch_sizes(text: str | Sequence[int]) -> tuple[int, ...]:
-    """'1,8,32' -> (1, 8, 32). Raises UsageError for anything but positive integers."""
-    items = text.split(",") if isinstance(text, str) else list(text)
+def parse_batch_sizes(text: str) -> tuple[int, ...]:
+    """'1,8,32' -> (1, 8, 32), each size once. Raises UsageError for anything but positive
+    integers."""
     sizes: list[int] = []
-    for item in items:
+    for item in text.split(","):
         try:
-            size = int(str(item).strip())
+            size = int(item.strip())
         except ValueError:
             raise UsageError(
                 f"Batch size '{item}' is not an integer (e.g. --batch-sizes 1,8,32)."
@@ -84,38 +84,28 @@ def parse_batch_sizes(text: str | Sequence[int]) -> tuple[int, ...]:
             raise UsageError(f"Batch size {size} is invalid: batch sizes must be at least 1.")
         if size not in sizes:
             sizes.append(size)
-    if not sizes:
-        raise UsageError("No batch size given (e.g. --batch-sizes 1,8,32).")
     return tuple(sizes)
 
 
-def budgets(
-    warmup: int | None, warmup_s: float | None, iterations: int | None, duration: float | None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Worker budgets from --warmup/--warmup-s and --iterations/--duration (each pair exclusive)."""
-    if warmup is not None and warmup_s is not None:
-        raise UsageError("Give --warmup (iterations) or --warmup-s (seconds), not both.")
-    if iterations is not None and duration is not None:
-        raise UsageError("Give --iterations or --duration, not both.")
-    for name, value in (
-        ("--warmup", warmup),
-        ("--warmup-s", warmup_s),
-        ("--iterations", iterations),
-        ("--duration", duration),
-    ):
-        timed = name in ("--iterations", "--duration")
-        if value is not None and (value < 0 or (timed and not value)):
-            raise UsageError(f"{name} {value} is invalid: it must be positive.")
-    if warmup_s is not None:
-        warm: dict[str, Any] = {"seconds": warmup_s, "min_iterations": 1}
-    else:
-        warm = {"iterations": DEFAULT_WARMUP_ITERATIONS if warmup is None else warmup}
-    if iterations is not None:
-        measure: dict[str, Any] = {"iterations": iterations}
-    else:
-        seconds = DEFAULT_DURATION_S if duration is None else duration
-        measure = {"seconds": seconds, "min_iterations": MIN_ITERATIONS}
-    return warm, measure
+def settings_of(options: BenchOptions, data: str, contract: dict[str, Any]) -> Settings:
+    """The `settings` block: the options' budgets (or the defaults), data and contract."""
+    timed: dict[str, Any] = {"iterations": options.iterations}
+    if options.iterations is None:
+        duration = DEFAULT_DURATION_S if options.duration_s is None else options.duration_s
+        timed = {"duration_s": duration, "min_iterations": MIN_ITERATIONS}
+    warmup = DEFAULT_WARMUP_ITERATIONS if options.warmup is None else options.warmup
+    return Settings(
+        batch_sizes=options.batch_sizes,
+        warmup_iterations=None if options.warmup_s is not None else warmup,
+        warmup_s=options.warmup_s,
+        **timed,
+        threads=options.threads,
+        data=data,
+        eval_data=options.eval_data,
+        eval_split=contract.get("split"),
+        data_contract=contract,
+        device=options.device,
+    )
 
 
 # ---------------------------------------------------------------------------- workers
@@ -210,15 +200,18 @@ def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -
 
 
 def model_rows(info: ModelInfo, document: dict[str, Any], settings: Settings) -> list[BenchRow]:
-    """One row per batch size from a worker's raw samples."""
+    """One row per batch size from a worker's raw samples (no comparison with the baseline yet:
+    see `compared`)."""
+    model = {key: getattr(info, key) for key in ROW_KEYS_OF_MODEL}
     rows = []
     for measured in document["batches"]:
         summary = stats.summarize(measured["latencies_ms"])
         batch_size = int(measured["batch_size"])
         transfers, computes = measured.get("transfer_ms"), measured.get("compute_ms")
         wall_ns = int(measured["wall_ns"])
+        overhead, p50 = info.harness_overhead_ms or 0.0, summary.p50
         row = BenchRow(
-            info=info,
+            **model,
             batch_size=batch_size,
             warmup_iterations=int(measured["warmup_iterations"]),
             timed_s=wall_ns / 1e9,
@@ -228,23 +221,42 @@ def model_rows(info: ModelInfo, document: dict[str, Any], settings: Settings) ->
             threads=settings.threads,
             compute_ms_mean=float(np.mean(computes)) if computes else None,
             compute_cv_percent=stats.coefficient_of_variation(computes) if computes else None,
+            harness_overhead_percent=overhead / p50 * 100 if p50 > 0 else 0.0,
         )
         rows.append(row)
     return rows
+
+
+def compared(rows: list[BenchRow], models: list[ModelInfo]) -> list[BenchRow]:
+    """`rows` with their model's accuracy and agreement (judged after every model ran) and
+    their speedup over the baseline's throughput at the same batch size."""
+    infos = {info.label: info for info in models}
+    baseline: dict[int, float] = {}
+    for row in rows:
+        if row.is_baseline:
+            baseline.setdefault(row.batch_size, row.throughput_per_s)
+    return [
+        replace(
+            row,
+            accuracy=infos[row.label].accuracy,
+            top1_agreement=infos[row.label].top1_agreement,
+            speedup_vs_baseline=stats.speedup(row.throughput_per_s, baseline.get(row.batch_size)),
+        )
+        for row in rows
+    ]
 
 
 def collect_warnings(rows: list[BenchRow]) -> list[str]:
     """One line per model with unstable timings (CV above the threshold) or figures near the
     harness floor, and one line when some runs are too short for a meaningful p99."""
     warnings = []
-    for label in dict.fromkeys(row.info.label for row in rows):
-        mine = [row for row in rows if row.info.label == label]
-        info = mine[0].info
+    for label in dict.fromkeys(row.label for row in rows):
+        mine = [row for row in rows if row.label == label]
         warnings += _stability_warnings(label, mine)
         floor = [f"{r.harness_overhead_percent:.1f}% at batch {r.batch_size}" for r in mine
                  if r.harness_overhead_percent > OVERHEAD_WARN_PERCENT]  # fmt: skip
         if floor:
-            overhead_us = (info.harness_overhead_ms or 0.0) * 1000
+            overhead_us = (mine[0].harness_overhead_ms or 0.0) * 1000
             warnings.append(
                 f"{label}: the harness's own {overhead_us:.1f} µs per call is "
                 f"{', '.join(floor)} of the p50 latency (> {OVERHEAD_WARN_PERCENT:g}%): "
@@ -274,7 +286,7 @@ def _stability_warnings(label: str, rows: list[BenchRow]) -> list[str]:
         )
     gpu_limit = stats.CV_WARN_PERCENT_GPU
     compute = [f"{r.compute_cv_percent:.1f}% at batch {r.batch_size}" for r in rows
-               if r.compute_cv_percent is not None and _on_gpu(r.info.backend)
+               if r.compute_cv_percent is not None and _on_gpu(r.backend)
                and r.compute_cv_percent > gpu_limit]  # fmt: skip
     if compute:
         found.append(
@@ -299,131 +311,134 @@ def measure(
     data: ArraySet,
     evaluation: BenchEvaluation | None,
     progress: Progress | None = None,
-) -> BenchResult:
-    """Run every model's worker in order and assemble the result (no environment yet)."""
-    reference = plan.baseline.signature
-    mappings = {entry.label: input_map(reference, entry) for entry in plan.models}
+) -> tuple[list[ModelInfo], list[BenchRow]]:
+    """Run every model's worker in order; judge their outputs when `evaluation` is given.
+    Returns the models (in `plan.models` order) and their rows; workers' warnings are added to
+    `plan.warnings`. Raises the worker's error type when a model fails."""
+    mappings = {entry.label: input_map(plan.baseline.signature, entry) for entry in plan.models}
     for entry in plan.models:
         check_entry_fits(entry, data, mappings[entry.label])
-    result = BenchResult(
-        plan.baseline.label, str(plan.baseline.path), plan.baseline_reason, [], [], settings
-    )
+    models: list[ModelInfo] = []
+    rows: list[BenchRow] = []
     outputs: dict[str, Outputs | None] = {}
+    steps = Steps(progress, len(plan.models))
     with tempfile.TemporaryDirectory(prefix="trtconv-bench-") as tmp:
         workdir = Path(tmp)
         data_path = save_arrays(workdir / "inputs.npz", data.inputs, None)
         eval_path = None
         if evaluation is not None:
             eval_path = save_arrays(workdir / "eval.npz", evaluation.data.inputs, None)
-        total = len(plan.models)
         for index, entry in enumerate(plan.models):
-            if progress:
-                progress(index, total, entry.label)
+            steps.start(entry.label)
             written = workdir / f"eval-outputs-{index}.npz" if eval_path else None
             spec = worker_spec(
                 entry, settings, data_path, eval_path, mappings[entry.label], written
             )
             document = run_worker(spec, workdir, index)
-            info = model_info(entry, document, entry is plan.baseline)
-            result.models.append(info)
-            result.rows += model_rows(info, document, settings)
+            models.append(model_info(entry, document, entry is plan.baseline))
+            rows += model_rows(models[-1], document, settings)
             outputs[entry.label] = load_outputs(document.get("eval_outputs"))
             plan.warnings += list(document.get("warnings") or [])
-        if progress:
-            progress(total, total, "done")
+        steps.finish()
     if evaluation is not None:
-        baseline = next(info for info in result.models if info.is_baseline)
-        source = plan.baseline.path if plan.baseline.kind == SAVED_MODEL else None
-        judge_models(result.models, baseline, outputs, evaluation, source)
-    result.warnings = plan.warnings + collect_warnings(result.rows)
-    return result
+        baseline = next(info for info in models if info.is_baseline)
+        judge_models(models, baseline, outputs, evaluation, _source(plan))
+    return models, rows
 
 
-def bench(
-    models: Sequence[Path | str],
-    batch_sizes: str | Sequence[int] = DEFAULT_BATCH_SIZES,
-    warmup: int | None = None,
-    warmup_s: float | None = None,
-    iterations: int | None = None,
-    duration_s: float | None = None,
-    threads: int | None = None,
-    data: str | None = None,
-    eval_data: str | None = None,
-    xla: bool = False,
-    throughput: bool = False,
-    report: Path | None = None,
-    force: bool = False,
-    progress: Progress | None = None,
-    device: str = "auto",
-    judging: Judging | None = None,
-    preprocessing: PreprocessingOptions | None = None,
-    split: str | None = None,
-) -> dict[str, Any]:
-    """Benchmark models side by side; return the result document (see trtconv.report.schema).
+def assemble(
+    plan: Plan, settings: Settings, models: list[ModelInfo], rows: list[BenchRow]
+) -> BenchResult:
+    """The result of a run: rows compared with the baseline, every warning, the environment."""
+    rows = compared(rows, models)
+    warnings = plan.warnings + collect_warnings(rows)
+    warnings += bench_no_gain_warnings(plan.models, [row.to_json() for row in rows])
+    overheads = [m.harness_overhead_ms for m in models if m.harness_overhead_ms is not None]
+    return BenchResult(
+        baseline=plan.baseline.label,
+        baseline_model=str(plan.baseline.path),
+        baseline_reason=plan.baseline_reason,
+        order=[model.label for model in models],
+        models=models,
+        results=rows,
+        harness_overhead_ms=float(np.median(overheads)) if overheads else None,
+        settings=settings,
+        threads=settings.threads,
+        warnings=warnings,
+        environment={
+            **environment_block(registry.declared_packages()),
+            "threads": settings.threads,
+        },
+    )
 
-    Raw pixels become inputs by `preprocessing`, else the artifacts' recorded data contract,
-    else the baseline's model card. With `eval_data`, every model's outputs on its held-out
-    split (`split="all"`: every sample) are judged against the baseline's by output role
-    (`judging`, else the manifest's, else inferred): accuracy and decision agreement. Artifacts
-    whose own validation failed are marked (`validation`) and warned about.
+
+def bench(options: BenchOptions, progress: Progress | None = None) -> BenchResult:
+    """Benchmark models side by side; return the typed result (trtconv.report.schema).
+
+    Raw pixels become inputs by `options.preprocessing`, else the artifacts' recorded data
+    contract, else the baseline's model card. With `eval_data`, every model's outputs on its
+    held-out split (`split="all"`: every sample) are judged against the baseline's by output
+    role (`judging`, else the manifest's, else inferred): accuracy and decision agreement.
+    Artifacts whose own validation failed are marked (`validation`) and warned about.
 
     With `report`, also write results.json, results.csv, report.md and PNG plots there
     (atomically; an existing non-empty directory needs `force`); the written files are listed
-    under the result's `report` key. Raises UsageError (bad options, missing model path, batch
-    size the model cannot take, existing report) and InputError (not a model, data that does
-    not fit) before any worker starts, and the worker's error type when a model fails.
+    in the result's `report`. Raises UsageError (missing model path, batch size the model
+    cannot take, existing report) and InputError (not a model, data that does not fit) before
+    any worker starts, and the worker's error type when a model fails.
     """
-    from trtconv.environment import environment_block
-    from trtconv.quantize.speed import bench_no_gain_warnings
-
-    sizes = parse_batch_sizes(batch_sizes)
-    warm, timed = budgets(warmup, warmup_s, iterations, duration_s)
-    force = _check_options(report, force, threads, device, split)
-    plan = plan_models(models, xla=xla, throughput=throughput)
-    check_batch_sizes(plan.models, sizes)
-    plan.warnings += portability_warnings(plan.models, measured_here=eval_data is not None)
-    plan.warnings += validation_warnings(plan.models) + contract_warnings(plan)
-    source = plan.baseline.path if plan.baseline.kind == SAVED_MODEL else None
-    data = data or RANDOM
+    force = _check_report(options.report, options.force)
+    plan = _plan(options)
+    source = _source(plan)
     prep = model_preprocessing(
-        plan.baseline.signature, source, preprocessing, recorded_contract(plan)
+        plan.baseline.signature, source, options.preprocessing, recorded_contract(plan)
     )
-    inputs = load_inputs(data, plan.baseline, max(sizes), source, prep)
-    evaluation, contract = None, {"preprocessing": prep.to_dict()}
-    if eval_data is not None:
-        evaluation = prepare(plan, eval_data, source, preprocessing, split, judging)
-        contract = evaluation.contract
-        plan.warnings += scale_warnings(plan.models, evaluation.data)
-        if evaluation.data.labels is None:
-            plan.warnings.append(
-                f"{evaluation.data.source} has no labels: agreement only, no accuracy."
-            )
-    settings = Settings(sizes, warm, timed, threads, data, eval_data, device, contract)
-    result = measure(plan, settings, inputs, evaluation, progress)
-    result.environment = {**environment_block(registry.declared_packages()), "threads": threads}
-    document = result.to_dict()
-    document["warnings"] += bench_no_gain_warnings(plan.models, document["results"])
-    if report is not None:
-        from trtconv.report.writers import write_report
-
-        document["report"] = write_report(document, Path(report), force=force)
-    return document
+    data = options.data or RANDOM
+    inputs = load_inputs(data, plan.baseline, max(options.batch_sizes), source, prep)
+    evaluation = _evaluation(plan, options, source)
+    contract = evaluation.contract if evaluation else {"preprocessing": prep.to_dict()}
+    settings = settings_of(options, data, contract)
+    result = assemble(plan, settings, *measure(plan, settings, inputs, evaluation, progress))
+    if options.report is not None:
+        result.report = write_report(result, Path(options.report), force=force)
+    return result
 
 
-def _check_options(
-    report: Path | None, force: bool, threads: int | None, device: str, split: str | None
-) -> bool:
-    """Raise UsageError for a bad option; return `force` (True for an empty report directory,
-    which holds nothing to lose: callers may hand us a fresh staging dir)."""
-    from trtconv.calib.contract import check_split
-    from trtconv.core.fsutil import check_output_free
+def _plan(options: BenchOptions) -> Plan:
+    """The models in measuring order, their batch sizes checked, and the planning warnings."""
+    plan = plan_models(options.models, xla=options.xla, throughput=options.throughput)
+    check_batch_sizes(plan.models, options.batch_sizes)
+    measured_here = options.eval_data is not None
+    plan.warnings += portability_warnings(plan.models, measured_here=measured_here)
+    plan.warnings += validation_warnings(plan.models) + contract_warnings(plan)
+    return plan
 
+
+def _source(plan: Plan) -> Path | None:
+    """The baseline's SavedModel (its model card is read), None when it is an artifact."""
+    return plan.baseline.path if plan.baseline.kind == SAVED_MODEL else None
+
+
+def _evaluation(plan: Plan, options: BenchOptions, source: Path | None) -> BenchEvaluation | None:
+    """The evaluation data and judging (None without `eval_data`); adds its warnings."""
+    if options.eval_data is None:
+        return None
+    evaluation = prepare(
+        plan, options.eval_data, source, options.preprocessing, options.split, options.judging
+    )
+    plan.warnings += scale_warnings(plan.models, evaluation.data)
+    if evaluation.data.labels is None:
+        plan.warnings.append(
+            f"{evaluation.data.source} has no labels: agreement only, no accuracy."
+        )
+    return evaluation
+
+
+def _check_report(report: Path | None, force: bool) -> bool:
+    """Raise UsageError when `report` exists and holds something, unless `force`; return
+    `force` (True for an empty report directory, which holds nothing to lose: callers may hand
+    us a fresh staging dir)."""
     if report is not None:
         force = force or (Path(report).is_dir() and not any(Path(report).iterdir()))
         check_output_free(Path(report), force)
-    if threads is not None and threads < 1:
-        raise UsageError(f"--threads {threads} is invalid: it must be at least 1.")
-    if device not in DEVICES:
-        raise UsageError(f"Unknown device '{device}'; choose one of {', '.join(DEVICES)}.")
-    check_split(split)
     return force

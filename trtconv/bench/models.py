@@ -24,6 +24,7 @@ from trtconv.model_paths import (
     model_kind,
     saved_model_in,
 )
+from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
 
 
 @dataclass
@@ -167,8 +168,6 @@ def plan_models(paths: Sequence[Path | str], xla: bool = False, throughput: bool
 
 def portability_warnings(models: list[ModelEntry], measured_here: bool = False) -> list[str]:
     """One line per int8 artifact validated on another CPU class than this one."""
-    from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
-
     here = this_cpu_int8_class()
     found = (
         portability_warning(m.quantization, m.validated_on, here, m.label, measured_here)

@@ -20,7 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from trtconv import facts
+from trtconv.backends import registry
 from trtconv.backends.runner import Runner, RunOptions
+from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 
 # The null runner is timed over this many calls (after as many warm-up calls): short enough to
@@ -130,9 +133,6 @@ def make_batches(inputs: dict[str, np.ndarray], batch_size: int, max_batches: in
 def import_backend(spec: dict[str, Any]) -> None:
     """Import the backend's library and probe the machine's facts (nvidia-smi, TensorFlow asked
     in a subprocess): process start-up, not model loading, so neither counts in `load_ms`."""
-    from trtconv.backends import registry
-    from trtconv.core.lazy import require
-
     require(registry.get(spec["backend"]).library)
     registry.facts_here()
 
@@ -154,9 +154,7 @@ def peak_rss_mb(status: Path = Path("/proc/self/status")) -> float:
 def gpu_memory_mb(pid: int) -> float | None:
     """GPU memory nvidia-smi attributes to `pid` (the whole process: the library's pools
     included); None without an NVIDIA GPU or when nvidia-smi does not list the process."""
-    from trtconv.facts import probe_gpus
-
-    if not probe_gpus():
+    if not facts.probe_gpus():
         return None
     try:
         completed = subprocess.run(
@@ -213,8 +211,6 @@ def load(spec: dict[str, Any], first_batch: Feeds) -> tuple[Runner, float, float
     Importing TensorFlow or ONNX Runtime is left out: it is process start-up, seconds that every
     caller pays once whatever the model.
     """
-    from trtconv.backends.registry import open_runner
-
     import_backend(spec)
     options = RunOptions(
         threads=spec.get("threads"),
@@ -223,7 +219,7 @@ def load(spec: dict[str, Any], first_batch: Feeds) -> tuple[Runner, float, float
         throughput=bool(spec.get("throughput")),
     )
     started = time.perf_counter_ns()
-    runner = open_runner(Path(spec["model"]), options)
+    runner = registry.open_runner(Path(spec["model"]), options)
     runner.activate()
     loaded = time.perf_counter_ns()
     runner.infer(first_batch)

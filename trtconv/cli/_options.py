@@ -3,9 +3,12 @@ how raw pixels become inputs. Declared once here; each command lists them in its
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from trtconv.cli._output import DEVICE_HELP
+from trtconv.options import DEFAULT_BATCH_SIZES
 
 if TYPE_CHECKING:
     from trtconv.calib.contract import PreprocessingOptions
@@ -40,6 +43,12 @@ IMAGE_STD = typer.Option(
     None, help="Raw pixels: per-channel std divided by last, e.g. 0.229,0.224,0.225."
 )
 SPLIT = typer.Option(None, help="held-out (default: samples the model never trained on) or all.")
+
+# Declared as types (after huggingface_hub's cli): `name: Alias = default`, one line each.
+BatchSizes = Annotated[str, typer.Option(help="Comma-separated batch sizes.")]
+DEFAULT_BATCH_SIZES_TEXT = ",".join(map(str, DEFAULT_BATCH_SIZES))
+Device = Annotated[str, typer.Option(help=DEVICE_HELP)]
+JsonOutput = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 
 
 def judging_options(

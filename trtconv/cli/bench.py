@@ -3,128 +3,166 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from trtconv import api
+from trtconv.bench.harness import MIN_ITERATIONS, parse_batch_sizes
+from trtconv.calib.readers import RANDOM
 from trtconv.cli._options import (
+    DEFAULT_BATCH_SIZES_TEXT,
     IMAGE_MEAN,
     IMAGE_OFFSET,
     IMAGE_SCALE,
     IMAGE_STD,
     OUTPUT_ROLE,
     SPLIT,
+    BatchSizes,
+    Device,
+    JsonOutput,
     judging_options,
     preprocessing_options,
 )
-from trtconv.cli._output import DEVICE_HELP, progress_bar, run_command, stderr_console
+from trtconv.cli._output import progress_bar, run_command, stderr_console
+from trtconv.options import (
+    DEFAULT_DEVICE,
+    DEFAULT_DURATION_S,
+    DEFAULT_WARMUP_ITERATIONS,
+    BenchOptions,
+)
+from trtconv.report.schema import BenchResult
+from trtconv.report.writers import table_headers, table_rows
+
+Models = Annotated[
+    list[Path],
+    typer.Argument(
+        help="SavedModel directories and/or trtconv artifact directories.", show_default=False
+    ),
+]
+Warmup = Annotated[
+    int | None,
+    typer.Option(help=f"Warm-up iterations per batch size (default {DEFAULT_WARMUP_ITERATIONS})."),
+]
+WarmupS = Annotated[float | None, typer.Option(help="Warm-up seconds per batch size instead.")]
+Iterations = Annotated[int | None, typer.Option(help="Timed iterations per batch size.")]
+Duration = Annotated[
+    float | None,
+    typer.Option(
+        help=f"Timed seconds per batch size instead (default {DEFAULT_DURATION_S:g}, at least "
+        f"{MIN_ITERATIONS} iterations)."
+    ),
+]
+Threads = Annotated[
+    int | None, typer.Option(help="Intra-op threads per model (default: the library's).")
+]
+Data = Annotated[str, typer.Option(help="digits, PATH.npz, an image folder, or random.")]
+EvalData = Annotated[
+    str | None,
+    typer.Option(
+        help="Labelled data (digits, PATH.npz with y, image folder): accuracy and agreement, "
+        "each output judged by its role, on the held-out split (see --split)."
+    ),
+]
+Xla = Annotated[bool, typer.Option("--xla", help="Also run each SavedModel compiled with XLA.")]
+Throughput = Annotated[
+    bool,
+    typer.Option(
+        "--throughput",
+        help="Also run each artifact whose backend has a throughput mode in it (OpenVINO: "
+        "THROUGHPUT hint, each batch split across parallel streams).",
+    ),
+]
+Report = Annotated[
+    Path | None, typer.Option(help="Write results.json/csv, report.md and PNGs here.")
+]
+Force = Annotated[bool, typer.Option(help="Replace an existing --report directory.")]
 
 
-def render_table(result: dict[str, Any], console: Console) -> None:
+def render_table(result: BenchResult, console: Console) -> None:
     """One rich table (models × batch sizes) on stdout; the baseline and overhead under it."""
-    from trtconv.report.writers import table_headers, table_rows
-
     if not console.is_terminal:
         # Piped output defaults to 80 columns, which would fold every cell: give the table room.
         console = Console(file=console.file, width=max(console.width, 132))
     table = Table(
         title="trtconv bench",
         caption=(
-            f"* baseline: {result['baseline']} ({result['baseline_model']}), "
-            f"{result['baseline_reason']}"
+            f"* baseline: {result.baseline} ({result.baseline_model}), {result.baseline_reason}"
         ),
     )
     for index, header in enumerate(table_headers(compact=True)):
         table.add_column(header, justify="left" if index < 2 else "right")
     previous = None
-    for cells, row in zip(table_rows(result, compact=True), result["results"], strict=True):
-        if previous is not None and row["label"] != previous:
+    for cells, row in zip(table_rows(result, compact=True), result.results, strict=True):
+        if previous is not None and row.label != previous:
             table.add_section()
-        previous = row["label"]
+        previous = row.label
         table.add_row(*cells)
     console.print(table)
-    overhead = result.get("harness_overhead_ms")
-    order = " → ".join(result["order"])
-    console.print(f"Measured in this order, one process each: {order}")
+    overhead = result.harness_overhead_ms
+    console.print(f"Measured in this order, one process each: {' → '.join(result.order)}")
     if overhead is not None:
         console.print(f"Harness overhead per call: {overhead * 1000:.1f} µs (do-nothing runner)")
-    if "report" in result:
-        console.print(f"Report: {Path(result['report']['markdown']).parent}")
+    if result.report is not None:
+        console.print(f"Report: {Path(result.report['markdown']).parent}")
 
 
-def print_warnings(result: dict[str, Any]) -> None:
+def print_warnings(result: BenchResult) -> None:
     """Warnings go to stderr, in human and JSON mode alike."""
     console = stderr_console()
-    for warning in result.get("warnings", []):
+    for warning in result.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, soft_wrap=True)
 
 
 def bench_cli(
-    models: list[Path] = typer.Argument(
-        ..., help="SavedModel directories and/or trtconv artifact directories.", show_default=False
-    ),
-    batch_sizes: str = typer.Option("1,8,32", help="Comma-separated batch sizes."),
-    warmup: int = typer.Option(None, help="Warm-up iterations per batch size (default 10)."),
-    warmup_s: float = typer.Option(None, help="Warm-up seconds per batch size instead."),
-    iterations: int = typer.Option(None, help="Timed iterations per batch size."),
-    duration: float = typer.Option(
-        None, help="Timed seconds per batch size instead (default 3, at least 10 iterations)."
-    ),
-    threads: int = typer.Option(None, help="Intra-op threads per model (default: the library's)."),
-    data: str = typer.Option("random", help="digits, PATH.npz, an image folder, or random."),
-    eval_data: str = typer.Option(
-        None,
-        help="Labelled data (digits, PATH.npz with y, image folder): accuracy and agreement, "
-        "each output judged by its role, on the held-out split (see --split).",
-    ),
+    models: Models,
+    batch_sizes: BatchSizes = DEFAULT_BATCH_SIZES_TEXT,
+    warmup: Warmup = None,
+    warmup_s: WarmupS = None,
+    iterations: Iterations = None,
+    duration: Duration = None,
+    threads: Threads = None,
+    data: Data = RANDOM,
+    eval_data: EvalData = None,
     split: str = SPLIT,
     output_role: list[str] = OUTPUT_ROLE,
     image_scale: float = IMAGE_SCALE,
     image_offset: float = IMAGE_OFFSET,
     image_mean: str = IMAGE_MEAN,
     image_std: str = IMAGE_STD,
-    xla: bool = typer.Option(False, "--xla", help="Also run each SavedModel compiled with XLA."),
-    device: str = typer.Option("auto", help=DEVICE_HELP),
-    throughput: bool = typer.Option(
-        False,
-        "--throughput",
-        help="Also run each artifact whose backend has a throughput mode in it (OpenVINO: "
-        "THROUGHPUT hint, each batch split across parallel streams).",
-    ),
-    report: Path = typer.Option(None, help="Write results.json/csv, report.md and PNGs here."),
-    force: bool = typer.Option(False, help="Replace an existing --report directory."),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    xla: Xla = False,
+    device: Device = DEFAULT_DEVICE,
+    throughput: Throughput = False,
+    report: Report = None,
+    force: Force = False,
+    json_output: JsonOutput = False,
 ) -> None:
     """Benchmark SavedModels and converted artifacts side by side (latency, throughput, speedup)."""
 
-    def work() -> dict[str, Any]:
-        from trtconv import api
-
-        _, judging = judging_options(output_role, None, False)
-        preprocessing = preprocessing_options(image_scale, image_offset, image_mean, image_std)
+    def work() -> BenchResult:
+        options = BenchOptions(
+            models=tuple(models),
+            batch_sizes=parse_batch_sizes(batch_sizes),
+            warmup=warmup,
+            warmup_s=warmup_s,
+            iterations=iterations,
+            duration_s=duration,
+            threads=threads,
+            data=data,
+            eval_data=eval_data,
+            xla=xla,
+            throughput=throughput,
+            report=report,
+            force=force,
+            device=device,
+            judging=judging_options(output_role, None, False)[1],
+            preprocessing=preprocessing_options(image_scale, image_offset, image_mean, image_std),
+            split=split,
+        )
         with progress_bar("benchmarking") as progress:
-            result = api.bench(
-                models,
-                batch_sizes=batch_sizes,
-                warmup=warmup,
-                warmup_s=warmup_s,
-                iterations=iterations,
-                duration_s=duration,
-                threads=threads,
-                data=data,
-                eval_data=eval_data,
-                xla=xla,
-                device=device,
-                throughput=throughput,
-                report=report,
-                force=force,
-                progress=progress,
-                judging=judging,
-                preprocessing=preprocessing,
-                split=split,
-            )
+            result = api.bench(options, progress)
         print_warnings(result)
         return result
 

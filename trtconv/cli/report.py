@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from trtconv import api
+from trtconv.cli._options import JsonOutput
 from trtconv.cli._output import run_command
+from trtconv.report.merge import PIVOTS, MergeResult, pivot
 
 app = typer.Typer(
     help="Work on bench and release reports already written.",
@@ -20,10 +22,8 @@ app = typer.Typer(
 )
 
 
-def render_merged(result: dict[str, Any], console: Console) -> None:
+def render_merged(result: MergeResult, console: Console) -> None:
     """Throughput and speedup per machine, side by side; where the report went."""
-    from trtconv.report.merge import PIVOTS, pivot
-
     if not console.is_terminal:
         console = Console(file=console.file, width=max(console.width, 132))
     for title, key in PIVOTS[:2]:
@@ -34,7 +34,8 @@ def render_merged(result: dict[str, Any], console: Console) -> None:
         for cells in rows:
             table.add_row(*cells)
         console.print(table)
-    console.print(f"Report: {Path(result['report']['markdown']).parent}", highlight=False)
+    if result.report is not None:
+        console.print(f"Report: {Path(result.report['markdown']).parent}", highlight=False)
 
 
 @app.command("merge")
@@ -46,13 +47,11 @@ def merge_cli(
     ),
     output: Path = typer.Option(..., help="Write the merged report here.", show_default=False),
     force: bool = typer.Option(False, help="Replace an existing --output."),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    json_output: JsonOutput = False,
 ) -> None:
     """Merge bench runs of the same models from several machines into one report."""
 
-    def work() -> dict[str, Any]:
-        from trtconv import api
-
+    def work() -> MergeResult:
         return api.merge_reports(directories, output, force=force)
 
     run_command(work, json_mode=json_output, render=render_merged)

@@ -42,6 +42,7 @@ from trtconv.core.precision import Precision
 from trtconv.core.progress import Progress, Steps
 from trtconv.manifest import Manifest, read_manifest, write_manifest
 from trtconv.options import BenchOptions, Contest, ConvertOptions
+from trtconv.report.schema import BenchRow
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +178,7 @@ def _time(
         data=data_spec,
         throughput=True,
     )
-    result = bench(timed)
-    rows = {row["label"]: row for row in result.results}
+    rows = {row.label: row for row in bench(timed).results}
     added = []
     for candidate in passed:
         _fill(candidate, rows.get(candidate.label))
@@ -189,11 +189,11 @@ def _time(
     return added
 
 
-def _fill(candidate: Candidate, row: dict[str, Any] | None) -> None:
+def _fill(candidate: Candidate, row: BenchRow | None) -> None:
     if row is not None:
-        candidate.throughput_per_s = row["throughput_per_s"]
-        candidate.latency_ms_p50 = row["latency_ms_p50"]
-        candidate.speedup_vs_native = row["speedup_vs_baseline"]
+        candidate.throughput_per_s = row.throughput_per_s
+        candidate.latency_ms_p50 = row.latency_ms_p50
+        candidate.speedup_vs_native = row.speedup_vs_baseline
 
 
 def _table(entrants: list[Candidate], winner: Candidate | None, contest: Contest) -> dict[str, Any]:

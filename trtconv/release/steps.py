@@ -21,7 +21,7 @@ from trtconv.backends.registry import BEST
 from trtconv.core.errors import AccuracyError, TrtconvError
 from trtconv.core.fsutil import sha256_path
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
-from trtconv.options import DEFAULT_RANK_DURATION_S, Contest, TrainOptions
+from trtconv.options import DEFAULT_RANK_DURATION_S, BenchOptions, Contest, TrainOptions
 from trtconv.release.config import DIGITS, ReleaseConfig, Target
 from trtconv.release.store import StepStore
 
@@ -338,26 +338,28 @@ class ReleaseRun:
         def work() -> tuple[dict[str, Any], list[Path]]:
             from trtconv import api
 
-            options: dict[str, Any] = {}
-            for key in ("iterations", "duration_s", "warmup", "threads"):
-                if getattr(settings, key) is not None:
-                    options[key] = getattr(settings, key)
-            log.info("benchmarking native and %d artifact(s)", len(artifacts))
-            # The report (results.json, plots) is written atomically by the bench's writer.
-            result = api.bench(
-                [source, *artifacts.values()],
+            options = BenchOptions(
+                models=(source, *artifacts.values()),
                 batch_sizes=settings.batch_sizes,
+                iterations=settings.iterations,
+                duration_s=settings.duration_s,
+                warmup=settings.warmup,
+                threads=settings.threads,
                 data=data,
                 eval_data=self.config.eval.data,
                 report=output,
                 force=True,
-                progress=lambda done, total, label: self.report(f"bench {label} ({done}/{total})"),
                 judging=self.config.outputs.judging(),
                 preprocessing=self.config.preprocessing.options(),
                 split=self.config.eval.split,
-                **options,
             )
-            return result, [output]
+            log.info("benchmarking native and %d artifact(s)", len(artifacts))
+            # The report (results.json, plots) is written atomically by the bench's writer.
+            result = api.bench(
+                options,
+                lambda done, total, label: self.report(f"bench {label} ({done}/{total})"),
+            )
+            return result.to_json(), [output]
 
         return self.step("bench", inputs, work)
 

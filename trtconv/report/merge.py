@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trtconv.backends import registry
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.fsutil import atomic_directory, check_output_free
+from trtconv.core.results import JsonResult, optional_key
 from trtconv.environment import environment_block
+from trtconv.report.plots import write_plots
 from trtconv.report.schema import ROW_KEYS
 from trtconv.report.writers import (
     TABLE_COLUMNS,
@@ -29,7 +31,7 @@ from trtconv.report.writers import (
 )
 from trtconv.report.writers import write_json as write_result_json
 
-Result = dict[str, Any]
+Result = dict[str, Any]  # a bench result document as read from disk
 
 MERGE_SCHEMA_VERSION = 1
 MERGED_KIND = "bench-merge"  # the merged document's `kind`: not a run to merge again
@@ -57,6 +59,44 @@ class BenchSource:
     kind: str  # "bench" or "release"
     document: Result
     source_sha256: str | None = None
+
+
+@dataclass
+class MergedSource:
+    """A run in the merged report (an entry of `sources`): where it came from, its machine and
+    what it said about itself."""
+
+    directory: Path
+    kind: str  # "bench" or "release"
+    machine: str
+    baseline_model: str | None = None
+    source_sha256: str | None = None  # a release's source model
+    harness_overhead_ms: float | None = None
+    warnings: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class MergeResult(JsonResult):
+    """The merged report (`trtconv report merge --json`; results.json of the merged report).
+
+    The runs' rows and models stay the documents' own dicts: the merge passes them through
+    whatever trtconv wrote them. `results` are every run's rows, each with its `machine` first;
+    `models` the models' identity (MODEL_IDENTITY); `environment` where the merge ran; `report`
+    the written files by kind.
+    """
+
+    schema_version: int = MERGE_SCHEMA_VERSION
+    kind: str = MERGED_KIND
+    baseline: str
+    order: list[str]
+    machines: list[str]
+    models: list[dict[str, Any]]
+    settings: dict[str, Any]
+    sources: list[MergedSource]
+    results: list[dict[str, Any]]
+    environment: dict[str, Any] = field(default_factory=dict)
+    report: dict[str, str] | None = optional_key()
 
 
 def _read_json(path: Path) -> Result:
@@ -173,109 +213,108 @@ def _machines(sources: list[BenchSource]) -> list[str]:
     return numbered
 
 
-def merge_documents(sources: list[BenchSource]) -> Result:
-    """The merged result document: every row with its `machine`, one entry per source."""
+def merge_documents(sources: list[BenchSource]) -> MergeResult:
+    """The merged result: every row with its `machine`, one entry per source. Raises
+    UsageError when the sources differ in models or settings."""
     check_mergeable(sources)
     machines = _machines(sources)
     first = sources[0].document
-    return {
-        "schema_version": MERGE_SCHEMA_VERSION,
-        "kind": MERGED_KIND,
-        "baseline": first["baseline"],
-        "order": first["order"],
-        "machines": machines,
-        "models": [{k: model.get(k) for k in MODEL_IDENTITY} for model in first["models"]],
-        "settings": first["settings"],
-        "sources": [
-            {
-                "directory": str(source.directory),
-                "kind": source.kind,
-                "machine": machine,
-                "baseline_model": source.document.get("baseline_model"),
-                "source_sha256": source.source_sha256,
-                "harness_overhead_ms": source.document.get("harness_overhead_ms"),
-                "warnings": source.document.get("warnings", []),
-                "environment": source.document["environment"],
-            }
-            for source, machine in zip(sources, machines, strict=True)
+    pairs = list(zip(sources, machines, strict=True))
+    return MergeResult(
+        baseline=first["baseline"],
+        order=first["order"],
+        machines=machines,
+        models=[{k: model.get(k) for k in MODEL_IDENTITY} for model in first["models"]],
+        settings=first["settings"],
+        sources=[
+            MergedSource(
+                directory=source.directory,
+                kind=source.kind,
+                machine=machine,
+                baseline_model=source.document.get("baseline_model"),
+                source_sha256=source.source_sha256,
+                harness_overhead_ms=source.document.get("harness_overhead_ms"),
+                warnings=source.document.get("warnings", []),
+                environment=source.document["environment"],
+            )
+            for source, machine in pairs
         ],
-        "results": [
+        results=[
             {"machine": machine, **row}
-            for source, machine in zip(sources, machines, strict=True)
+            for source, machine in pairs
             for row in source.document["results"]
         ],
-        "environment": environment_block(registry.declared_packages()),
-    }
+        environment=environment_block(registry.declared_packages()),
+    )
 
 
-def pivot(result: Result, key: str) -> tuple[list[str], list[list[str]]]:
+def pivot(result: MergeResult, key: str) -> tuple[list[str], list[list[str]]]:
     """One figure per machine side by side: headers and text rows (model, runs as, batch,
     then one cell per machine), models in measuring order, then batch size."""
     pattern = next(fmt for _, column, fmt in TABLE_COLUMNS if column == key)
     first: dict[tuple[str, int], Result] = {}
     by_machine: dict[tuple[str, int], dict[str, Any]] = {}
-    for row in result["results"]:
+    for row in result.results:
         cell = (row["label"], int(row["batch_size"]))
         first.setdefault(cell, row)
         by_machine.setdefault(cell, {})[row["machine"]] = row.get(key)
-    order = sorted(first, key=lambda cell: (result["order"].index(cell[0]), cell[1]))
+    order = sorted(first, key=lambda cell: (result.order.index(cell[0]), cell[1]))
     rows = [
         [
             *model_cells(first[cell]),
             str(cell[1]),
-            *(format_value(by_machine[cell].get(m), pattern) for m in result["machines"]),
+            *(format_value(by_machine[cell].get(m), pattern) for m in result.machines),
         ]
         for cell in order
     ]
-    return ["model", "runs as", "batch", *result["machines"]], rows
+    return ["model", "runs as", "batch", *result.machines], rows
 
 
-def render_markdown(result: Result, plots: list[str] | None = None) -> str:
+def render_markdown(result: MergeResult, plots: list[str] | None = None) -> str:
     """report.md: the per-machine tables, then each machine's environment, settings, plots."""
     lines = [
-        f"# trtconv bench report: {len(result['machines'])} machines",
+        f"# trtconv bench report: {len(result.machines)} machines",
         "",
         f"Models, measured in this order on every machine, each in its own process: "
-        f"{', '.join(result['order'])}. `*` baseline (**{result['baseline']}**): every speedup "
+        f"{', '.join(result.order)}. `*` baseline (**{result.baseline}**): every speedup "
         "is over the baseline measured on the same machine.",
         "",
     ]
     for title, key in PIVOTS:
         lines += [f"## {title}", "", *markdown_table(*pivot(result, key)), ""]
     lines += ["## Machines", ""]
-    for source in result["sources"]:
-        lines += [f"### {source['machine']}", "", f"- from: `{source['directory']}`"]
-        lines += environment_lines(source["environment"])
-        lines += [f"- warning: {w}" for w in source["warnings"]] + [""]
-    lines += ["## Settings", "", *(f"- {k}: {v}" for k, v in result["settings"].items()), ""]
+    for source in result.sources:
+        lines += [f"### {source.machine}", "", f"- from: `{source.directory}`"]
+        lines += environment_lines(source.environment)
+        lines += [f"- warning: {w}" for w in source.warnings] + [""]
+    lines += ["## Settings", "", *(f"- {k}: {v}" for k, v in result.settings.items()), ""]
     if plots:
         lines += ["## Plots", "", *(f"![{Path(p).stem}]({p})" for p in plots), ""]
     return "\n".join(lines)
 
 
-def plot_view(result: Result) -> Result:
+def plot_view(result: MergeResult) -> Result:
     """The merged rows as the plots read a bench result: one series per model and machine."""
-    series = [f"{label}{SEPARATOR}{m}" for m in result["machines"] for label in result["order"]]
+    series = [f"{label}{SEPARATOR}{m}" for m in result.machines for label in result.order]
     return {
         "order": series,
-        "baseline": f"{result['baseline']}{SEPARATOR}{result['machines'][0]}",
+        "baseline": f"{result.baseline}{SEPARATOR}{result.machines[0]}",
         "results": [
-            {**row, "label": f"{row['label']}{SEPARATOR}{row['machine']}"}
-            for row in result["results"]
+            {**row, "label": f"{row['label']}{SEPARATOR}{row['machine']}"} for row in result.results
         ],
     }
 
 
-def write_merged_report(result: Result, directory: Path, force: bool = False) -> dict[str, str]:
+def write_merged_report(
+    result: MergeResult, directory: Path, force: bool = False
+) -> dict[str, str]:
     """results.json, results.csv (a `machine` column first), report.md and the plots, written
     atomically into `directory`. Returns the written files by kind."""
-    from trtconv.report.plots import write_plots
-
     directory = Path(directory)
     with atomic_directory(directory, force=force) as staging:
         names = [png.name for png in write_plots(plot_view(result), staging)]
-        write_result_json(result, staging / "results.json")
-        write_csv(result, staging / "results.csv", keys=CSV_KEYS)
+        write_result_json(result.to_json(), staging / "results.json")
+        write_csv(result.results, staging / "results.csv", keys=CSV_KEYS)
         (staging / "report.md").write_text(render_markdown(result, names))
     files = {"json": "results.json", "csv": "results.csv", "markdown": "report.md"}
     files.update({Path(name).stem: name for name in names})
@@ -297,14 +336,14 @@ def _check_paths(directories: list[Path], output: Path, force: bool) -> None:
     check_output_free(Path(output), force)
 
 
-def merge_reports(directories: list[Path], output: Path, force: bool = False) -> Result:
+def merge_reports(directories: list[Path], output: Path, force: bool = False) -> MergeResult:
     """Merge bench report / release directories into one report written to `output`.
 
-    Returns the merged document with `report` (the written files). Raises UsageError for a
+    Returns the merged result with `report` (the written files). Raises UsageError for a
     missing input, an existing output without `force`, or runs that differ in models or
     settings (naming the first differing key), and InputError for an unreadable input.
     """
     _check_paths(directories, output, force)
     result = merge_documents([read_source(Path(d)) for d in directories])
-    result["report"] = write_merged_report(result, output, force=force)
+    result.report = write_merged_report(result, output, force=force)
     return result

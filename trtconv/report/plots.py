@@ -1,11 +1,14 @@
-"""PNG plots of a bench result with matplotlib's Agg backend (no display needed)."""
+"""PNG plots of a bench result document (`BenchResult.to_json()`, or the merged report's
+per-machine view) with matplotlib's Agg backend (no display needed)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-Result = dict[str, Any]
+# A result document: `order`, `baseline` and `results` (rows as dicts) are read.
+Result = Mapping[str, Any]
 DPI = 110
 
 

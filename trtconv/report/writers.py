@@ -1,17 +1,25 @@
-"""Write a bench result document as JSON, CSV and Markdown, and the whole report directory."""
+"""Write a bench result as JSON, CSV and Markdown, and the whole report directory.
+
+The bench writers take the typed result (trtconv.report.schema.BenchResult); the cell, CSV and
+environment helpers take plain rows and blocks, so the merged report (trtconv.report.merge)
+shares them.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from trtconv.core.fsutil import atomic_directory
-from trtconv.report.schema import ROW_KEYS
+from trtconv.core.results import to_jsonable
+from trtconv.report.plots import write_plots
+from trtconv.report.schema import ROW_KEYS, BenchResult
 
-Result = dict[str, Any]
+# Draws a result document's plots into a directory; returns the PNGs written.
+Plotter = Callable[[Mapping[str, Any], Path], list[Path]]
 
 # Columns of report.md: (header, key, format). The terminal table shows the HUMAN_KEYS subset.
 TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -50,7 +58,7 @@ def format_value(value: Any, pattern: str) -> str:
     return pattern.format(value)
 
 
-def model_cells(row: dict[str, Any]) -> list[str]:
+def model_cells(row: Mapping[str, Any]) -> list[str]:
     """`label` (a `*` on the baseline) and `backend precision`."""
     star = " *" if row.get("is_baseline") else ""
     backend = row["backend"] + ("+xla" if row.get("xla") else "")
@@ -62,12 +70,13 @@ def _columns(compact: bool) -> list[tuple[str, str, str]]:
     return [c for c in TABLE_COLUMNS if not compact or c[1] in HUMAN_KEYS]
 
 
-def table_rows(result: Result, compact: bool = False) -> list[list[str]]:
+def table_rows(result: BenchResult, compact: bool = False) -> list[list[str]]:
     """The table as text cells, models in measuring order, then batch size."""
     columns = _columns(compact)
+    rows = [row.to_json() for row in result.results]
     return [
         model_cells(row) + [format_value(row.get(key), fmt) for _, key, fmt in columns]
-        for row in result["results"]
+        for row in rows
     ]
 
 
@@ -82,23 +91,25 @@ def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
 
 
-def write_json(result: Result, path: Path) -> Path:
+def write_json(document: Mapping[str, Any], path: Path) -> Path:
     """results.json: the whole result document."""
-    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
     return path
 
 
-def write_csv(result: Result, path: Path, keys: Sequence[str] = ROW_KEYS) -> Path:
-    """One line per model × batch size with every row key (or `keys`), in schema order."""
+def write_csv(
+    rows: Iterable[Mapping[str, Any]], path: Path, keys: Sequence[str] = ROW_KEYS
+) -> Path:
+    """One line per row (model × batch size) with every row key (or `keys`), in that order."""
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(keys), extrasaction="ignore")
         writer.writeheader()
-        for row in result["results"]:
+        for row in rows:
             writer.writerow({key: "" if row.get(key) is None else row[key] for key in keys})
     return path
 
 
-def environment_lines(environment: dict[str, Any]) -> list[str]:
+def environment_lines(environment: Mapping[str, Any]) -> list[str]:
     """The environment block as Markdown list items (CPU, GPU, threads, Python, libraries)."""
     cpu = environment.get("cpu", {})
     libraries = environment.get("libraries", {})
@@ -114,19 +125,18 @@ def environment_lines(environment: dict[str, Any]) -> list[str]:
     ]
 
 
-def render_markdown(result: Result, plots: list[str] | None = None) -> str:
+def render_markdown(result: BenchResult, plots: list[str] | None = None) -> str:
     """report.md: baseline, the table, warnings, how it was measured, environment, plots."""
-    settings = result.get("settings", {})
     lines = [
         "# trtconv bench report",
         "",
-        f"Baseline: **{result['baseline']}** (`{result['baseline_model']}`), "
-        f"{result['baseline_reason']}. Models were measured in this order, each in its own "
-        f"process: {', '.join(result['order'])}.",
+        f"Baseline: **{result.baseline}** (`{result.baseline_model}`), "
+        f"{result.baseline_reason}. Models were measured in this order, each in its own "
+        f"process: {', '.join(result.order)}.",
         "",
         *markdown_table(table_headers(), table_rows(result)),
     ]
-    overhead = result.get("harness_overhead_ms")
+    overhead = result.harness_overhead_ms
     lines += [
         "",
         "`*` baseline. `mean ms` is the 10% trimmed mean; `cv80 %` is the coefficient of "
@@ -137,43 +147,37 @@ def render_markdown(result: Result, plots: list[str] | None = None) -> str:
     ]
     if overhead is not None:
         lines += [f"Harness overhead per call (do-nothing runner): {overhead * 1000:.1f} µs.", ""]
-    if result.get("warnings"):
-        lines += ["## Warnings", ""] + [f"- {w}" for w in result["warnings"]] + [""]
+    if result.warnings:
+        lines += ["## Warnings", ""] + [f"- {w}" for w in result.warnings] + [""]
+    settings: dict[str, Any] = to_jsonable(result.settings)
     lines += ["## Settings", ""]
     lines += [f"- {key}: {value}" for key, value in settings.items()] + [""]
-    lines += ["## Environment", "", *environment_lines(result.get("environment", {})), ""]
+    lines += ["## Environment", "", *environment_lines(result.environment), ""]
     if plots:
         lines += ["## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots] + [""]
     return "\n".join(lines)
 
 
-def write_markdown(result: Result, path: Path, plots: list[str] | None = None) -> Path:
+def write_markdown(result: BenchResult, path: Path, plots: list[str] | None = None) -> Path:
     """report.md (see `render_markdown`)."""
     path.write_text(render_markdown(result, plots))
     return path
 
 
 def write_report(
-    result: Result,
-    directory: Path,
-    force: bool = False,
-    plotter: Callable[[Result, Path], list[Path]] | None = None,
+    result: BenchResult, directory: Path, force: bool = False, plotter: Plotter = write_plots
 ) -> dict[str, str]:
     """Write results.json, results.csv, report.md and the plots into `directory`, atomically.
 
-    Returns the written files by kind (paths inside the final directory). Raises UsageError when
-    `directory` exists and `force` is not set.
+    Returns the written files by kind (paths inside the final directory; results.json holds
+    the result without them). Raises UsageError when `directory` exists and `force` is not set.
     """
-    if plotter is None:
-        from trtconv.report.plots import write_plots
-
-        plotter = write_plots
     directory = Path(directory)
+    document = result.to_json()
     with atomic_directory(directory, force=force) as staging:
-        pngs = plotter(result, staging)
-        names = [png.name for png in pngs]
-        write_json(result, staging / "results.json")
-        write_csv(result, staging / "results.csv")
+        names = [png.name for png in plotter(document, staging)]
+        write_json(document, staging / "results.json")
+        write_csv(document["results"], staging / "results.csv")
         write_markdown(result, staging / "report.md", names)
     files = {"json": "results.json", "csv": "results.csv", "markdown": "report.md"}
     files.update({Path(name).stem: name for name in names})
