@@ -32,6 +32,8 @@ DEVICES = ("auto", "cpu", "cuda", "tensorrt")
 SPLITS = ("held-out", "all")
 DEFAULT_RANK_BATCH_SIZE = 8
 DEFAULT_RANK_DURATION_S = 3.0
+# A release benches (and gates) at these batch sizes unless its [bench] table says otherwise.
+DEFAULT_RELEASE_BATCH_SIZES = (1, 8)
 
 
 def check_choice(flag: str, value: str, choices: Sequence[str]) -> None:
