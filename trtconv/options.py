@@ -45,6 +45,8 @@ DEFAULT_NUM_ITER = 20
 # (without --iterations/--duration).
 DEFAULT_WARMUP_ITERATIONS = 10
 DEFAULT_DURATION_S = 3.0
+# A release benches (and gates) at these batch sizes unless its [bench] table says otherwise.
+DEFAULT_RELEASE_BATCH_SIZES = (1, 8)
 
 
 def check_choice(flag: str, value: str, choices: Sequence[str]) -> None:

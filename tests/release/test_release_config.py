@@ -6,7 +6,18 @@ from pathlib import Path
 
 import pytest
 
+from trtconv.calib.contract import PreprocessingOptions
 from trtconv.core.errors import UsageError
+from trtconv.options import (
+    DEFAULT_RELEASE_BATCH_SIZES,
+    BenchOptions,
+    Contest,
+    ConvertOptions,
+    TrainOptions,
+    ValidateOptions,
+)
+from trtconv.outputs.roles import Judging
+from trtconv.outputs.tolerance import tolerance_for
 from trtconv.release.config import ReleaseConfig, load_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "release-digits.toml"
@@ -281,3 +292,73 @@ def test_bad_output_and_preprocessing_keys_name_their_path(
 ) -> None:
     with pytest.raises(UsageError, match=message):
         load_config(write(tmp_path, ZOO.format(target=target, extra=extra)))
+
+
+MINIMAL = '[model]\npath = "{}"\n[[targets]]\nbackend = "ort"\nprecision = "fp32"\n'
+
+
+def test_what_the_config_leaves_out_is_each_commands_default(
+    tmp_path: Path, saved_model: Path
+) -> None:
+    """The release sets only what it owns (outputs, force, its bench batch sizes, the contest's
+    batch size); every other option is the command's own default."""
+    config = load_config(write(tmp_path, MINIMAL.format(saved_model)))
+    target, artifact, report = config.targets[0], tmp_path / "artifact", tmp_path / "bench"
+    assert config.convert_options(target, saved_model, artifact) == ConvertOptions(
+        saved_model,
+        "fp32",
+        "ort",
+        artifact,
+        force=True,
+        batch_sizes=DEFAULT_RELEASE_BATCH_SIZES,
+        contest=Contest(batch_size=max(DEFAULT_RELEASE_BATCH_SIZES)),
+    )
+    assert config.validate_options(target, artifact, saved_model) == ValidateOptions(
+        artifact, reference=saved_model
+    )
+    assert config.bench_options([saved_model, artifact], report) == BenchOptions(
+        (saved_model, artifact), batch_sizes=DEFAULT_RELEASE_BATCH_SIZES, report=report, force=True
+    )
+    zoo = load_config(write(tmp_path, MINIMAL.replace('path = "{}"', 'zoo = "digits-cnn"')))
+    assert zoo.train_options(tmp_path / "model") == TrainOptions(
+        "digits-cnn", output=tmp_path / "model", force=True
+    )
+
+
+def test_config_sets_each_commands_options(tmp_path: Path, saved_model: Path) -> None:
+    extra = """
+[eval]
+data = "digits"
+samples = 300
+split = "all"
+[gates]
+min_top1_agreement = 0.5
+max_accuracy_drop = 0.001
+gate_batch_size = 8
+[preprocessing]
+scale = 0.5
+[outputs]
+allow_unjudged = true
+"""
+    config = load_config(write(tmp_path, good(saved_model, extra)))
+    int8, fp16 = config.targets
+    options = config.convert_options(int8, saved_model, tmp_path / "a")
+    assert (options.calib_data, options.calib_samples, options.calib_method) == (
+        "digits",
+        64,
+        "minmax",
+    )
+    assert (options.int8_target, options.fallback_time_limit_s) == ("portable", 120.0)
+    assert options.batch_sizes == (1, 8, 32) and options.validate_samples == 300
+    # Each accuracy gate limits convert where it is stricter than the precision's own limit.
+    own = tolerance_for("int8")
+    assert options.min_top1_agreement == own.min_top1_agreement
+    assert options.max_accuracy_drop == 0.001
+    assert options.preprocessing == PreprocessingOptions(scale=0.5)
+    assert options.judging == Judging(allow_unjudged=True)
+    # [bench] times a `best` target's candidates: at the gate batch size, its iterations.
+    assert options.contest == Contest(batch_size=8, iterations=20)
+    validate = config.validate_options(fp16, tmp_path / "b", saved_model)
+    assert (validate.data, validate.samples, validate.split) == ("digits", 300, "all")
+    bench = config.bench_options([saved_model], tmp_path / "bench")
+    assert (bench.iterations, bench.data, bench.eval_data) == (20, "digits", "digits")

@@ -24,8 +24,10 @@ import pytest
 from trtconv import api
 from trtconv.core.errors import GateError, UsageError
 from trtconv.core.fsutil import sha256_path
+from trtconv.release.document import ReleaseResult
 from trtconv.release.schema import release_schema
 
+KEYS = Path(__file__).with_name("release_keys.json")
 LENIENT_GATES = {
     "max_accuracy_drop": 0.05,
     "min_top1_agreement": 0.9,
@@ -155,6 +157,34 @@ def test_release_recommends_the_faster_passing_target(ort_release: Release) -> N
     assert "step bench: running" in (ort_release.directory / "release.log").read_text()
 
 
+def key_structure(document: dict[str, Any]) -> dict[str, Any]:
+    """The keys (in order) of release.json and of the blocks the release itself writes."""
+    target = next(t for t in document["targets"] if t["gates"])
+    config = document["config"]
+    return {
+        "document": list(document),
+        "config": {k: list(v) if isinstance(v, dict) else None for k, v in config.items()},
+        "config_target": list(config["targets"][0]),
+        "source_model": list(document["source_model"]),
+        "target": list(target),
+        "gate": list(target["gates"][0]),
+        "recommendation": list(document["recommendation"]),
+        "step": list(document["steps"][0]),
+    }
+
+
+@pytest.mark.slow
+def test_release_json_keeps_its_keys_and_loads_back_as_its_type(ort_release: Release) -> None:
+    """release.json's keys are those recorded before it became a typed result (KEYS), and the
+    document loads back as a ReleaseResult that writes it out again unchanged."""
+    document = ort_release.document
+    assert key_structure(document) == json.loads(KEYS.read_text())
+    result = ReleaseResult.from_json(document)
+    assert result.to_json() == document
+    assert result.recommendation is not None and result.targets[0].gates[0].name
+    assert result.steps[0].name == document["steps"][0]["name"]
+
+
 @pytest.mark.slow
 def test_releases_from_two_machines_merge_with_speedups_per_machine(
     ort_release: Release, tmp_path: Path
@@ -207,12 +237,13 @@ def test_impossible_gate_exits_4_with_every_measured_value(
     config = copy_release(ort_release, tmp_path, {**LENIENT_GATES, "min_speedup": 1000})
     progress: list[tuple[int, int, str]] = []
     # In-process this time: the API raises the GateError the CLI maps to exit 4.
+    options = api.ReleaseOptions(config, tmp_path / "out", resume=True)
     with pytest.raises(GateError, match="no target passed every gate") as caught:
-        api.release(
-            config, tmp_path / "out", resume=True, progress=lambda *event: progress.append(event)
-        )
-    document = caught.value.result
-    assert document is not None and document["exit_code"] == 4
+        api.release(options, progress=lambda *event: progress.append(event))
+    result = caught.value.result
+    assert isinstance(result, ReleaseResult) and result.exit_code == 4
+    document = result.to_json()
+    assert ReleaseResult.from_json(document) == result
     assert json.loads((tmp_path / "out" / "release.json").read_text()) == document
     assert progress == [(len(document["steps"]),) * 2 + ("done",)]  # nothing ran, all reused
     assert document["recommendation"] is None and document["verdict"] == "failed"
@@ -417,8 +448,8 @@ def test_existing_output_needs_resume_or_force(tmp_path: Path) -> None:
     output.mkdir()
     (output / "notes.txt").write_text("mine")
     with pytest.raises(UsageError, match="already exists; pass --resume"):
-        api.release(config, output=output)
+        api.release(api.ReleaseOptions(config, output=output))
     with pytest.raises(UsageError, match="is not a release directory"):
-        api.release(config, output=output, force=True)
+        api.release(api.ReleaseOptions(config, output=output, force=True))
     assert (output / "notes.txt").read_text() == "mine"
     assert os.listdir(output) == ["notes.txt"]

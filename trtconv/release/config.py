@@ -1,8 +1,12 @@
 """The release config: a TOML file read strictly into typed, frozen settings.
 
 Every mistake is a UsageError (exit 2) whose message starts with the key path, e.g.
-`bench.batch_sizes[1]: expected a positive integer, found "8"`. Unknown keys are errors too: a
-typo in a gate must never silently turn the gate off.
+`bench.batch_sizes[1]: expected a positive integer, found "8"` (the checks are in values.py).
+Unknown keys are errors too: a typo in a gate must never silently turn the gate off.
+
+The settings echo the TOML (release.json's `config`, and the steps' resume keys); each command's
+options object (trtconv.options) is built from them by `ReleaseConfig`, so a default left out of
+the TOML is the command's own.
 
 Relative paths in the config are resolved against the current working directory, like every
 other trtconv argument (pipelines run from their repository root).
@@ -10,147 +14,59 @@ other trtconv argument (pipelines run from their repository root).
 
 from __future__ import annotations
 
-import difflib
-import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trtconv.backends.registry import BEST
+from trtconv.bench.signature import read_signature
+from trtconv.calib.contract import PreprocessingOptions
 from trtconv.core.errors import UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.options import (
     CALIB_METHODS,
     DEFAULT_CALIB_METHOD,
+    DEFAULT_CALIB_SAMPLES,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
+    DEFAULT_RANK_DURATION_S,
+    DEFAULT_RELEASE_BATCH_SIZES,
+    DEFAULT_VALIDATE_SAMPLES,
     INT8_TARGETS,
+    SPLITS,
+    BenchOptions,
+    Contest,
+    ConvertOptions,
+    TrainOptions,
+    ValidateOptions,
 )
+from trtconv.outputs.roles import Judging
+from trtconv.outputs.tolerance import tolerance_for
+from trtconv.release.values import (
+    Validator,
+    backend_choice,
+    boolean,
+    choice,
+    fail,
+    fraction,
+    list_of,
+    non_negative_int,
+    number,
+    numbers,
+    positive_int,
+    positive_number,
+    role,
+    string,
+    table,
+    table_of,
+    unknown_key,
+)
+from trtconv.train.amp import AMP_DTYPES
+from trtconv.train.export import OUTPUT_NAME
+from trtconv.zoo.registry import MODELS
 
-AMP_DTYPES = ("auto", "float16", "bfloat16")
 DIGITS = "digits"
-DEFAULT_BATCH_SIZES = (1, 8)
-
-Validator = Callable[[str, Any], Any]
-
-
-# --- value validators: each takes (key path, raw value) and returns the clean value ------------
-
-
-def _found(value: Any) -> str:
-    """How a wrong value is quoted back: TOML-like (strings in double quotes, true/false)."""
-    return json.dumps(value, default=str)
-
-
-def _fail(path: str, expected: str, value: Any) -> UsageError:
-    return UsageError(f"{path}: expected {expected}, found {_found(value)}.")
-
-
-def _is_number(value: Any) -> bool:
-    # bool is an int subclass in Python; in TOML `true` is never a number.
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def positive_int(path: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise _fail(path, "a positive integer", value)
-    return value
-
-
-def non_negative_int(path: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _fail(path, "a non-negative integer", value)
-    return value
-
-
-def number(path: str, value: Any) -> float:
-    if not _is_number(value):
-        raise _fail(path, "a number", value)
-    return float(value)
-
-
-def positive_number(path: str, value: Any) -> float:
-    if not _is_number(value) or value <= 0:
-        raise _fail(path, "a positive number", value)
-    return float(value)
-
-
-def fraction(path: str, value: Any) -> float:
-    if not _is_number(value) or not 0 <= value <= 1:
-        raise _fail(path, "a number between 0 and 1", value)
-    return float(value)
-
-
-def boolean(path: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _fail(path, "true or false", value)
-    return value
-
-
-def string(path: str, value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _fail(path, "a non-empty string", value)
-    return value
-
-
-def choice(*options: str) -> Validator:
-    def check(path: str, value: Any) -> str:
-        if not isinstance(value, str) or value not in options:
-            raise _fail(path, "one of " + ", ".join(f'"{o}"' for o in options), value)
-        return value
-
-    return check
-
-
-def list_of(item: Validator) -> Validator:
-    def check(path: str, value: Any) -> tuple[Any, ...]:
-        if not isinstance(value, list) or not value:
-            raise _fail(path, "a non-empty array", value)
-        return tuple(item(f"{path}[{index}]", element) for index, element in enumerate(value))
-
-    return check
-
-
-def table_of(value: Validator) -> Validator:
-    """An inline table keyed by the user's names (output names), each value checked."""
-
-    def check(path: str, raw: Any) -> dict[str, Any]:
-        if not isinstance(raw, dict):
-            raise _fail(path, "a table of output names", raw)
-        return {str(key): value(f"{path}.{key}", item) for key, item in raw.items()}
-
-    return check
-
-
-def role(path: str, value: Any) -> str:
-    """An output role: classes, binary (or binary:THRESHOLD), regression or tensor."""
-    from trtconv.outputs.roles import parse_role
-
-    text = string(path, value)
-    parse_role(text, path, "release config")
-    return text
-
-
-def numbers(path: str, value: Any) -> tuple[float, ...]:
-    """One number, or an array of numbers (one per channel)."""
-    items = value if isinstance(value, list) else [value]
-    if not items or not all(_is_number(item) for item in items):
-        raise _fail(path, "a number or an array of numbers", value)
-    return tuple(float(item) for item in items)
-
-
-def _table(path: str, raw: Any, fields: Mapping[str, Validator]) -> dict[str, Any]:
-    """Check a TOML table: it is a table, has no unknown keys, and each value passes."""
-    if not isinstance(raw, dict):
-        raise _fail(path, "a table", raw)
-    for key in raw:
-        if key not in fields:
-            close = difflib.get_close_matches(key, fields, n=1)
-            hint = f'did you mean "{close[0]}"? ' if close else ""
-            known = ", ".join(fields)
-            raise UsageError(f"{path}.{key}: unknown key ({hint}known keys: {known}).")
-    return {key: fields[key](f"{path}.{key}", value) for key, value in raw.items()}
 
 
 # --- the settings --------------------------------------------------------------------------
@@ -171,10 +87,10 @@ class TrainSettings:
     data: str | None = None
     epochs: int | None = None
     batch_size: int | None = None
-    amp: bool = True
-    amp_dtype: str = "auto"
-    xla: bool = False
-    seed: int = 0
+    amp: bool = TrainOptions.amp
+    amp_dtype: str = TrainOptions.amp_dtype
+    xla: bool = TrainOptions.xla
+    seed: int = TrainOptions.seed
 
 
 @dataclass(frozen=True)
@@ -196,20 +112,22 @@ class Target:
 @dataclass(frozen=True)
 class CalibrationSettings:
     """INT8 calibration, as `convert --calib-data/--calib-method/--calib-samples/--int8-target`,
-    and the int8 precision ladder (`--no-fallback`, `--fallback-time-limit`)."""
+    and the int8 precision ladder (`--no-fallback`, `--fallback-time-limit`). `samples` None:
+    convert's default."""
 
     data: str | None = None
     method: str = DEFAULT_CALIB_METHOD
     samples: int | None = None
-    int8_target: str = "auto"
-    fallback: bool = True
+    int8_target: str = ConvertOptions.int8_target
+    fallback: bool = ConvertOptions.fallback
     fallback_time_limit_s: float = DEFAULT_FALLBACK_TIME_LIMIT_S
 
 
 @dataclass(frozen=True)
 class EvalSettings:
     """Labelled evaluation data for accuracy and agreement; None: the convert validation.
-    `split`: held-out (default) or all, for [eval] and the bench's evaluation alike."""
+    `samples` None: validate's default. `split`: held-out (default) or all, for [eval] and the
+    bench's evaluation alike."""
 
     data: str | None = None
     samples: int | None = None
@@ -226,10 +144,8 @@ class PreprocessingSettings:
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
 
-    def options(self) -> Any:
-        """As trtconv.calib.contract.PreprocessingOptions."""
-        from trtconv.calib.contract import PreprocessingOptions
-
+    def options(self) -> PreprocessingOptions:
+        """As the commands take them."""
         return PreprocessingOptions(self.scale, self.offset, self.mean, self.std)
 
 
@@ -242,10 +158,8 @@ class OutputSettings:
     tolerances: dict[str, float] = field(default_factory=dict)
     allow_unjudged: bool = False
 
-    def judging(self, target: Target | None = None) -> Any:
-        """trtconv.outputs.roles.Judging, the target's roles and tolerances over these."""
-        from trtconv.outputs.roles import Judging
-
+    def judging(self, target: Target | None = None) -> Judging:
+        """The target's roles and tolerances over these (all of them were checked when read)."""
         roles = {**self.roles, **(target.roles if target else {})}
         tolerances = {**self.tolerances, **(target.tolerances if target else {})}
         return Judging.build(roles, tolerances, self.allow_unjudged, source="release config")
@@ -253,9 +167,10 @@ class OutputSettings:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """How each model is timed; `iterations` and `duration_s` exclude each other."""
+    """How each model is timed; `iterations` and `duration_s` exclude each other. None: the
+    bench's own defaults."""
 
-    batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
+    batch_sizes: tuple[int, ...] = DEFAULT_RELEASE_BATCH_SIZES
     iterations: int | None = None
     duration_s: float | None = None
     warmup: int | None = None
@@ -271,7 +186,7 @@ class GateSettings:
     min_top1_agreement: float | None = None
     min_speedup: float | None = None
     max_latency_ms_p99: float | None = None
-    gate_batch_size: int = DEFAULT_BATCH_SIZES[-1]
+    gate_batch_size: int = max(DEFAULT_RELEASE_BATCH_SIZES)
 
 
 @dataclass(frozen=True)
@@ -298,6 +213,102 @@ class ReleaseConfig:
         data["bench"]["batch_sizes"] = list(self.bench.batch_sizes)
         return data
 
+    # --- the commands' options ---------------------------------------------------------------
+
+    def train_options(self, output: Path) -> TrainOptions:
+        """`trtconv train` of the zoo model into `output` (replacing what is there)."""
+        assert self.model.zoo is not None and self.train is not None  # parse_config: both or none
+        return TrainOptions(model=self.model.zoo, output=output, force=True, **asdict(self.train))
+
+    def convert_options(self, target: Target, source: Path, output: Path) -> ConvertOptions:
+        """`trtconv convert` of `source` to `target` into `output` (replacing what is there),
+        validated on [eval]'s sample count and limited by the accuracy gates (`budget`)."""
+        calibration, budget = self.calibration, self.budget(target)
+        return ConvertOptions(
+            saved_model=source,
+            precision=target.precision,
+            backend=target.backend,
+            output=output,
+            calib_data=calibration.data,
+            calib_samples=calibration.samples or DEFAULT_CALIB_SAMPLES,
+            calib_method=calibration.method,
+            batch_sizes=self.bench.batch_sizes,
+            validate_samples=self.eval.samples or DEFAULT_VALIDATE_SAMPLES,
+            tolerance=target.tolerance,
+            force=True,
+            preprocessing=self.preprocessing.options(),
+            int8_target=calibration.int8_target,
+            fallback=calibration.fallback,
+            fallback_time_limit_s=calibration.fallback_time_limit_s,
+            min_top1_agreement=budget.get("min_top1_agreement"),
+            max_accuracy_drop=budget.get("max_accuracy_drop"),
+            judging=self.outputs.judging(target),
+            contest=self.contest(),
+        )
+
+    def contest(self) -> Contest:
+        """How a `best` target times its candidates: at the gate batch size, as [bench] says."""
+        bench = self.bench
+        return Contest(
+            batch_size=self.gates.gate_batch_size,
+            duration_s=bench.duration_s or DEFAULT_RANK_DURATION_S,
+            threads=bench.threads,
+            iterations=bench.iterations,
+        )
+
+    def budget(self, target: Target) -> dict[str, float]:
+        """The accuracy gates as convert's limits, where stricter than the precision's own: the
+        int8 ladder climbs until they hold, and validation judges them."""
+        limits: dict[str, float] = {}
+        if target.precision is None:
+            # `best` without a precision: each candidate is judged by its own precision's
+            # tolerance (a gate over all of them would loosen int8 or tighten fp32); the release
+            # gates then judge the winner.
+            return limits
+        gates, own = self.gates, tolerance_for(target.precision)
+        if gates.min_top1_agreement is not None:
+            limits["min_top1_agreement"] = max(gates.min_top1_agreement, own.min_top1_agreement)
+        if gates.max_accuracy_drop is not None:
+            limits["max_accuracy_drop"] = min(gates.max_accuracy_drop, own.max_accuracy_drop)
+        return limits
+
+    def validate_options(self, target: Target, artifact: Path, reference: Path) -> ValidateOptions:
+        """`trtconv validate` of a target's artifact against `reference` on the [eval] data."""
+        return ValidateOptions(
+            artifact=artifact,
+            reference=reference,
+            data=self.eval.data,
+            samples=self.eval.samples,
+            tolerance=target.tolerance,
+            judging=self.outputs.judging(target),
+            preprocessing=self.preprocessing.options(),
+            split=self.eval.split,
+        )
+
+    @property
+    def bench_data(self) -> str | None:
+        """What the bench feeds the models: [bench] data, else [eval]'s, else calibration's."""
+        return self.bench.data or self.eval.data or self.calibration.data
+
+    def bench_options(self, models: Sequence[Path], report: Path) -> BenchOptions:
+        """`trtconv bench` of `models` (native first) with its report written to `report`."""
+        bench = self.bench
+        return BenchOptions(
+            models=tuple(models),
+            batch_sizes=bench.batch_sizes,
+            warmup=bench.warmup,
+            iterations=bench.iterations,
+            duration_s=bench.duration_s,
+            threads=bench.threads,
+            data=self.bench_data,
+            eval_data=self.eval.data,
+            report=report,
+            force=True,
+            judging=self.outputs.judging(),
+            preprocessing=self.preprocessing.options(),
+            split=self.eval.split,
+        )
+
 
 MODEL_FIELDS: dict[str, Validator] = {"path": string, "zoo": string}
 TRAIN_FIELDS: dict[str, Validator] = {
@@ -309,13 +320,6 @@ TRAIN_FIELDS: dict[str, Validator] = {
     "xla": boolean,
     "seed": non_negative_int,
 }
-
-
-def backend_choice(path: str, value: Any) -> str:
-    """A registered converter's name, or "auto" (the registry decides what is known)."""
-    from trtconv.backends.registry import backend_choices
-
-    return str(choice(*backend_choices())(path, value))
 
 
 TARGET_FIELDS: dict[str, Validator] = {
@@ -336,7 +340,7 @@ CALIBRATION_FIELDS: dict[str, Validator] = {
 EVAL_FIELDS: dict[str, Validator] = {
     "data": string,
     "samples": positive_int,
-    "split": choice("held-out", "all"),
+    "split": choice(*SPLITS),
 }
 PREPROCESSING_FIELDS: dict[str, Validator] = {
     "scale": positive_number,
@@ -396,20 +400,18 @@ def parse_config(raw: dict[str, Any], source: Path) -> ReleaseConfig:
     """Check an already-parsed TOML document (see `load_config`)."""
     for key in raw:
         if key not in TOP_LEVEL:
-            close = difflib.get_close_matches(key, TOP_LEVEL, n=1)
-            hint = f'did you mean "{close[0]}"? ' if close else ""
-            raise UsageError(f"{key}: unknown key ({hint}known keys: {', '.join(TOP_LEVEL)}).")
+            raise unknown_key("", key, TOP_LEVEL)
     model = _model(raw)
     train = _train(raw, model)
     targets = _targets(raw)
     calibration = CalibrationSettings(
-        **_table("calibration", raw.get("calibration", {}), CALIBRATION_FIELDS)
+        **table("calibration", raw.get("calibration", {}), CALIBRATION_FIELDS)
     )
-    evaluation = EvalSettings(**_table("eval", raw.get("eval", {}), EVAL_FIELDS))
+    evaluation = EvalSettings(**table("eval", raw.get("eval", {}), EVAL_FIELDS))
     bench = _bench(raw)
     gates = _gates(raw, bench)
     preprocessing = _preprocessing(raw)
-    outputs = OutputSettings(**_table("outputs", raw.get("outputs", {}), OUTPUT_FIELDS))
+    outputs = OutputSettings(**table("outputs", raw.get("outputs", {}), OUTPUT_FIELDS))
     config = ReleaseConfig(
         source=source,
         model=model,
@@ -431,16 +433,14 @@ def _model(raw: dict[str, Any]) -> ModelSettings:
         raise UsageError(
             'model: missing; give [model] path = "SAVED_MODEL", or zoo = "NAME" and [train].'
         )
-    values = _table("model", raw["model"], MODEL_FIELDS)
+    values = table("model", raw["model"], MODEL_FIELDS)
     if ("path" in values) == ("zoo" in values):
         raise UsageError(
             "model: give exactly one of model.path (a SavedModel) and model.zoo (a model to train)."
         )
     if "zoo" in values:
-        from trtconv.zoo.registry import MODELS
-
         if values["zoo"] not in MODELS:
-            raise _fail("model.zoo", "one of " + ", ".join(f'"{m}"' for m in MODELS), values["zoo"])
+            raise fail("model.zoo", "one of " + ", ".join(f'"{m}"' for m in MODELS), values["zoo"])
         return ModelSettings(zoo=values["zoo"])
     model_path = Path(values["path"])
     if not (model_path / "saved_model.pb").is_file():
@@ -454,7 +454,7 @@ def _train(raw: dict[str, Any], model: ModelSettings) -> TrainSettings | None:
         return TrainSettings() if model.zoo else None
     if model.zoo is None:
         raise UsageError("train: only allowed with model.zoo (model.path is already trained).")
-    return TrainSettings(**_table("train", raw["train"], TRAIN_FIELDS))
+    return TrainSettings(**table("train", raw["train"], TRAIN_FIELDS))
 
 
 def _targets(raw: dict[str, Any]) -> tuple[Target, ...]:
@@ -464,11 +464,11 @@ def _targets(raw: dict[str, Any]) -> tuple[Target, ...]:
             "targets: missing; add at least one [[targets]] with backend and precision."
         )
     if not isinstance(entries, list) or not entries:
-        raise _fail("targets", "an array of tables ([[targets]])", entries)
+        raise fail("targets", "an array of tables ([[targets]])", entries)
     targets: list[Target] = []
     for index, entry in enumerate(entries):
         where = f"targets[{index}]"
-        values = _table(where, entry, TARGET_FIELDS)
+        values = table(where, entry, TARGET_FIELDS)
         for required in ("backend", "precision"):
             if required not in values and (required, values.get("backend")) != ("precision", BEST):
                 raise UsageError(f"{where}.{required}: missing.")
@@ -484,7 +484,7 @@ def _targets(raw: dict[str, Any]) -> tuple[Target, ...]:
 
 
 def _bench(raw: dict[str, Any]) -> BenchSettings:
-    values = _table("bench", raw.get("bench", {}), BENCH_FIELDS)
+    values = table("bench", raw.get("bench", {}), BENCH_FIELDS)
     if "iterations" in values and "duration_s" in values:
         raise UsageError("bench: give iterations or duration_s, not both.")
     if "batch_sizes" in values:
@@ -496,7 +496,7 @@ def _bench(raw: dict[str, Any]) -> BenchSettings:
 
 
 def _gates(raw: dict[str, Any], bench: BenchSettings) -> GateSettings:
-    values = _table("gates", raw.get("gates", {}), GATE_FIELDS)
+    values = table("gates", raw.get("gates", {}), GATE_FIELDS)
     values.setdefault("gate_batch_size", max(bench.batch_sizes))
     if values["gate_batch_size"] not in bench.batch_sizes:
         sizes = ", ".join(map(str, bench.batch_sizes))
@@ -508,7 +508,7 @@ def _gates(raw: dict[str, Any], bench: BenchSettings) -> GateSettings:
 
 
 def _preprocessing(raw: dict[str, Any]) -> PreprocessingSettings:
-    values = _table("preprocessing", raw.get("preprocessing", {}), PREPROCESSING_FIELDS)
+    values = table("preprocessing", raw.get("preprocessing", {}), PREPROCESSING_FIELDS)
     mean, std = values.get("mean"), values.get("std")
     if mean is not None and std is not None and len(mean) != len(std):
         raise UsageError(
@@ -520,9 +520,6 @@ def _preprocessing(raw: dict[str, Any]) -> PreprocessingSettings:
 def _check_output_names(config: ReleaseConfig) -> None:
     """Roles and tolerances must name outputs the model has (read without TensorFlow; a zoo
     model's output is known)."""
-    from trtconv.bench.signature import read_signature
-    from trtconv.train.export import OUTPUT_NAME
-
     named = [("outputs", config.outputs.roles, config.outputs.tolerances)]
     named += [(f"targets[{i}]", t.roles, t.tolerances) for i, t in enumerate(config.targets)]
     if not any(roles or tolerances for _, roles, tolerances in named):

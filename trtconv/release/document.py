@@ -1,16 +1,17 @@
 """The release document, typed: targets, their gates, the recommendation and the evidence.
 
-Built by pipeline.py, judged by verdict.py, and serialised once by `ReleaseDocument.to_dict`
-into release.json (schema: release.schema.json), the --json output and release.md. Derived
-fields (`passed`, `verdict`, `exit_code`, `reused_steps`, `timings`) are computed from the
-recorded ones.
+Built by pipeline.py, judged by verdict.py, and turned once by `ReleaseDocument.result` into
+the `ReleaseResult` whose `to_json()` is release.json (schema: release.schema.json), the --json
+output and what release.md renders. Derived fields (`passed`, `verdict`, `exit_code`,
+`reused_steps`, `timings`) are computed from the recorded ones.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
+from trtconv.core.results import JsonResult
 from trtconv.release.config import ReleaseConfig
 from trtconv.release.gates import GateResult
 
@@ -19,9 +20,87 @@ EXIT_PASSED, EXIT_NO_TARGET = 0, 4
 CONVERTED = "converted"
 
 
+@dataclass(frozen=True)
+class StepEntry:
+    """One step of the run: reused or run, why, and its seconds (now, and when it ran)."""
+
+    name: str
+    reused: bool
+    reason: str
+    seconds: float
+    recorded_seconds: float
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The artifact to release and the figures that chose it."""
+
+    target: str
+    artifact: str
+    backend: str
+    precision: str
+    batch_size: int
+    throughput_per_s: float | None
+    speedup_vs_baseline: float | None
+    latency_ms_p99: float | None
+    reason: str
+
+
+@dataclass
+class TargetResult:
+    """A target's entry in release.json; the blocks convert, validate and bench wrote (manifest,
+    validation, ladder, tournament, eval, bench rows) are kept as they wrote them."""
+
+    id: str
+    requested_backend: str
+    backend: str
+    precision: str | None
+    status: str  # "converted" or "failed"
+    error: dict[str, Any] | None  # type, message, exit_code when it failed
+    artifact: str | None  # relative to the release directory
+    artifact_sha256: str | None
+    manifest: dict[str, Any] | None
+    backend_reason: str | None
+    conversion_seconds: float | None
+    artifact_size_bytes: int | None
+    validation: dict[str, Any] | None
+    ladder: dict[str, Any] | None
+    tournament: dict[str, Any] | None
+    eval: dict[str, Any] | None
+    bench: list[dict[str, Any]]
+    gates: list[GateResult]
+    passed: bool
+
+
+@dataclass
+class ReleaseResult(JsonResult):
+    """What `trtconv release` returns: `to_json()` is release.json (and its --json output)."""
+
+    schema_version: int
+    config: dict[str, Any]  # the config echo (ReleaseConfig.to_dict)
+    config_sha256: str
+    release_dir: str
+    source_model: dict[str, Any]  # path, sha256, trained, test_accuracy
+    targets: list[TargetResult]
+    gate_batch_size: int
+    bench: dict[str, Any]  # the bench's own result document
+    plots: list[str]
+    steps: list[StepEntry]
+    reused_steps: list[str]
+    timings: dict[str, float]  # seconds per step, and total_seconds
+    environment: dict[str, Any]
+    created_at: str
+    verdict: str  # "passed" or "failed"
+    exit_code: int
+    recommendation: Recommendation | None
+    recommendation_reason: str
+    native_bench: list[dict[str, Any]]
+
+
 @dataclass
 class TargetEntry:
-    """One target: its conversion step's result, evaluation, bench rows and gates."""
+    """One target while the release runs: its conversion step's result, evaluation, bench rows
+    and gates."""
 
     id: str
     requested_backend: str
@@ -35,7 +114,8 @@ class TargetEntry:
 
     @property
     def converted(self) -> bool:
-        return self.conversion["status"] == CONVERTED
+        """Whether the convert step wrote an artifact (it may still have failed validation)."""
+        return bool(self.conversion["status"] == CONVERTED)
 
     @property
     def backend(self) -> str:
@@ -59,50 +139,35 @@ class TargetEntry:
         """Converted, judged, and every gate passed."""
         return self.converted and bool(self.gates) and all(gate.passed for gate in self.gates)
 
-    def to_dict(self) -> dict[str, Any]:
+    def result(self) -> TargetResult:
         """The target's entry in release.json."""
         conversion = self.conversion
-        return {
-            "id": self.id,
-            "requested_backend": self.requested_backend,
-            "backend": self.backend,
-            "precision": self.precision,
-            "status": conversion["status"],
-            "error": conversion.get("error"),
-            "artifact": self.artifact,
-            "artifact_sha256": self.artifact_sha256,
-            "manifest": conversion.get("manifest"),
-            "backend_reason": conversion.get("backend_reason"),
-            "conversion_seconds": conversion.get("conversion_seconds"),
-            "artifact_size_bytes": conversion.get("artifact_size_bytes"),
-            "validation": conversion.get("validation"),
-            "ladder": self.ladder,
-            "tournament": conversion.get("tournament"),
-            "eval": self.eval,
-            "bench": self.bench,
-            "gates": [gate.to_dict() for gate in self.gates],
-            "passed": self.passed,
-        }
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    """The artifact to release and the figures that chose it."""
-
-    target: str
-    artifact: str
-    backend: str
-    precision: str
-    batch_size: int
-    throughput_per_s: float | None
-    speedup_vs_baseline: float | None
-    latency_ms_p99: float | None
-    reason: str
+        return TargetResult(
+            id=self.id,
+            requested_backend=self.requested_backend,
+            backend=self.backend,
+            precision=self.precision,
+            status=conversion["status"],
+            error=conversion.get("error"),
+            artifact=self.artifact,
+            artifact_sha256=self.artifact_sha256,
+            manifest=conversion.get("manifest"),
+            backend_reason=conversion.get("backend_reason"),
+            conversion_seconds=conversion.get("conversion_seconds"),
+            artifact_size_bytes=conversion.get("artifact_size_bytes"),
+            validation=conversion.get("validation"),
+            ladder=self.ladder,
+            tournament=conversion.get("tournament"),
+            eval=self.eval,
+            bench=self.bench,
+            gates=list(self.gates),
+            passed=self.passed,
+        )
 
 
 @dataclass
 class ReleaseDocument:
-    """A whole release: config, source model, targets, bench, steps, verdict."""
+    """A whole release while it is judged: config, source model, targets, bench, steps."""
 
     config: ReleaseConfig
     config_sha256: str
@@ -111,7 +176,7 @@ class ReleaseDocument:
     targets: list[TargetEntry]
     bench: dict[str, Any]
     plots: list[str]
-    steps: list[dict[str, Any]]
+    steps: list[StepEntry]
     environment: dict[str, Any]
     created_at: str
     native_bench: list[dict[str, Any]] = field(default_factory=list)
@@ -121,29 +186,30 @@ class ReleaseDocument:
 
     @property
     def exit_code(self) -> int:
+        """0 with a recommendation, else 4 (no target passed every gate)."""
         return EXIT_PASSED if self.recommendation is not None else EXIT_NO_TARGET
 
-    def to_dict(self) -> dict[str, Any]:
-        """release.json."""
-        timings = {step["name"]: step["seconds"] for step in self.steps}
-        return {
-            "schema_version": RELEASE_SCHEMA_VERSION,
-            "config": self.config.to_dict(),
-            "config_sha256": self.config_sha256,
-            "release_dir": self.release_dir,
-            "source_model": self.source_model,
-            "targets": [target.to_dict() for target in self.targets],
-            "gate_batch_size": self.config.gates.gate_batch_size,
-            "bench": self.bench,
-            "plots": self.plots,
-            "steps": self.steps,
-            "reused_steps": [step["name"] for step in self.steps if step["reused"]],
-            "timings": {**timings, "total_seconds": round(self.total_seconds, 3)},
-            "environment": self.environment,
-            "created_at": self.created_at,
-            "verdict": "passed" if self.recommendation is not None else "failed",
-            "exit_code": self.exit_code,
-            "recommendation": asdict(self.recommendation) if self.recommendation else None,
-            "recommendation_reason": self.recommendation_reason,
-            "native_bench": self.native_bench,
-        }
+    def result(self) -> ReleaseResult:
+        """The release's result (release.json)."""
+        timings = {step.name: step.seconds for step in self.steps}
+        return ReleaseResult(
+            schema_version=RELEASE_SCHEMA_VERSION,
+            config=self.config.to_dict(),
+            config_sha256=self.config_sha256,
+            release_dir=self.release_dir,
+            source_model=self.source_model,
+            targets=[target.result() for target in self.targets],
+            gate_batch_size=self.config.gates.gate_batch_size,
+            bench=self.bench,
+            plots=self.plots,
+            steps=list(self.steps),
+            reused_steps=[step.name for step in self.steps if step.reused],
+            timings={**timings, "total_seconds": round(self.total_seconds, 3)},
+            environment=self.environment,
+            created_at=self.created_at,
+            verdict="passed" if self.recommendation is not None else "failed",
+            exit_code=self.exit_code,
+            recommendation=self.recommendation,
+            recommendation_reason=self.recommendation_reason,
+            native_bench=self.native_bench,
+        )

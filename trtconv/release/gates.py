@@ -7,8 +7,7 @@ number it does not have.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from trtconv.release.config import GateSettings
 
@@ -39,9 +38,6 @@ class GateResult:
     measured: float | bool | None
     passed: bool
     detail: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _numeric_gate(

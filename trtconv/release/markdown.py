@@ -197,7 +197,8 @@ def _steps_section(document: dict[str, Any]) -> list[str]:
 
 
 def render_markdown(document: dict[str, Any]) -> str:
-    """The whole release.md."""
+    """The whole release.md, from release.json's document (`ReleaseResult.to_json()`): a saved
+    release.json renders the same report."""
     environment = document["environment"]
     batch = document["gate_batch_size"]
     native: dict[str, Any] = next(

@@ -16,9 +16,11 @@ from trtconv.backends import registry
 from trtconv.core.errors import GateError
 from trtconv.core.fsutil import sha256_path, write_atomic
 from trtconv.core.interrupts import sigterm_as_interrupt
+from trtconv.core.progress import Progress
 from trtconv.environment import environment_block
+from trtconv.options import ReleaseOptions
 from trtconv.release.config import ReleaseConfig, Target, load_config
-from trtconv.release.document import ReleaseDocument, TargetEntry
+from trtconv.release.document import ReleaseDocument, ReleaseResult, TargetEntry
 from trtconv.release.markdown import render_markdown
 from trtconv.release.rundir import (
     LOG_FILE,
@@ -29,7 +31,7 @@ from trtconv.release.rundir import (
     exclusive,
     release_log,
 )
-from trtconv.release.steps import Progress, ReleaseRun
+from trtconv.release.steps import ReleaseRun
 from trtconv.release.store import write_json_atomic
 from trtconv.release.verdict import bench_rows_by_label, judge_targets
 
@@ -44,38 +46,33 @@ def default_output(config_path: Path) -> Path:
     return DEFAULT_OUTPUT_ROOT / Path(config_path).stem
 
 
-def release(
-    config_path: Path,
-    output: Path | None = None,
-    resume: bool = False,
-    force: bool = False,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
-    """Run a release from a TOML config; return the release document (also in release.json).
+def release(options: ReleaseOptions, progress: Progress | None = None) -> ReleaseResult:
+    """Run a release from its TOML config; return its result (also written as release.json).
 
     With a recommended artifact its `exit_code` is 0. Raises GateError (exit 4, carrying the whole
-    document, also written) when no target passed every gate, UsageError for a bad config or
+    result, also written) when no target passed every gate, UsageError for a bad config or
     output, and TrtconvError for a failure that stops the whole release (training,
     benchmarking); a target that fails to convert does not.
     """
-    config = load_config(Path(config_path))
-    directory = Path(output or default_output(config_path)).resolve()
-    check_release_dir(directory, resume, force)
+    config = load_config(Path(options.config))
+    directory = Path(options.output or default_output(options.config)).resolve()
+    check_release_dir(directory, options.resume, options.force)
     directory.mkdir(parents=True, exist_ok=True)
     with exclusive(directory):
-        clean_release_dir(directory, force)
+        clean_release_dir(directory, options.force)
         with release_log(directory / LOG_FILE), sigterm_as_interrupt():
-            log.info("release %s into %s (trtconv %s)", config_path, directory, __version__)
-            document = run_release(config, directory, resume, progress)
-    if document["recommendation"] is None:
-        raise GateError(document["recommendation_reason"], result=document)
-    return document
+            log.info("release %s into %s (trtconv %s)", options.config, directory, __version__)
+            result = run_release(config, directory, options.resume, progress)
+    if result.recommendation is None:
+        raise GateError(result.recommendation_reason, result=result)
+    return result
 
 
 def run_release(
     config: ReleaseConfig, directory: Path, resume: bool, progress: Progress | None = None
-) -> dict[str, Any]:
-    """The steps, then the verdict and the reports; returns release.json's content."""
+) -> ReleaseResult:
+    """The steps, then the verdict and the reports (release.json, release.md); returns the
+    release's result."""
     started = time.perf_counter()
     run = ReleaseRun(config, directory, resume, progress)
     source, card = run.source_model()
@@ -96,12 +93,13 @@ def run_release(
     document.native_bench = rows[NATIVE]
     document.recommendation, document.recommendation_reason = judge_targets(config, targets)
     document.total_seconds = time.perf_counter() - started
-    data = document.to_dict()
+    result = document.result()
+    data = result.to_json()
     write_json_atomic(directory / RELEASE_JSON, data)
     write_atomic(directory / RELEASE_MD, render_markdown(data))
     run.finish()
-    log.info("verdict: %s (%s)", data["verdict"], document.recommendation_reason)
-    return data
+    log.info("verdict: %s (%s)", result.verdict, result.recommendation_reason)
+    return result
 
 
 def _target_entry(target: Target, conversion: dict[str, Any], directory: Path) -> TargetEntry:

@@ -6,14 +6,14 @@ import json
 from importlib import resources
 from typing import Any
 
+from trtconv.backends.registry import backend_choices
+
 SCHEMA_FILE = "release.schema.json"
 
 
 def release_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) that every release.json validates against, with the
     registered backends as the choices of `requested_backend`."""
-    from trtconv.backends.registry import backend_choices
-
     text = resources.files("trtconv.release").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     # The backends a target may request are the registered ones: the file cannot know them.

@@ -3,27 +3,39 @@
 Every step goes through `ReleaseRun.step`: a step whose input key and outputs are unchanged is
 reused; otherwise its record is dropped, its outputs are written atomically and its record is
 written last (store.py), so an interrupted step is never mistaken for a finished one.
+
+The steps call the pipelines (train, convert, validate, bench) with the options objects the
+config builds, and record each result as its JSON document: a record is JSON, and a reused
+step gives back exactly what the first run recorded.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from trtconv import __version__
+from trtconv import __version__, validation
 from trtconv.backends import registry
 from trtconv.backends.registry import BEST
+from trtconv.bench import harness
+from trtconv.convert import convert
 from trtconv.core.errors import AccuracyError, TrtconvError
 from trtconv.core.fsutil import sha256_path
+from trtconv.core.progress import Progress
+from trtconv.core.results import JsonResult
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
-from trtconv.options import DEFAULT_RANK_DURATION_S, BenchOptions, Contest, TrainOptions
+from trtconv.options import BenchOptions, ConvertOptions, TrainOptions, ValidateOptions
 from trtconv.release.config import DIGITS, ReleaseConfig, Target
+from trtconv.release.document import StepEntry
 from trtconv.release.store import StepStore
+from trtconv.train import pipeline as training
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +43,6 @@ log = logging.getLogger(__name__)
 STEP_VERSION = 2
 
 Work = Callable[[], tuple[dict[str, Any], list[Path]]]
-# (steps done, steps planned, what runs now): drives a progress bar on a TTY, nothing otherwise.
-Progress = Callable[[int, int, str], None]
 
 
 def data_fingerprint(spec: str | None) -> dict[str, Any] | None:
@@ -47,8 +57,6 @@ def data_fingerprint(spec: str | None) -> dict[str, Any] | None:
 
 
 def _version(distribution: str) -> str | None:
-    from importlib import metadata
-
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
@@ -76,7 +84,7 @@ class ReleaseRun:
         self.directory = directory
         self.resume = resume
         self.store = StepStore(directory)
-        self.steps: list[dict[str, Any]] = []
+        self.steps: list[StepEntry] = []
         self.tools = {**library_versions(registry.declared_packages()), "trtconv": __version__}
         self.device = device_fingerprint()
         self.progress = progress
@@ -94,12 +102,13 @@ class ReleaseRun:
             self.progress(len(self.steps), len(self.steps), "done")
 
     def step(self, name: str, inputs: dict[str, Any], work: Work) -> dict[str, Any]:
-        """Reuse `name` if its inputs and outputs are unchanged, else run `work` and record it."""
+        """Reuse `name` if its inputs and outputs are unchanged, else run `work` and record it;
+        returns the step's result (as recorded)."""
         inputs = {"step_version": STEP_VERSION, **inputs}
         record, reason = self.store.lookup(name, inputs)
         if record is not None and self.resume:
             log.info("step %s: reused (%s)", name, reason)
-            self._note(name, True, reason, 0.0, record.seconds)
+            self.steps.append(StepEntry(name, True, reason, 0.0, round(record.seconds, 3)))
             return record.result
         log.info("step %s: running (%s)", name, reason if self.resume else "fresh run")
         self.report(name)
@@ -108,54 +117,32 @@ class ReleaseRun:
         result, outputs = work()
         seconds = time.perf_counter() - started
         self.store.record(name, inputs, result, outputs, seconds)
-        self._note(name, False, reason, seconds, seconds)
+        self.steps.append(StepEntry(name, False, reason, round(seconds, 3), round(seconds, 3)))
         return result
 
-    def _note(self, name: str, reused: bool, reason: str, seconds: float, recorded: float) -> None:
-        self.steps.append(
-            {
-                "name": name,
-                "reused": reused,
-                "reason": reason,
-                "seconds": round(seconds, 3),
-                "recorded_seconds": round(recorded, 3),
-            }
-        )
+    def _machine(self) -> dict[str, Any]:
+        """What every step's result depends on besides its own inputs: tools and hardware."""
+        return {"tools": self.tools, "device": self.device}
 
     # train -----------------------------------------------------------------------------------
 
     def source_model(self) -> tuple[Path, dict[str, Any] | None]:
-        """The SavedModel to release: the configured one, or one trained by the `train` step."""
+        """The SavedModel to release and the model card of the `train` step (None when the
+        config names a SavedModel)."""
         if self.config.model.path is not None:
             return self.config.model.path, None
         settings = self.config.train
-        zoo = self.config.model.zoo
-        assert settings is not None and zoo is not None  # config.py guarantees both
+        assert settings is not None  # config.py gives model.zoo its [train] settings
         output = self.directory / "model"
         inputs = {
-            "zoo": zoo,
+            "zoo": self.config.model.zoo,
             "train": asdict(settings),
             "data": data_fingerprint(settings.data),
-            "tools": self.tools,
-            "device": self.device,
+            **self._machine(),
         }
 
         def work() -> tuple[dict[str, Any], list[Path]]:
-            from trtconv import api
-
-            options = TrainOptions(
-                model=zoo,
-                data=settings.data,
-                epochs=settings.epochs,
-                batch_size=settings.batch_size,
-                amp=settings.amp,
-                amp_dtype=settings.amp_dtype,
-                xla=settings.xla,
-                seed=settings.seed,
-                output=output,
-                force=True,
-            )
-            return api.train(options).to_json(), [output]
+            return run_train(self.config.train_options(output)), [output]
 
         card = self.step("train", inputs, work)
         return output / "saved_model", card
@@ -163,44 +150,18 @@ class ReleaseRun:
     # convert ---------------------------------------------------------------------------------
 
     def convert(self, target: Target, source: Path, source_sha: str) -> dict[str, Any]:
-        """Convert one target; a known failure is recorded as the target's result, not raised."""
-        calibration = self.config.calibration
+        """Convert one target; a known failure is recorded as the target's result, not raised.
+        Returns the step's result: `status` ("converted" or "failed") and convert's result or
+        the `error`."""
         output = self.directory / "artifacts" / target.id
-        budget = self.budget(target)
 
         def work() -> tuple[dict[str, Any], list[Path]]:
-            from trtconv import api
-
-            options: dict[str, Any] = {}
-            if calibration.samples is not None:
-                options["calib_samples"] = calibration.samples
-            if self.config.eval.samples is not None:
-                options["validate_samples"] = self.config.eval.samples
             log.info("converting %s (%s %s)", target.id, target.backend, target.precision)
             try:
-                result = api.convert(
-                    saved_model=source,
-                    precision=target.precision,
-                    backend=target.backend,
-                    output=output,
-                    calib_data=calibration.data,
-                    calib_method=calibration.method,
-                    int8_target=calibration.int8_target,
-                    fallback=calibration.fallback,
-                    fallback_time_limit=calibration.fallback_time_limit_s,
-                    batch_sizes=self.config.bench.batch_sizes,
-                    tolerance=target.tolerance,
-                    force=True,
-                    min_top1_agreement=budget.get("min_top1_agreement"),
-                    max_accuracy_drop=budget.get("max_accuracy_drop"),
-                    preprocessing=self.config.preprocessing.options(),
-                    judging=self.config.outputs.judging(target),
-                    contest=self._contest(),
-                    **options,
-                )
+                result = run_convert(self.config.convert_options(target, source, output))
             except AccuracyError as exc:
                 # Outside tolerance: the artifact is written and marked failed; keep its figures.
-                result = exc.result or {}  # type: ignore[assignment]
+                result = as_document(exc.result)
             except TrtconvError as exc:
                 log.warning("target %s failed: %s", target.id, exc)
                 shutil.rmtree(output, ignore_errors=True)  # a stale artifact must not look current
@@ -208,13 +169,6 @@ class ReleaseRun:
             return {"status": "converted", **result}, [output]
 
         return self.step(f"convert-{target.id}", self._convert_inputs(target, source_sha), work)
-
-    def _contest(self) -> Contest:
-        """How a `best` target times its candidates: at the gate batch size, as [bench] says."""
-        bench = self.config.bench
-        duration = bench.duration_s if bench.duration_s is not None else DEFAULT_RANK_DURATION_S
-        batch = self.config.gates.gate_batch_size
-        return Contest(batch, duration, bench.threads, bench.iterations)
 
     def _convert_inputs(self, target: Target, source_sha: str) -> dict[str, Any]:
         """What a conversion's result depends on (its resume key)."""
@@ -237,32 +191,13 @@ class ReleaseRun:
                 "data": data_fingerprint(calibration.data),
                 **(int8_only if target.precision in ("int8", None) else {}),
             },
-            "contest": asdict(self._contest()) if target.backend == BEST else None,
+            "contest": asdict(self.config.contest()) if target.backend == BEST else None,
             "batch_sizes": list(self.config.bench.batch_sizes),
             "validate_samples": self.config.eval.samples,
-            "budget": self.budget(target),
+            "budget": self.config.budget(target),
             **self._judging_inputs(target),
-            "tools": self.tools,
-            "device": self.device,
+            **self._machine(),
         }
-
-    def budget(self, target: Target) -> dict[str, float]:
-        """The accuracy gates as convert's limits, where stricter than the precision's own: the
-        int8 ladder climbs until they hold, and validation judges them."""
-        from trtconv.outputs.tolerance import tolerance_for
-
-        limits: dict[str, float] = {}
-        if target.precision is None:
-            # `best` without a precision: each candidate is judged by its own precision's
-            # tolerance (a gate over all of them would loosen int8 or tighten fp32); the release
-            # gates then judge the winner.
-            return limits
-        gates, own = self.config.gates, tolerance_for(target.precision)
-        if gates.min_top1_agreement is not None:
-            limits["min_top1_agreement"] = max(gates.min_top1_agreement, own.min_top1_agreement)
-        if gates.max_accuracy_drop is not None:
-            limits["max_accuracy_drop"] = min(gates.max_accuracy_drop, own.max_accuracy_drop)
-        return limits
 
     def _judging_inputs(self, target: Target | None) -> dict[str, Any]:
         """What judging depends on besides the data: preprocessing and the output settings."""
@@ -278,8 +213,11 @@ class ReleaseRun:
 
     # eval ------------------------------------------------------------------------------------
 
-    def evaluate(self, target: Target, artifact: Path, source: Path, source_sha: str) -> Any:
-        """Accuracy and top-1 agreement on the [eval] data (None without an [eval] table)."""
+    def evaluate(
+        self, target: Target, artifact: Path, source: Path, source_sha: str
+    ) -> dict[str, Any] | None:
+        """Accuracy and top-1 agreement on the [eval] data: validate's result, also when the
+        artifact failed it (None without an [eval] table)."""
         settings = self.config.eval
         if settings.data is None:
             return None
@@ -291,27 +229,15 @@ class ReleaseRun:
             "split": settings.split,
             "tolerance": target.tolerance,
             **self._judging_inputs(target),
-            "tools": self.tools,
-            "device": self.device,
+            **self._machine(),
         }
 
         def work() -> tuple[dict[str, Any], list[Path]]:
-            from trtconv import api
-
             log.info("evaluating %s on %s", target.id, settings.data)
             try:
-                result = api.validate(
-                    artifact,
-                    reference=source,
-                    data=settings.data,
-                    samples=settings.samples,
-                    tolerance=target.tolerance,
-                    judging=self.config.outputs.judging(target),
-                    preprocessing=self.config.preprocessing.options(),
-                    split=settings.split,
-                )
+                result = run_validate(self.config.validate_options(target, artifact, source))
             except AccuracyError as exc:  # outside tolerance: the gates judge its figures
-                result = exc.result or {}  # type: ignore[assignment]
+                result = as_document(exc.result)
             return result, []
 
         return self.step(f"eval-{target.id}", inputs, work)
@@ -319,50 +245,67 @@ class ReleaseRun:
     # bench -----------------------------------------------------------------------------------
 
     def bench(self, source: Path, source_sha: str, artifacts: dict[str, Path]) -> dict[str, Any]:
-        """Bench native and every artifact in one harness run; results and plots under bench/."""
-        settings = self.config.bench
+        """Bench native and every artifact in one harness run; returns the bench's result, its
+        report and plots under bench/."""
         output = self.directory / "bench"
-        data = settings.data or self.config.eval.data or self.config.calibration.data
         inputs = {
             "source_sha256": source_sha,
             "artifacts": {name: sha256_path(path) for name, path in artifacts.items()},
-            "settings": asdict(settings),
-            "data": data_fingerprint(data),
+            "settings": asdict(self.config.bench),
+            "data": data_fingerprint(self.config.bench_data),
             "eval_data": data_fingerprint(self.config.eval.data),
             "split": self.config.eval.split,
             **self._judging_inputs(None),
-            "tools": self.tools,
-            "device": self.device,
+            **self._machine(),
         }
 
-        def work() -> tuple[dict[str, Any], list[Path]]:
-            from trtconv import api
+        def progress(done: int, total: int, label: str) -> None:
+            self.report(f"bench {label} ({done}/{total})")
 
-            options = BenchOptions(
-                models=(source, *artifacts.values()),
-                batch_sizes=settings.batch_sizes,
-                iterations=settings.iterations,
-                duration_s=settings.duration_s,
-                warmup=settings.warmup,
-                threads=settings.threads,
-                data=data,
-                eval_data=self.config.eval.data,
-                report=output,
-                force=True,
-                judging=self.config.outputs.judging(),
-                preprocessing=self.config.preprocessing.options(),
-                split=self.config.eval.split,
-            )
+        def work() -> tuple[dict[str, Any], list[Path]]:
             log.info("benchmarking native and %d artifact(s)", len(artifacts))
             # The report (results.json, plots) is written atomically by the bench's writer.
-            result = api.bench(
-                options,
-                lambda done, total, label: self.report(f"bench {label} ({done}/{total})"),
-            )
-            return result.to_json(), [output]
+            options = self.config.bench_options([source, *artifacts.values()], output)
+            return run_bench(options, progress), [output]
 
         return self.step("bench", inputs, work)
 
 
 def _error(exc: TrtconvError) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}
+
+
+def as_document(result: JsonResult | dict[str, Any] | None) -> dict[str, Any]:
+    """A pipeline's result as its JSON document (what the step records); {} for none."""
+    if isinstance(result, JsonResult):
+        return result.to_json()
+    return dict(result or {})
+
+
+# --- The pipelines, through the API contract --------------------------------------------------
+# Each step records its pipeline's result as the JSON document (what a resumed release reads back).
+
+
+def run_train(options: TrainOptions) -> dict[str, Any]:
+    """The model card."""
+    return as_document(training.train(options))
+
+
+def run_convert(options: ConvertOptions) -> dict[str, Any]:
+    """convert's result. Raises what it raises."""
+    return as_document(convert(options))
+
+
+def run_validate(options: ValidateOptions) -> dict[str, Any]:
+    """validate's result. Raises what it raises."""
+    return as_document(validation.validate(**_keywords(options)))
+
+
+def _keywords(options: Any) -> dict[str, Any]:
+    """An options object's fields as keyword arguments (validate until it takes ValidateOptions)."""
+    return {spec.name: getattr(options, spec.name) for spec in dataclasses.fields(options)}
+
+
+def run_bench(options: BenchOptions, progress: Progress) -> dict[str, Any]:
+    """bench's result."""
+    return as_document(harness.bench(options, progress))
