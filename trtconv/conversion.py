@@ -301,7 +301,7 @@ def convert_into(
     write_manifest(directory, manifest)
     plan.steps.start("validating")
     report = _validate_staged(directory, space.native, plan, space.reference)
-    manifest.validation = report.to_dict()
+    manifest.validation = report.to_json()
     manifest.status = report.verdict
     manifest.judging = plan.judging.record(roles_of(report))
     write_manifest(directory, manifest)

@@ -18,6 +18,7 @@ from trtconv.calib.readers import batches
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import AccuracyError
 from trtconv.core.model_io import Feeds, Outputs
+from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
 from trtconv.outputs.graph_ends import final_ops
 from trtconv.outputs.judge import judge_output
@@ -128,14 +129,14 @@ def _labels_fit(role: str, scores: np.ndarray, labels: np.ndarray) -> bool:
 
 
 def raise_if_failed(
-    report: ValidationReport, what: str, result: dict[str, Any] | None = None
+    report: ValidationReport, what: str, result: JsonResult | dict[str, Any] | None = None
 ) -> None:
     """Raise one AccuracyError (exit 4) listing every failed check of `report`, carrying the
     command's full `result` (the report itself by default)."""
     if not report.passed:
         why = "is outside tolerance" if report.verdict == "failed" else "has outputs not judged"
         message = f"{what} {why}: {report.failures()}."
-        raise AccuracyError(message, result if result is not None else report.to_dict())
+        raise AccuracyError(message, report if result is None else result)
 
 
 def output_roles(model: Path | None, reference_outputs: Outputs, judging: Judging) -> Roles:
