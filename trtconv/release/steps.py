@@ -20,8 +20,9 @@ from trtconv.backends import registry
 from trtconv.backends.registry import BEST
 from trtconv.core.errors import AccuracyError, TrtconvError
 from trtconv.core.fsutil import sha256_path
+from trtconv.core.results import JsonResult
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
-from trtconv.options import DEFAULT_RANK_DURATION_S, Contest
+from trtconv.options import DEFAULT_RANK_DURATION_S, Contest, ValidateOptions
 from trtconv.release.config import DIGITS, ReleaseConfig, Target
 from trtconv.release.store import StepStore
 
@@ -300,18 +301,22 @@ class ReleaseRun:
 
             log.info("evaluating %s on %s", target.id, settings.data)
             try:
-                result = api.validate(
-                    artifact,
-                    reference=source,
-                    data=settings.data,
-                    samples=settings.samples,
-                    tolerance=target.tolerance,
-                    judging=self.config.outputs.judging(target),
-                    preprocessing=self.config.preprocessing.options(),
-                    split=settings.split,
+                validated = api.validate(
+                    ValidateOptions(
+                        artifact,
+                        reference=source,
+                        data=settings.data,
+                        samples=settings.samples,
+                        tolerance=target.tolerance,
+                        judging=self.config.outputs.judging(target),
+                        preprocessing=self.config.preprocessing.options(),
+                        split=settings.split,
+                    )
                 )
+                result = validated.to_json()
             except AccuracyError as exc:  # outside tolerance: the gates judge its figures
-                result = exc.result or {}  # type: ignore[assignment]
+                failed = exc.result
+                result = failed.to_json() if isinstance(failed, JsonResult) else failed or {}
             return result, []
 
         return self.step(f"eval-{target.id}", inputs, work)
