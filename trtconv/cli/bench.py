@@ -10,16 +10,18 @@ from rich.console import Console
 from rich.table import Table
 
 from trtconv.cli._options import (
-    IMAGE_MEAN,
-    IMAGE_OFFSET,
-    IMAGE_SCALE,
-    IMAGE_STD,
-    OUTPUT_ROLE,
-    SPLIT,
+    DeviceOpt,
+    ImageMeanOpt,
+    ImageOffsetOpt,
+    ImageScaleOpt,
+    ImageStdOpt,
+    OutputRoleOpt,
+    SplitOpt,
     judging_options,
     preprocessing_options,
 )
-from trtconv.cli._output import DEVICE_HELP, progress_bar, run_command, stderr_console
+from trtconv.cli._output import progress_bar, run_command, stderr_console
+from trtconv.options import BenchOptions
 
 
 def render_table(result: dict[str, Any], console: Console) -> None:
@@ -79,14 +81,14 @@ def bench_cli(
         help="Labelled data (digits, PATH.npz with y, image folder): accuracy and agreement, "
         "each output judged by its role, on the held-out split (see --split).",
     ),
-    split: str = SPLIT,
-    output_role: list[str] = OUTPUT_ROLE,
-    image_scale: float = IMAGE_SCALE,
-    image_offset: float = IMAGE_OFFSET,
-    image_mean: str = IMAGE_MEAN,
-    image_std: str = IMAGE_STD,
+    split: SplitOpt = None,
+    output_role: OutputRoleOpt = None,
+    image_scale: ImageScaleOpt = None,
+    image_offset: ImageOffsetOpt = None,
+    image_mean: ImageMeanOpt = None,
+    image_std: ImageStdOpt = None,
     xla: bool = typer.Option(False, "--xla", help="Also run each SavedModel compiled with XLA."),
-    device: str = typer.Option("auto", help=DEVICE_HELP),
+    device: DeviceOpt = BenchOptions.device,
     throughput: bool = typer.Option(
         False,
         "--throughput",

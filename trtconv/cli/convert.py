@@ -12,13 +12,13 @@ from rich.markup import escape
 
 from trtconv.cli._ladder import render_ladder
 from trtconv.cli._options import (
-    ALLOW_UNJUDGED,
-    IMAGE_MEAN,
-    IMAGE_OFFSET,
-    IMAGE_SCALE,
-    IMAGE_STD,
-    OUTPUT_ROLE,
-    TOLERANCE,
+    AllowUnjudgedOpt,
+    ImageMeanOpt,
+    ImageOffsetOpt,
+    ImageScaleOpt,
+    ImageStdOpt,
+    OutputRoleOpt,
+    ToleranceOpt,
     judging_options,
     preprocessing_options,
 )
@@ -167,7 +167,7 @@ def convert_cli(
     ),
     batch_sizes: str = typer.Option("1,8,32", help="Batch sizes to build for, e.g. 1,8,32."),
     validate_samples: int = typer.Option(1000, help="Held-out samples to validate on."),
-    tolerance: list[str] = TOLERANCE,
+    tolerance: ToleranceOpt = None,
     min_top1_agreement: float = typer.Option(
         None, help="Minimum top-1 agreement with the native model (default: the precision's)."
     ),
@@ -183,12 +183,12 @@ def convert_cli(
     fallback_time_limit: float = typer.Option(
         DEFAULT_FALLBACK_TIME_LIMIT_S, help="Seconds the int8 fallback may search for."
     ),
-    output_role: list[str] = OUTPUT_ROLE,
-    allow_unjudged: bool = ALLOW_UNJUDGED,
-    image_scale: float = IMAGE_SCALE,
-    image_offset: float = IMAGE_OFFSET,
-    image_mean: str = IMAGE_MEAN,
-    image_std: str = IMAGE_STD,
+    output_role: OutputRoleOpt = None,
+    allow_unjudged: AllowUnjudgedOpt = False,
+    image_scale: ImageScaleOpt = None,
+    image_offset: ImageOffsetOpt = None,
+    image_mean: ImageMeanOpt = None,
+    image_std: ImageStdOpt = None,
     rank_batch_size: int = typer.Option(
         8, help="--backend best: the batch size candidates are timed and ranked at."
     ),

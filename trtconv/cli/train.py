@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from trtconv.cli._options import (
-    IMAGE_MEAN,
-    IMAGE_OFFSET,
-    IMAGE_SCALE,
-    IMAGE_STD,
+    ImageMeanOpt,
+    ImageOffsetOpt,
+    ImageScaleOpt,
+    ImageStdOpt,
     preprocessing_options,
 )
 from trtconv.cli._output import run_command
@@ -143,10 +143,10 @@ def train_cli(
         help="Image folders: train at this square size (default: the images' own); "
         "--benchmark: the synthetic input's size (default: the model's).",
     ),
-    image_scale: float = IMAGE_SCALE,
-    image_offset: float = IMAGE_OFFSET,
-    image_mean: str = IMAGE_MEAN,
-    image_std: str = IMAGE_STD,
+    image_scale: ImageScaleOpt = None,
+    image_offset: ImageOffsetOpt = None,
+    image_mean: ImageMeanOpt = None,
+    image_std: ImageStdOpt = None,
     grid: bool = typer.Option(
         False, "--grid", help="Benchmark FP32 / AMP / AMP+XLA x --batch-sizes, one process each."
     ),
