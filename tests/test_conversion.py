@@ -13,7 +13,8 @@ from trtconv import api
 from trtconv.backends.registry import open_runner
 from trtconv.core.errors import AccuracyError
 from trtconv.manifest import Manifest, read_manifest
-from trtconv.options import BenchOptions, ConvertOptions
+from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
+from trtconv.validation import ValidateResult
 
 pytestmark = pytest.mark.slow  # trains and converts real models
 
@@ -109,14 +110,14 @@ def test_digits_int8_qdq_artifact(digits_int8: dict[str, Any]) -> None:
 
 
 def test_validate_an_artifact_against_its_source(digits_int8: dict[str, Any]) -> None:
-    result = api.validate(Path(digits_int8["artifact"]), samples=200)
-    assert result["passed"] and result["samples"] == 200 and result["precision"] == "int8"
-    assert result["top1_agreement"] >= 0.97
+    result = api.validate(ValidateOptions(Path(digits_int8["artifact"]), samples=200))
+    assert result.passed and result.samples == 200 and result.precision == "int8"
+    assert result.top1_agreement is not None and result.top1_agreement >= 0.97
     with pytest.raises(AccuracyError, match="outside tolerance: probabilities values") as caught:
-        api.validate(Path(digits_int8["artifact"]), samples=200, tolerance=1e-6)
+        api.validate(ValidateOptions(Path(digits_int8["artifact"]), samples=200, tolerance=1e-6))
     strict = caught.value.result  # the whole result rides on the error (exit 4)
-    assert strict is not None and not strict["passed"] and strict["samples"] == 200
-    assert [c["name"] for c in strict["checks"] if not c["passed"]] == ["probabilities values"]
+    assert isinstance(strict, ValidateResult) and not strict.passed and strict.samples == 200
+    assert [c.name for c in strict.checks if not c.passed] == ["probabilities values"]
 
 
 @pytest.mark.parametrize(("precision", "min_top1"), [("fp32", 0.99), ("int8", 0.97)])
@@ -188,9 +189,9 @@ def test_vnni_validated_artifact_moved_to_a_cpu_without_vnni_warns(
     # ...and it runs on an AVX2 EPYC.
     monkeypatch.setattr("trtconv.environment.cpu_info", lambda: EPYC_AVX2)
 
-    validated = api.validate(artifact, samples=100)
-    assert validated["machine"]["cpu_int8_class"] == "x86-no-vnni"
-    [warning] = validated["warnings"]
+    validated = api.validate(ValidateOptions(artifact, samples=100))
+    assert validated.machine is not None and validated.machine["cpu_int8_class"] == "x86-no-vnni"
+    [warning] = validated.warnings
     assert "validated on an x86-vnni CPU" in warning and "saturate" in warning
     assert "this run measures its accuracy here" in warning
 

@@ -14,6 +14,7 @@ from trtconv import api
 from trtconv.backends import registry
 from trtconv.cli import app
 from trtconv.core.precision import PRECISIONS
+from trtconv.doctor import DoctorReport
 
 
 def run_doctor(*args: str, block: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
@@ -27,28 +28,28 @@ def run_doctor(*args: str, block: tuple[str, ...] = ()) -> subprocess.CompletedP
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
 
 
-def rows(report: dict[str, Any], backend: str) -> dict[str, dict[str, Any]]:
-    return {r["precision"]: r for r in report["conversions"] if r["backend"] == backend}
+def rows(conversions: list[dict[str, Any]], backend: str) -> dict[str, dict[str, Any]]:
+    return {r["precision"]: r for r in conversions if r["backend"] == backend}
 
 
 @pytest.mark.no_gpu
 def test_report_on_this_machine() -> None:
     report = api.doctor(deep=False)
-    assert report["tensorflow"]["is_tensorrt_build"] is True
-    assert report["tf_trt"]["usable"] is False
-    assert "libnvinfer.so.8.6.1" in report["tf_trt"]["reason"]
-    assert report["gpus"] == []
-    assert report["tensorrt"]["version"] is None
-    assert "CPUExecutionProvider" in report["onnxruntime"]["providers"]
+    assert report.tensorflow["is_tensorrt_build"] is True
+    assert report.sections["tf_trt"]["usable"] is False
+    assert "libnvinfer.so.8.6.1" in report.sections["tf_trt"]["reason"]
+    assert report.gpus == []
+    assert report.sections["tensorrt"]["version"] is None
+    assert "CPUExecutionProvider" in report.sections["onnxruntime"]["providers"]
     # Every feature of note has a yes/no, whatever this CPU has.
-    features = report["cpu"]["features"]
+    features = report.cpu["features"]
     assert set(features) >= {"avx2", "avx512f", "avx512_vnni", "avx512_bf16"}
     assert all(isinstance(present, bool) for present in features.values())
-    ort = rows(report, "ort")
+    ort = rows(report.conversions, "ort")
     assert ort["fp32"]["ok"] and ort["int8"]["ok"]
     assert not ort["fp16"]["ok"] and "trtconv[gpu]" in ort["fp16"]["fix"]
-    assert not any(r["ok"] for r in rows(report, "tftrt").values())
-    assert all(r["reason"] and r["fix"] for r in report["conversions"] if not r["ok"])
+    assert not any(r["ok"] for r in rows(report.conversions, "tftrt").values())
+    assert all(r["reason"] and r["fix"] for r in report.conversions if not r["ok"])
 
 
 def test_json_is_one_document_and_exit_0() -> None:
@@ -59,6 +60,13 @@ def test_json_is_one_document_and_exit_0() -> None:
     converters = [backend.name for backend in registry.converters()]
     expected = [name for name in converters for _ in PRECISIONS]
     assert [row["backend"] for row in report["conversions"]] == expected
+    # Today's keys, the backends' sections between tf2onnx and gpus; read back typed.
+    keys = list(report)
+    assert keys[:5] == ["schema_version", "python", "tensorflow", "onnx", "tf2onnx"]
+    assert keys[-5:] == ["gpus", "cpu", "conversions", "libraries", "commit"]
+    assert {"tf_trt", "tensorrt", "onnxruntime"} <= set(keys[5:-5])
+    again = DoctorReport.from_json(report)
+    assert list(again.sections) == keys[5:-5] and again.to_json() == report
 
 
 def test_missing_libraries_are_rows_not_crashes() -> None:
@@ -66,7 +74,7 @@ def test_missing_libraries_are_rows_not_crashes() -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["onnxruntime"]["version"] is None
-    ort = rows(report, "ort")
+    ort = rows(report["conversions"], "ort")
     assert not ort["fp32"]["ok"] and "onnxruntime" in ort["fp32"]["reason"]
     assert "pip install onnxruntime" in ort["fp32"]["fix"]
 
@@ -89,9 +97,9 @@ def test_missing_tensorflow_is_reported(monkeypatch: pytest.MonkeyPatch) -> None
     facts.probe.cache_clear()  # probe again with the version lookup above, then forget it
     monkeypatch.setattr(registry, "probe", facts.probe.__wrapped__)
     report = doctor_module.doctor(deep=True)  # deep: still must not ask a missing TensorFlow
-    assert report["tensorflow"]["version"] is None
-    assert "not installed" in report["tf_trt"]["reason"]
-    assert report["tf_trt"]["asked_tensorflow"] is False
+    assert report.tensorflow["version"] is None
+    assert "not installed" in report.sections["tf_trt"]["reason"]
+    assert report.sections["tf_trt"]["asked_tensorflow"] is False
 
 
 @pytest.mark.no_gpu

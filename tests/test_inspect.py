@@ -12,33 +12,49 @@ from typer.testing import CliRunner
 from trtconv import api
 from trtconv.cli import app
 from trtconv.core.errors import InputError, UsageError
+from trtconv.inspect_model import (
+    ArtifactInspection,
+    InspectResult,
+    OnnxInspection,
+    SavedModelInspection,
+)
 from trtconv.manifest import Manifest, write_manifest
+
+
+def assert_reads_back(result: InspectResult) -> None:
+    """`--json`'s document loads back as the same inspection, of the same kind."""
+    document = json.loads(json.dumps(result.to_json()))
+    again = InspectResult.from_json(document)
+    assert type(again) is type(result) and again == result and again.to_json() == document
 
 
 @pytest.mark.slow
 def test_inspect_saved_model(digits_model_dir: Path) -> None:
     result = api.inspect(digits_model_dir / "saved_model")
-    assert result["kind"] == "saved_model"
-    serving = result["signatures"]["serving_default"]
+    assert isinstance(result, SavedModelInspection) and result.kind == "saved_model"
+    serving = result.signatures["serving_default"]
     assert serving["inputs"] == [{"name": "image", "shape": [None, 8, 8, 1], "dtype": "float32"}]
     output = {"name": "probabilities", "shape": [None, 10], "dtype": "float32"}
     assert serving["outputs"] == [output]
-    histogram = result["op_histogram"]
+    histogram = result.op_histogram
+    assert histogram is not None and result.graph_dtypes is not None
     # Counted inside the nested model function, not just the StatefulPartitionedCall wrapper.
     assert histogram["Conv2D"] == 2
     assert histogram["MatMul"] == 2
     assert histogram["Softmax"] == 1
-    assert result["op_count"] == sum(histogram.values())
-    assert "bfloat16" not in result["graph_dtypes"]
-    assert result["size_bytes"] > 100_000  # ~130k float32 weights
-    assert result["model_card"]["model"] == "digits-cnn"
+    assert result.op_count == sum(histogram.values())
+    assert "bfloat16" not in result.graph_dtypes
+    assert result.size_bytes > 100_000  # ~130k float32 weights
+    assert result.model_card is not None and result.model_card["model"] == "digits-cnn"
+    assert_reads_back(result)
 
 
 @pytest.mark.slow
 def test_inspect_a_train_output_directory_finds_its_saved_model(digits_model_dir: Path) -> None:
     result = api.inspect(digits_model_dir)
-    assert result["path"] == str(digits_model_dir / "saved_model")
-    assert result["model_card"]["amp"]["policy"]
+    assert isinstance(result, SavedModelInspection)
+    assert result.path == digits_model_dir / "saved_model"
+    assert result.model_card is not None and result.model_card["amp"]["policy"]
 
 
 def _tiny_onnx(path: Path) -> None:
@@ -63,11 +79,16 @@ def _tiny_onnx(path: Path) -> None:
 def test_inspect_onnx_file(tmp_path: Path) -> None:
     _tiny_onnx(tmp_path / "model.onnx")
     result = api.inspect(tmp_path / "model.onnx")
-    assert result["kind"] == "onnx"
-    assert result["op_histogram"] == {"MatMul": 1, "Relu": 1}
-    assert result["inputs"] == [{"name": "x", "shape": [None, 4], "dtype": "float32"}]
-    assert result["opsets"] == {"ai.onnx": 17}
-    assert not result["quantized"]
+    assert isinstance(result, OnnxInspection) and result.kind == "onnx"
+    assert result.op_histogram == {"MatMul": 1, "Relu": 1}
+    assert result.inputs == [{"name": "x", "shape": [None, 4], "dtype": "float32"}]
+    assert result.opsets == {"ai.onnx": 17}
+    assert not result.quantized
+    assert list(result.to_json()) == [
+        "schema_version", "kind", "path", "size_bytes", "opsets", "producer", "inputs",
+        "outputs", "op_histogram", "op_count", "quantized",
+    ]  # fmt: skip
+    assert_reads_back(result)
 
 
 def _artifact(directory: Path, payload: str, backend: str, precision: str) -> None:
@@ -89,10 +110,17 @@ def test_inspect_onnx_artifact_shows_manifest_and_payload_ops(tmp_path: Path) ->
     _tiny_onnx(tmp_path / "model.onnx")
     _artifact(tmp_path, "model.onnx", "ort", "fp32")
     result = api.inspect(tmp_path)
-    assert result["kind"] == "artifact"
-    assert (result["backend"], result["precision"], result["status"]) == ("ort", "fp32", "passed")
-    assert result["payload"] == "model.onnx"
-    assert result["payload_details"]["op_histogram"] == {"MatMul": 1, "Relu": 1}
+    assert isinstance(result, ArtifactInspection) and result.kind == "artifact"
+    assert (result.backend, result.precision, result.status) == ("ort", "fp32", "passed")
+    assert result.payload == "model.onnx"
+    assert isinstance(result.payload_details, OnnxInspection)
+    assert result.payload_details.op_histogram == {"MatMul": 1, "Relu": 1}
+    assert list(result.to_json()) == [
+        "schema_version", "kind", "path", "size_bytes", "backend", "precision", "payload",
+        "status", "source_model", "signature", "calibration", "conversion_seconds",
+        "conversion_summary", "created_at", "payload_details",
+    ]  # fmt: skip
+    assert_reads_back(result)
 
 
 @pytest.mark.slow
@@ -100,8 +128,15 @@ def test_inspect_saved_model_artifact(tmp_path: Path, digits_saved_model: Path) 
     shutil.copytree(digits_saved_model, tmp_path / "saved_model")
     _artifact(tmp_path, "saved_model", "tf", "fp32")
     result = api.inspect(tmp_path)
-    assert result["backend"] == "tf"
-    assert result["payload_details"]["op_histogram"]["Conv2D"] == 2
+    assert isinstance(result, ArtifactInspection) and result.backend == "tf"
+    details = result.payload_details
+    assert isinstance(details, SavedModelInspection) and details.op_histogram is not None
+    assert details.op_histogram["Conv2D"] == 2
+    assert list(details.to_json()) == [
+        "schema_version", "kind", "path", "size_bytes", "signatures", "model_card",
+        "serving_signature", "op_histogram", "op_count", "graph_dtypes",
+    ]  # fmt: skip
+    assert_reads_back(result)
 
 
 def test_bad_paths(tmp_path: Path) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -9,6 +12,8 @@ from trtconv.core.errors import AccuracyError, UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.outputs.compare import compare, raise_if_failed
 from trtconv.outputs.tolerance import TOLERANCES, tolerance_for
+from trtconv.report.validation import ValidationReport
+from trtconv.validation import ValidateResult
 
 
 def _probabilities(samples: int = 200, classes: int = 10, seed: int = 0) -> np.ndarray:
@@ -62,7 +67,7 @@ def test_every_mismatch_is_collected_then_one_error() -> None:
     assert report.accuracy_drop is not None and report.accuracy_drop > 0.5
     with pytest.raises(AccuracyError, match=r"p values.*p top-1 agreement.*p accuracy") as caught:
         raise_if_failed(report, "the int8 artifact")
-    assert caught.value.exit_code == 4 and caught.value.result == report.to_dict()
+    assert caught.value.exit_code == 4 and caught.value.result is report
 
 
 def test_shape_mismatch_missing_output_and_nan_fail() -> None:
@@ -87,7 +92,7 @@ def test_relative_error_ignores_tiny_references() -> None:
 def test_the_report_serialises_to_the_documented_keys() -> None:
     probs = _probabilities()
     report = compare({"p": probs}, {"p": probs}, tolerance_for("fp16"), probs.argmax(axis=1), "u")
-    data = report.to_dict()
+    data = report.to_json()
     assert list(data) == [
         "samples", "data_source", "outputs", "top1_agreement", "min_top1_agreement",
         "accuracy_reference", "accuracy_candidate", "accuracy_drop", "max_accuracy_drop",
@@ -103,6 +108,46 @@ def test_the_report_serialises_to_the_documented_keys() -> None:
     assert set(data["checks"][0]) == {"name", "passed", "detail", "output", "gating"}
     assert data["accuracy_drop"] == 0.0 and data["passed"] is True
     assert data["verdict"] == "passed" and data["labels_output"] == "p"
+
+
+def test_the_report_reads_back_as_itself() -> None:
+    """A manifest's `validation` block is read back typed: same checks, same derived figures."""
+    probs = _probabilities()
+    flipped = probs[:, ::-1].copy()
+    report = compare({"p": probs}, {"p": flipped}, tolerance_for("fp32"), probs.argmax(axis=1))
+    report.precision, report.machine = "fp32", {"cpu": "x", "cpu_int8_class": "x86-vnni"}
+    report.batch_size, report.device = 32, "cpu"
+    document = json.loads(json.dumps(report.to_json()))
+    assert list(document)[-4:] == ["precision", "machine", "batch_size", "device"]
+    again = ValidationReport.from_json(document)
+    assert again == report and again.to_json() == document
+    assert again.failures() == report.failures() and "p top-1 agreement" in again.failures()
+    assert (again.verdict, again.passed) == ("failed", False)
+    assert again.accuracy_drop == report.accuracy_drop and again.top1_agreement < 0.5
+
+
+def test_validate_result_keeps_the_validate_document() -> None:
+    """`trtconv validate --json` prints the header, the report's keys, then the warnings, in
+    today's order; the result reads back as a ValidateResult."""
+    probs = _probabilities()
+    report = compare({"p": probs}, {"p": probs}, tolerance_for("int8"), probs.argmax(axis=1), "u")
+    report.precision, report.machine, report.batch_size, report.device = "int8", {}, 32, "cpu"
+    result = ValidateResult(
+        **vars(report), artifact=Path("models/a"), reference=Path("models/m/saved_model"),
+        backend="ort", manifest_status="passed", data_contract={"data": "u"}, warnings=["w"],
+    )  # fmt: skip
+    document = json.loads(json.dumps(result.to_json()))
+    assert list(document) == [
+        "schema_version", "artifact", "reference", "backend", "precision", "manifest_status",
+        "data_contract", "samples", "data_source", "outputs", "top1_agreement",
+        "min_top1_agreement", "accuracy_reference", "accuracy_candidate", "accuracy_drop",
+        "max_accuracy_drop", "labels_output", "checks", "unjudged", "allow_unjudged", "verdict",
+        "passed", "machine", "batch_size", "device", "warnings",
+    ]  # fmt: skip
+    assert document["artifact"] == "models/a" and document["precision"] == "int8"
+    again = ValidateResult.from_json(document)
+    assert again == result and again.to_json() == document
+    assert again.passed and again.verdict == "passed" and again.artifact == Path("models/a")
 
 
 def test_validation_batches_lie_inside_the_built_range() -> None:

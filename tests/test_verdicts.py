@@ -22,8 +22,9 @@ from trtconv.calib.contract import PreprocessingOptions
 from trtconv.cli import main
 from trtconv.core.errors import AccuracyError
 from trtconv.manifest import read_manifest
-from trtconv.options import BenchOptions, ConvertOptions
+from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
 from trtconv.outputs.roles import Judging
+from trtconv.validation import ValidateResult
 
 pytestmark = pytest.mark.slow  # trains, converts and benches real models
 
@@ -60,11 +61,15 @@ def test_box_and_label_heads_are_each_judged_for_what_they_are(
     # A tensor at int8 has no tolerance: "not judged", exit 4, unless allowed.
     code = _cli(["validate", str(artifact), "--output-role", "box=tensor"], capsys)
     assert code == 4
-    allowed = api.validate(artifact, judging=Judging.build({"box": "tensor"}, allow_unjudged=True))
-    assert allowed["passed"] and allowed["verdict"] == "not judged"
-    assert allowed["outputs"]["box"]["role_source"] == "option"
-    judged = api.validate(artifact, judging=Judging.build({"box": "tensor"}, {"box": 0.1}))
-    assert judged["verdict"] == "passed" and judged["outputs"]["box"]["atol"] == 0.1
+    allowed = api.validate(
+        ValidateOptions(artifact, judging=Judging.build({"box": "tensor"}, allow_unjudged=True))
+    )
+    assert allowed.passed and allowed.verdict == "not judged"
+    assert allowed.outputs["box"].role_source == "option"
+    judged = api.validate(
+        ValidateOptions(artifact, judging=Judging.build({"box": "tensor"}, {"box": 0.1}))
+    )
+    assert judged.verdict == "passed" and judged.outputs["box"].atol == 0.1
 
 
 def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> int:
@@ -90,20 +95,21 @@ def test_a_badly_calibrated_sigmoid_classifier_fails_on_its_own_data(tmp_path: P
         )
     )
     with pytest.raises(AccuracyError, match=r"score decision agreement at 0\.5") as caught:
-        api.validate(artifact, data=str(binary_npz(1.0)))
+        api.validate(ValidateOptions(artifact, data=str(binary_npz(1.0))))
     result = caught.value.result
-    assert result is not None and result["verdict"] == "failed"
-    assert result["outputs"]["score"]["role"] == "binary"
-    assert result["top1_agreement"] < 0.97 and result["accuracy_drop"] > 0.02
-    assert any("different scales" in warning for warning in result["warnings"])
-    passed = [w for w in result["warnings"] if "manifest says" in w and "PASSED" in w]
+    assert isinstance(result, ValidateResult) and result.verdict == "failed"
+    assert result.outputs["score"].role == "binary"
+    assert result.top1_agreement is not None and result.top1_agreement < 0.97
+    assert result.accuracy_drop is not None and result.accuracy_drop > 0.02
+    assert any("different scales" in warning for warning in result.warnings)
+    passed = [w for w in result.warnings if "manifest says" in w and "PASSED" in w]
     assert passed and "no output was compared" not in passed[0]  # it compared `score`
 
     benched = api.bench(BenchOptions((artifact,), eval_data=str(binary_npz(1.0)), **QUICK_BENCH))
     int8 = next(model for model in benched.models if not model.is_baseline)
-    assert int8.eval_samples == result["samples"]  # the same held-out samples
-    assert int8.top1_agreement == pytest.approx(result["top1_agreement"], abs=0.01)
-    assert int8.accuracy == pytest.approx(result["accuracy_candidate"], abs=0.01)
+    assert int8.eval_samples == result.samples  # the same held-out samples
+    assert int8.top1_agreement == pytest.approx(result.top1_agreement, abs=0.01)
+    assert int8.accuracy == pytest.approx(result.accuracy_candidate, abs=0.01)
     # bench says what validate says: calibrated on data 100x the scale of the data judged here.
     assert any("different scales" in warning for warning in benched.warnings)
 
@@ -127,17 +133,17 @@ def test_preprocessing_travels_from_convert_to_validate_and_bench(tmp_path: Path
     assert recorded["preprocessing"]["sources"]["scale"] == "option"
     assert recorded["split"] == "held-out" and recorded["preprocessing_applied"]
 
-    validated = api.validate(artifact)
-    contract = validated["data_contract"]
+    validated = api.validate(ValidateOptions(artifact))
+    contract = validated.data_contract
     assert (contract["data"], contract["data_from"]) == (str(image_folder()), "manifest")
     assert contract["preprocessing"]["sources"]["scale"] == "manifest (option)"
     accuracy = converted["validation"]["accuracy_reference"]
-    assert accuracy > 0.9 and validated["accuracy_reference"] == accuracy
+    assert accuracy > 0.9 and validated.accuracy_reference == accuracy
 
     benched = api.bench(BenchOptions((artifact,), eval_data=str(image_folder()), **QUICK_BENCH))
     assert (benched.settings.data_contract or {})["preprocessing"]["scale"] == 1.0
     for model in benched.models:
-        assert model.eval_samples == validated["samples"]
+        assert model.eval_samples == validated.samples
         assert model.accuracy == pytest.approx(accuracy, abs=0.01)
 
 
@@ -156,14 +162,14 @@ def test_an_artifact_that_failed_is_said_so_by_validate_and_bench(tmp_path: Path
                 tolerance=1e-12,
             )
         )
-    validated = api.validate(artifact)  # the default tolerance passes it
-    assert validated["data_contract"]["data"] == str(box_label_npz())  # what convert used
+    validated = api.validate(ValidateOptions(artifact))  # the default tolerance passes it
+    assert validated.data_contract["data"] == str(box_label_npz())  # what convert used
     # Float arrays are fed as given: the contract must not claim a 1/255 scale was applied.
-    for contract in (read_manifest(artifact).data_contract, validated["data_contract"]):
+    for contract in (read_manifest(artifact).data_contract, validated.data_contract):
         assert contract is not None and contract["preprocessing_applied"] is False
         assert contract["preprocessing"]["summary"].startswith("none applied")
-    assert validated["verdict"] == "passed" and validated["manifest_status"] == "failed"
-    assert any("its manifest says" in w and "FAILED" in w for w in validated["warnings"])
+    assert validated.verdict == "passed" and validated.manifest_status == "failed"
+    assert any("its manifest says" in w and "FAILED" in w for w in validated.warnings)
 
     benched = api.bench(BenchOptions((artifact,), **QUICK_BENCH))
     rows = [row for row in benched.results if row.label == artifact.name]

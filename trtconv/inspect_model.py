@@ -3,19 +3,23 @@
 For a SavedModel: every signature with its inputs and outputs, the op histogram of the serving
 graph (nested functions included, so the ops behind StatefulPartitionedCall are counted), the
 dtypes the graph computes in, size on disk and the model card. For an artifact: the manifest
-summary plus the payload's own description.
+summary plus the payload's own description. Each is an InspectResult of its own kind.
 """
 
 from __future__ import annotations
 
 import logging
+import typing
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trtconv.core.errors import InputError
 from trtconv.core.fsutil import dir_size_bytes
 from trtconv.core.lazy import require
+from trtconv.core.results import JsonResult, optional_key
 from trtconv.manifest import read_manifest
 from trtconv.model_paths import (
     is_artifact_dir,
@@ -28,6 +32,91 @@ from trtconv.savedmodel import SERVING_KEY, check_saved_model_dir, read_model_ca
 log = logging.getLogger(__name__)
 
 INSPECT_SCHEMA_VERSION = 1
+SAVED_MODEL, ONNX, ARTIFACT = "saved_model", "onnx", "artifact"
+Inspection = TypeVar("Inspection", bound="InspectResult")
+
+
+@dataclass(kw_only=True)
+class InspectResult(JsonResult):
+    """What `trtconv inspect` found at `path`: its `kind` and size on disk. Each kind is a
+    subclass (SavedModelInspection, OnnxInspection, ArtifactInspection) adding what it holds."""
+
+    schema_version: int = INSPECT_SCHEMA_VERSION
+    kind: str = field(default="", init=False)
+    path: Path
+    size_bytes: int
+
+    @classmethod
+    def from_json(cls: type[Inspection], document: Mapping[str, Any]) -> Inspection:
+        """The inspection a `to_json` document describes, as the subclass its `kind` names.
+        Raises KeyError for an unknown kind."""
+        target = KINDS[document["kind"]]
+        if target is not cls:
+            return typing.cast(Inspection, target.from_json(document))
+        return super().from_json(document)
+
+
+@dataclass(kw_only=True)
+class SavedModelInspection(InspectResult):
+    """A SavedModel: every signature's inputs and outputs, the model card (None without one);
+    and, when it has a serving signature, that graph's op histogram and dtypes."""
+
+    kind: str = field(default=SAVED_MODEL, init=False)
+    signatures: dict[str, dict[str, Any]]
+    model_card: dict[str, Any] | None
+    serving_signature: str | None = optional_key()
+    op_histogram: dict[str, int] | None = optional_key()
+    op_count: int | None = optional_key()
+    graph_dtypes: list[str] | None = optional_key()
+
+
+@dataclass(kw_only=True)
+class OnnxInspection(InspectResult):
+    """An ONNX model: opsets, producer, graph inputs and outputs, op histogram, and whether it
+    holds QuantizeLinear/DequantizeLinear nodes."""
+
+    kind: str = field(default=ONNX, init=False)
+    opsets: dict[str, int]
+    producer: str
+    inputs: list[dict[str, Any]]
+    outputs: list[dict[str, Any]]
+    op_histogram: dict[str, int]
+    op_count: int
+    quantized: bool
+
+
+@dataclass(kw_only=True)
+class ArtifactInspection(InspectResult):
+    """A trtconv artifact: its manifest's summary, and its payload's own inspection when the
+    payload is an ONNX file or a SavedModel (None otherwise: an engine, an OpenVINO IR)."""
+
+    kind: str = field(default=ARTIFACT, init=False)
+    backend: str
+    precision: str
+    payload: str
+    status: str
+    source_model: dict[str, Any]
+    signature: dict[str, Any]
+    calibration: dict[str, Any] | None
+    conversion_seconds: float
+    conversion_summary: dict[str, Any]
+    created_at: str
+    payload_details: InspectResult | None = optional_key()
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> ArtifactInspection:
+        """The artifact inspection a `to_json` document describes, its payload's included."""
+        details = document.get("payload_details")
+        result = super().from_json({k: v for k, v in document.items() if k != "payload_details"})
+        result.payload_details = InspectResult.from_json(details) if details else None
+        return result
+
+
+KINDS: dict[str, type[InspectResult]] = {
+    SAVED_MODEL: SavedModelInspection,
+    ONNX: OnnxInspection,
+    ARTIFACT: ArtifactInspection,
+}
 
 
 def graph_def_of(function: Any) -> Any:
@@ -64,7 +153,7 @@ def graph_dtypes(graph_def: Any) -> list[str]:
     return sorted(found)
 
 
-def inspect_saved_model(path: Path) -> dict[str, Any]:
+def inspect_saved_model(path: Path) -> SavedModelInspection:
     """Signatures, serving I/O, op histogram, graph dtypes, size and model card of a SavedModel.
 
     Raises InputError when the directory is not a loadable SavedModel.
@@ -80,23 +169,18 @@ def inspect_saved_model(path: Path) -> dict[str, Any]:
         key: signature_of(function, key, path).to_dict()
         for key, function in sorted(dict(loaded.signatures).items())
     }
-    result: dict[str, Any] = {
-        "schema_version": INSPECT_SCHEMA_VERSION,
-        "kind": "saved_model",
-        "path": str(path),
-        "size_bytes": dir_size_bytes(path),
-        "signatures": signatures,
-        "model_card": read_model_card(path),
-    }
+    result = SavedModelInspection(
+        path=path,
+        size_bytes=dir_size_bytes(path),
+        signatures=signatures,
+        model_card=read_model_card(path),
+    )
     if SERVING_KEY in signatures:
         graph_def = graph_def_of(loaded.signatures[SERVING_KEY])
-        histogram = op_histogram(graph_def)
-        result.update(
-            serving_signature=SERVING_KEY,
-            op_histogram=histogram,
-            op_count=sum(histogram.values()),
-            graph_dtypes=graph_dtypes(graph_def),
-        )
+        result.serving_signature = SERVING_KEY
+        result.op_histogram = op_histogram(graph_def)
+        result.op_count = sum(result.op_histogram.values())
+        result.graph_dtypes = graph_dtypes(graph_def)
     else:
         log.warning("%s has no '%s' signature: no op histogram.", path, SERVING_KEY)
     return result
@@ -122,7 +206,7 @@ def _onnx_tensor(value: Any, onnx: Any) -> dict[str, Any]:
     return {"name": value.name, "shape": shape, "dtype": dtype}
 
 
-def inspect_onnx(path: Path) -> dict[str, Any]:
+def inspect_onnx(path: Path) -> OnnxInspection:
     """Opsets, inputs/outputs, op histogram and size of an ONNX model.
 
     Raises InputError when the file is not a readable ONNX model.
@@ -136,49 +220,46 @@ def inspect_onnx(path: Path) -> dict[str, Any]:
     initializers = {init.name for init in model.graph.initializer}
     counts = Counter(node.op_type for node in _onnx_nodes(model.graph))
     histogram = dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
-    return {
-        "schema_version": INSPECT_SCHEMA_VERSION,
-        "kind": "onnx",
-        "path": str(path),
-        "size_bytes": dir_size_bytes(path),
-        "opsets": {op.domain or "ai.onnx": op.version for op in model.opset_import},
-        "producer": f"{model.producer_name} {model.producer_version}".strip(),
-        "inputs": [_onnx_tensor(v, onnx) for v in model.graph.input if v.name not in initializers],
-        "outputs": [_onnx_tensor(v, onnx) for v in model.graph.output],
-        "op_histogram": histogram,
-        "op_count": sum(histogram.values()),
-        "quantized": any(op in histogram for op in ("QuantizeLinear", "DequantizeLinear")),
-    }
+    return OnnxInspection(
+        path=path,
+        size_bytes=dir_size_bytes(path),
+        opsets={op.domain or "ai.onnx": op.version for op in model.opset_import},
+        producer=f"{model.producer_name} {model.producer_version}".strip(),
+        inputs=[_onnx_tensor(v, onnx) for v in model.graph.input if v.name not in initializers],
+        outputs=[_onnx_tensor(v, onnx) for v in model.graph.output],
+        op_histogram=histogram,
+        op_count=sum(histogram.values()),
+        quantized=any(op in histogram for op in ("QuantizeLinear", "DequantizeLinear")),
+    )
 
 
-def inspect_artifact(path: Path) -> dict[str, Any]:
+def inspect_artifact(path: Path) -> ArtifactInspection:
     """The manifest summary of a trtconv artifact, and its payload's description when readable."""
     manifest = read_manifest(path)
     payload = Path(path) / manifest.payload
-    result: dict[str, Any] = {
-        "schema_version": INSPECT_SCHEMA_VERSION,
-        "kind": "artifact",
-        "path": str(path),
-        "size_bytes": dir_size_bytes(path),
-        "backend": manifest.backend,
-        "precision": manifest.precision,
-        "payload": manifest.payload,
-        "status": manifest.status,
-        "source_model": manifest.source_model,
-        "signature": manifest.signature,
-        "calibration": manifest.calibration,
-        "conversion_seconds": manifest.conversion_seconds,
-        "conversion_summary": manifest.conversion_summary,
-        "created_at": manifest.created_at,
-    }
+    details: InspectResult | None = None
     if payload.suffix == ".onnx":
-        result["payload_details"] = inspect_onnx(payload)
+        details = inspect_onnx(payload)
     elif is_saved_model_dir(payload):
-        result["payload_details"] = inspect_saved_model(payload)
-    return result
+        details = inspect_saved_model(payload)
+    return ArtifactInspection(
+        path=Path(path),
+        size_bytes=dir_size_bytes(path),
+        backend=manifest.backend,
+        precision=manifest.precision,
+        payload=manifest.payload,
+        status=manifest.status,
+        source_model=manifest.source_model,
+        signature=manifest.signature,
+        calibration=manifest.calibration,
+        conversion_seconds=manifest.conversion_seconds,
+        conversion_summary=manifest.conversion_summary,
+        created_at=manifest.created_at,
+        payload_details=details,
+    )
 
 
-def inspect_path(path: Path) -> dict[str, Any]:
+def inspect_path(path: Path) -> InspectResult:
     """Describe a trtconv artifact directory, a SavedModel directory or an `.onnx` file.
 
     Raises UsageError when `path` does not exist and InputError when it is none of those.

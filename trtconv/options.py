@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtconv.calib.contract import PreprocessingOptions
+from trtconv.calib.contract import SPLITS, PreprocessingOptions
 from trtconv.core.errors import UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.outputs.roles import Judging
@@ -30,7 +30,6 @@ DEFAULT_FALLBACK_TIME_LIMIT_S = 600.0
 INT8_TARGETS = ("auto", "vnni", "portable")
 DEVICES = ("auto", "cpu", "cuda", "tensorrt")
 DEFAULT_DEVICE = "auto"  # bench: where artifacts run: what the conversion recorded
-SPLITS = ("held-out", "all")
 DEFAULT_RANK_BATCH_SIZE = 8
 DEFAULT_RANK_DURATION_S = 3.0
 # train: the mixed-precision dtypes --amp-dtype takes, and the tf.distribute strategies.

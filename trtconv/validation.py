@@ -8,14 +8,19 @@ the artifact's manifest for the data and checks it was converted with.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from trtconv.backends.runner import Runner
-from trtconv.calib.contract import PreprocessingOptions
+from trtconv import environment
+from trtconv.backends import registry
+from trtconv.backends.runner import Runner, RunOptions
+from trtconv.calib.evaluation import Evaluation, evaluation_data, scale_warning
 from trtconv.calib.sources import ArraySet
 from trtconv.core.model_io import Outputs
-from trtconv.options import DEFAULT_VALIDATE_SAMPLES
+from trtconv.manifest import Manifest, read_manifest
+from trtconv.model_paths import require_exists
+from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
 from trtconv.outputs.compare import (
     compare,
     output_roles,
@@ -25,20 +30,49 @@ from trtconv.outputs.compare import (
 )
 from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
-from trtconv.report.validation import ValidationReport, failures_of
-
-if TYPE_CHECKING:
-    from trtconv.calib.evaluation import Evaluation
+from trtconv.quantize.isa import cpu_int8_class, portability_warning
+from trtconv.report.validation import ValidationReport
+from trtconv.savedmodel import check_saved_model_dir
 
 log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(kw_only=True)
+class ValidateResult(ValidationReport):
+    """`trtconv validate`'s result: the validation report (every check, the verdict) of
+    `artifact` against `reference`, with the artifact's backend, the verdict its manifest
+    recorded at conversion (`manifest_status`), the data contract it was judged by (data,
+    split, preprocessing, each with where it came from) and what the caller must not miss
+    (`warnings`). Its document: these keys and `precision` first, the report's keys, then
+    `warnings`."""
+
+    schema_version: int = SCHEMA_VERSION
+    artifact: Path
+    reference: Path
+    backend: str
+    manifest_status: str
+    data_contract: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `trtconv validate --json` document."""
+        header = {
+            "schema_version": self.schema_version,
+            "artifact": str(self.artifact),
+            "reference": str(self.reference),
+            "backend": self.backend,
+            "precision": self.precision,
+            "manifest_status": self.manifest_status,
+            "data_contract": self.data_contract,
+        }
+        return {**header, **super().to_json(), "warnings": list(self.warnings)}
 
 
 def validating_machine() -> dict[str, Any]:
     """The CPU (and its int8 class) a validation ran on: int8 verdicts hold per CPU class."""
-    from trtconv.environment import cpu_info
-    from trtconv.quantize.isa import cpu_int8_class
-
-    cpu = cpu_info()
+    cpu = environment.cpu_info()  # by module: a test describes another CPU by replacing it
     return {"cpu": cpu["model"], "cpu_int8_class": cpu_int8_class(cpu)}
 
 
@@ -79,84 +113,70 @@ def validate_runners(
     return report
 
 
-def validate(
-    artifact: Path,
-    reference: Path | None = None,
-    data: str | None = None,
-    samples: int | None = None,
-    tolerance: float | None = None,
-    device: str = "auto",
-    judging: Judging | None = None,
-    preprocessing: PreprocessingOptions | None = None,
-    split: str | None = None,
-) -> dict[str, Any]:
-    """Validate a trtconv artifact against its source SavedModel (or `reference`).
+def validate(options: ValidateOptions) -> ValidateResult:
+    """Validate a trtconv artifact against its source SavedModel (or `options.reference`).
 
-    The data, its preprocessing and the split come from the arguments, else the artifact's
+    The data, its preprocessing and the split come from the options, else the artifact's
     manifest (its data contract), else the model card, else defaults (`random` data, 1/255,
     the held-out split); the result's `data_contract` says where each came from. Outputs are
-    judged by the roles `judging` sets, else those the manifest recorded, else inferred.
-    `device` is where the artifact runs (RunOptions.device); the reference is TensorFlow with
-    TF32 off. Returns the validation dict plus `artifact`, `reference`, `backend`, `precision`,
-    `manifest_status`, `data_contract`, `warnings`. Raises UsageError for a missing artifact or
-    reference, a device the artifact cannot run on, or an output name the model lacks;
-    InputError for a bad one; and AccuracyError (exit 4, carrying that same result) when the
-    artifact fails or is not judged.
+    judged by the roles `options.judging` sets, else those the manifest recorded, else
+    inferred. `options.device` is where the artifact runs (RunOptions.device); the reference
+    is TensorFlow with TF32 off. Raises UsageError for a missing artifact or reference, a
+    device the artifact cannot run on, or an output name the model lacks; InputError for a
+    bad one; and AccuracyError (exit 4, carrying the same result) when the artifact fails or
+    is not judged.
     """
-    from trtconv.backends import registry
-    from trtconv.backends.runner import RunOptions
-    from trtconv.calib.evaluation import evaluation_data
-    from trtconv.manifest import read_manifest
-    from trtconv.model_paths import require_exists
-    from trtconv.savedmodel import check_saved_model_dir
-
-    artifact = require_exists(Path(artifact), "Artifact")
+    artifact = require_exists(options.artifact, "Artifact")
     manifest = read_manifest(artifact)
-    reference_path = check_saved_model_dir(Path(reference or manifest.source_model["path"]))
-    judging = (judging or Judging()).over(manifest.judging)
+    reference = check_saved_model_dir(Path(options.reference or manifest.source_model["path"]))
+    judging = options.judging.over(manifest.judging)
     judging.check_names(manifest.model_signature.output_names)
-    with registry.native().runner(reference_path, None, RunOptions()) as native:
-        evaluation = evaluation_data(
-            native.signature, reference_path, manifest, data, preprocessing, split,
-            samples or DEFAULT_VALIDATE_SAMPLES,
-        )  # fmt: skip
-        with registry.open_runner(artifact, RunOptions(device=device)) as candidate:
-            report = validate_runners(
-                native, candidate, evaluation.data, manifest.precision, tolerance,
-                batch_range=manifest.batch_range, judging=judging,
-            )  # fmt: skip
-            warnings = list(candidate.warnings)
+    report, evaluation, warnings = _run_both(options, artifact, reference, manifest, judging)
     warnings += _manifest_warnings(manifest, artifact, report, evaluation)
     for warning in warnings:
         log.warning("%s", warning)
-    document = {
-        "schema_version": 1,
-        "artifact": str(artifact),
-        "reference": str(reference_path),
-        "backend": manifest.backend,
-        "precision": manifest.precision,
-        "manifest_status": manifest.status,
-        "data_contract": evaluation.contract,
-        **report.to_dict(),
-        "warnings": warnings,
-    }
-    raise_if_failed(report, f"{artifact} ({manifest.backend} {manifest.precision})", document)
-    return document
+    result = ValidateResult(
+        **vars(report), artifact=artifact, reference=reference, backend=manifest.backend,
+        manifest_status=manifest.status, data_contract=evaluation.contract, warnings=warnings,
+    )  # fmt: skip
+    raise_if_failed(result, f"{artifact} ({manifest.backend} {manifest.precision})")
+    return result
+
+
+def _run_both(
+    options: ValidateOptions,
+    artifact: Path,
+    reference: Path,
+    manifest: Manifest,
+    judging: Judging,
+) -> tuple[ValidationReport, Evaluation, list[str]]:
+    """(the report, the evaluation data it was judged on, the artifact runner's warnings):
+    the native `reference` and `artifact` run on the evaluation data the options and the
+    manifest name, the artifact on `options.device` in batches inside its engines' profile."""
+    with registry.native().runner(reference, None, RunOptions()) as native:
+        evaluation = evaluation_data(
+            native.signature, reference, manifest, options.data, options.preprocessing,
+            options.split, options.samples or DEFAULT_VALIDATE_SAMPLES,
+        )  # fmt: skip
+        with registry.open_runner(artifact, RunOptions(device=options.device)) as candidate:
+            report = validate_runners(
+                native, candidate, evaluation.data, manifest.precision, options.tolerance,
+                batch_range=manifest.batch_range, judging=judging,
+            )  # fmt: skip
+            return report, evaluation, list(candidate.warnings)
 
 
 def _manifest_warnings(
-    manifest: Any, artifact: Path, report: ValidationReport, evaluation: Evaluation
+    manifest: Manifest, artifact: Path, report: ValidationReport, evaluation: Evaluation
 ) -> list[str]:
     """What this validation must not hide: the conversion's own verdict when it differs, an
     int8 artifact measured on another CPU class, and data on another scale than calibration."""
-    from trtconv.calib.evaluation import scale_warning
-
     warnings = []
     if manifest.status not in (report.verdict, "unvalidated"):
         recorded = manifest.validation or {}
         # A passed conversion has no failures to name: saying "no output was compared" there
         # would be false.
-        why = "" if manifest.status == "passed" else f" ({failures_of(recorded)})"
+        why = "" if manifest.status == "passed" else f" ({_recorded_failures(recorded)})"
         warnings.append(
             f"{artifact}: its manifest says the conversion's validation {manifest.status.upper()}"
             f"{why} on {recorded.get('data_source', 'its data')}; this validation on "
@@ -167,10 +187,15 @@ def _manifest_warnings(
     return warnings + [w for w in (portability, scale) if w]
 
 
-def _portability_warning(manifest: Any, artifact: Path, report: ValidationReport) -> str | None:
-    """Say so when this validation runs on another int8 CPU class than the conversion's."""
-    from trtconv.quantize.isa import portability_warning
+def _recorded_failures(recorded: dict[str, Any]) -> str:
+    """The failed checks of the validation a manifest recorded, as `failures()` lists them."""
+    return ValidationReport.from_json(recorded).failures()
 
+
+def _portability_warning(
+    manifest: Manifest, artifact: Path, report: ValidationReport
+) -> str | None:
+    """Say so when this validation runs on another int8 CPU class than the conversion's."""
     recorded = (manifest.validation or {}).get("machine", {}).get("cpu_int8_class")
     quantization = manifest.conversion_summary.get("quantization")
     here = (report.machine or {}).get("cpu_int8_class", "")

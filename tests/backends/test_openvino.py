@@ -134,7 +134,7 @@ def test_int8_passes_validation_and_runs_quantised_convolutions(tmp_path: Path) 
     runner = OpenVinoRunner(tmp_path / outcome.payload, "int8")
     runner.activate()
     result = validate_runners(native, runner, held_out, "int8")
-    assert result.passed, result.to_dict()
+    assert result.passed, result.to_json()
 
 
 def test_overflow_fix_and_float_nodes_reach_nncf() -> None:
@@ -192,7 +192,7 @@ def test_bf16_computes_in_bfloat16_within_tolerance(
     runner.activate()
     result = validate_runners(digits_native, runner, digits_held_out, "bf16")
     assert runner.runtime_properties()["inference_precision_hint"] == "bf16"
-    assert result.passed, result.to_dict()
+    assert result.passed, result.to_json()
 
 
 def test_runner_refuses_unknown_hint_and_precision(tmp_path: Path) -> None:

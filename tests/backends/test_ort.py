@@ -15,7 +15,7 @@ from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
 from trtconv.onnxlib.export import op_counts
 from trtconv.onnxlib.session import CPU, OrtRunner
-from trtconv.options import BenchOptions, ConvertOptions
+from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
 from trtconv.outputs.compare import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
@@ -139,4 +139,4 @@ def test_cpu_converted_fp32_artifact_benches_on_the_cuda_provider(
     result = api.bench(BenchOptions((artifact,), batch_sizes=(1, 8), iterations=20, device="cuda"))
     rows = [row for row in result.results if row.model == str(artifact)]
     assert rows and all(row.device == "cuda" for row in rows)
-    assert api.validate(artifact, device="cuda")["passed"]
+    assert api.validate(ValidateOptions(artifact, device="cuda")).passed

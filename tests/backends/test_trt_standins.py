@@ -24,7 +24,7 @@ from trtconv.backends.registry import open_runner
 from trtconv.backends.runner import RunOptions
 from trtconv.calib.sources import ArraySet, load_digits
 from trtconv.core.errors import ConversionError, MissingDependencyError, UsageError
-from trtconv.options import ConvertOptions
+from trtconv.options import ConvertOptions, ValidateOptions
 from trtconv.outputs.compare import run_batched
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture), exports and builds
@@ -108,10 +108,10 @@ def test_convert_and_validate_through_the_stand_ins(
     header = json.loads(plan.split(b"\n", 1)[1][8 : 8 + int.from_bytes(plan[21:29], "little")])
     assert header["flags"] == flags
     assert standins.gpu.launches > 0  # validation ran the engine on the (fake) device
-    validated = api.validate(artifact, samples=300)
-    assert validated["passed"] and validated["device"] == "tensorrt"
+    validated = api.validate(ValidateOptions(artifact, samples=300))
+    assert validated.passed and validated.device == "tensorrt"
     with pytest.raises(UsageError, match="cannot run on --device cpu"):
-        api.validate(artifact, samples=300, device="cpu")
+        api.validate(ValidateOptions(artifact, samples=300, device="cpu"))
 
 
 @pytest.fixture(scope="module")

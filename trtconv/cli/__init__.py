@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from trtconv import __version__
 from trtconv.cli import bench, convert, doctor, inspect, release, report, train, validate
 from trtconv.cli._output import emit_error
 
@@ -21,8 +22,6 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from trtconv import __version__
-
         typer.echo(__version__)
         raise typer.Exit(0)
 

@@ -26,10 +26,6 @@ from trtconv.core.results import JsonResult
 # A command's result: typed (trtconv.core.results.JsonResult) or, for the few commands that
 # print a plain document, a dict. Either prints as one JSON document.
 Result = JsonResult | dict[str, Any]
-DEVICE_HELP = (
-    "Where artifacts run: auto (what the conversion recorded), cpu, cuda (ONNX Runtime's CUDA "
-    "provider) or tensorrt (TensorRT, or ONNX Runtime's TensorRT provider)."
-)
 R = TypeVar("R", bound=Result)
 # progress(done, total, label): called by long-running api functions between steps.
 Progress = Callable[[int, int, str], None]

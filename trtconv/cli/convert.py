@@ -14,13 +14,14 @@ from rich.table import Table
 from trtconv import api
 from trtconv.cli._ladder import render_ladder
 from trtconv.cli._options import (
-    ALLOW_UNJUDGED,
-    IMAGE_MEAN,
-    IMAGE_OFFSET,
-    IMAGE_SCALE,
-    IMAGE_STD,
-    OUTPUT_ROLE,
-    TOLERANCE,
+    AllowUnjudgedOpt,
+    ImageMeanOpt,
+    ImageOffsetOpt,
+    ImageScaleOpt,
+    ImageStdOpt,
+    JsonOpt,
+    OutputRoleOpt,
+    ToleranceOpt,
     judging_options,
     preprocessing_options,
 )
@@ -181,7 +182,7 @@ Int8TargetOpt = Annotated[
         "VNNI/AMX) or portable (any x86: 7-bit weights, which CPUs without VNNI need)."
     ),
 ]
-BatchSizesOpt = Annotated[str, typer.Option(help="Batch sizes to build for, e.g. 1,8,32.")]
+BuildBatchSizesOpt = Annotated[str, typer.Option(help="Batch sizes to build for, e.g. 1,8,32.")]
 ValidateSamplesOpt = Annotated[int, typer.Option(help="Held-out samples to validate on.")]
 MinTop1Opt = Annotated[
     float | None,
@@ -213,7 +214,6 @@ ThreadsOpt = Annotated[
     ),
 ]
 ForceOpt = Annotated[bool, typer.Option(help="Replace an existing output.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 
 
 def convert_cli(
@@ -225,19 +225,19 @@ def convert_cli(
     calib_samples: CalibSamplesOpt = DEFAULT_CALIB_SAMPLES,
     calib_method: CalibMethodOpt = DEFAULT_CALIB_METHOD,
     int8_target: Int8TargetOpt = "auto",
-    batch_sizes: BatchSizesOpt = ",".join(map(str, DEFAULT_BATCH_SIZES)),
+    batch_sizes: BuildBatchSizesOpt = ",".join(map(str, DEFAULT_BATCH_SIZES)),
     validate_samples: ValidateSamplesOpt = DEFAULT_VALIDATE_SAMPLES,
-    tolerance: list[str] = TOLERANCE,
+    tolerance: ToleranceOpt = None,
     min_top1_agreement: MinTop1Opt = None,
     max_accuracy_drop: MaxDropOpt = None,
     fallback: FallbackOpt = True,
     fallback_time_limit: FallbackTimeOpt = DEFAULT_FALLBACK_TIME_LIMIT_S,
-    output_role: list[str] = OUTPUT_ROLE,
-    allow_unjudged: bool = ALLOW_UNJUDGED,
-    image_scale: float = IMAGE_SCALE,
-    image_offset: float = IMAGE_OFFSET,
-    image_mean: str = IMAGE_MEAN,
-    image_std: str = IMAGE_STD,
+    output_role: OutputRoleOpt = None,
+    allow_unjudged: AllowUnjudgedOpt = False,
+    image_scale: ImageScaleOpt = None,
+    image_offset: ImageOffsetOpt = None,
+    image_mean: ImageMeanOpt = None,
+    image_std: ImageStdOpt = None,
     rank_batch_size: RankBatchOpt = DEFAULT_RANK_BATCH_SIZE,
     rank_duration: RankDurationOpt = DEFAULT_RANK_DURATION_S,
     threads: ThreadsOpt = None,

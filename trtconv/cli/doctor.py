@@ -2,41 +2,43 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from trtconv.cli._options import JsonOpt
 from trtconv.cli._output import run_command
+from trtconv.doctor import DoctorReport, doctor
 
 YES, NO = "[green]yes[/green]", "[red]no[/red]"
+QuickOpt = Annotated[
+    bool,
+    typer.Option("--quick", help="Skip asking TensorFlow itself (a subprocess, a few seconds)."),
+]
 
 
 def _text(value: Any, missing: str = "[red]not installed[/red]") -> str:
     return missing if value is None else escape(str(value))
 
 
-def render_report(report: dict[str, Any], console: Console) -> None:
+def render_report(report: DoctorReport, console: Console) -> None:
     """Print the doctor report as rich tables."""
     console.print(_libraries_table(report))
     console.print(_devices_table(report))
-    console.print(_conversions_table(report["conversions"]))
+    console.print(_conversions_table(report.conversions))
 
 
-def _libraries_table(report: dict[str, Any]) -> Table:
-    tf, tftrt, trt, ort = (
-        report["tensorflow"],
-        report["tf_trt"],
-        report["tensorrt"],
-        report["onnxruntime"],
-    )
+def _libraries_table(report: DoctorReport) -> Table:
+    tf, sections = report.tensorflow, report.sections
+    tftrt, trt, ort = sections["tf_trt"], sections["tensorrt"], sections["onnxruntime"]
     table = Table(title="Libraries", title_justify="left")
     table.add_column("component")
     table.add_column("version / state")
     table.add_column("details", overflow="fold")
-    table.add_row("Python", report["python"]["version"], report["python"]["executable"])
+    table.add_row("Python", report.python["version"], report.python["executable"])
     build = (
         f"is_cuda_build={tf['is_cuda_build']} is_tensorrt_build={tf['is_tensorrt_build']} "
         f"CUDA {tf['cuda_version']} cuDNN {tf['cudnn_version']}"
@@ -52,26 +54,26 @@ def _libraries_table(report: dict[str, Any]) -> Table:
         "TF-TRT", YES if tftrt["usable"] else NO, escape(f"{versions}: {tftrt['reason']}")
     )
     table.add_row("TensorRT (python)", _text(trt["version"]), escape(trt["reason"] or "usable"))
-    table.add_row("ONNX", _text(report["onnx"]["version"]), "")
-    table.add_row("tf2onnx", _text(report["tf2onnx"]["version"]), "")
+    table.add_row("ONNX", _text(report.onnx["version"]), "")
+    table.add_row("tf2onnx", _text(report.tf2onnx["version"]), "")
     providers = ", ".join(ort["providers"]) or "none"
     packages = ", ".join(f"{name} {version}" for name, version in ort["packages"].items())
     notes = f"; {ort['notes']}" if ort["notes"] else ""
     details = f"{packages or 'not installed'}; providers: {providers}{notes}"
     table.add_row("ONNX Runtime", _text(ort["version"]), escape(details))
     # Backends may give their doctor section one row of this table ({component, version, details}).
-    for section in report.values():
-        row = section.get("row") if isinstance(section, dict) else None
+    for section in sections.values():
+        row = section.get("row")
         if isinstance(row, dict):
             table.add_row(escape(row["component"]), _text(row["version"]), escape(row["details"]))
     return table
 
 
-def _devices_table(report: dict[str, Any]) -> Table:
+def _devices_table(report: DoctorReport) -> Table:
     table = Table(title="Devices", title_justify="left")
     for column in ("device", "compute capability", "TF32", "FP16", "INT8", "details"):
         table.add_column(column)
-    for gpu in report["gpus"]:
+    for gpu in report.gpus:
         table.add_row(
             escape(gpu["name"]),
             gpu["compute_capability"],
@@ -80,9 +82,9 @@ def _devices_table(report: dict[str, Any]) -> Table:
             YES if gpu["int8"] else NO,
             f"{gpu['memory_mb']:.0f} MB, driver {gpu['driver']}",
         )
-    if not report["gpus"]:
+    if not report.gpus:
         table.add_row("GPU", "-", "-", "-", "-", "[red]none (nvidia-smi lists no GPU)[/red]")
-    cpu = report["cpu"]
+    cpu = report.cpu
     features = ", ".join(name for name, present in cpu["features"].items() if present)
     table.add_row(
         "CPU", "-", "-", "-", "-", escape(f"{cpu['model']}, {cpu['logical_cores']} cores")
@@ -115,17 +117,6 @@ def _conversions_table(conversions: list[dict[str, Any]]) -> Table:
     return table
 
 
-def doctor_cli(
-    quick: bool = typer.Option(
-        False, "--quick", help="Skip asking TensorFlow itself (a subprocess, a few seconds)."
-    ),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
-) -> None:
+def doctor_cli(quick: QuickOpt = False, json_output: JsonOpt = False) -> None:
     """Report libraries, GPUs, CPU features and which conversions can run here (always exit 0)."""
-
-    def work() -> dict[str, Any]:
-        from trtconv import api
-
-        return api.doctor(deep=not quick)
-
-    run_command(work, json_mode=json_output, render=render_report)
+    run_command(lambda: doctor(deep=not quick), json_mode=json_output, render=render_report)

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from trtconv.cli._options import JsonOpt
 from trtconv.cli._output import run_command
+from trtconv.inspect_model import (
+    ArtifactInspection,
+    InspectResult,
+    OnnxInspection,
+    SavedModelInspection,
+    inspect_path,
+)
 
 TOP_OPS = 15  # the human view shows the most common ops; --json has them all
+ModelArg = Annotated[
+    Path, typer.Argument(help="SavedModel dir, trtconv artifact dir or .onnx file.")
+]
 
 
 def _size(size_bytes: int) -> str:
@@ -34,18 +45,18 @@ def _render_histogram(histogram: dict[str, int], console: Console) -> None:
     console.print(table)
 
 
-def _render_saved_model(result: dict[str, Any], console: Console) -> None:
-    console.print(f"[bold]SavedModel[/bold] {result['path']}  ({_size(result['size_bytes'])})")
-    for key, signature in result["signatures"].items():
+def _render_saved_model(result: SavedModelInspection, console: Console) -> None:
+    console.print(f"[bold]SavedModel[/bold] {result.path}  ({_size(result.size_bytes)})")
+    for key, signature in result.signatures.items():
         console.print(f"  signature [bold]{key}[/bold]")
         for spec in signature["inputs"]:
             console.print(f"    in  {_tensor(spec)}")
         for spec in signature["outputs"]:
             console.print(f"    out {_tensor(spec)}")
-    if "graph_dtypes" in result:
-        console.print(f"  graph dtypes: {', '.join(result['graph_dtypes'])}")
-        _render_histogram(result["op_histogram"], console)
-    card = result.get("model_card")
+    if result.graph_dtypes is not None and result.op_histogram is not None:
+        console.print(f"  graph dtypes: {', '.join(result.graph_dtypes)}")
+        _render_histogram(result.op_histogram, console)
+    card = result.model_card
     if card:
         amp = card.get("amp", {})
         console.print(
@@ -55,44 +66,34 @@ def _render_saved_model(result: dict[str, Any], console: Console) -> None:
         )
 
 
-def _render_onnx(result: dict[str, Any], console: Console) -> None:
-    opsets = ", ".join(f"{domain} {version}" for domain, version in result["opsets"].items())
-    console.print(f"[bold]ONNX[/bold] {result['path']}  ({_size(result['size_bytes'])})")
-    console.print(f"  opsets: {opsets}   producer: {result['producer']}")
-    for spec in result["inputs"]:
+def _render_onnx(result: OnnxInspection, console: Console) -> None:
+    opsets = ", ".join(f"{domain} {version}" for domain, version in result.opsets.items())
+    console.print(f"[bold]ONNX[/bold] {result.path}  ({_size(result.size_bytes)})")
+    console.print(f"  opsets: {opsets}   producer: {result.producer}")
+    for spec in result.inputs:
         console.print(f"    in  {_tensor(spec)}")
-    for spec in result["outputs"]:
+    for spec in result.outputs:
         console.print(f"    out {_tensor(spec)}")
-    _render_histogram(result["op_histogram"], console)
+    _render_histogram(result.op_histogram, console)
 
 
-def render_inspect(result: dict[str, Any], console: Console) -> None:
-    if result["kind"] == "artifact":
+def render_inspect(result: InspectResult, console: Console) -> None:
+    """What `inspect` found, by kind; an artifact's payload described below its manifest."""
+    if isinstance(result, ArtifactInspection):
         console.print(
-            f"[bold]artifact[/bold] {result['path']}: backend {result['backend']}, precision "
-            f"{result['precision']}, payload {result['payload']}, status {result['status']} "
-            f"({_size(result['size_bytes'])})"
+            f"[bold]artifact[/bold] {result.path}: backend {result.backend}, precision "
+            f"{result.precision}, payload {result.payload}, status {result.status} "
+            f"({_size(result.size_bytes)})"
         )
-        source = result.get("source_model") or {}
-        console.print(f"  source: {source.get('path')}")
-        details = result.get("payload_details")
-        if details:
-            render_inspect(details, console)
-    elif result["kind"] == "onnx":
+        console.print(f"  source: {(result.source_model or {}).get('path')}")
+        if result.payload_details is not None:
+            render_inspect(result.payload_details, console)
+    elif isinstance(result, OnnxInspection):
         _render_onnx(result, console)
-    else:
+    elif isinstance(result, SavedModelInspection):
         _render_saved_model(result, console)
 
 
-def inspect_cli(
-    model: Path = typer.Argument(..., help="SavedModel dir, trtconv artifact dir or .onnx file."),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
-) -> None:
+def inspect_cli(model: ModelArg, json_output: JsonOpt = False) -> None:
     """Show signatures, inputs/outputs, op histogram, size and model card or manifest."""
-
-    def work() -> dict[str, Any]:
-        from trtconv import api
-
-        return api.inspect(model)
-
-    run_command(work, json_mode=json_output, render=render_inspect)
+    run_command(lambda: inspect_path(model), json_mode=json_output, render=render_inspect)

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trtconv import api
-from trtconv.cli._options import JsonOutput
+from trtconv.cli._options import JsonOpt
 from trtconv.cli._output import run_command
 from trtconv.report.merge import PIVOTS, MergeResult, pivot
 
@@ -47,7 +47,7 @@ def merge_cli(
     ),
     output: Path = typer.Option(..., help="Write the merged report here.", show_default=False),
     force: bool = typer.Option(False, help="Replace an existing --output."),
-    json_output: JsonOutput = False,
+    json_output: JsonOpt = False,
 ) -> None:
     """Merge bench runs of the same models from several machines into one report."""
 

@@ -11,10 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from trtconv.cli._options import (
-    IMAGE_MEAN,
-    IMAGE_OFFSET,
-    IMAGE_SCALE,
-    IMAGE_STD,
+    ImageMeanOpt,
+    ImageOffsetOpt,
+    ImageScaleOpt,
+    ImageStdOpt,
+    JsonOpt,
     preprocessing_options,
 )
 from trtconv.cli._output import run_command
@@ -106,7 +107,6 @@ Grid = Annotated[
     ),
 ]
 BatchSizes = Annotated[str | None, typer.Option(help="Grid batch sizes, e.g. 32,64.")]
-JsonOutput = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 
 
 def render_card(card: TrainResult, console: Console) -> None:
@@ -206,13 +206,13 @@ def train_cli(
     warmup_steps: WarmupSteps = TrainBenchmarkOptions.warmup_steps,
     num_iter: NumIter = TrainBenchmarkOptions.num_iter,
     image_size: ImageSize = TrainOptions.image_size,
-    image_scale: float = IMAGE_SCALE,
-    image_offset: float = IMAGE_OFFSET,
-    image_mean: str = IMAGE_MEAN,
-    image_std: str = IMAGE_STD,
+    image_scale: ImageScaleOpt = None,
+    image_offset: ImageOffsetOpt = None,
+    image_mean: ImageMeanOpt = None,
+    image_std: ImageStdOpt = None,
     grid: Grid = TrainBenchmarkOptions.grid,
     batch_sizes: BatchSizes = None,
-    json_output: JsonOutput = False,
+    json_output: JsonOpt = False,
 ) -> None:
     """Train (AMP) and export a float32 SavedModel with a serving_default signature."""
 

@@ -3,38 +3,60 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from trtconv.cli._options import (
-    ALLOW_UNJUDGED,
-    IMAGE_MEAN,
-    IMAGE_OFFSET,
-    IMAGE_SCALE,
-    IMAGE_STD,
-    OUTPUT_ROLE,
-    SPLIT,
-    TOLERANCE,
+    AllowUnjudgedOpt,
+    DeviceOpt,
+    ImageMeanOpt,
+    ImageOffsetOpt,
+    ImageScaleOpt,
+    ImageStdOpt,
+    JsonOpt,
+    OutputRoleOpt,
+    SplitOpt,
+    ToleranceOpt,
     judging_options,
     preprocessing_options,
 )
-from trtconv.cli._output import DEVICE_HELP, run_command
+from trtconv.cli._output import run_command
 from trtconv.cli.convert import render_validation
+from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
+from trtconv.validation import ValidateResult, validate
+
+ArtifactArg = Annotated[Path, typer.Argument(help="Artifact directory (holds manifest.json).")]
+ReferenceOpt = Annotated[
+    Path | None,
+    typer.Option(help="SavedModel to compare with (default: the manifest's source model)."),
+]
+DataOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="digits, PATH.npz, IMAGE_DIR or random (default: the data the artifact was "
+        "validated on, from its manifest)."
+    ),
+]
+SamplesOpt = Annotated[
+    int | None,
+    typer.Option(min=1, help=f"Samples to validate on (default {DEFAULT_VALIDATE_SAMPLES})."),
+]
 
 
-def render(result: dict[str, Any], console: Console) -> None:
+def render(result: ValidateResult, console: Console) -> None:
+    """The artifact and its reference, the data contract, every check and the verdict."""
     console.print(
-        f"[bold]{result['artifact']}[/bold] ({result['backend']} {result['precision']} on "
-        f"{result.get('device', 'cpu')}) vs {result['reference']}",
+        f"[bold]{result.artifact}[/bold] ({result.backend} {result.precision} on "
+        f"{result.device or 'cpu'}) vs {result.reference}",
         highlight=False,
     )
-    render_contract(result["data_contract"], console)
-    render_validation(result, console)
-    status = result.get("manifest_status")
-    if status not in (None, "unvalidated", result["verdict"]):
+    render_contract(result.data_contract, console)
+    render_validation(result.to_json(), console)
+    status = result.manifest_status
+    if status not in ("unvalidated", result.verdict):
         console.print(
             f"  [yellow]its manifest says the conversion's validation {status.upper()}[/yellow]"
         )
@@ -51,44 +73,30 @@ def render_contract(contract: dict[str, Any], console: Console) -> None:
 
 
 def validate_cli(
-    artifact: Path = typer.Argument(..., help="Artifact directory (holds manifest.json)."),
-    reference: Path = typer.Option(
-        None, help="SavedModel to compare with (default: the manifest's source model)."
-    ),
-    data: str = typer.Option(
-        None,
-        help="digits, PATH.npz, IMAGE_DIR or random (default: the data the artifact was "
-        "validated on, from its manifest).",
-    ),
-    split: str = SPLIT,
-    samples: int = typer.Option(None, min=1, help="Samples to validate on (default 1000)."),
-    tolerance: list[str] = TOLERANCE,
-    output_role: list[str] = OUTPUT_ROLE,
-    allow_unjudged: bool = ALLOW_UNJUDGED,
-    image_scale: float = IMAGE_SCALE,
-    image_offset: float = IMAGE_OFFSET,
-    image_mean: str = IMAGE_MEAN,
-    image_std: str = IMAGE_STD,
-    device: str = typer.Option("auto", help=DEVICE_HELP),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    artifact: ArtifactArg,
+    reference: ReferenceOpt = None,
+    data: DataOpt = None,
+    split: SplitOpt = None,
+    samples: SamplesOpt = None,
+    tolerance: ToleranceOpt = None,
+    output_role: OutputRoleOpt = None,
+    allow_unjudged: AllowUnjudgedOpt = False,
+    image_scale: ImageScaleOpt = None,
+    image_offset: ImageOffsetOpt = None,
+    image_mean: ImageMeanOpt = None,
+    image_std: ImageStdOpt = None,
+    device: DeviceOpt = ValidateOptions.device,
+    json_output: JsonOpt = False,
 ) -> None:
     """Compare a converted artifact with its native model; exit 4 when it fails or an output
     is not judged."""
 
-    def work() -> dict[str, Any]:
-        from trtconv import api
-
+    def work() -> ValidateResult:
         atol, judging = judging_options(output_role, tolerance, allow_unjudged)
-        return api.validate(
-            artifact=artifact,
-            reference=reference,
-            data=data,
-            samples=samples,
-            tolerance=atol,
-            device=device,
-            judging=judging,
-            preprocessing=preprocessing_options(image_scale, image_offset, image_mean, image_std),
-            split=split,
+        preprocessing = preprocessing_options(image_scale, image_offset, image_mean, image_std)
+        options = ValidateOptions(
+            artifact, reference, data, samples, atol, device, judging, preprocessing, split
         )
+        return validate(options)
 
     run_command(work, json_mode=json_output, render=render)

@@ -84,7 +84,7 @@ def convert_into(
     write_manifest(directory, manifest)
     steps.start("validating")
     report = _validate_staged(directory, plan, space)
-    manifest.validation = report.to_dict()
+    manifest.validation = report.to_json()
     manifest.status = report.verdict
     manifest.judging = plan.options.judging.record(roles_of(report))
     write_manifest(directory, manifest)

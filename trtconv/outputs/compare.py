@@ -136,7 +136,7 @@ def raise_if_failed(
     if not report.passed:
         why = "is outside tolerance" if report.verdict == "failed" else "has outputs not judged"
         message = f"{what} {why}: {report.failures()}."
-        raise AccuracyError(message, result if result is not None else report.to_dict())
+        raise AccuracyError(message, report if result is None else result)
 
 
 def output_roles(model: Path | None, reference_outputs: Outputs, judging: Judging) -> Roles:

@@ -11,7 +11,6 @@ step gives back exactly what the first run recorded.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import shutil
 import time
@@ -298,12 +297,7 @@ def run_convert(options: ConvertOptions) -> dict[str, Any]:
 
 def run_validate(options: ValidateOptions) -> dict[str, Any]:
     """validate's result. Raises what it raises."""
-    return as_document(validation.validate(**_keywords(options)))
-
-
-def _keywords(options: Any) -> dict[str, Any]:
-    """An options object's fields as keyword arguments (validate until it takes ValidateOptions)."""
-    return {spec.name: getattr(options, spec.name) for spec in dataclasses.fields(options)}
+    return as_document(validation.validate(options))
 
 
 def run_bench(options: BenchOptions, progress: Progress) -> dict[str, Any]:

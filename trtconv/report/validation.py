@@ -1,8 +1,9 @@
 """The validation report: every check of a converted model against its native one, typed.
 
-Serialised once, by `to_dict`, into the `validation` block of convert's result, the manifest and
-validate's result (README documents the keys). Derived figures (`accuracy_drop`, `top1_agreement`,
-`verdict`, `passed`) are computed from the measured ones, never stored beside them.
+Serialised once, by `to_json`, into the `validation` block of convert's result, the manifest and
+validate's result (README documents the keys), and read back by `from_json`. Derived figures
+(`accuracy_drop`, `top1_agreement`, `verdict`, `passed`, `unjudged`) are computed from the
+measured ones, never stored beside them: `to_json` writes them, `from_json` recomputes them.
 
 Each output is judged by its role (trtconv.outputs.roles); its checks are listed with it. A
 check either gates the verdict or is reported only. The verdict is "failed" when a gating check
@@ -12,10 +13,11 @@ else "passed"; `passed` (exit 0) accepts "not judged" only when the caller allow
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from trtconv.outputs.roles import DECISIONS
+from trtconv.core.results import JsonResult, to_jsonable
+from trtconv.outputs.roles import DECISIONS, OutputRole
 
 PASSED, FAILED, NOT_JUDGED = "passed", "failed", "not judged"
 
@@ -56,8 +58,12 @@ class OutputComparison:
     tolerance: float | None = None  # regression: the per-sample error bound
 
 
+# Keys of the `validation` block present only when set (validate and convert set them all).
+RUN_KEYS = ("precision", "machine", "batch_size", "device")
+
+
 @dataclass
-class ValidationReport:
+class ValidationReport(JsonResult):
     """All checks of one comparison, plus the bounds they were judged by."""
 
     samples: int
@@ -68,6 +74,7 @@ class ValidationReport:
     checks: list[Check] = field(default_factory=list)
     labels_output: str | None = None  # the output the labels were scored on
     allow_unjudged: bool = False
+    # RUN_KEYS: in the JSON only when set.
     precision: str | None = None
     machine: dict[str, Any] | None = None  # the CPU it ran on (int8 verdicts hold per CPU class)
     batch_size: int | None = None  # the converted model's batches (inside its engines' profile)
@@ -131,12 +138,14 @@ class ValidationReport:
         failed = [f"{c.name}: {c.detail}" for c in self.checks if not c.passed]
         return "; ".join(failed) or "no output was compared"
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON `validation` block."""
+    def to_json(self) -> dict[str, Any]:
+        """The JSON `validation` block: the measured figures, then the derived ones beside the
+        bounds they are judged by, then the run's precision, machine, batch size and device
+        when set."""
         data: dict[str, Any] = {
             "samples": self.samples,
             "data_source": self.data_source,
-            "outputs": {name: asdict(output) for name, output in self.outputs.items()},
+            "outputs": to_jsonable(self.outputs),
             "top1_agreement": self.top1_agreement,
             "min_top1_agreement": self.min_top1_agreement,
             "accuracy_reference": self.accuracy_reference,
@@ -144,30 +153,20 @@ class ValidationReport:
             "accuracy_drop": self.accuracy_drop,
             "max_accuracy_drop": self.max_accuracy_drop,
             "labels_output": self.labels_output,
-            "checks": [asdict(check) for check in self.checks],
+            "checks": to_jsonable(self.checks),
             "unjudged": self.unjudged,
             "allow_unjudged": self.allow_unjudged,
             "verdict": self.verdict,
             "passed": self.passed,
         }
-        for key in ("precision", "machine", "batch_size", "device"):
+        for key in RUN_KEYS:
             if getattr(self, key) is not None:
-                data[key] = getattr(self, key)
+                data[key] = to_jsonable(getattr(self, key))
         return data
 
 
-def failures_of(validation: dict[str, Any]) -> str:
-    """The failed checks of a serialised report (a manifest's `validation` block), as
-    `failures()` lists them."""
-    checks = validation.get("checks", [])
-    failed = [f"{c['name']}: {c['detail']}" for c in checks if not c["passed"]]
-    return "; ".join(failed) or "no output was compared"
-
-
-def roles_of(report: ValidationReport) -> dict[str, Any]:
+def roles_of(report: ValidationReport) -> dict[str, OutputRole]:
     """Each output's role as the report judged it: {name: OutputRole}."""
-    from trtconv.outputs.roles import OutputRole
-
     return {
         name: OutputRole(output.role, output.role_source, output.threshold)
         for name, output in report.outputs.items()
