@@ -56,7 +56,7 @@ Force = Annotated[bool, typer.Option(help="Replace an existing output.")]
 Strategy = Annotated[
     str | None,
     typer.Option(
-        help=f"{STRATEGIES[0]} (one device: the default), mirrored (all local GPUs) or "
+        help=f"{STRATEGIES[0]}, mirrored (all local GPUs) or "
         "multi-worker (every worker of a cluster runs this same command; the cluster comes from "
         "TF_CONFIG or --workers)."
     ),
@@ -197,7 +197,7 @@ def train_cli(
     seed: Seed = TrainOptions.seed,
     output: Output = TrainOptions.output,
     force: Force = TrainOptions.force,
-    strategy: Strategy = ClusterOptions.strategy,
+    strategy: Strategy = STRATEGIES[0],  # the same as ClusterOptions.strategy None
     cpu_devices: CpuDevices = ClusterOptions.cpu_devices,
     workers: Workers = ClusterOptions.workers,
     worker_index: WorkerIndex = ClusterOptions.worker_index,
