@@ -51,6 +51,13 @@ class Manifest:
         found = self.conversion_summary.get("batch_range")
         return (int(found[0]), int(found[1])) if found else None
 
+    @property
+    def quantization(self) -> dict[str, Any] | None:
+        """The int8 quantisation block the backend recorded (scheme, weights, the ladder), or
+        None for an artifact that was not quantised."""
+        block: dict[str, Any] | None = self.conversion_summary.get("quantization")
+        return block
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
