@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trtconv.core.errors import InputError
 from trtconv.core.model_io import ModelSignature
+from trtconv.core.results import JsonResult
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
@@ -17,8 +18,9 @@ STATUSES = ("passed", "failed", "not judged", "unvalidated")
 
 
 @dataclass
-class Manifest:
-    """Everything a release needs to trust an artifact; `payload` is relative to its directory."""
+class Manifest(JsonResult):
+    """Everything a release needs to trust an artifact; `payload` is relative to its directory.
+    `to_json()` is manifest.json; `read_manifest` checks a file before reading it back."""
 
     backend: str
     precision: str
@@ -58,13 +60,10 @@ class Manifest:
         block: dict[str, Any] | None = self.conversion_summary.get("quantization")
         return block
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def write_manifest(directory: Path, manifest: Manifest) -> Path:
     path = Path(directory) / MANIFEST
-    path.write_text(json.dumps(manifest.to_dict(), indent=2, default=str) + "\n")
+    path.write_text(json.dumps(manifest.to_json(), indent=2, default=str) + "\n")
     return path
 
 

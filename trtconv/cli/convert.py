@@ -143,7 +143,7 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
     )
     if result.quantization.get("ladder"):
         render_ladder(result.quantization["ladder"], console)
-    render_validation(result.validation, console)
+    render_validation(result.validation.to_json(), console)
 
 
 SavedModelArg = Annotated[

@@ -19,6 +19,7 @@ from trtconv.core.progress import Progress, Steps
 from trtconv.manifest import Manifest
 from trtconv.options import ConvertOptions
 from trtconv.outputs.compare import raise_if_failed
+from trtconv.report.validation import ValidationReport
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,6 @@ def conversion_result(plan: Plan, manifest: Manifest) -> ConvertResult:
         backend_passed_over=list(plan.passed_over),
         conversion_seconds=seconds,
         artifact_size_bytes=size,
-        manifest=manifest.to_dict(),
-        validation=manifest.validation,
+        manifest=manifest,
+        validation=ValidationReport.from_json(manifest.validation) if manifest.validation else None,
     )
