@@ -1,12 +1,12 @@
 """Record the names a real TensorRT Python binding defines, by importing it without TensorRT.
 
-    /work/main/.venv/bin/python tests/standins/generate_names.py            # every version below
-    /work/main/.venv/bin/python tests/standins/generate_names.py 11.4 10.0  # some of them
+    .venv/bin/python tests/standins/generate_names.py            # every version below
+    .venv/bin/python tests/standins/generate_names.py 11.4 10.0  # some of them
     ... --find-links DIR   # take the wheels from DIR (pip's --find-links) as well as from PyPI
 
 For each version it
-1. installs the bindings wheel (`tensorrt-cu13-bindings`, or `-cu12-` before 10.13: a 1-2 MB
-   wheel of pybind11 bindings, on PyPI) into a temporary folder with
+1. installs the bindings wheel (`tensorrt-cu13-bindings`, `-cu12-` for 10.0 which predates CUDA
+   13: a 1-2 MB wheel of pybind11 bindings, on PyPI) into a temporary folder with
    `pip install --no-deps --only-binary=:all: --target`, for the running Python;
 2. builds stub C libraries with gcc: one per TensorRT soname the extension needs (`readelf -d`:
    libnvinfer.so.N, libnvinfer_plugin.so.N, libnvonnxparser.so.N), each defining every C entry
@@ -103,18 +103,8 @@ def build_stubs(module: Path, folder: Path) -> list[str]:
     source = folder / "stub.c"
     source.write_text("".join(f"void *{name}(void) {{ return 0; }}\n" for name in symbols))
     for soname in sonames:
-        subprocess.run(
-            [
-                "gcc",
-                "-shared",
-                "-fPIC",
-                f"-Wl,-soname,{soname}",
-                "-o",
-                str(folder / soname),
-                str(source),
-            ],
-            check=True,
-        )
+        output = ["-o", str(folder / soname), str(source)]
+        subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", *output], check=True)
     return sonames
 
 
