@@ -99,11 +99,33 @@ def test_trt_needs_version_10() -> None:
     assert not verdict.ok and "older than 10" in verdict.reason
 
 
-def test_tftrt_int8_calibration_needs_tensorrt_before_11() -> None:
-    assert registry.support("tftrt", "int8", gpu_machine(A100, tftrt="10.3.0")).ok
-    verdict = registry.support("tftrt", "int8", gpu_machine(A100, tftrt="11.0.0"))
-    assert not verdict.ok and "8.6-10" in verdict.reason
-    assert registry.support("tftrt", "fp16", gpu_machine(A100, tftrt="11.0.0")).ok
+@pytest.mark.parametrize("loaded", ["10.3.0", "11.0.0", "8.5.3"])
+@pytest.mark.parametrize("precision", ["fp16", "int8"])
+def test_tftrt_needs_the_tensorrt_major_tensorflow_was_built_with(
+    loaded: str, precision: str
+) -> None:
+    """TensorFlow 2.17 links TensorRT 8.6.1; its `_check_trt_version_compatibility` refuses
+    another loaded major or an older 8 ("Incompatible TensorRT major version"), INT8 or not."""
+    machine = gpu_machine(A100, tftrt=loaded)
+    with pytest.raises(MissingDependencyError) as caught:
+        registry.support("tftrt", precision, machine).require()
+    message = str(caught.value)
+    assert caught.value.exit_code == 3 and message.count("; fix: ") == 1
+    assert f"built against TensorRT 8.6.1 and TF-TRT refuses TensorRT {loaded}" in message
+    assert "TensorRT 8.6 libraries" in message and "--backend trt" in message
+    assert registry.choose(precision, machine)[0] == "trt"  # auto passes over TF-TRT
+    for good in ("8.6.1", "8.6.2"):
+        assert registry.support("tftrt", precision, gpu_machine(A100, tftrt=good)).ok
+
+
+def test_doctor_says_which_tensorrt_tf_trt_refuses() -> None:
+    from trtconv.backends.tftrt import rules as tftrt_rules
+
+    section = tftrt_rules.doctor_section(gpu_machine(A100, tftrt="10.3.0"))["tf_trt"]
+    assert section["usable"] is False and section["loaded_tensorrt"] == "10.3.0"
+    assert (
+        "TF-TRT refuses TensorRT 10.3.0: it needs TensorRT 8 (8.6.1 or newer)" in section["reason"]
+    )
 
 
 def test_ort_fp16_with_a_working_cuda_provider() -> None:

@@ -25,6 +25,7 @@ from trtconv.backends.trt.builder import (
     tensorrt_major,
     timing_cache_path,
 )
+from trtconv.backends.trt.runner import create_builder, cuda_ready
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.fsutil import write_atomic
 from trtconv.core.lazy import require
@@ -64,11 +65,12 @@ def source_onnx(
 def convert(request: ConversionRequest) -> ConversionOutcome:
     """Build a TensorRT engine from the request's ONNX into output_dir/model.plan.
 
-    Raises MissingDependencyError (exit 3) without TensorRT >= 10 or a GPU, ConversionError when
-    parsing or building fails.
+    Raises MissingDependencyError (exit 3) without TensorRT >= 10, cuda-python or a GPU, or with
+    a driver too old for them; ConversionError when parsing or building fails.
     """
     rules.support(registry.facts_here(), request.precision).require()
     trt = require("tensorrt")
+    cuda_ready()  # an old driver is one sentence here, not TensorRT's nullptr TypeError
     plan = build_plan(tensorrt_major(trt), request.precision)
     with tempfile.TemporaryDirectory(prefix="trtconv-trt-") as work:
         source, quantization = source_onnx(request, plan, Path(work))
@@ -86,7 +88,7 @@ def build_engine(
     """Parse `source`, build by `plan` into request.output_dir (engine and timing cache), keep
     the timing cache for the next build; returns the conversion summary."""
     logger = trt.Logger(trt.Logger.WARNING)
-    builder = trt.Builder(logger)
+    builder = create_builder(trt, logger)
     network, _parser = parse_onnx(trt, builder, logger, source)
     if plan.source == "qdq" and not has_qdq(trt, network):
         raise ConversionError(
