@@ -34,3 +34,9 @@ class ConvertResult(JsonResult):
         """The manifest's int8 quantisation block ({} when there is none)."""
         summary = (self.manifest or {}).get("conversion_summary") or {}
         return summary.get("quantization") or {}
+
+    @property
+    def fp16(self) -> dict[str, Any]:
+        """The manifest's mixed float16 block ({} when there is none)."""
+        summary = (self.manifest or {}).get("conversion_summary") or {}
+        return summary.get("fp16") or {}
