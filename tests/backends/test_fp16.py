@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.transformers.float16 import convert_float_to_float16
 
 from trtconv.onnxlib.fp16 import emulate_float16, emulation_session, to_mixed_float16
 from trtconv.onnxlib.fp16_analysis import RANGE_LIMIT, analyse, analysis_batches
@@ -218,3 +219,15 @@ def test_without_onnxruntime_float16_copies_are_exit_3_with_the_install_hint(
     for line in lines:
         assert line.startswith("3 onnxruntime.transformers.float16 is not importable")
         assert "pip install 'trtconv[cpu]'" in line
+
+
+def test_float16_inputs_and_outputs_are_emulated_as_float32_rounded_through_float16() -> None:
+    nodes = [helper.make_node("Mul", ["x", "two"], ["y"], name="double")]
+    model = model_of(nodes, {"two": np.array(2.0)}, 2, 2)
+    all_half = emulate_float16(convert_float_to_float16(model, keep_io_types=False))
+    assert [v.type.tensor_type.elem_type for v in all_half.graph.input] == [TensorProto.FLOAT]
+    x = np.array([[1 / 3, 4e4]], np.float32)
+    got = run(model, x, emulation_session(all_half))
+    expected = run(model, x, emulation_session(emulate_float16(to_mixed_float16(model))))
+    np.testing.assert_array_equal(got, expected)  # the same as float32 inputs cast to float16
+    assert got[0, 0] == np.float32(np.float16(1 / 3)) * 2 and np.isinf(got[0, 1])

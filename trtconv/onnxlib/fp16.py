@@ -90,21 +90,32 @@ def _drop_duplicates(graph: Any) -> None:
 
 
 def _sort_topologically(graph: Any) -> None:
-    """Order `graph`'s nodes so each comes after the producers of its inputs (the library
-    appends its casts at the end; TensorRT's parser and the ONNX checker need the order).
-    Raises ConversionError for a cycle."""
-    ready = {value.name for value in [*graph.input, *graph.initializer]} | {""}
-    pending, ordered = list(graph.node), []
-    while pending:
-        runnable = [node for node in pending if all(name in ready for name in node.input)]
-        if not runnable:
-            raise ConversionError(f"float16 model: {pending[0].name} has inputs never made.")
-        for node in runnable:
-            ready.update(node.output)
-        ordered += runnable
-        pending = [node for node in pending if all(node is not done for done in runnable)]
+    """Order `graph`'s nodes so each comes after the producers of its inputs, keeping the
+    original order where it allows (the library appends its casts at the end; TensorRT's parser
+    and the ONNX checker need the order)."""
+    producer = {name: index for index, node in enumerate(graph.node) for name in node.output}
+    ordered: list[Any] = []
+    entered: set[int] = set()
+    for index in range(len(graph.node)):
+        stack = [(index, False)]
+        while stack:  # depth first: a node's producers before the node
+            at, ready = stack.pop()
+            if ready:
+                ordered.append(graph.node[at])
+                continue
+            if at in entered:
+                continue
+            entered.add(at)
+            stack.append((at, True))
+            for name in graph.node[at].input:
+                source = producer.get(name)
+                if source is not None and source not in entered:
+                    stack.append((source, False))
+    copies = [type(node)() for node in ordered]
+    for copy, node in zip(copies, ordered, strict=True):
+        copy.CopyFrom(node)
     del graph.node[:]
-    graph.node.extend(ordered)
+    graph.node.extend(copies)
 
 
 def join_float32_runs(model: Any) -> int:
@@ -167,7 +178,7 @@ def emulate_float16(model: Any) -> Any:
     emulated = onnx.ModelProto()
     emulated.CopyFrom(model)
     graph = emulated.graph
-    nodes = []
+    nodes = _rounded_inputs(graph, float16)
     for node in graph.node:
         _float32_attributes(node)
         nodes.append(node)
@@ -186,6 +197,22 @@ def emulate_float16(model: Any) -> Any:
             value.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
     del graph.value_info[:]  # stale float16 types; ONNX Runtime infers them again
     return emulated
+
+
+def _rounded_inputs(graph: Any, float16: int) -> list[Any]:
+    """Cast nodes that round each float16 graph input (fed as float32 to the emulation) through
+    float16, with every reader of the input rewired to the rounded value."""
+    helper, float32 = require("onnx.helper"), require("onnx").TensorProto.FLOAT
+    nodes = []
+    for value in graph.input:
+        if value.type.tensor_type.elem_type != float16:
+            continue
+        name = value.name
+        nodes.append(helper.make_node("Cast", [name], [name + ROUNDED], to=float16))
+        nodes.append(helper.make_node("Cast", [name + ROUNDED], [name + COMPUTED], to=float32))
+        for node in graph.node:
+            node.input[:] = [name + COMPUTED if read == name else read for read in node.input]
+    return nodes
 
 
 def _rounding(node: Any, index: int, name: str) -> list[Any]:

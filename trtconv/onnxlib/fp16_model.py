@@ -76,7 +76,7 @@ def fp16_summary(
     outputs of the plain and the mixed float16 emulations against float32."""
     kept = kept_float32(model, analysis.kept)
     nodes = len(model.graph.node)
-    outputs = [value.name for value in model.graph.output]
+    outputs = [value.name for value in model.graph.output if value.name in analysis.plain]
     log.info("fp16: %d of %d nodes kept in float32", len(kept), nodes)
     return {
         "rule": RULE,
