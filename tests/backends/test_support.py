@@ -49,13 +49,22 @@ def test_trt_names_the_extra_and_the_gpu() -> None:
     assert "GPU" in str(caught.value)
 
 
-@pytest.mark.parametrize("precision", ["fp16", "tf32"])
-def test_ort_cpu_refuses_gpu_precisions_instead_of_downgrading(precision: str) -> None:
-    backend, reason = registry.choose(precision, CPU_ONLY)
+def test_ort_cpu_refuses_tf32_instead_of_downgrading() -> None:
+    backend, reason = registry.choose("tf32", CPU_ONLY)
     assert "no backend can run" in reason
     with pytest.raises(MissingDependencyError) as caught:
-        registry.support(backend, precision, CPU_ONLY).require()
+        registry.support(backend, "tf32", CPU_ONLY).require()
     assert "trtconv[gpu]" in str(caught.value)
+
+
+def test_ort_fp16_converts_on_a_cpu_machine_for_a_gpu_but_auto_passes_it_over() -> None:
+    verdict = registry.support("ort", "fp16", CPU_ONLY)
+    verdict.require()  # an explicit --backend ort converts it here
+    assert not verdict.runs_here and "float16 emulation" in verdict.reason
+    _, reason = registry.choose("fp16", CPU_ONLY)
+    assert "no backend can run fp16 here" in reason and "ort (converts for" in reason
+    cuda = ("CUDAExecutionProvider", "CPUExecutionProvider")
+    assert registry.support("ort", "fp16", described(gpus=[T4], ort_providers=cuda)).runs_here
 
 
 def test_unknown_names_are_usage_errors() -> None:
@@ -191,3 +200,11 @@ def test_doctor_names_both_onnxruntime_packages_when_both_are_installed() -> Non
     assert "both installed" in section["notes"] and "pip uninstall -y" in section["notes"]
     one = ort_rules.doctor_section(described(libraries={"onnxruntime-gpu": None}))["onnxruntime"]
     assert set(one["packages"]) == {"onnxruntime"} and "both" not in one["notes"]
+
+
+def test_the_gpu_fix_names_the_cuda_major_of_each_extra() -> None:
+    """The `gpu` extra is onnxruntime-gpu for CUDA 13 (pyproject.toml); CUDA 12 is `gpu-cu12`."""
+    from trtconv.backends.ort.rules import ORT_GPU_FIX
+
+    assert "'trtconv[gpu]' (onnxruntime-gpu for CUDA 13" in ORT_GPU_FIX
+    assert "'trtconv[gpu-cu12]' for CUDA 12" in ORT_GPU_FIX

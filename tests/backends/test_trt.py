@@ -172,13 +172,21 @@ def test_source_onnx_is_the_qdq_model_for_int8_and_an_fp16_copy_on_11(
     import onnx
     from convert_fixtures import digits_onnx
 
+    from trtconv.calib.readers import calibration_feed
+    from trtconv.calib.sources import ArraySet, load_digits
+
     export = digits_onnx(digits_saved_model)
     request = ConversionRequest(tmp_path, SIGNATURE, "int8", tmp_path, onnx_path=export)
     with pytest.raises(ConversionError, match="calibration data"):  # int8 quantises the export
         trt_converter.source_onnx(request, trt_builder.build_plan(11, "int8"), tmp_path)
     fp32, none = trt_converter.source_onnx(request, trt_builder.build_plan(10, "fp16"), tmp_path)
     assert fp32 == export and none is None
-    fp16, _ = trt_converter.source_onnx(request, trt_builder.build_plan(11, "fp16"), tmp_path)
+    with pytest.raises(ConversionError, match="calibration data"):  # fp16 measures on it
+        trt_converter.source_onnx(request, trt_builder.build_plan(11, "fp16"), tmp_path)
+    digits = ArraySet({"image": load_digits("train").x}, None, "digits")
+    request.calibration = calibration_feed(digits, 32)
+    fp16, block = trt_converter.source_onnx(request, trt_builder.build_plan(11, "fp16"), tmp_path)
+    assert block is not None and block["kept_float32"] == []  # the mixed fp16 model's record
     model = onnx.load(str(fp16))
     floats = {i.data_type for i in model.graph.initializer if i.data_type in (1, 10)}
     assert floats == {10}  # float16 weights

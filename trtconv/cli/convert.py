@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trtconv import api
+from trtconv.cli._fp16 import render_fp16
 from trtconv.cli._ladder import render_ladder
 from trtconv.cli._options import (
     AllowUnjudgedOpt,
@@ -143,6 +144,8 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
     )
     if result.quantization.get("ladder"):
         render_ladder(result.quantization["ladder"], console)
+    if result.fp16:
+        render_fp16(result.fp16, console)
     render_validation(result.validation.to_json(), console)
 
 

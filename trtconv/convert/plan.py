@@ -12,7 +12,7 @@ from pathlib import Path
 
 from trtconv.backends import registry
 from trtconv.backends.registry import Backend
-from trtconv.core.errors import UsageError
+from trtconv.core.errors import MissingDependencyError, UsageError
 from trtconv.core.precision import Precision
 from trtconv.options import ConvertOptions, check_choice
 from trtconv.outputs.tolerance import Tolerance, budget_for
@@ -46,6 +46,13 @@ class Plan:
             options.judging.tolerances,
         )
 
+    @property
+    def calibrated(self) -> bool:
+        """True when the backend reads calibration data: int8, and fp16 from ONNX (the nodes
+        to keep in float32 are measured on it: trtconv.onnxlib.fp16_model)."""
+        onnx_fp16 = self.precision == Precision.FP16 and self.backend.needs_onnx
+        return self.precision == Precision.INT8 or onnx_fp16
+
     def for_candidate(self, backend: Backend, precision: str) -> Plan:
         """This plan with another backend and precision (a `--backend best` candidate)."""
         return replace(self, backend=backend, precision=precision, reason="--backend best")
@@ -68,13 +75,21 @@ def check_options(options: ConvertOptions) -> None:
 
 def plan_single(options: ConvertOptions) -> Plan:
     """The plan for one backend (`auto` chooses it): raises MissingDependencyError (exit 3) here,
-    before any work, when it cannot run the precision on this machine."""
+    before any work, when it cannot convert the precision on this machine, or when `auto` found
+    only a backend that converts it for another machine."""
     assert options.precision is not None  # check_options
     if options.backend == registry.AUTO:
         choice = registry.auto_choice(options.precision)
     else:
         choice = registry.Choice(options.backend, "requested with --backend")
-    registry.support(choice.backend, options.precision).require()
+    verdict = registry.support(choice.backend, options.precision)
+    verdict.require()
+    if options.backend == registry.AUTO and not verdict.runs_here:
+        raise MissingDependencyError(
+            f"no backend can run {options.precision} on this machine ({choice.details}); fix: "
+            f"run on a machine with a GPU, or pass --backend {choice.backend} to make the "
+            f"artifact for one here ({verdict.reason})."
+        )
     output = options.output or default_output(
         options.saved_model, choice.backend, options.precision
     )

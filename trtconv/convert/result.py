@@ -35,3 +35,10 @@ class ConvertResult(JsonResult):
     def quantization(self) -> dict[str, Any]:
         """The manifest's int8 quantisation block ({} when there is none)."""
         return (self.manifest.quantization if self.manifest else None) or {}
+
+    @property
+    def fp16(self) -> dict[str, Any]:
+        """The manifest's mixed float16 block ({} when there is none)."""
+        summary = self.manifest.conversion_summary if self.manifest else {}
+        block: dict[str, Any] = summary.get("fp16") or {}
+        return block

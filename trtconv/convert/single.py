@@ -40,7 +40,7 @@ def convert_single(options: ConvertOptions, progress: Progress | None = None) ->
     with registry.native().runner(plan.saved_model, None, RunOptions()) as native:
         options.judging.check_names(native.signature.output_names)
         steps.start("reading data")
-        data = read_data(options, native, int8=plan.precision == Precision.INT8)
+        data = read_data(options, native, plan.precision == Precision.INT8, plan.calibrated)
         log.info(
             "converting %s to %s %s (%s)",
             plan.saved_model,
