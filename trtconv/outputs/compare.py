@@ -22,7 +22,7 @@ from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
 from trtconv.outputs.graph_ends import final_ops
 from trtconv.outputs.judge import judge_output
-from trtconv.outputs.roles import BINARY, CLASSES, Judging, Roles, resolve_roles
+from trtconv.outputs.roles import BINARY, CLASS_MAP, CLASSES, Judging, Roles, resolve_roles
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.report.validation import Check, ValidationReport
 
@@ -118,6 +118,8 @@ def labels_output(roles: Roles, reference: Outputs, labels: np.ndarray | None) -
 
 
 def _labels_fit(role: str, scores: np.ndarray, labels: np.ndarray) -> bool:
+    if role == CLASS_MAP:
+        return _labels_fit_map(scores, labels)
     if len(labels) != len(scores) or labels.size != len(scores) or not len(labels):
         return False
     per_sample = scores.reshape(len(scores), -1).shape[1]
@@ -126,6 +128,13 @@ def _labels_fit(role: str, scores: np.ndarray, labels: np.ndarray) -> bool:
         integer_ids = not np.issubdtype(scores.dtype, np.floating) and per_sample == 1
         return low >= 0 and (integer_ids or (scores.ndim == 2 and high < scores.shape[1] > 1))
     return role == BINARY and per_sample == 1 and low >= 0 and high <= 1
+
+
+def _labels_fit_map(scores: np.ndarray, labels: np.ndarray) -> bool:
+    """Per-element labels of a class map: its shape without the class axis, ids below K."""
+    if labels.shape != scores.shape[:-1] or not labels.size:
+        return False
+    return int(labels.min()) >= 0 and int(labels.max()) < scores.shape[-1]
 
 
 def raise_if_failed(

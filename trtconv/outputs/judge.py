@@ -5,6 +5,8 @@ user) gives an absolute tolerance for the output. The role adds what matters to 
 
 - classes: top-1 agreement (gating) and, with labels, the accuracy drop (gating);
 - binary: agreement of the decisions at the threshold (gating), accuracy drop with labels;
+- class_map: per-element top-1 agreement over the last (class) axis (gating), and with
+  per-element labels the pixel accuracy drop (gating) and the mean IoU (reported);
 - regression: the share of samples whose every value lies within tolerance (gating); without
   an absolute tolerance (int8) the bound is REGRESSION_SPREAD of the reference's spread;
 - tensor: the values line only: without a tolerance the output is not judged.
@@ -18,7 +20,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trtconv.core.errors import UsageError
-from trtconv.outputs.roles import BINARY, CLASSES, REGRESSION, TENSOR, OutputRole
+from trtconv.outputs.roles import (
+    BINARY,
+    CLASS_MAP,
+    CLASSES,
+    DECISIONS,
+    REGRESSION,
+    TENSOR,
+    OutputRole,
+)
 from trtconv.report.validation import Check, OutputComparison
 
 if TYPE_CHECKING:
@@ -63,11 +73,13 @@ def judge_output(
     values, max_abs, max_rel = _values_check(name, want, got, atol)
     checks = [values]
     figures: dict[str, float | None] = {}
-    if role.role in (CLASSES, BINARY):
+    if role.role in DECISIONS:
         want_ids, got_ids = decisions(name, role, want), decisions(name, role, got)
         assert want_ids is not None and got_ids is not None  # a decision role
         checks += _decision_checks(name, want_ids, got_ids, tolerance, labels,
                                    _decision_words(role), figures)  # fmt: skip
+        if role.role == CLASS_MAP and labels is not None:
+            checks.append(_mean_iou_check(name, want, want_ids, got_ids, labels))
     elif role.role == REGRESSION:
         checks.append(_within_check(name, want, got, atol, tolerance, figures))
     judged = any(check.gating for check in checks)
@@ -108,6 +120,8 @@ def decisions(name: str, role: OutputRole, scores: np.ndarray) -> np.ndarray | N
     its threshold (binary); None for a role that decides nothing."""
     if role.role == CLASSES:
         return _class_ids(name, scores)
+    if role.role == CLASS_MAP:
+        return scores.argmax(axis=-1)  # the class of every element of the map
     if role.role == BINARY:
         return scores > _threshold(role)
     return None
@@ -120,6 +134,8 @@ def _threshold(role: OutputRole) -> float:
 def _decision_words(role: OutputRole) -> str:
     if role.role == CLASSES:
         return "top-1 agreement"
+    if role.role == CLASS_MAP:
+        return "per-element top-1 agreement"
     return f"decision agreement at {_threshold(role):g}"
 
 
@@ -162,6 +178,28 @@ def _decision_checks(
     return [*checks, Check(f"{name} accuracy drop", drop <= limit, detail, name)]
 
 
+def mean_iou(predicted: np.ndarray, truth: np.ndarray, classes: int) -> float:
+    """Intersection over union averaged over the classes present in `predicted` or `truth`."""
+    scores = []
+    for label in range(classes):
+        union = int(np.logical_or(predicted == label, truth == label).sum())
+        if union:
+            both = int(np.logical_and(predicted == label, truth == label).sum())
+            scores.append(both / union)
+    return float(np.mean(scores)) if scores else 1.0
+
+
+def _mean_iou_check(
+    name: str, scores: np.ndarray, want: np.ndarray, got: np.ndarray, labels: np.ndarray
+) -> Check:
+    """Mean IoU of the reference and converted class maps against per-element labels
+    (reported: the pixel accuracy drop is what gates)."""
+    truth, classes = labels.reshape(want.shape), scores.shape[-1]
+    reference, candidate = mean_iou(want, truth, classes), mean_iou(got, truth, classes)
+    detail = f"{reference:.4f} -> {candidate:.4f} over {classes} classes"
+    return Check(f"{name} mean IoU", True, detail, name, False)
+
+
 def _within_check(
     name: str,
     want: np.ndarray,
@@ -190,5 +228,6 @@ def _unjudged_reason(name: str, role: OutputRole) -> str:
     what = "a tensor" if role.role == TENSOR else f"role {role.role}"
     return (
         f"{what} ({role.source}) with no tolerance at this precision: give --tolerance "
-        f"{name}=X, or --output-role {name}=classes|binary|regression, or --allow-unjudged"
+        f"{name}=X, or --output-role {name}=classes|binary|class_map|regression, or "
+        "--allow-unjudged"
     )

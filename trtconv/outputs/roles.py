@@ -4,6 +4,9 @@
   accuracy against labels;
 - `binary`: one score per decision (a sigmoid): the decision at a threshold (0.5 for
   probabilities, 0 for logits): agreement, accuracy against 0/1 labels;
+- `class_map`: class scores per element of a dense map (segmentation: `[N, H, W, K]`, the
+  classes on the last axis): per-element top-1 agreement, pixel accuracy and mean IoU against
+  per-element labels;
 - `regression`: values whose error matters: samples within tolerance;
 - `tensor`: anything else: the values against an absolute tolerance.
 
@@ -23,8 +26,9 @@ import numpy as np
 from trtconv.core.errors import UsageError
 
 CLASSES, BINARY, REGRESSION, TENSOR = "classes", "binary", "regression", "tensor"
-ROLES = (CLASSES, BINARY, REGRESSION, TENSOR)
-DECISIONS = (CLASSES, BINARY)  # roles judged by what the model decides
+CLASS_MAP = "class_map"
+ROLES = (CLASSES, BINARY, CLASS_MAP, REGRESSION, TENSOR)
+DECISIONS = (CLASSES, BINARY, CLASS_MAP)  # roles judged by what the model decides
 PROBABILITY_THRESHOLD, LOGIT_THRESHOLD = 0.5, 0.0
 SUM_TO_ONE = 1e-3  # rows of probabilities sum to 1 within this
 
@@ -54,7 +58,8 @@ Roles = dict[str, OutputRole]
 
 
 def parse_role(text: str, where: str, source: str) -> OutputRole:
-    """`classes`, `binary`, `binary:THRESHOLD`, `regression` or `tensor`. Raises UsageError."""
+    """`classes`, `binary`, `binary:THRESHOLD`, `class_map`, `regression` or `tensor`. Raises
+    UsageError."""
     role, _, threshold = text.strip().partition(":")
     if role not in ROLES or (threshold and role != BINARY):
         raise UsageError(
@@ -144,6 +149,7 @@ def resolve_roles(
         array = np.asarray(reference[name])
         if name in chosen:
             role = chosen[name]
+            check_role_fits(name, role, array)
             if role.role == BINARY and role.threshold is None:
                 role = OutputRole(BINARY, role.source, _threshold(array))
             roles[name] = role
@@ -156,7 +162,10 @@ def resolve_roles(
 def infer_role(array: np.ndarray, final_op: str = "", marked: Sequence[str] = ()) -> OutputRole:
     """The role of an output from the op that ends its graph, its dtype and shape, and its
     values; `marked` names the model's other outputs that end in a softmax or sigmoid."""
-    if final_op == "Softmax":
+    if final_op == "Softmax" and array.ndim >= 3 and array.shape[-1] > 1:
+        why = f"inferred: Softmax over the last axis of shape {_shape(array)} (a class map)"
+        return OutputRole(CLASS_MAP, why)
+    if final_op == "Softmax" and array.ndim == 2 and array.shape[1] > 1:
         return OutputRole(CLASSES, "inferred: Softmax at the end of the graph")
     if final_op == "Sigmoid":
         return OutputRole(BINARY, "inferred: Sigmoid at the end of the graph", _threshold(array))
@@ -178,6 +187,36 @@ def infer_role(array: np.ndarray, final_op: str = "", marked: Sequence[str] = ()
         why = f"inferred: no softmax or sigmoid, while {', '.join(marked)} ends in one"
         return OutputRole(REGRESSION, why)
     return OutputRole(CLASSES, f"inferred: [batch, {columns}] float scores, taken as logits")
+
+
+def fitting_roles(array: np.ndarray) -> list[str]:
+    """The roles an output of this dtype and shape can have (`tensor` always fits)."""
+    per_sample = array.reshape(len(array), -1).shape[1] if array.ndim else 0
+    floating = np.issubdtype(array.dtype, np.floating)
+    fits = {
+        CLASSES: (not floating and per_sample == 1) or (array.ndim == 2 and array.shape[1] > 1),
+        BINARY: array.ndim >= 1,  # decided per element at its threshold
+        CLASS_MAP: floating and array.ndim >= 3 and array.shape[-1] > 1,
+        REGRESSION: array.ndim >= 1,
+        TENSOR: True,
+    }
+    return [role for role in ROLES if fits[role]]
+
+
+def check_role_fits(name: str, role: OutputRole, array: np.ndarray) -> None:
+    """Raise UsageError naming output `name`, its shape, where the role was set and the roles
+    that fit, when `role` cannot judge an output like `array`."""
+    fitting = fitting_roles(array)
+    if role.role in fitting:
+        return
+    where = {
+        "option": f"--output-role {name}=ROLE",
+        "release config": f'[outputs] roles = {{{name} = "ROLE"}} in the release config',
+    }.get(role.source, f"its role ({role.source})")
+    raise UsageError(
+        f"Output '{name}' ({array.dtype}, shape {_shape(array)}) cannot be judged as "
+        f"{role.role}: the roles that fit it are {', '.join(fitting)}; set one with {where}."
+    )
 
 
 def _threshold(array: np.ndarray) -> float:

@@ -161,6 +161,8 @@ class Ladder:
     def climb(self, base: QdqOptions) -> Candidate:
         """The candidate to ship: the first that meets the budget, else the best one found."""
         self.full = best = self.attempt(base, FULL, describe(base))
+        if not best.score.judged:
+            return self.no_metric(best)
         if best.score.passed:
             self.outcome = "full int8 meets the budget"
             return best
@@ -193,6 +195,8 @@ class Ladder:
         candidate = Candidate(len(self.steps), options, path, summary, score, list(float_nodes))
         self.steps.append(_step_record(candidate, stage, change, seconds))
         verdict = "meets the budget" if score.passed else "misses the budget"
+        if not score.judged:
+            verdict = "not judged"
         log.info(
             "int8 ladder step %d (%s: %s): top-1 agreement %s, %s (%.1f s)",
             candidate.step,
@@ -209,6 +213,19 @@ class Ladder:
         self.outcome = f"budget not met: {why}; kept the best candidate (step {best.step})"
         log.warning("int8 ladder: %s", self.outcome)
         return best
+
+    def no_metric(self, full: Candidate) -> Candidate:
+        """Full int8, with why the ladder did not climb: no output is judged at int8, so no
+        step could be told better than another."""
+        names = ", ".join(full.score.unjudged) or "every output"
+        self.outcome = (
+            f"not climbed: no output is judged at int8 ({names}: no role that decides and no "
+            "tolerance), so no step can be scored; kept full int8 (step 0). Give the output a "
+            "role (--output-role NAME=classes|binary|class_map|regression) or a tolerance "
+            "(--tolerance NAME=X)"
+        )
+        log.warning("int8 ladder: %s", self.outcome)
+        return full
 
     def keep_worst_in_float(self, base: Candidate) -> Candidate:
         """Probe each quantised node alone, then keep the worst 1, 2, 4, ... in float and bisect

@@ -107,6 +107,9 @@ class Score:
     accuracy_drop: float | None
     output_error: float
     passed: bool
+    # Outputs no check could judge (a tensor with no tolerance): the ladder cannot climb on them.
+    unjudged: tuple[str, ...] = ()
+    judged: bool = True  # some output has a gating check
 
     def key(self) -> tuple[bool, float, float]:
         """Sort key, best last: meets the budget, then agreement, then smaller output error."""
@@ -144,13 +147,19 @@ class SearchScorer:
         data = self.data if samples is None else self.data.head(samples)
         reference = {name: array[: len(data)] for name, array in self.reference.items()}
         candidate = run_onnx(model, data)
-        report = compare(reference, candidate, self.tolerance, data.labels, data.source, self.roles)
+        # Outputs nothing can judge do not decide a step (no step changes that): the budget is
+        # what the judged outputs meet; validation still says "not judged" for the others.
+        report = compare(
+            reference, candidate, self.tolerance, data.labels, data.source, self.roles, True
+        )
         return Score(
             top1_agreement=report.top1_agreement,
             accuracy=report.accuracy_candidate,
             accuracy_drop=report.accuracy_drop,
             output_error=output_error(reference, candidate),
             passed=report.passed,
+            unjudged=tuple(report.unjudged),
+            judged=any(output.judged for output in report.outputs.values()),
         )
 
 

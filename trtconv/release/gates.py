@@ -3,6 +3,11 @@
 Every gate reports its measured value, its threshold and pass/fail. A value that could not be
 measured (no labels for accuracy, no bench row) fails its gate: a release never passes on a
 number it does not have.
+
+A gate that applies to no output reads "not applicable" and passes: the top-1 agreement and
+accuracy-drop gates measure what an output decides (roles classes, binary, class_map), so on a
+model whose outputs all are tensors or regressions they have nothing to constrain; the
+validation gate still requires every output judged and within its tolerance.
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ class Measures:
     speedup_vs_baseline: float | None = None
     latency_ms_p99: float | None = None
     throughput_per_s: float | None = None
+    # Whether some output decides (a classes, binary or class_map role); None: not recorded.
+    decides: bool | None = None
+
+
+DECISION_GATES = ("max_accuracy_drop", "min_top1_agreement")  # measure what outputs decide
 
 
 @dataclass(frozen=True)
@@ -77,9 +87,22 @@ def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResul
          f"p99 latency (ms) {batch}"),
     )  # fmt: skip
     for name, comparison, threshold, measured, what in numeric:
-        if threshold is not None:
+        if threshold is None:
+            continue
+        if name in DECISION_GATES and measures.decides is False:
+            results.append(_not_applicable(name, comparison, threshold, what))
+        else:
             results.append(_numeric_gate(name, comparison, threshold, measured, what))
     return results
+
+
+def _not_applicable(name: str, comparison: str, threshold: float, what: str) -> GateResult:
+    """A decision gate on a model none of whose outputs decides: passes, measuring nothing."""
+    detail = (
+        f"not applicable: no output decides anything ({what} needs a classes, binary or "
+        "class_map role; set one with [outputs] roles in the release config)"
+    )
+    return GateResult(name, comparison, threshold, None, True, detail)
 
 
 @dataclass(frozen=True)

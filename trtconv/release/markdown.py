@@ -89,11 +89,18 @@ def _gates_section(document: dict[str, Any]) -> list[str]:
                         gate["name"],
                         gate["measured"],
                         f"{gate['comparison']} {_fmt(gate['threshold'])}",
-                        "pass" if gate["passed"] else "FAIL",
+                        _gate_result(gate),
                     ]
                 )
             )
     return lines
+
+
+def _gate_result(gate: dict[str, Any]) -> str:
+    """pass, FAIL, or n/a for a gate that applies to no output (it passes)."""
+    if str(gate.get("detail", "")).startswith("not applicable"):
+        return "n/a (pass)"
+    return "pass" if gate["passed"] else "FAIL"
 
 
 def _ladder_section(document: dict[str, Any]) -> list[str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtconv.outputs.roles import DECISIONS
 from trtconv.release.config import ReleaseConfig
 from trtconv.release.document import Recommendation, TargetEntry
 from trtconv.release.gates import Candidate, Measures, evaluate_gates, recommend
@@ -45,7 +46,17 @@ def measures_for(
         speedup_vs_baseline=row.get("speedup_vs_baseline"),
         latency_ms_p99=row.get("latency_ms_p99"),
         throughput_per_s=row.get("throughput_per_s"),
+        decides=decides(validation),
     )
+
+
+def decides(validation: dict[str, Any]) -> bool | None:
+    """Whether some output of a validation block decides (classes, binary, class_map roles);
+    None when the block records no outputs."""
+    outputs = validation.get("outputs") or {}
+    if not outputs:
+        return None
+    return any(output.get("role") in DECISIONS for output in outputs.values())
 
 
 def _judge(config: ReleaseConfig, target: TargetEntry) -> Candidate | None:
