@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from roles_fixtures import mask_npz, unet_model
+from roles_fixtures import class_id_model, digits_npz, mask_npz, unet_model
 
 from trtconv import api
 from trtconv.core.errors import AccuracyError, UsageError
-from trtconv.options import ConvertOptions
+from trtconv.options import ConvertOptions, ValidateOptions
 from trtconv.outputs.roles import Judging
 
 pytestmark = pytest.mark.slow  # trains, converts and releases real models
@@ -149,3 +149,41 @@ def _release(config: Path, output: Path, *extra: str) -> dict:
     )  # fmt: skip
     assert completed.stdout, completed.stderr
     return json.loads(completed.stdout)  # type: ignore[no-any-return]
+
+
+def test_an_int64_class_id_is_judged_by_its_agreement(tmp_path: Path) -> None:
+    """Before: `class_id` was judged at atol 0 ("max abs error 9"): exit 4 with --no-fallback,
+    else a ladder that missed the budget at every step and kept layers in float; accuracy was
+    never computed ("labels fit several outputs", said 13 times)."""
+    artifact = tmp_path / "class-id-int8"
+    completed = subprocess.run(
+        [sys.executable, "-m", "trtconv", "convert", str(class_id_model()), "--precision",
+         "int8", "--backend", "ort", "--calib-data", str(digits_npz()), "--output",
+         str(artifact), "--no-fallback", "--json"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr.count("labels fit several outputs") == 1
+    validation = json.loads(completed.stdout)["validation"]
+    class_id = validation["outputs"]["class_id"]
+    assert class_id["role"] == "classes" and class_id["atol"] is None
+    assert class_id["max_abs_error"] > 0  # some ids flipped: reported, not judged at atol 0
+    assert validation["verdict"] == "passed" and validation["labels_output"] is None
+    data = np.load(digits_npz())
+    native, onnx = _native_and_onnx(class_id_model(), artifact / "model.onnx", data["x"],
+                                    "class_id")  # fmt: skip
+    agreement = float((native == onnx).mean())
+    assert 0.97 <= agreement < 1.0
+    assert class_id["agreement"] == pytest.approx(agreement, abs=0.01)
+
+    # Named, the labels score it: accuracy, with the class scores' budget.
+    options = ConvertOptions(
+        class_id_model(), "int8", backend="ort", output=tmp_path / "labelled",
+        calib_data=str(digits_npz()), judging=Judging.build(labels_output="class_id"),
+    )  # fmt: skip
+    labelled = api.convert(options).to_json()
+    assert labelled["validation"]["labels_output"] == "class_id"
+    assert labelled["validation"]["accuracy_drop"] is not None
+    assert labelled["manifest"]["judging"]["labels_output"] == "class_id"
+    validated = api.validate(ValidateOptions(tmp_path / "labelled", split="all"))
+    assert validated.passed and validated.labels_output == "class_id"

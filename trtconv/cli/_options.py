@@ -20,8 +20,17 @@ OutputRoleOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--output-role",
-        help="NAME=classes|binary|regression|tensor (binary:T for a threshold other than 0.5): "
-        "what an output holds, which decides how it is judged (default: inferred). Repeatable.",
+        help="NAME=classes|binary|class_map|regression|tensor (binary:T for a threshold other "
+        "than 0.5): what an output holds, which decides how it is judged (default: inferred). "
+        "Repeatable.",
+    ),
+]
+LabelsOutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--labels-output",
+        help="The output the data's labels score (accuracy), when they fit several "
+        "(default: the one output they fit).",
     ),
 ]
 ToleranceOpt = Annotated[
@@ -76,11 +85,16 @@ DEFAULT_BATCH_SIZES_TEXT = ",".join(map(str, DEFAULT_BATCH_SIZES))
 
 
 def judging_options(
-    roles: list[str] | None, tolerances: list[str] | None, allow_unjudged: bool
+    roles: list[str] | None,
+    tolerances: list[str] | None,
+    allow_unjudged: bool,
+    labels_output: str | None = None,
 ) -> tuple[float | None, Judging]:
-    """(--tolerance X, the Judging from --output-role, --tolerance NAME=X, --allow-unjudged)."""
+    """(--tolerance X, the Judging from --output-role, --tolerance NAME=X, --allow-unjudged
+    and --labels-output)."""
     overall, per_output = parse_tolerance_options(tolerances)
-    return overall, Judging(parse_role_options(roles), per_output, allow_unjudged)
+    roles_set = parse_role_options(roles)
+    return overall, Judging(roles_set, per_output, allow_unjudged, labels_output)
 
 
 def preprocessing_options(

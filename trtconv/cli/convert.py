@@ -21,6 +21,7 @@ from trtconv.cli._options import (
     ImageScaleOpt,
     ImageStdOpt,
     JsonOpt,
+    LabelsOutputOpt,
     OutputRoleOpt,
     ToleranceOpt,
     judging_options,
@@ -236,6 +237,7 @@ def convert_cli(
     fallback: FallbackOpt = True,
     fallback_time_limit: FallbackTimeOpt = DEFAULT_FALLBACK_TIME_LIMIT_S,
     output_role: OutputRoleOpt = None,
+    labels_output: LabelsOutputOpt = None,
     allow_unjudged: AllowUnjudgedOpt = False,
     image_scale: ImageScaleOpt = None,
     image_offset: ImageOffsetOpt = None,
@@ -251,7 +253,7 @@ def convert_cli(
     model, save it."""
 
     def work() -> ConvertResult:
-        atol, judging = judging_options(output_role, tolerance, allow_unjudged)
+        atol, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
         options = ConvertOptions(
             saved_model, precision, backend, output, calib_data, calib_samples=calib_samples,
             calib_method=calib_method, batch_sizes=parse_batch_sizes(batch_sizes),

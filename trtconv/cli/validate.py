@@ -17,6 +17,7 @@ from trtconv.cli._options import (
     ImageScaleOpt,
     ImageStdOpt,
     JsonOpt,
+    LabelsOutputOpt,
     OutputRoleOpt,
     SplitOpt,
     ToleranceOpt,
@@ -80,6 +81,7 @@ def validate_cli(
     samples: SamplesOpt = None,
     tolerance: ToleranceOpt = None,
     output_role: OutputRoleOpt = None,
+    labels_output: LabelsOutputOpt = None,
     allow_unjudged: AllowUnjudgedOpt = False,
     image_scale: ImageScaleOpt = None,
     image_offset: ImageOffsetOpt = None,
@@ -92,7 +94,7 @@ def validate_cli(
     is not judged."""
 
     def work() -> ValidateResult:
-        atol, judging = judging_options(output_role, tolerance, allow_unjudged)
+        atol, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
         preprocessing = preprocessing_options(image_scale, image_offset, image_mean, image_std)
         options = ValidateOptions(
             artifact, reference, data, samples, atol, device, judging, preprocessing, split

@@ -16,7 +16,7 @@ import numpy as np
 
 from trtconv.calib.readers import batches
 from trtconv.calib.sources import ArraySet
-from trtconv.core.errors import AccuracyError
+from trtconv.core.errors import AccuracyError, UsageError
 from trtconv.core.model_io import Feeds, Outputs
 from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
@@ -103,18 +103,43 @@ def labels_output(roles: Roles, reference: Outputs, labels: np.ndarray | None) -
     one binary score per sample); None without labels or when several outputs fit."""
     if labels is None:
         return None
+    chosen = [name for name, role in roles.items() if role.labels and name in reference]
+    if chosen:
+        return _chosen_labels_output(chosen[0], roles, reference, labels)
     fitting = [
         name
         for name, role in sorted(roles.items())
         if name in reference and _labels_fit(role.role, np.asarray(reference[name]), labels)
     ]
     if len(fitting) > 1:
-        log.warning(
-            "labels fit several outputs (%s): accuracy is not computed (set the others' roles "
-            "with --output-role)",
-            ", ".join(fitting),
+        _say_once(
+            f"labels fit several outputs ({', '.join(fitting)}): accuracy is not computed "
+            "(name the labelled one with --labels-output NAME, or `labels_output` under "
+            "[outputs] in a release config)"
         )
     return fitting[0] if len(fitting) == 1 else None
+
+
+# What this process has warned about: a ladder compares dozens of times, one line says it.
+_SAID: set[str] = set()
+
+
+def _say_once(message: str) -> None:
+    if message not in _SAID:
+        _SAID.add(message)
+        log.warning("%s", message)
+
+
+def _chosen_labels_output(name: str, roles: Roles, reference: Outputs, labels: np.ndarray) -> str:
+    """`name` (--labels-output) when the labels fit it. Raises UsageError when they do not."""
+    scores = np.asarray(reference[name])
+    if _labels_fit(roles[name].role, scores, labels):
+        return name
+    raise UsageError(
+        f"--labels-output {name}: labels of shape {list(labels.shape)} (values "
+        f"{int(labels.min())}..{int(labels.max())}) do not fit output '{name}' "
+        f"({roles[name].role}, shape {list(scores.shape)})."
+    )
 
 
 def _labels_fit(role: str, scores: np.ndarray, labels: np.ndarray) -> bool:
@@ -152,4 +177,4 @@ def output_roles(model: Path | None, reference_outputs: Outputs, judging: Judgin
     """Every output's role: set in `judging`, else inferred from the op ending its graph in the
     SavedModel `model` (if it is one) and from the reference's values."""
     ops = final_ops(model) if model is not None and is_saved_model_dir(model) else {}
-    return resolve_roles(reference_outputs, ops, judging.roles)
+    return judging.mark_labelled(resolve_roles(reference_outputs, ops, judging.roles))

@@ -61,9 +61,7 @@ def judge_output(
     """Judge the converted output `got` against the reference `want` as `role` says; `labels`
     (for the one output they score) adds accuracy. Raises UsageError for a role the output's
     shape cannot have (classes on one float column)."""
-    atol = tolerance.atol_for(name)
-    if atol is None and not np.issubdtype(want.dtype, np.floating):
-        atol = 0.0  # integers and booleans either match or do not
+    atol = _atol(name, role, want, tolerance)
     if want.shape != got.shape:
         check = Check(f"{name} shape", False, f"expected {want.shape}, found {got.shape}", name)
         comparison = OutputComparison(
@@ -95,6 +93,18 @@ def judge_output(
         tolerance=figures.get("tolerance"),
     )  # fmt: skip
     return Judgement(comparison, checks)
+
+
+def _atol(name: str, role: OutputRole, want: np.ndarray, tolerance: Tolerance) -> float | None:
+    """The output's absolute tolerance. Integer outputs judged as labels (class ids, counts)
+    are judged by their agreement, as class scores are: their values line gates only with a
+    tolerance of their own (--tolerance NAME=X); other integers either match or do not."""
+    if np.issubdtype(want.dtype, np.floating):
+        return tolerance.atol_for(name)
+    if role.role in DECISIONS:
+        return tolerance.output_atol.get(name)
+    atol = tolerance.atol_for(name)
+    return 0.0 if atol is None else atol
 
 
 def _values_check(
@@ -142,8 +152,9 @@ def _decision_words(role: OutputRole) -> str:
 def _class_ids(name: str, scores: np.ndarray) -> np.ndarray:
     """Top-1 class per sample: argmax of [batch, classes] scores, or integer ids as they are."""
     per_sample = scores.reshape(len(scores), -1).shape[1]
-    if not np.issubdtype(scores.dtype, np.floating) and per_sample == 1:
-        return scores.reshape(len(scores))
+    if not np.issubdtype(scores.dtype, np.floating):
+        # Integer labels as they are, one per element (one per sample for class ids).
+        return scores.reshape(len(scores)) if per_sample == 1 else scores
     if scores.ndim == 2 and scores.shape[1] > 1:
         return scores.argmax(axis=1)
     raise UsageError(

@@ -18,7 +18,7 @@ shape, and the reference model's values. Every role says where it came from.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,9 +40,12 @@ class OutputRole:
     role: str
     source: str  # "option", "release config", "manifest" or "inferred: WHY"
     threshold: float | None = None
+    # The output the labels score (--labels-output); recorded as the judging block's
+    # `labels_output`, not per role.
+    labels: bool = False
 
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        return {"role": self.role, "source": self.source, "threshold": self.threshold}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object], source: str | None = None) -> OutputRole:
@@ -173,7 +176,9 @@ def infer_role(array: np.ndarray, final_op: str = "", marked: Sequence[str] = ()
     if not np.issubdtype(array.dtype, np.floating):
         if array.ndim == 1 or array.shape[1:] == (1,):
             return OutputRole(CLASSES, f"inferred: one {array.dtype} per sample (class ids)")
-        return OutputRole(TENSOR, f"inferred: {array.dtype} values of shape {_shape(array)}")
+        # Integers are labels (class ids, counts): judged by agreement per element.
+        why = f"inferred: {array.dtype} values of shape {_shape(array)} (labels per element)"
+        return OutputRole(CLASSES, why)
     if array.ndim > 2:
         return OutputRole(TENSOR, f"inferred: shape {_shape(array)} (not one row per sample)")
     if columns == 1:
@@ -191,10 +196,9 @@ def infer_role(array: np.ndarray, final_op: str = "", marked: Sequence[str] = ()
 
 def fitting_roles(array: np.ndarray) -> list[str]:
     """The roles an output of this dtype and shape can have (`tensor` always fits)."""
-    per_sample = array.reshape(len(array), -1).shape[1] if array.ndim else 0
     floating = np.issubdtype(array.dtype, np.floating)
     fits = {
-        CLASSES: (not floating and per_sample == 1) or (array.ndim == 2 and array.shape[1] > 1),
+        CLASSES: not floating or (array.ndim == 2 and array.shape[1] > 1),
         BINARY: array.ndim >= 1,  # decided per element at its threshold
         CLASS_MAP: floating and array.ndim >= 3 and array.shape[-1] > 1,
         REGRESSION: array.ndim >= 1,
@@ -240,6 +244,7 @@ class Judging:
     roles: Mapping[str, OutputRole] = field(default_factory=dict)
     tolerances: Mapping[str, float] = field(default_factory=dict)
     allow_unjudged: bool = False
+    labels_output: str | None = None  # the output labels score (--labels-output); None: found
 
     @classmethod
     def build(
@@ -248,21 +253,25 @@ class Judging:
         tolerances: Mapping[str, float] | None = None,
         allow_unjudged: bool = False,
         source: str = "option",
+        labels_output: str | None = None,
     ) -> Judging:
-        """From `{output: "classes" | "binary[:T]" | ...}` and `{output: atol}`. Raises
-        UsageError for an unknown role or a tolerance that is not positive."""
+        """From `{output: "classes" | "binary[:T]" | ...}`, `{output: atol}` and the output
+        labels score. Raises UsageError for an unknown role or a tolerance that is not
+        positive."""
         parsed = {
             name: parse_role(text, f"--output-role {name}", source)
             for name, text in (roles or {}).items()
         }
         for name, value in (tolerances or {}).items():
             _positive(str(value), f"--tolerance {name}")
-        return cls(parsed, dict(tolerances or {}), allow_unjudged)
+        return cls(parsed, dict(tolerances or {}), allow_unjudged, labels_output)
 
     def check_names(self, outputs: Sequence[str]) -> None:
         """Raise UsageError when a role or tolerance names an output the model lacks."""
         check_output_names(self.roles, outputs, "--output-role")
         check_output_names(self.tolerances, outputs, "--tolerance NAME=X")
+        if self.labels_output:
+            check_output_names([self.labels_output], outputs, "--labels-output")
 
     def over(self, recorded: Mapping[str, Any] | None) -> Judging:
         """These settings over those recorded in a manifest (`judging` block): roles and
@@ -273,7 +282,8 @@ class Judging:
             for name, data in recorded.get("roles", {}).items()
         }
         tolerances = {**recorded.get("tolerances", {}), **self.tolerances}
-        return Judging({**roles, **self.roles}, tolerances, self.allow_unjudged)
+        labelled = self.labels_output or recorded.get("labels_output")
+        return Judging({**roles, **self.roles}, tolerances, self.allow_unjudged, labelled)
 
     def record(self, resolved: Roles) -> dict[str, Any]:
         """The manifest's `judging` block: every output's role (with its source) and the
@@ -282,4 +292,13 @@ class Judging:
             "roles": {name: role.to_dict() for name, role in resolved.items()},
             "tolerances": dict(self.tolerances),
             "allow_unjudged": self.allow_unjudged,
+            **({"labels_output": self.labels_output} if self.labels_output else {}),
         }
+
+    def mark_labelled(self, roles: Roles) -> Roles:
+        """`roles` with the output `labels_output` names marked as the one labels score."""
+        if self.labels_output is None or self.labels_output not in roles:
+            return roles
+        role = roles[self.labels_output]
+        labelled = OutputRole(role.role, role.source, role.threshold, labels=True)
+        return {**roles, self.labels_output: labelled}

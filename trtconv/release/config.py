@@ -157,12 +157,15 @@ class OutputSettings:
     roles: dict[str, str] = field(default_factory=dict)
     tolerances: dict[str, float] = field(default_factory=dict)
     allow_unjudged: bool = False
+    labels_output: str | None = None  # the output the labels score (as --labels-output)
 
     def judging(self, target: Target | None = None) -> Judging:
         """The target's roles and tolerances over these (all of them were checked when read)."""
         roles = {**self.roles, **(target.roles if target else {})}
         tolerances = {**self.tolerances, **(target.tolerances if target else {})}
-        return Judging.build(roles, tolerances, self.allow_unjudged, source="release config")
+        return Judging.build(
+            roles, tolerances, self.allow_unjudged, "release config", self.labels_output
+        )
 
 
 @dataclass(frozen=True)
@@ -352,6 +355,7 @@ OUTPUT_FIELDS: dict[str, Validator] = {
     "roles": table_of(role),
     "tolerances": table_of(positive_number),
     "allow_unjudged": boolean,
+    "labels_output": string,
 }
 BENCH_FIELDS: dict[str, Validator] = {
     "batch_sizes": list_of(positive_int),
@@ -520,12 +524,18 @@ def _preprocessing(raw: dict[str, Any]) -> PreprocessingSettings:
 def _check_output_names(config: ReleaseConfig) -> None:
     """Roles and tolerances must name outputs the model has (read without TensorFlow; a zoo
     model's output is known)."""
+    labelled = config.outputs.labels_output
     named = [("outputs", config.outputs.roles, config.outputs.tolerances)]
     named += [(f"targets[{i}]", t.roles, t.tolerances) for i, t in enumerate(config.targets)]
-    if not any(roles or tolerances for _, roles, tolerances in named):
+    if not labelled and not any(roles or tolerances for _, roles, tolerances in named):
         return
     path = config.model.path
     outputs = read_signature(path).output_names if path is not None else [OUTPUT_NAME]
+    if labelled and labelled not in outputs:
+        raise UsageError(
+            f"outputs.labels_output: the model has no output '{labelled}' "
+            f"(its outputs: {', '.join(outputs)})."
+        )
     for where, roles, tolerances in named:
         for key, names in (("roles", roles), ("tolerances", tolerances)):
             unknown = sorted(set(names) - set(outputs))

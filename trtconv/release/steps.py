@@ -207,6 +207,7 @@ class ReleaseRun:
                 "roles": {**outputs.roles, **(target.roles if target else {})},
                 "tolerances": {**outputs.tolerances, **(target.tolerances if target else {})},
                 "allow_unjudged": outputs.allow_unjudged,
+                **({"labels_output": outputs.labels_output} if outputs.labels_output else {}),
             },
         }
 
