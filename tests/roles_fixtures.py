@@ -88,6 +88,31 @@ def class_id_model() -> Path:
 
 
 @functools.cache
+def float16_model() -> Path:
+    """A digits classifier built with Keras' mixed_float16 policy on every layer, the last
+    included (the common mistake): its `probabilities` [N, 10] are float16."""
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    train, _ = split_holdout(load_digits("all"))
+    layers, policy = keras.layers, "mixed_float16"  # per layer: no global policy to restore
+    inputs = keras.Input((8, 8, 1), name="image")
+    x = layers.Conv2D(8, 3, padding="same", activation="relu", dtype=policy)(inputs)
+    x = layers.Dense(32, activation="relu", dtype=policy)(layers.Flatten(dtype=policy)(x))
+    model = keras.Model(inputs, layers.Dense(10, activation="softmax", dtype=policy)(x))
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy")
+    model.fit(train.x, train.labels, epochs=10, batch_size=32, verbose=0)
+    spec = tf.TensorSpec([None, 8, 8, 1], tf.float32, name="image")
+    return _save_serving(
+        model,
+        lambda image: {"probabilities": model(image, training=False)},
+        work_dir() / "float16" / "saved_model",
+        spec,
+    )
+
+
+@functools.cache
 def digits_npz() -> Path:
     """All digits with their labels as an .npz."""
     return save_npz(load_digits("all"), "digits_all.npz")
@@ -98,7 +123,8 @@ if __name__ == "__main__":  # build the models into a directory to try the CLI o
     import sys
 
     target = Path(sys.argv[1])
-    for name, build in (("unet", unet_model), ("class_id", class_id_model)):
+    models = (("unet", unet_model), ("class_id", class_id_model), ("float16", float16_model))
+    for name, build in models:
         shutil.copytree(build(), target / name, dirs_exist_ok=True)
     shutil.copy(mask_npz(), target / "masks.npz")
     shutil.copy(digits_npz(), target / "digits.npz")

@@ -29,6 +29,7 @@ from trtconv.manifest import Manifest, read_manifest, write_manifest
 from trtconv.onnxlib.export import export_onnx, verify_export
 from trtconv.outputs.compare import output_roles, run_batched
 from trtconv.outputs.roles import Roles
+from trtconv.outputs.tolerance import tolerance_for
 from trtconv.report.validation import ValidationReport, roles_of
 from trtconv.validation import validate_runners
 
@@ -138,7 +139,9 @@ def checked_export(plan: Plan, space: Workspace, steps: Steps) -> tuple[Path, di
         export = export_onnx(plan.saved_model, path, space.native.signature)
         held_out = space.data.held_out.head(EXPORT_CHECK_SAMPLES)
         reference = {name: a[:EXPORT_CHECK_SAMPLES] for name, a in space.reference.items()}
-        check = verify_export(path, held_out, reference, space.roles)
+        options = plan.options  # --tolerance reaches the export check (judged as fp32)
+        tolerance = tolerance_for("fp32", options.tolerance, options.judging.tolerances)
+        check = verify_export(path, held_out, reference, space.roles, tolerance, plan.saved_model)
         export["check"] = {
             "samples": check.samples,
             "max_abs_error": {name: o.max_abs_error for name, o in check.outputs.items()},

@@ -22,7 +22,7 @@ from trtconv.core.lazy import TF_LOG_LEVEL, require
 from trtconv.core.model_io import ModelSignature
 from trtconv.onnxlib.session import CPU, OrtRunner
 from trtconv.outputs.compare import compare, run_batched
-from trtconv.outputs.tolerance import tolerance_for
+from trtconv.outputs.tolerance import Tolerance, tolerance_for
 from trtconv.report.validation import ValidationReport
 from trtconv.savedmodel import SERVING_KEY
 
@@ -130,22 +130,28 @@ def verify_export(
     data: Any,
     reference_outputs: dict[str, Any],
     roles: dict[str, Any] | None = None,
+    tolerance: Tolerance | None = None,
+    source: Path | None = None,
 ) -> ValidationReport:
     """Run the ONNX model (ORT CPU, fp32) on `data` and compare with TensorFlow's outputs,
-    each judged by its role (default: inferred from the values).
+    each judged by its role (default: inferred from the values) at `tolerance` (default: the
+    fp32 one; each output at least at its own dtype's resolution, see outputs.tolerance).
 
-    Returns the validation report; raises ConversionError when the export is outside the fp32
-    tolerance (a wrong export must never reach quantisation or TensorRT).
+    Returns the validation report; raises ConversionError naming `source` (the user's model;
+    default the ONNX file) when the export is outside the tolerance (a wrong export must never
+    reach quantisation or TensorRT).
     """
 
     with OrtRunner(onnx_path, providers=[CPU]) as runner:
         candidate = run_batched(runner, data)
-    report = compare(
-        reference_outputs, candidate, tolerance_for("fp32"), data.labels, data.source, roles
-    )
+    tolerance = tolerance or tolerance_for("fp32")
+    report = compare(reference_outputs, candidate, tolerance, data.labels, data.source, roles)
     if not report.passed:
+        what = f"The ONNX export of {source}" if source else f"ONNX export {onnx_path}"
         raise ConversionError(
-            f"ONNX export {onnx_path} disagrees with TensorFlow: {report.failures()}."
+            f"{what} disagrees with TensorFlow on {report.samples} samples: "
+            f"{report.failures()}. A looser bound is --tolerance X (every output) or "
+            "--tolerance NAME=X."
         )
     log.info("ONNX export matches TensorFlow on %d samples", report.samples)
     return report

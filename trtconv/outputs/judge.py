@@ -29,6 +29,7 @@ from trtconv.outputs.roles import (
     TENSOR,
     OutputRole,
 )
+from trtconv.outputs.tolerance import resolution_atol
 from trtconv.report.validation import Check, OutputComparison
 
 if TYPE_CHECKING:
@@ -100,11 +101,21 @@ def _atol(name: str, role: OutputRole, want: np.ndarray, tolerance: Tolerance) -
     are judged by their agreement, as class scores are: their values line gates only with a
     tolerance of their own (--tolerance NAME=X); other integers either match or do not."""
     if np.issubdtype(want.dtype, np.floating):
-        return tolerance.atol_for(name)
+        return _at_resolution(name, want, tolerance)
     if role.role in DECISIONS:
         return tolerance.output_atol.get(name)
     atol = tolerance.atol_for(name)
     return 0.0 if atol is None else atol
+
+
+def _at_resolution(name: str, want: np.ndarray, tolerance: Tolerance) -> float | None:
+    """A float output's atol, at least what its dtype resolves (a float16 output: a few float16
+    steps at its magnitude, see resolution_atol) unless --tolerance NAME=X sets its own."""
+    atol = tolerance.atol_for(name)
+    floor = resolution_atol(want)
+    if atol is None or floor is None or name in tolerance.output_atol:
+        return atol
+    return max(atol, floor)
 
 
 def _values_check(

@@ -6,7 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from trtconv.core.errors import UsageError
+
+# An output is compared at its own resolution: a float16 output (Keras mixed_float16 without a
+# float32 last layer) differs by a few float16 steps wherever the two runtimes round in another
+# order. Its atol is at least RESOLUTION_STEPS steps of its dtype at its largest magnitude:
+# RESOLUTION_STEPS x eps(dtype) x max|reference| (float16's eps is 2^-10, bfloat16's 2^-7).
+RESOLUTION_STEPS = 4
+LOW_PRECISION_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
 
 
 @dataclass(frozen=True)
@@ -84,3 +93,14 @@ def budget_for(
         tolerance.max_accuracy_drop if max_accuracy_drop is None else max_accuracy_drop,
         tolerance.output_atol,
     )
+
+
+def resolution_atol(reference: np.ndarray) -> float | None:
+    """The smallest atol `reference`'s dtype can resolve (RESOLUTION_STEPS of its steps at its
+    largest magnitude); None for float32/float64 outputs, which the table's atol fits."""
+    eps = LOW_PRECISION_EPS.get(reference.dtype.name)
+    values = np.abs(reference.astype(np.float64))
+    values = values[np.isfinite(values)]
+    if eps is None or not values.size:
+        return None
+    return RESOLUTION_STEPS * eps * float(values.max())
