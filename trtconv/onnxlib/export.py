@@ -149,9 +149,8 @@ def verify_export(
     if not report.passed:
         what = f"The ONNX export of {source}" if source else f"ONNX export {onnx_path}"
         raise ConversionError(
-            f"{what} disagrees with TensorFlow on {report.samples} samples: "
-            f"{report.failures()}. A looser bound is --tolerance X (every output) or "
-            "--tolerance NAME=X."
+            f"{what} disagrees with TensorFlow: {report.failures()} (on {report.samples} "
+            "samples). A looser bound is --tolerance X (every output) or --tolerance NAME=X."
         )
     log.info("ONNX export matches TensorFlow on %d samples", report.samples)
     return report
