@@ -225,7 +225,7 @@ def test_the_export_check_takes_tolerance_and_names_the_users_model(tmp_path: Pa
         api.convert(options)
     message = str(caught.value)
     assert f"The ONNX export of {float16_model()}" in message and "probabilities" in message
-    assert "atol 1e-05" in message and ".onnx" not in message
+    assert "atol 0.0001" in message and ".onnx" not in message  # never tightened below fp32
 
 
 def _export(tmp_path: Path) -> Path:
