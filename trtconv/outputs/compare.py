@@ -2,8 +2,8 @@
 per-precision table of tolerances.
 
 Like Optimum's `_run_validation`: every check is computed and recorded (a ✓/✗ line each), then
-the caller decides; `raise_if_failed` turns a failed or unjudged result into one AccuracyError
-(exit 4). `trtconv.validation` runs this on a converted artifact (`trtconv validate`).
+the caller decides; `raise_if_failed` turns a failed, inconclusive or unjudged result into one
+AccuracyError (exit 4). `trtconv.validation` runs this on a converted artifact (`trtconv validate`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from trtconv.outputs.graph_ends import final_ops
 from trtconv.outputs.judge import judge_output
 from trtconv.outputs.roles import BINARY, CLASSES, Judging, Roles, resolve_roles
 from trtconv.outputs.tolerance import Tolerance
-from trtconv.report.validation import Check, ValidationReport
+from trtconv.report.validation import FAILED, INCONCLUSIVE, Check, ValidationReport
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def compare(
     report = ValidationReport(
         samples, data_source, tolerance.min_top1_agreement, tolerance.max_accuracy_drop
     )
-    report.allow_unjudged = allow_unjudged
+    report.allow_unjudged, report.confidence = allow_unjudged, tolerance.confidence
     roles = roles or resolve_roles(reference)
     missing = sorted(set(reference) - set(candidate))
     if missing:
@@ -128,13 +128,19 @@ def _labels_fit(role: str, scores: np.ndarray, labels: np.ndarray) -> bool:
     return role == BINARY and per_sample == 1 and low >= 0 and high <= 1
 
 
+WHY = {
+    FAILED: "is outside tolerance",
+    INCONCLUSIVE: "is not shown within tolerance on these samples (inconclusive)",
+}
+
+
 def raise_if_failed(
     report: ValidationReport, what: str, result: JsonResult | dict[str, Any] | None = None
 ) -> None:
-    """Raise one AccuracyError (exit 4) listing every failed check of `report`, carrying the
-    command's full `result` (the report itself by default)."""
+    """Raise one AccuracyError (exit 4) listing every failed, inconclusive or unjudged check of
+    `report`, carrying the command's full `result` (the report itself by default)."""
     if not report.passed:
-        why = "is outside tolerance" if report.verdict == "failed" else "has outputs not judged"
+        why = WHY.get(report.verdict, "has outputs not judged")
         message = f"{what} {why}: {report.failures()}."
         raise AccuracyError(message, report if result is None else result)
 
