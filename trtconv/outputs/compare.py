@@ -20,6 +20,7 @@ from trtconv.core.errors import AccuracyError
 from trtconv.core.model_io import Feeds, Outputs
 from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
+from trtconv.outputs.confidence import percent, proportion_interval, samples_to_show
 from trtconv.outputs.graph_ends import final_ops
 from trtconv.outputs.judge import judge_output
 from trtconv.outputs.roles import BINARY, CLASSES, Judging, Roles, resolve_roles
@@ -96,6 +97,26 @@ def compare(
         report.outputs[name] = judgement.comparison
         report.checks += judgement.checks
     return report
+
+
+def undecidable_warning(samples: int, tolerance: Tolerance, data: str) -> str | None:
+    """The warning, before any work, that `samples` samples of `data` can never show the
+    tolerance's minimum agreement at its confidence (even all of them agreeing leaves the
+    interval below it); None when they can, or with point decisions (confidence 0)."""
+    minimum, confidence = tolerance.min_top1_agreement, tolerance.confidence
+    fewest = samples_to_show(minimum, confidence) if confidence > 0 else 0
+    if fewest is not None and samples >= fewest:
+        return None
+    best = proportion_interval(samples, samples, confidence)
+    ceiling = (
+        f"{samples} of {samples} agreeing gives a lower bound of {best[0]:.3f}; " if best else ""
+    )
+    fix = f"at least {fewest} held-out samples can" if fewest else "no sample count can"
+    return (
+        f"{samples} samples of {data} cannot show a top-1 agreement of {minimum:g} at "
+        f"{percent(confidence)} confidence ({ceiling}{fix}): the verdict will be inconclusive "
+        "at best (--confidence 0 decides on the point figure)"
+    )
 
 
 def labels_output(roles: Roles, reference: Outputs, labels: np.ndarray | None) -> str | None:

@@ -135,6 +135,29 @@ def samples_to_show(minimum: float, level: float = CI95) -> int | None:
     return samples_needed(1.0, minimum, level)
 
 
+def rate_to_show(minimum: float, samples: int, level: float = CI95) -> float | None:
+    """The lowest rate k/n (n = `samples`) whose Wilson interval at `level` clears `minimum`:
+    what a search must reach on that many samples for the rule to pass it. None when even n of n
+    does not."""
+    if samples < 1:
+        return None
+
+    def shows(successes: int) -> bool:
+        interval = proportion_interval(successes, samples, level)
+        return interval is not None and interval[0] >= minimum
+
+    if not shows(samples):
+        return None
+    low, high = -1, samples  # shows(high) holds; shows(low) does not (or low is -1)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if shows(middle):
+            high = middle
+        else:
+            low = middle
+    return high / samples
+
+
 def difference_samples_needed(
     value: float, interval: Interval, bound: float, samples: int
 ) -> int | None:

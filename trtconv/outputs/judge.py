@@ -177,7 +177,8 @@ def _decision_checks(
     right = {"reference": want == truth, "candidate": got == truth}
     for model, correct in right.items():
         rate = _rate(correct)
-        figures[f"accuracy_{model}"], figures[f"accuracy_{model}_ci95"] = rate.value, rate.interval()
+        figures[f"accuracy_{model}"] = rate.value
+        figures[f"accuracy_{model}_ci95"] = rate.interval()
     return [*checks, _drop_check(name, right["reference"], right["candidate"], tolerance, figures)]
 
 
@@ -239,7 +240,8 @@ def _level_text(confidence: float, decided: tuple[float, float] | None) -> str:
 def _undecided(samples: int, needed: int | None, confidence: float, at: str) -> str:
     """The sentence an inconclusive check ends with: the samples seen and those that would
     decide it."""
-    seen = f"inconclusive: its {percent(confidence)} interval straddles the bound on {samples} samples"
+    seen = f"inconclusive: its {percent(confidence)} interval straddles the bound"
+    seen += f" on {samples} samples"
     if needed is None:
         return f"; {seen}, and no sample count decides a figure measured at the bound"
     return f"; {seen}; about {needed} {at} would decide it"
