@@ -9,6 +9,7 @@ AccuracyError (exit 4). `trtconv.validation` runs this on a converted artifact (
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -108,6 +109,7 @@ def undecidable_warning(samples: int, tolerance: Tolerance, data: str) -> str | 
     if fewest is not None and samples >= fewest:
         return None
     best = proportion_interval(samples, samples, confidence)
+    best = best and (math.floor(best[0] * 1000) / 1000, best[1])  # as interval_text rounds
     ceiling = (
         f"{samples} of {samples} agreeing gives a lower bound of {best[0]:.3f}; " if best else ""
     )
