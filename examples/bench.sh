@@ -65,7 +65,7 @@ convert() {
     echo "convert $output failed with exit code $code" >&2
     exit "$code"
   fi
-  [[ $code -eq 4 ]] && echo "note: $output is outside its validation tolerance (kept for timing)"
+  [[ $code -eq 4 ]] && echo "note: $output did not pass validation: failed or inconclusive (kept for timing)"
   return 0
 }
 
@@ -175,8 +175,11 @@ EOF
   # minmax calibration: ONNX Runtime's entropy calibrator holds every activation of every
   # calibration batch (~22 GB for 192 ResNet-50 samples, killed for memory on a 24 GB machine
   # running other jobs); minmax was as fast (BENCHMARKS.md).
+  # Random weights, timing only: VALIDATE_SAMPLES (64) cannot show any budget at 95% (fp32's
+  # 0.99 needs 381 agreeing samples), so validation decides on the point figures: it guards the
+  # conversion, not an accuracy claim (docs/verdicts.md).
   CALIB=(--calib-data "$OUT/data/resnet-calib.npz" --calib-samples "$CALIB_SAMPLES"
-         --calib-method minmax --validate-samples "$VALIDATE_SAMPLES")
+         --calib-method minmax --validate-samples "$VALIDATE_SAMPLES" --confidence 0)
   for backend in ort openvino; do
     for precision in fp32 int8; do
       convert "$backend" "$RESNET" "$precision" "$MODELS/resnet50-$backend-$precision" "${CALIB[@]}"

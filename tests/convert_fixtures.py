@@ -108,9 +108,10 @@ def small_resnet() -> Path:
 TEXT_VOCAB, TEXT_CLASSES = 32, 3
 
 
-def text_tokens(samples: int = 600, seed: int = 0) -> ArraySet:
+def text_tokens(samples: int = 1000, seed: int = 0) -> ArraySet:
     """Token sequences of varying content (int32 ids) labelled by which of tokens 1-3 is most
-    frequent: a task attention can learn."""
+    frequent: a task attention can learn. 1000: the held-out 200 can show int8's 0.97 budget
+    (120, from 600, could never: 125 agreeing samples are the fewest)."""
     rng = np.random.default_rng(seed)
     tokens = rng.integers(4, TEXT_VOCAB, (samples, 12)).astype(np.int32)
     labels = rng.integers(0, TEXT_CLASSES, samples)

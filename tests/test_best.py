@@ -43,7 +43,7 @@ def test_best_picks_the_fastest_validated_candidate_and_explains_the_table(
     output = tmp_path / "digits-best"
     argv = [
         "convert", str(digits_saved_model), "--backend", "best", "--calib-data", "digits",
-        "--calib-samples", "256", "--validate-samples", "300", "--rank-duration", "0.3",
+        "--calib-samples", "256", "--validate-samples", "450", "--rank-duration", "0.3",
         "--output", str(output), "--json",
     ]  # fmt: skip
     code, out, err = run(argv, capfd)

@@ -119,6 +119,7 @@ BAD_VALUES = [
         "gates.gate_batch_size: 4 is not one of bench.batch_sizes (1, 8, 32)",
     ),
     ('[eval]\ndata = "missing.npz"', "eval.data: data source missing.npz does not exist"),
+    ("[eval]\nconfidence = 1", "eval.confidence: expected 0 (point decisions) or a level below 1"),
 ]
 
 
@@ -331,6 +332,7 @@ def test_config_sets_each_commands_options(tmp_path: Path, saved_model: Path) ->
 data = "digits"
 samples = 300
 split = "all"
+confidence = 0.99
 [gates]
 min_top1_agreement = 0.5
 max_accuracy_drop = 0.001
@@ -360,5 +362,6 @@ allow_unjudged = true
     assert options.contest == Contest(batch_size=8, iterations=20)
     validate = config.validate_options(fp16, tmp_path / "b", saved_model)
     assert (validate.data, validate.samples, validate.split) == ("digits", 300, "all")
+    assert options.confidence == validate.confidence == 0.99  # [eval] confidence: both
     bench = config.bench_options([saved_model], tmp_path / "bench")
     assert (bench.iterations, bench.data, bench.eval_data) == (20, "digits", "digits")

@@ -83,3 +83,35 @@ def test_recommend_none_when_nothing_passes() -> None:
     assert recommend([Candidate("ort-fp32", "fp32", 1000.0, False)]) is None
     assert recommend([Candidate("ort-fp32", "fp32", None, True)]) is None
     assert recommend([]) is None
+
+
+def test_accuracy_gates_are_decided_by_the_recorded_intervals() -> None:
+    """51 of 52 agreeing (0.981, 95% interval 0.898-0.997) cannot show 0.97: inconclusive, not
+    passed; a threshold below the interval passes, one above it fails; without intervals
+    (the validation decided on point figures) the point decides."""
+    measured = Measures(
+        validation_passed=True,
+        top1_agreement=51 / 52,
+        top1_agreement_ci95=(0.8985, 0.9966),
+        accuracy_drop=0.0192,
+        accuracy_drop_ci95=(0.0, 0.0962),
+        accuracy_samples=52,
+    )
+    gates = {g.name: g for g in evaluate_gates(GateSettings(0.02, 0.97), measured)}
+    agreement, drop = gates["min_top1_agreement"], gates["max_accuracy_drop"]
+    assert not agreement.passed and agreement.inconclusive and agreement.measured == 51 / 52
+    assert "0.981 (0.898-0.997, n=52) is inconclusive against >= 0.97" in agreement.detail
+    assert not drop.passed and drop.inconclusive and "+0.019 (+0.000 to +0.097" in drop.detail
+    low = {g.name: g for g in evaluate_gates(GateSettings(0.2, 0.85), measured)}
+    assert low["min_top1_agreement"].passed and low["max_accuracy_drop"].passed
+    high = evaluate_gates(GateSettings(min_top1_agreement=0.999), measured)[-1]
+    assert not high.passed and not high.inconclusive  # the whole interval is below 0.999
+    point = Measures(validation_passed=True, top1_agreement=51 / 52, accuracy_samples=52)
+    assert evaluate_gates(GateSettings(min_top1_agreement=0.97), point)[-1].passed
+
+
+def test_an_inconclusive_validation_is_said_so_by_its_gate() -> None:
+    gate = evaluate_gates(
+        GateSettings(), Measures(validation_passed=False, validation_verdict="inconclusive")
+    )[0]
+    assert not gate.passed and gate.inconclusive and gate.detail.endswith("inconclusive")

@@ -70,6 +70,12 @@ DeviceOpt = Annotated[
         "Runtime's CUDA provider) or tensorrt (TensorRT, or ONNX Runtime's TensorRT provider)."
     ),
 ]
+CONFIDENCE_HELP = (
+    "How sure a verdict must be: a rate passes when its interval at this level clears the "
+    "budget, fails when it cannot reach it, and is inconclusive (exit 4) when it straddles it; "
+    "0: decide on the point figure."
+)
+ConfidenceOpt = Annotated[float, typer.Option(help=CONFIDENCE_HELP)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 BatchSizesOpt = Annotated[str, typer.Option(help="Comma-separated batch sizes.")]
 DEFAULT_BATCH_SIZES_TEXT = ",".join(map(str, DEFAULT_BATCH_SIZES))

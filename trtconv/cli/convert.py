@@ -16,6 +16,7 @@ from trtconv.cli._fp16 import render_fp16
 from trtconv.cli._ladder import render_ladder
 from trtconv.cli._options import (
     AllowUnjudgedOpt,
+    ConfidenceOpt,
     ImageMeanOpt,
     ImageOffsetOpt,
     ImageScaleOpt,
@@ -34,6 +35,7 @@ from trtconv.options import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_CALIB_METHOD,
     DEFAULT_CALIB_SAMPLES,
+    DEFAULT_CONFIDENCE,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
     DEFAULT_RANK_BATCH_SIZE,
     DEFAULT_RANK_DURATION_S,
@@ -60,12 +62,17 @@ MARKS = {
     (False, True): "·",  # reported, not judged by
     (False, False): "[yellow]?[/yellow]",  # the reason an output was not judged
 }
-VERDICTS = {"passed": "[green]passed[/green]", "failed": "[red]FAILED[/red]"}
+VERDICTS = {
+    "passed": "[green]passed[/green]",
+    "failed": "[red]FAILED[/red]",
+    "inconclusive": "[yellow]INCONCLUSIVE[/yellow] (more samples would decide it)",
+}
+INCONCLUSIVE_MARK = "[yellow]~[/yellow]"  # neither passed nor failed: its interval straddles
 
 
 def render_validation(validation: dict[str, Any], console: Console) -> None:
-    """Each output with its role and its checks (✓ ✗ gating, · reported, ? not judged), then
-    the verdict (shared with `trtconv validate`)."""
+    """Each output with its role and its checks (✓ ✗ gating, ~ inconclusive, · reported, ? not
+    judged), then the verdict (shared with `trtconv validate`)."""
     console.print(
         f"  validation on {validation['samples']} samples of {escape(validation['data_source'])}:"
     )
@@ -88,6 +95,8 @@ def render_validation(validation: dict[str, Any], console: Console) -> None:
 
 def _print_check(console: Console, check: dict[str, Any], name: str, indent: str) -> None:
     mark = MARKS[(check.get("gating", True), check["passed"])]
+    if check.get("inconclusive"):
+        mark = INCONCLUSIVE_MARK
     console.print(f"{indent}{mark} {escape(name)}: {escape(check['detail'])}", highlight=False)
 
 
@@ -233,6 +242,7 @@ def convert_cli(
     tolerance: ToleranceOpt = None,
     min_top1_agreement: MinTop1Opt = None,
     max_accuracy_drop: MaxDropOpt = None,
+    confidence: ConfidenceOpt = DEFAULT_CONFIDENCE,
     fallback: FallbackOpt = True,
     fallback_time_limit: FallbackTimeOpt = DEFAULT_FALLBACK_TIME_LIMIT_S,
     output_role: OutputRoleOpt = None,
@@ -260,6 +270,7 @@ def convert_cli(
             int8_target=int8_target, fallback=fallback, fallback_time_limit_s=fallback_time_limit,
             min_top1_agreement=min_top1_agreement, max_accuracy_drop=max_accuracy_drop,
             judging=judging, contest=Contest(rank_batch_size, rank_duration, threads),
+            confidence=confidence,
         )  # fmt: skip
         with progress_bar("converting") as progress:
             return api.convert(options, progress)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from trtconv.cli._options import (
+    CONFIDENCE_HELP,
     AllowUnjudgedOpt,
     DeviceOpt,
     ImageMeanOpt,
@@ -25,7 +26,7 @@ from trtconv.cli._options import (
 )
 from trtconv.cli._output import run_command
 from trtconv.cli.convert import render_validation
-from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
+from trtconv.options import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES, ValidateOptions
 from trtconv.validation import ValidateResult, validate
 
 ArtifactArg = Annotated[Path, typer.Argument(help="Artifact directory (holds manifest.json).")]
@@ -43,6 +44,13 @@ DataOpt = Annotated[
 SamplesOpt = Annotated[
     int | None,
     typer.Option(min=1, help=f"Samples to validate on (default {DEFAULT_VALIDATE_SAMPLES})."),
+]
+ValidateConfidenceOpt = Annotated[
+    float | None,
+    typer.Option(
+        help=f"{CONFIDENCE_HELP} Default: the level the artifact's manifest was validated at "
+        f"(else {DEFAULT_CONFIDENCE:g})."
+    ),
 ]
 
 
@@ -79,6 +87,7 @@ def validate_cli(
     split: SplitOpt = None,
     samples: SamplesOpt = None,
     tolerance: ToleranceOpt = None,
+    confidence: ValidateConfidenceOpt = None,
     output_role: OutputRoleOpt = None,
     allow_unjudged: AllowUnjudgedOpt = False,
     image_scale: ImageScaleOpt = None,
@@ -88,14 +97,23 @@ def validate_cli(
     device: DeviceOpt = ValidateOptions.device,
     json_output: JsonOpt = False,
 ) -> None:
-    """Compare a converted artifact with its native model; exit 4 when it fails or an output
-    is not judged."""
+    """Compare a converted artifact with its native model; exit 4 when it fails, is
+    inconclusive or an output is not judged."""
 
     def work() -> ValidateResult:
         atol, judging = judging_options(output_role, tolerance, allow_unjudged)
         preprocessing = preprocessing_options(image_scale, image_offset, image_mean, image_std)
         options = ValidateOptions(
-            artifact, reference, data, samples, atol, device, judging, preprocessing, split
+            artifact,
+            reference,
+            data,
+            samples,
+            atol,
+            device,
+            judging,
+            preprocessing,
+            split,
+            confidence,
         )
         return validate(options)
 

@@ -36,7 +36,8 @@ class Plan:
 
     @property
     def budget(self) -> Tolerance:
-        """The precision's tolerance with the options' overrides: what validation must meet."""
+        """The precision's tolerance with the options' overrides: what validation must meet, and
+        the confidence it is decided at."""
         options = self.options
         return budget_for(
             self.precision,
@@ -44,6 +45,7 @@ class Plan:
             options.min_top1_agreement,
             options.max_accuracy_drop,
             options.judging.tolerances,
+            options.confidence,
         )
 
     @property

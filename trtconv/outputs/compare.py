@@ -2,13 +2,14 @@
 per-precision table of tolerances.
 
 Like Optimum's `_run_validation`: every check is computed and recorded (a ✓/✗ line each), then
-the caller decides; `raise_if_failed` turns a failed or unjudged result into one AccuracyError
-(exit 4). `trtconv.validation` runs this on a converted artifact (`trtconv validate`).
+the caller decides; `raise_if_failed` turns a failed, inconclusive or unjudged result into one
+AccuracyError (exit 4). `trtconv.validation` runs this on a converted artifact (`trtconv validate`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,11 +21,12 @@ from trtconv.core.errors import AccuracyError
 from trtconv.core.model_io import Feeds, Outputs
 from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
+from trtconv.outputs.confidence import percent, proportion_interval, samples_to_show
 from trtconv.outputs.graph_ends import final_ops
 from trtconv.outputs.judge import judge_output
 from trtconv.outputs.roles import BINARY, CLASSES, Judging, Roles, resolve_roles
 from trtconv.outputs.tolerance import Tolerance
-from trtconv.report.validation import Check, ValidationReport
+from trtconv.report.validation import FAILED, INCONCLUSIVE, Check, ValidationReport
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +84,7 @@ def compare(
     report = ValidationReport(
         samples, data_source, tolerance.min_top1_agreement, tolerance.max_accuracy_drop
     )
-    report.allow_unjudged = allow_unjudged
+    report.allow_unjudged, report.confidence = allow_unjudged, tolerance.confidence
     roles = roles or resolve_roles(reference)
     missing = sorted(set(reference) - set(candidate))
     if missing:
@@ -96,6 +98,27 @@ def compare(
         report.outputs[name] = judgement.comparison
         report.checks += judgement.checks
     return report
+
+
+def undecidable_warning(samples: int, tolerance: Tolerance, data: str) -> str | None:
+    """The warning, before any work, that `samples` samples of `data` can never show the
+    tolerance's minimum agreement at its confidence (even all of them agreeing leaves the
+    interval below it); None when they can, or with point decisions (confidence 0)."""
+    minimum, confidence = tolerance.min_top1_agreement, tolerance.confidence
+    fewest = samples_to_show(minimum, confidence) if confidence > 0 else 0
+    if fewest is not None and samples >= fewest:
+        return None
+    best = proportion_interval(samples, samples, confidence)
+    best = best and (math.floor(best[0] * 1000) / 1000, best[1])  # as interval_text rounds
+    ceiling = (
+        f"{samples} of {samples} agreeing gives a lower bound of {best[0]:.3f}; " if best else ""
+    )
+    fix = f"at least {fewest} held-out samples can" if fewest else "no sample count can"
+    return (
+        f"{samples} samples of {data} cannot show a top-1 agreement of {minimum:g} at "
+        f"{percent(confidence)} confidence ({ceiling}{fix}): the verdict will be inconclusive "
+        "at best (--confidence 0 decides on the point figure)"
+    )
 
 
 def labels_output(roles: Roles, reference: Outputs, labels: np.ndarray | None) -> str | None:
@@ -128,13 +151,19 @@ def _labels_fit(role: str, scores: np.ndarray, labels: np.ndarray) -> bool:
     return role == BINARY and per_sample == 1 and low >= 0 and high <= 1
 
 
+WHY = {
+    FAILED: "is outside tolerance",
+    INCONCLUSIVE: "is not shown within tolerance on these samples (inconclusive)",
+}
+
+
 def raise_if_failed(
     report: ValidationReport, what: str, result: JsonResult | dict[str, Any] | None = None
 ) -> None:
-    """Raise one AccuracyError (exit 4) listing every failed check of `report`, carrying the
-    command's full `result` (the report itself by default)."""
+    """Raise one AccuracyError (exit 4) listing every failed, inconclusive or unjudged check of
+    `report`, carrying the command's full `result` (the report itself by default)."""
     if not report.passed:
-        why = "is outside tolerance" if report.verdict == "failed" else "has outputs not judged"
+        why = WHY.get(report.verdict, "has outputs not judged")
         message = f"{what} {why}: {report.failures()}."
         raise AccuracyError(message, report if result is None else result)
 

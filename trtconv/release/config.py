@@ -29,6 +29,7 @@ from trtconv.options import (
     CALIB_METHODS,
     DEFAULT_CALIB_METHOD,
     DEFAULT_CALIB_SAMPLES,
+    DEFAULT_CONFIDENCE,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
     DEFAULT_RANK_DURATION_S,
     DEFAULT_RELEASE_BATCH_SIZES,
@@ -50,6 +51,7 @@ from trtconv.release.values import (
     choice,
     fail,
     fraction,
+    level,
     list_of,
     non_negative_int,
     number,
@@ -127,11 +129,13 @@ class CalibrationSettings:
 class EvalSettings:
     """Labelled evaluation data for accuracy and agreement; None: the convert validation.
     `samples` None: validate's default. `split`: held-out (default) or all, for [eval] and the
-    bench's evaluation alike."""
+    bench's evaluation alike. `confidence`: the level accuracy verdicts are decided at
+    (convert's validation and [eval]'s; 0: point decisions); None: the commands' default."""
 
     data: str | None = None
     samples: int | None = None
     split: str | None = None
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,7 @@ class ReleaseConfig:
             max_accuracy_drop=budget.get("max_accuracy_drop"),
             judging=self.outputs.judging(target),
             contest=self.contest(),
+            confidence=DEFAULT_CONFIDENCE if self.eval.confidence is None else self.eval.confidence,
         )
 
     def contest(self) -> Contest:
@@ -283,6 +288,7 @@ class ReleaseConfig:
             judging=self.outputs.judging(target),
             preprocessing=self.preprocessing.options(),
             split=self.eval.split,
+            confidence=self.eval.confidence,
         )
 
     @property
@@ -341,6 +347,7 @@ EVAL_FIELDS: dict[str, Validator] = {
     "data": string,
     "samples": positive_int,
     "split": choice(*SPLITS),
+    "confidence": level,
 }
 PREPROCESSING_FIELDS: dict[str, Validator] = {
     "scale": positive_number,

@@ -2,13 +2,24 @@
 
 Every gate reports its measured value, its threshold and pass/fail. A value that could not be
 measured (no labels for accuracy, no bench row) fails its gate: a release never passes on a
-number it does not have.
+number it does not have. The accuracy gates are decided by the 95% intervals the validation
+recorded (trtconv.outputs.confidence): passed when the interval clears the threshold, failed
+when it misses it, inconclusive (not passed) when it straddles it; on the point figure when the
+validation decided on point figures (confidence 0).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trtconv.outputs.confidence import (
+    INCONCLUSIVE,
+    PASSED,
+    Interval,
+    at_least,
+    at_most,
+    interval_text,
+)
 from trtconv.release.config import GateSettings
 
 # Among equally fast targets prefer the lower precision (issue 5's precision ladder).
@@ -26,6 +37,10 @@ class Measures:
     speedup_vs_baseline: float | None = None
     latency_ms_p99: float | None = None
     throughput_per_s: float | None = None
+    # The accuracy figures' 95% intervals and samples; None intervals: point decisions.
+    top1_agreement_ci95: Interval | None = None
+    accuracy_drop_ci95: Interval | None = None
+    accuracy_samples: int | None = None
 
 
 @dataclass(frozen=True)
@@ -38,6 +53,7 @@ class GateResult:
     measured: float | bool | None
     passed: bool
     detail: str
+    inconclusive: bool = False  # not passed, not failed: the interval straddles the threshold
 
 
 def _numeric_gate(
@@ -48,6 +64,27 @@ def _numeric_gate(
     passed = measured <= threshold if comparison == "<=" else measured >= threshold
     detail = f"{what} {measured:.6g} {'meets' if passed else 'misses'} {comparison} {threshold:g}"
     return GateResult(name, comparison, threshold, measured, passed, detail)
+
+
+def _accuracy_gate(
+    name: str, comparison: str, threshold: float, measures: Measures, what: str
+) -> GateResult:
+    """An accuracy gate decided by the figure's recorded interval (`_ci95`; None: the point)."""
+    figure = "top1_agreement" if comparison == ">=" else "accuracy_drop"
+    measured = getattr(measures, figure)
+    if measured is None:
+        return GateResult(name, comparison, threshold, None, False, f"{what} was not measured")
+    interval: Interval | None = getattr(measures, f"{figure}_ci95")
+    decide = at_least if comparison == ">=" else at_most
+    verdict = decide(measured, interval, threshold)
+    shown = interval_text(measured, interval, measures.accuracy_samples or 0,
+                          signed=figure == "accuracy_drop")  # fmt: skip
+    words = {PASSED: "meets", INCONCLUSIVE: "is inconclusive against"}.get(verdict, "misses")
+    detail = f"{what} {shown} {words} {comparison} {threshold:g}"
+    if verdict == INCONCLUSIVE:
+        detail += ": its 95% interval straddles it (more samples would decide it)"
+    return GateResult(name, comparison, threshold, measured, verdict == PASSED, detail,
+                      inconclusive=verdict == INCONCLUSIVE)  # fmt: skip
 
 
 def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResult]:
@@ -63,14 +100,18 @@ def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResul
             "converted model agrees with native within its precision's tolerance"
             if validated
             else f"conversion validation {measures.validation_verdict or 'did not pass'}",
+            inconclusive=measures.validation_verdict == INCONCLUSIVE,
         )
     ]
+    accuracy = (
+        ("max_accuracy_drop", "<=", settings.max_accuracy_drop, "accuracy drop vs native"),
+        ("min_top1_agreement", ">=", settings.min_top1_agreement, "top-1 agreement with native"),
+    )
+    for name, comparison, bound, what in accuracy:
+        if bound is not None:
+            results.append(_accuracy_gate(name, comparison, bound, measures, what))
     batch = f"at batch {settings.gate_batch_size}"
     numeric = (
-        ("max_accuracy_drop", "<=", settings.max_accuracy_drop, measures.accuracy_drop,
-         "accuracy drop vs native"),
-        ("min_top1_agreement", ">=", settings.min_top1_agreement, measures.top1_agreement,
-         "top-1 agreement with native"),
         ("min_speedup", ">=", settings.min_speedup, measures.speedup_vs_baseline,
          f"throughput speedup vs native {batch}"),
         ("max_latency_ms_p99", "<=", settings.max_latency_ms_p99, measures.latency_ms_p99,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
+from trtconv.outputs.confidence import interval_text
 from trtconv.quantize.words import budget_text, kept_text, search_text
 
 
@@ -34,6 +35,26 @@ def _verdict(document: dict[str, Any]) -> list[str]:
     ]
 
 
+def _with_interval(accuracy: dict[str, Any], figure: str) -> str | None:
+    """'0.981 (0.898-0.997, n=52)': a recorded accuracy figure with its 95% interval and the
+    samples (the figure alone when none was recorded)."""
+    value = accuracy.get(figure)
+    if value is None:
+        return None
+    interval, samples = accuracy.get(f"{figure}_ci95"), accuracy.get("samples") or 0
+    signed = figure == "accuracy_drop"
+    return interval_text(value, None if interval is None else tuple(interval), samples, signed)
+
+
+GATE_FIGURES = {"min_top1_agreement": "top1_agreement", "max_accuracy_drop": "accuracy_drop"}
+
+
+def _gate_result(gate: dict[str, Any]) -> str:
+    if gate["passed"]:
+        return "pass"
+    return "INCONCLUSIVE" if gate.get("inconclusive") else "FAIL"
+
+
 def _targets_table(document: dict[str, Any]) -> list[str]:
     batch = document["gate_batch_size"]
     lines = [
@@ -53,8 +74,8 @@ def _targets_table(document: dict[str, Any]) -> list[str]:
                 [
                     f"`{target['id']}`",
                     target["status"],
-                    accuracy.get("top1_agreement"),
-                    accuracy.get("accuracy_drop"),
+                    _with_interval(accuracy, "top1_agreement"),
+                    _with_interval(accuracy, "accuracy_drop"),
                     row.get("throughput_per_s"),
                     row.get("speedup_vs_baseline"),
                     row.get("latency_ms_p99"),
@@ -81,15 +102,18 @@ def _gates_section(document: dict[str, Any]) -> list[str]:
                 _row([f"`{target['id']}`", "conversion", error.get("message"), "–", "FAIL"])
             )
             continue
+        accuracy = target["eval"] or target["validation"] or {}
         for gate in target["gates"]:
+            figure = GATE_FIGURES.get(gate["name"])
+            measured = _with_interval(accuracy, figure) if figure else None
             lines.append(
                 _row(
                     [
                         f"`{target['id']}`",
                         gate["name"],
-                        gate["measured"],
+                        measured or gate["measured"],
                         f"{gate['comparison']} {_fmt(gate['threshold'])}",
-                        "pass" if gate["passed"] else "FAIL",
+                        _gate_result(gate),
                     ]
                 )
             )

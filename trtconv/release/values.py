@@ -66,6 +66,14 @@ def fraction(path: str, value: Any) -> float:
     return float(value)
 
 
+def level(path: str, value: Any) -> float:
+    """`value` as a float if it is a confidence level: 0 (point decisions) up to, not
+    including, 1."""
+    if not _is_number(value) or not 0 <= value < 1:
+        raise fail(path, "0 (point decisions) or a level below 1, e.g. 0.95", value)
+    return float(value)
+
+
 def boolean(path: str, value: Any) -> bool:
     """`value` if it is true or false."""
     if not isinstance(value, bool):

@@ -42,10 +42,21 @@ def measures_for(
         validation_verdict=next((v for v in verdicts if v), None),
         accuracy_drop=accuracy.get("accuracy_drop"),
         top1_agreement=accuracy.get("top1_agreement"),
+        **_intervals(accuracy),
         speedup_vs_baseline=row.get("speedup_vs_baseline"),
         latency_ms_p99=row.get("latency_ms_p99"),
         throughput_per_s=row.get("throughput_per_s"),
     )
+
+
+def _intervals(accuracy: dict[str, Any]) -> dict[str, Any]:
+    """The recorded accuracy intervals the gates decide by (none when the validation decided
+    on point figures: confidence 0, or written before intervals) and their samples."""
+    if not accuracy.get("confidence"):
+        return {"accuracy_samples": accuracy.get("samples")}
+    found = {f: accuracy.get(f) for f in ("top1_agreement_ci95", "accuracy_drop_ci95")}
+    intervals = {key: None if value is None else tuple(value) for key, value in found.items()}
+    return {**intervals, "accuracy_samples": accuracy.get("samples")}
 
 
 def _judge(config: ReleaseConfig, target: TargetEntry) -> Candidate | None:
