@@ -54,7 +54,7 @@ def open_workspace(plan: Plan, native: Runner, data: ConversionData, work: Path)
     """The workspace for `plan`'s SavedModel: the native outputs on the held-out data and each
     output's role (set by the options, else inferred from the graph and the values)."""
     reference = run_batched(native, data.held_out)
-    roles = output_roles(plan.saved_model, reference, plan.options.judging)
+    roles = output_roles(plan.saved_model, reference, plan.options.judging, native.signature.name)
     return Workspace(native, data, reference, roles, work)
 
 
@@ -105,6 +105,7 @@ def conversion_request(
         work_dir=space.work,
         batch_sizes=options.batch_sizes,
         calibration=space.data.calibration_feed() if int8 else None,
+        sample=space.data.sample(),
         calib_method=options.calib_method,
         int8_target=options.int8_target,
         search=_search_slice(plan, space) if int8 else None,
@@ -166,8 +167,8 @@ def _manifest(
         precision=plan.precision,
         payload=outcome.payload,
         source_model={
-            "path": str(plan.saved_model.resolve()),
-            "sha256": sha256_path(plan.saved_model),
+            "path": str(plan.source_model.resolve()),
+            "sha256": sha256_path(plan.source_model),
         },
         signature=request.signature.to_dict(),
         device=outcome.device or {"cpu": probe_cpu().model},
