@@ -108,7 +108,7 @@ def validate_runners(
         judging.allow_unjudged,
     )  # fmt: skip
     report.precision, report.machine = precision, validating_machine()
-    report.batch_size, report.device = batch_size, candidate.device
+    report.batch_size, report.device = candidate.signature.batch_for(batch_size), candidate.device
     log.info("validation on %d samples of %s: %s", report.samples, data.source, report.verdict)
     return report
 
