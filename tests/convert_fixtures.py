@@ -379,6 +379,56 @@ def image_model() -> Path:
     )
 
 
+# The float16 overflow model: a digits classifier whose hidden Dense layer 'wide' is scaled so its
+# activations reach ~7e4 (float16's largest value is 65504) and whose LayerNormalization 'norm'
+# cancels the scale: TensorFlow's outputs do not change, a plain float16 copy overflows
+# (un-normalised features, large logits and attention scores do this in real models).
+OVERFLOW_PEAK = 7e4
+OVERFLOW_LAYERS = ("wide", "norm")
+
+
+def build_overflow_model() -> object:
+    """conv -> flatten -> dense 'wide' (relu) -> LayerNormalization 'norm' -> dense 'hidden'
+    (relu) -> dense 'logits'."""
+    import keras
+
+    layers = keras.layers
+    inputs = keras.Input((8, 8, 1), name="image")
+    x = layers.Conv2D(8, 3, padding="same", activation="relu", name="conv")(inputs)
+    x = layers.Flatten(name="flatten")(x)
+    x = layers.Dense(64, activation="relu", name="wide")(x)
+    x = layers.LayerNormalization(name="norm")(x)
+    x = layers.Dense(32, activation="relu", name="hidden")(x)
+    return keras.Model(inputs, layers.Dense(10, name="logits")(x))
+
+
+@functools.cache
+def overflow_model() -> Path:
+    """The overflow model trained briefly on the digits training split, then 'wide' scaled so the
+    median over samples of its largest activation is OVERFLOW_PEAK; its SavedModel."""
+    import keras
+
+    from trtconv.train.export import export_saved_model
+
+    keras.utils.set_random_seed(0)
+    train = load_digits("train")
+    model = build_overflow_model()
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    model.fit(train.x, train.labels, epochs=8, batch_size=32, verbose=0)
+    wide = model.get_layer("wide")
+    features = keras.Model(model.inputs, wide.output)
+    peaks = np.abs(features.predict(train.x, verbose=0)).max(axis=1)
+    scale = OVERFLOW_PEAK / float(np.median(peaks))
+    kernel, bias = wide.get_weights()
+    wide.set_weights([kernel * scale, bias * scale])  # relu(s * z) = s * relu(z), s > 0
+    path = work_dir() / "overflow" / "saved_model"
+    export_saved_model(model, path, "image", (8, 8, 1))
+    return path
+
+
 # ------------------------------------------------------ models as users bring them (issue 18)
 # One small CNN trained on the digits upsampled to 32x32 RGB, then saved the ways users save
 # theirs: with a fixed batch of 1, with a second signature, as a Keras file, with dynamic

@@ -73,7 +73,7 @@ def test_a_fixed_batch_of_one_converts_validates_and_benches(
         result = convert(model, precision, tmp_path / "a", backend=backend)
     said = [r.message for r in caplog.records if "takes batch size 1 only" in r.message]
     assert len(said) == 1 and "input image: float32[1,32,32,3]" in said[0]
-    assert result.validation["passed"], result.validation
+    assert result.validation.passed, result.validation
     manifest = read_manifest(tmp_path / "a")
     assert manifest.conversion_summary["batch_sizes"] == [1]
     assert manifest.model_signature.inputs[0].shape == (1, DIGITS32, DIGITS32, 3)
@@ -107,11 +107,11 @@ def test_the_chosen_signature_is_the_one_converted(backend: str, tmp_path: Path)
     """Before: serving_default was converted whatever the user wanted; no way to choose."""
     model = two_signature_model()
     result = convert(model, "fp32", tmp_path / "a", backend=backend, signature="predict_logits")
-    assert result.validation["passed"]
+    assert result.validation.passed
     manifest = read_manifest(tmp_path / "a")
     assert manifest.model_signature.name == "predict_logits"
     assert manifest.model_signature.output_names == ["logits"]
-    assert list(result.validation["outputs"]) == ["logits"]
+    assert list(result.validation.outputs) == ["logits"]
     images = np.load(digits32_npz())["x"][:16]
     want = load_saved_model(model, "predict_logits").function(image=images)["logits"].numpy()
     with open_runner(tmp_path / "a") as artifact:
@@ -220,7 +220,7 @@ def test_a_keras_file_converts_and_is_the_recorded_source(suffix: str, tmp_path:
     """Before: "is a file; expected a SavedModel directory"."""
     model = keras_file(suffix)
     result = convert(model, "fp32", tmp_path / "a")
-    assert result.validation["passed"]
+    assert result.validation.passed
     manifest = read_manifest(tmp_path / "a")
     assert manifest.source_model["path"] == str(model.resolve())
     assert not any("trtconv-keras-" in str(p) for p in (tmp_path / "a").rglob("*"))
@@ -244,7 +244,7 @@ def test_models_over_the_onnx_limit_are_refused_naming_openvino(
     with pytest.raises(UsageError, match="--backend openvino reads the SavedModel itself"):
         convert(model, "fp32", tmp_path / "a")
     assert not (tmp_path / "a").exists()
-    assert convert(model, "fp32", tmp_path / "b", backend="openvino").validation["passed"]
+    assert convert(model, "fp32", tmp_path / "b", backend="openvino").validation.passed
 
 
 def test_random_data_for_a_dynamic_input_takes_input_shape(tmp_path: Path) -> None:
@@ -254,7 +254,7 @@ def test_random_data_for_a_dynamic_input_takes_input_shape(tmp_path: Path) -> No
         convert(model, "fp32", tmp_path / "a", calib_data="random")
     shapes = {"image": (1, 48, 48, 3)}
     result = convert(model, "fp32", tmp_path / "a", calib_data="random", input_shapes=shapes)
-    assert result.validation["passed"]
+    assert result.validation.passed
     benched = api.bench(
         BenchOptions((model, tmp_path / "a"), batch_sizes=(2,), iterations=3, input_shapes=shapes)
     )

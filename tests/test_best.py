@@ -58,7 +58,7 @@ def test_best_picks_the_fastest_validated_candidate_and_explains_the_table(
     # Every candidate this machine can run was converted, validated and timed.
     runnable = {
         f"{b.name} {p}" for b in registry.converters() for p in b.precisions
-        if registry.support(b.name, p).ok
+        if registry.support(b.name, p).ok and registry.support(b.name, p).runs_here
     }  # fmt: skip
     assert {"ort fp32", "ort int8", "openvino fp32", "openvino int8"} <= runnable
     for name in runnable:

@@ -47,7 +47,8 @@ def test_report_on_this_machine() -> None:
     assert all(isinstance(present, bool) for present in features.values())
     ort = rows(report.conversions, "ort")
     assert ort["fp32"]["ok"] and ort["int8"]["ok"]
-    assert not ort["fp16"]["ok"] and "trtconv[gpu]" in ort["fp16"]["fix"]
+    assert ort["fp16"]["ok"] and not ort["fp16"]["runs_here"]  # converts for a GPU
+    assert not ort["tf32"]["ok"] and "trtconv[gpu]" in ort["tf32"]["fix"]
     assert not any(r["ok"] for r in rows(report.conversions, "tftrt").values())
     assert all(r["reason"] and r["fix"] for r in report.conversions if not r["ok"])
 

@@ -56,7 +56,12 @@ def test_corrupt_manifest_is_rejected(tmp_path: Path) -> None:
 
 
 def test_other_schema_version_is_rejected(tmp_path: Path) -> None:
-    data = _manifest().to_dict() | {"schema_version": 99}
+    data = _manifest().to_json() | {"schema_version": 99}
     (tmp_path / MANIFEST).write_text(json.dumps(data))
     with pytest.raises(InputError, match="schema_version 99"):
         read_manifest(tmp_path)
+
+
+def test_a_manifest_loads_back_as_the_same_type() -> None:
+    manifest = _manifest()
+    assert Manifest.from_json(manifest.to_json()) == manifest

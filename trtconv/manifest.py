@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trtconv.core.errors import InputError
 from trtconv.core.model_io import ModelSignature
+from trtconv.core.results import JsonResult
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
@@ -17,8 +18,9 @@ STATUSES = ("passed", "failed", "not judged", "unvalidated")
 
 
 @dataclass
-class Manifest:
-    """Everything a release needs to trust an artifact; `payload` is relative to its directory."""
+class Manifest(JsonResult):
+    """Everything a release needs to trust an artifact; `payload` is relative to its directory.
+    `to_json()` is manifest.json; `read_manifest` checks a file before reading it back."""
 
     backend: str
     precision: str
@@ -51,13 +53,17 @@ class Manifest:
         found = self.conversion_summary.get("batch_range")
         return (int(found[0]), int(found[1])) if found else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    @property
+    def quantization(self) -> dict[str, Any] | None:
+        """The int8 quantisation block the backend recorded (scheme, weights, the ladder), or
+        None for an artifact that was not quantised."""
+        block: dict[str, Any] | None = self.conversion_summary.get("quantization")
+        return block
 
 
 def write_manifest(directory: Path, manifest: Manifest) -> Path:
     path = Path(directory) / MANIFEST
-    path.write_text(json.dumps(manifest.to_dict(), indent=2, default=str) + "\n")
+    path.write_text(json.dumps(manifest.to_json(), indent=2, default=str) + "\n")
     return path
 
 

@@ -202,6 +202,6 @@ def _portability_warning(
 ) -> str | None:
     """Say so when this validation runs on another int8 CPU class than the conversion's."""
     recorded = (manifest.validation or {}).get("machine", {}).get("cpu_int8_class")
-    quantization = manifest.conversion_summary.get("quantization")
+    quantization = manifest.quantization
     here = (report.machine or {}).get("cpu_int8_class", "")
     return portability_warning(quantization, recorded, here, str(artifact), measured_here=True)

@@ -47,7 +47,7 @@ def artifact(
 
 
 def test_doctor_lists_it(backend: Backend) -> None:
-    rows = [r for r in api.doctor(deep=False)["conversions"] if r["backend"] == NAME]
+    rows = [r for r in api.doctor(deep=False).conversions if r["backend"] == NAME]
     assert [(r["precision"], r["ok"]) for r in rows] == [
         ("fp32", True), ("tf32", False), ("fp16", False), ("bf16", False), ("int8", False)
     ]  # fmt: skip

@@ -49,13 +49,22 @@ def test_trt_names_the_extra_and_the_gpu() -> None:
     assert "GPU" in str(caught.value)
 
 
-@pytest.mark.parametrize("precision", ["fp16", "tf32"])
-def test_ort_cpu_refuses_gpu_precisions_instead_of_downgrading(precision: str) -> None:
-    backend, reason = registry.choose(precision, CPU_ONLY)
+def test_ort_cpu_refuses_tf32_instead_of_downgrading() -> None:
+    backend, reason = registry.choose("tf32", CPU_ONLY)
     assert "no backend can run" in reason
     with pytest.raises(MissingDependencyError) as caught:
-        registry.support(backend, precision, CPU_ONLY).require()
+        registry.support(backend, "tf32", CPU_ONLY).require()
     assert "trtconv[gpu]" in str(caught.value)
+
+
+def test_ort_fp16_converts_on_a_cpu_machine_for_a_gpu_but_auto_passes_it_over() -> None:
+    verdict = registry.support("ort", "fp16", CPU_ONLY)
+    verdict.require()  # an explicit --backend ort converts it here
+    assert not verdict.runs_here and "float16 emulation" in verdict.reason
+    _, reason = registry.choose("fp16", CPU_ONLY)
+    assert "no backend can run fp16 here" in reason and "ort (converts for" in reason
+    cuda = ("CUDAExecutionProvider", "CPUExecutionProvider")
+    assert registry.support("ort", "fp16", described(gpus=[T4], ort_providers=cuda)).runs_here
 
 
 def test_unknown_names_are_usage_errors() -> None:
@@ -99,11 +108,33 @@ def test_trt_needs_version_10() -> None:
     assert not verdict.ok and "older than 10" in verdict.reason
 
 
-def test_tftrt_int8_calibration_needs_tensorrt_before_11() -> None:
-    assert registry.support("tftrt", "int8", gpu_machine(A100, tftrt="10.3.0")).ok
-    verdict = registry.support("tftrt", "int8", gpu_machine(A100, tftrt="11.0.0"))
-    assert not verdict.ok and "8.6-10" in verdict.reason
-    assert registry.support("tftrt", "fp16", gpu_machine(A100, tftrt="11.0.0")).ok
+@pytest.mark.parametrize("loaded", ["10.3.0", "11.0.0", "8.5.3"])
+@pytest.mark.parametrize("precision", ["fp16", "int8"])
+def test_tftrt_needs_the_tensorrt_major_tensorflow_was_built_with(
+    loaded: str, precision: str
+) -> None:
+    """TensorFlow 2.17 links TensorRT 8.6.1; its `_check_trt_version_compatibility` refuses
+    another loaded major or an older 8 ("Incompatible TensorRT major version"), INT8 or not."""
+    machine = gpu_machine(A100, tftrt=loaded)
+    with pytest.raises(MissingDependencyError) as caught:
+        registry.support("tftrt", precision, machine).require()
+    message = str(caught.value)
+    assert caught.value.exit_code == 3 and message.count("; fix: ") == 1
+    assert f"built against TensorRT 8.6.1 and TF-TRT refuses TensorRT {loaded}" in message
+    assert "TensorRT 8.6 libraries" in message and "--backend trt" in message
+    assert registry.choose(precision, machine)[0] == "trt"  # auto passes over TF-TRT
+    for good in ("8.6.1", "8.6.2"):
+        assert registry.support("tftrt", precision, gpu_machine(A100, tftrt=good)).ok
+
+
+def test_doctor_says_which_tensorrt_tf_trt_refuses() -> None:
+    from trtconv.backends.tftrt import rules as tftrt_rules
+
+    section = tftrt_rules.doctor_section(gpu_machine(A100, tftrt="10.3.0"))["tf_trt"]
+    assert section["usable"] is False and section["loaded_tensorrt"] == "10.3.0"
+    assert (
+        "TF-TRT refuses TensorRT 10.3.0: it needs TensorRT 8 (8.6.1 or newer)" in section["reason"]
+    )
 
 
 def test_ort_fp16_with_a_working_cuda_provider() -> None:
@@ -169,3 +200,11 @@ def test_doctor_names_both_onnxruntime_packages_when_both_are_installed() -> Non
     assert "both installed" in section["notes"] and "pip uninstall -y" in section["notes"]
     one = ort_rules.doctor_section(described(libraries={"onnxruntime-gpu": None}))["onnxruntime"]
     assert set(one["packages"]) == {"onnxruntime"} and "both" not in one["notes"]
+
+
+def test_the_gpu_fix_names_the_cuda_major_of_each_extra() -> None:
+    """The `gpu` extra is onnxruntime-gpu for CUDA 13 (pyproject.toml); CUDA 12 is `gpu-cu12`."""
+    from trtconv.backends.ort.rules import ORT_GPU_FIX
+
+    assert "'trtconv[gpu]' (onnxruntime-gpu for CUDA 13" in ORT_GPU_FIX
+    assert "'trtconv[gpu-cu12]' for CUDA 12" in ORT_GPU_FIX

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from standins import TRT_VERSIONS, GpuStandins, gpu_standins
+from standins import SUPPORTED_TRT, TRT_VERSIONS, GpuStandins, gpu_machine, gpu_standins
 
 from trtconv.backends.request import ConversionRequest
 from trtconv.backends.trt import builder as trt_builder
@@ -31,7 +32,7 @@ SIGNATURE = ModelSignature(
 
 @pytest.fixture(params=TRT_VERSIONS)
 def standins(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> GpuStandins:
-    """The strict TensorRT stand-in of each version (10.16, 11.1) with its fake GPU, installed."""
+    """The strict TensorRT stand-in of each version (TRT_VERSIONS) with its fake GPU, installed."""
     found = gpu_standins(request.param)
     found.install(monkeypatch)
     return found
@@ -81,7 +82,7 @@ def test_build_plans(
 
 def test_tensorrt_11_has_no_precision_flag_to_set(tmp_path: Path) -> None:
     """`pip install tensorrt` gives 11: the TensorRT 10 way of asking for fp16 crashes there."""
-    trt = gpu_standins("11.1").tensorrt
+    trt = gpu_standins("11.4").tensorrt
     builder, network, _ = network_of(trt, tmp_path)
     shapes = trt_builder.profile_shapes(trt_builder.network_inputs(network), (1, 8))
     with pytest.raises(AttributeError):
@@ -119,13 +120,13 @@ def test_timing_cache_reused_only_when_tensorrt_accepts_it(
     _, use = trt_builder.attach_timing_cache(builder.create_builder_config(), path)
     assert use.status == "reused"
     # The same TensorRT on another GPU: set_timing_cache refuses it.
-    other = gpu_standins(trt.__version__.rsplit(".", 1)[0], name="NVIDIA A100-SXM4-80GB")
+    other = gpu_standins(".".join(trt.__version__.split(".")[:2]), name="NVIDIA A100-SXM4-80GB")
     other_config = other.tensorrt.Builder(other.tensorrt.Logger()).create_builder_config()
     _, use = trt_builder.attach_timing_cache(other_config, path)
     assert (use.status, use.reason) == ("rejected", "made on another GPU")
     assert other_config.get_timing_cache() is not None  # the build still gets an empty cache
     # Another TensorRT version cannot read it at all.
-    newer = gpu_standins("11.1" if trt.__version__.startswith("10") else "10.16")
+    newer = gpu_standins("11.4" if trt.__version__.startswith("10") else "10.16")
     newer_config = newer.tensorrt.Builder(newer.tensorrt.Logger()).create_builder_config()
     _, use = trt_builder.attach_timing_cache(newer_config, path)
     assert (use.status, use.reason) == ("rejected", "not readable by this TensorRT version")
@@ -171,13 +172,21 @@ def test_source_onnx_is_the_qdq_model_for_int8_and_an_fp16_copy_on_11(
     import onnx
     from convert_fixtures import digits_onnx
 
+    from trtconv.calib.readers import calibration_feed
+    from trtconv.calib.sources import ArraySet, load_digits
+
     export = digits_onnx(digits_saved_model)
     request = ConversionRequest(tmp_path, SIGNATURE, "int8", tmp_path, onnx_path=export)
     with pytest.raises(ConversionError, match="calibration data"):  # int8 quantises the export
         trt_converter.source_onnx(request, trt_builder.build_plan(11, "int8"), tmp_path)
     fp32, none = trt_converter.source_onnx(request, trt_builder.build_plan(10, "fp16"), tmp_path)
     assert fp32 == export and none is None
-    fp16, _ = trt_converter.source_onnx(request, trt_builder.build_plan(11, "fp16"), tmp_path)
+    with pytest.raises(ConversionError, match="calibration data"):  # fp16 measures on it
+        trt_converter.source_onnx(request, trt_builder.build_plan(11, "fp16"), tmp_path)
+    digits = ArraySet({"image": load_digits("train").x}, None, "digits")
+    request.calibration = calibration_feed(digits, 32)
+    fp16, block = trt_converter.source_onnx(request, trt_builder.build_plan(11, "fp16"), tmp_path)
+    assert block is not None and block["kept_float32"] == []  # the mixed fp16 model's record
     model = onnx.load(str(fp16))
     floats = {i.data_type for i in model.graph.initializer if i.data_type in (1, 10)}
     assert floats == {10}  # float16 weights
@@ -202,6 +211,76 @@ def test_parser_errors_are_reported(standins: GpuStandins, tmp_path: Path) -> No
     builder = trt.Builder(trt.Logger())
     with pytest.raises(ConversionError, match=r"dq_bias.*INT8, FP8, INT4 or FP4, found INT32"):
         trt_builder.parse_onnx(trt, builder, trt.Logger(), tmp_path / "bias.onnx")
+
+
+# --- trtconv's converter and runner on every supported TensorRT -------------------------------
+
+RELU = ModelSignature(
+    (TensorSpec("image", (None, 8), "float32"),), (TensorSpec("out", (None, 8), "float32"),)
+)
+
+
+@pytest.fixture
+def gpu_host(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    """`gpu_host(version, cuda="13.4.4", **gpu)`: this process as a GPU machine with the stand-ins
+    (trtconv's facts probe sees them); the cached facts are forgotten afterwards."""
+    from trtconv import facts
+
+    yield lambda *args, **kwargs: gpu_machine(monkeypatch, tmp_path, *args, **kwargs)
+    facts.probe.cache_clear()
+
+
+def relu_request(tmp_path: Path, precision: str = "fp32") -> ConversionRequest:
+    """A conversion request for the [batch, 8] -> Relu ONNX model, into tmp_path/artifact."""
+    network_of(gpu_standins().tensorrt, tmp_path)  # writes tmp_path/relu.onnx
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    return ConversionRequest(
+        tmp_path, RELU, precision, artifact, batch_sizes=(1, 8), onnx_path=tmp_path / "relu.onnx"
+    )
+
+
+@pytest.mark.parametrize("version", SUPPORTED_TRT)
+def test_build_and_run_on_every_supported_tensorrt(
+    version: str, gpu_host: Any, tmp_path: Path
+) -> None:
+    """The strict stand-in of each supported version (from its real bindings' names): a name
+    trtconv calls that the version lacks raises AttributeError here."""
+    standins = gpu_host(version, cuda="12.9.10" if version == "10.0" else "13.4.4")
+    request = relu_request(tmp_path, "tf32")
+    outcome = trt_converter.convert(request)
+    assert outcome.summary["tensorrt_version"] == standins.tensorrt.__version__
+    x = np.array([[-1, 2, -3, 4, -5, 6, -7, 8]] * 3, np.float32)
+    with TrtRunner(request.output_dir / outcome.payload, RELU, "tf32") as runner:
+        np.testing.assert_array_equal(runner.infer({"image": x})["out"], np.maximum(x, 0))
+    assert standins.gpu.launches == 1
+
+
+@pytest.mark.parametrize(
+    ("version", "cuda", "stops_at"),
+    [
+        ("11.4", "13.4.4", "CUDA call cudaGetDeviceCount"),  # cuda-python 13 refuses at once
+        ("11.4", "12.9.10", "could not create a builder"),  # cuda-python 12 runs; TensorRT not
+        ("10.16", "12.9.10", "could not create a builder"),
+    ],
+)
+def test_a_driver_older_than_r580_is_exit_3_with_the_fix(
+    version: str, cuda: str, stops_at: str, gpu_host: Any, tmp_path: Path
+) -> None:
+    """TensorRT for CUDA 13 on an older driver: trt.Builder raises pybind11's "factory function
+    returned nullptr" TypeError, which was an internal error; now the runner's sentence."""
+    gpu_host(version, cuda=cuda, driver_ok=False)
+    with pytest.raises(MissingDependencyError) as caught:
+        trt_converter.convert(relu_request(tmp_path))
+    message = str(caught.value)
+    assert caught.value.exit_code == 3 and stops_at in message
+    assert "R580" in message and "pip install 'trtconv[trt-cu12]'" in message
+    assert list((tmp_path / "artifact").iterdir()) == []
+
+
+def test_tensorrt_for_cuda_12_builds_on_an_older_driver(gpu_host: Any, tmp_path: Path) -> None:
+    gpu_host("10.0", cuda="12.9.10", driver_ok=False)  # tensorrt-cu12 with cuda-python 12
+    assert trt_converter.convert(relu_request(tmp_path)).summary["layers"] == 1
 
 
 # --- without TensorRT ------------------------------------------------------------------------

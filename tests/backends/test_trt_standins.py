@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from standins import GpuStandins, gpu_standins
+from standins import GpuStandins, gpu_machine
+from standins.tensorrt_api import trt_names
 
 from trtconv import api
 from trtconv import facts as facts_module
@@ -37,19 +38,8 @@ def machine(
     cuda: str = "13.4.4",
     **gpu: Any,
 ) -> GpuStandins:
-    """This process as a GPU machine with the stand-in TensorRT `version` and cuda-python
-    `cuda` (its runtime bindings' names)."""
-    standins = gpu_standins(version, cuda, **gpu)
-    standins.install(monkeypatch)
-    fake = standins.gpu
-    h100 = facts_module.Gpu(fake.name, fake.compute_capability, fake.total_bytes / 2**20, "580")
-    real_tensorflow = facts_module.probe_tensorflow
-    monkeypatch.setattr(facts_module, "probe_gpus", lambda: (h100,))
-    # TensorFlow is not asked in a subprocess: it would see no GPU here (and take seconds).
-    monkeypatch.setattr(facts_module, "probe_tensorflow", lambda v, ask: real_tensorflow(v, False))
-    monkeypatch.setenv("TRTCONV_TRT_TIMING_CACHE_DIR", str(tmp_path / "timing"))
-    facts_module.probe.cache_clear()
-    return standins
+    """This process as a GPU machine with the stand-in TensorRT `version` (standins.gpu_machine)."""
+    return gpu_machine(monkeypatch, tmp_path, version, cuda, **gpu)
 
 
 @pytest.fixture(autouse=True)
@@ -69,8 +59,8 @@ def manifest_of(artifact: Path) -> dict[str, Any]:
     [
         # Strongly typed: no precision flag, the fp16 ONNX carries the types (TF32, on by
         # default, stays allowed for what remains float32).
-        ("11.1", "fp16", ["TF32"], "fp16"),
-        ("11.1", "int8", ["TF32"], "qdq"),
+        ("11.4", "fp16", ["TF32"], "fp16"),
+        ("11.4", "int8", ["TF32"], "qdq"),
         ("10.16", "int8", ["FP16", "INT8", "TF32"], "qdq"),  # FP16 next to INT8
     ],
 )
@@ -99,7 +89,7 @@ def test_convert_and_validate_through_the_stand_ins(
     assert result["validation"]["passed"], result["validation"]
     assert result["validation"]["batch_size"] == 16 and result["validation"]["device"] == "tensorrt"
     summary = manifest_of(artifact)["conversion_summary"]
-    assert summary["tensorrt_version"] == f"{version}.0"
+    assert summary["tensorrt_version"] == trt_names(version)["source"]["version"]  # the wheel's
     assert summary["strongly_typed"] is version.startswith("11")
     assert summary["built_from"] == built_from
     assert summary["batch_range"] == [4, 16]
@@ -122,7 +112,7 @@ def engine_dir(
     monkeypatch = pytest.MonkeyPatch()
     tmp = tmp_path_factory.mktemp("engine")
     try:
-        machine(monkeypatch, tmp, "11.1")
+        machine(monkeypatch, tmp, "11.4")
         api.convert(
             ConvertOptions(
                 digits_saved_model, "fp32", backend="trt", output=tmp / "a", batch_sizes=(8, 16)
@@ -137,7 +127,7 @@ def engine_dir(
 def test_second_build_reuses_the_timing_cache(
     engine_dir: Path, digits_saved_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    machine(monkeypatch, tmp_path, "11.1")
+    machine(monkeypatch, tmp_path, "11.4")
     monkeypatch.setenv("TRTCONV_TRT_TIMING_CACHE_DIR", str(engine_dir.parent / "timing"))
     api.convert(
         ConvertOptions(
@@ -148,14 +138,14 @@ def test_second_build_reuses_the_timing_cache(
     second = manifest_of(tmp_path / "b")["conversion_summary"]
     assert first["status"] == "new" and second["timing_cache"]["status"] == "reused"
     assert second["timing_cache_reused"] and second["timing_cache"]["path"] == first["path"]
-    assert second["tensorrt_version"] == "11.1.0" and second["built_from"] == "fp32"
+    assert second["tensorrt_version"] == "11.4.0.106" and second["built_from"] == "fp32"
 
 
 def test_validation_batches_stay_inside_the_profile(
     engine_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three samples: a batch of 3 lies outside the 8..16 profile, so it is padded to 8."""
-    machine(monkeypatch, tmp_path, "11.1")
+    machine(monkeypatch, tmp_path, "11.4")
     three = ArraySet({"image": load_digits("test").x[:3]}, None, "digits")
     with open_runner(engine_dir) as runner:
         padded = run_batched(runner, three, 16, min_batch=8)
@@ -174,7 +164,7 @@ def test_runtime_only_host_runs_the_engine(
 ) -> None:
     """A GPU host with TensorRT but without tf2onnx/onnx runs an engine built elsewhere (here
     with cuda-python 12, as `trtconv[trt-cu12]` installs it)."""
-    machine(monkeypatch, tmp_path, "11.1", cuda="12.9.10")
+    machine(monkeypatch, tmp_path, "11.4", cuda="12.9.10")
     real_versions = facts_module.library_versions
     monkeypatch.setattr(
         facts_module,
@@ -199,7 +189,7 @@ def test_engine_from_another_tensorrt_version_is_refused(
 def test_no_execution_context_is_one_sentence_about_gpu_memory(
     engine_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    machine(monkeypatch, tmp_path, "11.1", total_bytes=1 << 20)  # 1 MiB of GPU memory
+    machine(monkeypatch, tmp_path, "11.4", total_bytes=1 << 20)  # 1 MiB of GPU memory
     with pytest.raises(ConversionError, match=r"could not create an execution context .* MiB"):
         open_runner(engine_dir).activate()
 
@@ -207,6 +197,6 @@ def test_no_execution_context_is_one_sentence_about_gpu_memory(
 def test_cuda_python_13_on_an_old_driver_names_the_cuda_12_extra(
     engine_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    machine(monkeypatch, tmp_path, "11.1", driver_ok=False)
+    machine(monkeypatch, tmp_path, "11.4", driver_ok=False)
     with pytest.raises(MissingDependencyError, match=r"trtconv\[trt-cu12\]"):
         open_runner(engine_dir).activate()

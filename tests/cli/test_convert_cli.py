@@ -104,10 +104,10 @@ BAD_INPUTS: dict[str, tuple[Case, int, str]] = {
         3,
         "--backend tftrt --precision fp32 cannot run on this machine",
     ),
-    "fp16 on ORT CPU": (
-        lambda t, m: [str(m), "--precision", "fp16", "--backend", "ort"],
+    "fp16 on CPU, auto": (
+        lambda t, m: [str(m), "--precision", "fp16"],
         3,
-        "fp16 needs ONNX Runtime's CUDA or TensorRT execution provider",
+        "no backend can run fp16 on this machine",
     ),
     "unknown precision": (lambda t, m: [str(m), "--precision", "int4"], 2, "--precision must be"),
     "fallback time limit": (
@@ -129,7 +129,7 @@ BAD_INPUTS: dict[str, tuple[Case, int, str]] = {
 
 
 # These refusals hold only where no GPU can run the precision.
-NEEDS_NO_GPU = ("tf32 on CPU", "tftrt here", "fp16 on ORT CPU")
+NEEDS_NO_GPU = ("tf32 on CPU", "tftrt here", "fp16 on CPU, auto")
 
 
 @pytest.mark.parametrize(

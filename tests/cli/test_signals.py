@@ -108,3 +108,30 @@ def test_sigterm_during_a_bench_worker(digits_saved_model: Path, tmp_path: Path)
     assert not report.exists()
     assert left_in(tmp_path / "tmp") == []  # no inputs file, no spec
     wait_for(lambda: not processes_running(*worker), "the worker to end", timeout_s=10)
+
+
+FORKED_CHILD = """
+import multiprocessing, signal, sys, time
+from trtconv.core.interrupts import sigterm_as_interrupt
+
+with sigterm_as_interrupt():
+    # What OpenVINO's telemetry does when the network hangs: send from a forked process,
+    # terminate it after a timeout.
+    child = multiprocessing.get_context("fork").Process(target=time.sleep, args=(30,))
+    child.start()
+    time.sleep(0.5)
+    child.terminate()
+    child.join(10)
+    print(child.exitcode)
+"""
+
+
+def test_a_forked_library_child_dies_quietly_on_sigterm() -> None:
+    """The handler is inherited by forked children that are not trtconv's: there SIGTERM ends
+    the child as Python's default would, with no `Terminated` traceback on the shared stderr."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_CHILD], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(-signal.SIGTERM)
+    assert "Traceback" not in done.stderr and "Terminated" not in done.stderr

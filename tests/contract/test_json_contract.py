@@ -106,6 +106,17 @@ def test_convert_int8(int8: Run) -> None:
     check_golden("convert_int8", int8.document)
 
 
+def test_convert_fp16(digits_saved_model: Path, work: Path) -> None:
+    """`convert --backend ort --precision fp16` (the mixed float16 block, validated by float16
+    emulation on this machine)."""
+    fp16 = run_json(
+        "convert", digits_saved_model, "--backend", "ort", "--precision", "fp16",
+        "--calib-data", "digits", "--output", work / "fp16", *SAMPLES,
+    )  # fmt: skip
+    assert fp16.code == 0, fp16.document
+    check_golden("convert_fp16", fp16.document)
+
+
 def test_validate(int8: Run, work: Path) -> None:
     validated = run_json("validate", work / "int8", "--samples", "64")
     assert validated.code == 0, validated.document

@@ -36,7 +36,9 @@ class FakeGpu:
     name: str = "NVIDIA H100 80GB HBM3"
     compute_capability: tuple[int, int] = (9, 0)
     total_bytes: int = 80 << 30
-    driver_ok: bool = True  # False: every call fails as cuda-python 13 does under an old driver
+    # False: a driver older than R580. cuda-python 13 fails every call there
+    # (cudaErrorInsufficientDriver), cuda-python 12 works, TensorRT for CUDA 13 builds nothing.
+    driver_ok: bool = True
     allocations: dict[int, bytearray] = field(default_factory=dict)
     next_address: int = BASE_ADDRESS
     launches: int = 0
@@ -111,9 +113,10 @@ def cuda_runtime_module(gpu: FakeGpu, version: str = "13.4.4") -> types.ModuleTy
     stream_type = type("cudaStream_t", (_Handle,), {})
     event_type = type("cudaEvent_t", (_Handle,), {})
     live: set[int] = set()
+    needs_r580 = int(version.split(".")[0]) >= 13
 
     def guard(*results: Any) -> tuple[Any, ...]:
-        if not gpu.driver_ok:
+        if needs_r580 and not gpu.driver_ok:
             return (error.cudaErrorInsufficientDriver, *[None] * (len(results) - 1))
         return results
 

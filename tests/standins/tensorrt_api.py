@@ -1,9 +1,10 @@
 """Strict stand-ins for the TensorRT 10 and 11 Python bindings (`tensorrt_module(version, gpu)`).
 
 Strict means: the module, each class and each enum hold only names the real binding of that
-version defines (`names/tensorrt-*.json`, extracted from NVIDIA/TensorRT's pybind11 sources), so
-`trt.BuilderFlag.FP16` raises AttributeError on 11 as it does for real, and an instance refuses an
-attribute the real class lacks. Enum values are the headers' (STRONGLY_TYPED is 1 on 10, 0 on 11).
+version defines (`names/tensorrt-*.json`, dumped from the real bindings wheel by
+`generate_names.py`), so `trt.BuilderFlag.FP16` raises AttributeError on 11 as it does for real,
+and an instance refuses an attribute the real class lacks. Enum values are the real ones
+(STRONGLY_TYPED is 1 on 10, 0 on 11) and `__version__` is the wheel's.
 
 Behaviour follows the real API where trtconv depends on it, each rule with its source:
 - the ONNX parser refuses what onnx-tensorrt refuses for Q/DQ (`QuantDequantLinearHelper`):
@@ -14,6 +15,10 @@ Behaviour follows the real API where trtconv depends on it, each rule with its s
   cache from another device and a cache from another version is not loaded (NvInfer.h
   IBuilderConfig::setTimingCache; NVIDIA/TensorRT#3566: "The timing cache will not be used!");
 - `create_execution_context` returns None when the device memory cannot be allocated;
+- `Builder(logger)` raises pybind11's "factory function returned nullptr" TypeError when a
+  TensorRT for CUDA 13 meets a driver older than R580 (`FakeGpu(driver_ok=False)`): the real
+  bindings do exactly this when `createInferBuilder` returns nullptr (seen by importing them
+  against stub libraries, `generate_names.py`);
 - a plan from another TensorRT version does not deserialize (None).
 
 An "engine" is the ONNX model it was built from plus what the builder recorded; executing it runs
@@ -75,6 +80,7 @@ LAYER_TYPES = {
 
 
 def trt_names(version: str) -> dict[str, Any]:
+    """The generated name table of TensorRT `version` ("MAJOR.MINOR")."""
     return json.loads((NAMES / f"tensorrt-{version}.json").read_text())
 
 
@@ -91,9 +97,11 @@ class Strict:
 class Context:
     """What every stand-in object of one module shares: version, enums, GPU, log."""
 
-    def __init__(self, version: str, gpu: FakeGpu, module: types.ModuleType) -> None:
-        self.version, self.gpu, self.module = version, gpu, module
-        self.major = int(version.split(".")[0])
+    def __init__(self, names: dict[str, Any], gpu: FakeGpu, module: types.ModuleType) -> None:
+        self.version, self.gpu, self.module = names["source"]["version"], gpu, module
+        self.major = int(self.version.split(".")[0])
+        # The bindings wheel's CUDA major: tensorrt-cu12-bindings or tensorrt-cu13-bindings.
+        self.cuda_major = int(names["source"]["package"].split("-cu")[1].split("-")[0])
         self.messages: list[tuple[int, str]] = []
 
     def log(self, severity: str, message: str) -> None:
@@ -458,6 +466,8 @@ class IBuilderConfig(Strict):
 class Builder(Strict):
     def __init__(self, logger: ILogger) -> None:
         self._ctx: Context = _CONTEXT[type(self)]
+        if self._ctx.cuda_major >= 13 and not self._ctx.gpu.driver_ok:
+            raise TypeError("pybind11::init(): factory function returned nullptr")
 
     def create_network(self, flags: int = 0) -> INetworkDefinition:
         known = {int(v) for v in self._ctx.module.NetworkDefinitionCreationFlag}
@@ -550,7 +560,10 @@ class ICudaEngine(Strict):
 
     num_io_tensors = property(lambda self: len(self._io))
     num_optimization_profiles = property(lambda self: len(self._header["profiles"]))
+    # TensorRT 10.1+ (10.0 has only device_memory_size, which 11 removed): each version keeps
+    # the ones its binding has.
     device_memory_size_v2 = property(lambda self: self._header["device_memory"])
+    device_memory_size = property(lambda self: self._header["device_memory"])
 
     def _find(self, name: str) -> tuple[ITensor, bool]:
         for tensor, is_input in self._io:
@@ -577,7 +590,7 @@ class ICudaEngine(Strict):
 
     def create_execution_context(self, strategy: Any = None) -> IExecutionContext | None:
         gpu = self._ctx.gpu
-        if gpu.total_bytes - gpu.used_bytes < self.device_memory_size_v2:
+        if gpu.total_bytes - gpu.used_bytes < self._header["device_memory"]:
             self._ctx.log("ERROR", "Requested amount of GPU memory could not be allocated")
             return None
         return self._ctx.make("IExecutionContext", self)
@@ -706,25 +719,20 @@ def _absent(owner: str, name: str) -> property:
 
 
 def _enums(names: dict[str, Any]) -> dict[str, type[enum.IntEnum]]:
-    made = {}
-    for qualified, members in names["enums"].items():
-        values, next_value = {}, max([v for v in members.values() if v is not None], default=-1)
-        for member, value in members.items():
-            if value is None:
-                next_value += 1
-                value = next_value
-            values[member] = value
-        made[qualified] = enum.IntEnum(qualified.split(".")[-1], values)
-    return made
+    """Every enum of the table as an IntEnum with the real members and values."""
+    return {
+        qualified: enum.IntEnum(qualified.split(".")[-1], members)
+        for qualified, members in names["enums"].items()
+    }
 
 
 def tensorrt_module(version: str, gpu: FakeGpu) -> types.ModuleType:
-    """A `tensorrt` stand-in: the names of TensorRT `version` ("10.16" or "11.1"), the behaviour
-    above, and `module.__standin__` (the shared Context: log messages, GPU) for tests."""
+    """A `tensorrt` stand-in: the names of TensorRT `version` (a generated "MAJOR.MINOR" list),
+    the behaviour above, and `module.__standin__` (the shared Context: log, GPU) for tests."""
     names = trt_names(version)
     module = types.ModuleType("tensorrt")
     module.__spec__ = importlib.machinery.ModuleSpec("tensorrt", None)
-    ctx = Context(f"{version}.0", gpu, module)
+    ctx = Context(names, gpu, module)
     for qualified, made in _enums(names).items():
         if "." not in qualified:
             setattr(module, qualified, made)

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from . import CUDA_VERSIONS, TRT_VERSIONS, gpu_standins
+from . import CUDA_VERSIONS, SUPPORTED_TRT, gpu_standins
 from .cuda_runtime import cuda_names
 from .tensorrt_api import IMPLEMENTED, public_names, trt_names
 
@@ -20,7 +20,7 @@ def hidden(cls: type, name: str) -> bool:
     return isinstance(value, property) and value.fget is not None and value.fget.__name__ == "fail"
 
 
-@pytest.mark.parametrize("version", TRT_VERSIONS)
+@pytest.mark.parametrize("version", SUPPORTED_TRT)
 def test_tensorrt_classes_hold_only_real_names(version: str) -> None:
     real = trt_names(version)["classes"]
     module = gpu_standins(version).tensorrt
@@ -32,13 +32,13 @@ def test_tensorrt_classes_hold_only_real_names(version: str) -> None:
 
 
 def test_every_stand_in_name_exists_in_some_real_version() -> None:
-    tables = [trt_names(v)["classes"] for v in TRT_VERSIONS]
+    tables = [trt_names(v)["classes"] for v in SUPPORTED_TRT]
     for impl in IMPLEMENTED:
         invented = {n for n in public_names(impl) if all(n not in t[impl.__name__] for t in tables)}
         assert not invented, f"{impl.__name__} invents {invented}"
 
 
-@pytest.mark.parametrize("version", TRT_VERSIONS)
+@pytest.mark.parametrize("version", SUPPORTED_TRT)
 def test_tensorrt_parameter_names_match_the_binding(version: str) -> None:
     real = trt_names(version)["classes"]
     for impl in IMPLEMENTED:
@@ -51,7 +51,7 @@ def test_tensorrt_parameter_names_match_the_binding(version: str) -> None:
             assert got == want[: len(got)] and set(got) <= set(want), (impl.__name__, name, got)
 
 
-@pytest.mark.parametrize("version", TRT_VERSIONS)
+@pytest.mark.parametrize("version", SUPPORTED_TRT)
 def test_tensorrt_module_and_enums_are_the_real_ones(version: str) -> None:
     names = trt_names(version)
     module = gpu_standins(version).tensorrt
@@ -68,7 +68,7 @@ def test_tensorrt_module_and_enums_are_the_real_ones(version: str) -> None:
 
 
 def test_tensorrt_11_has_no_precision_flags_and_10_has_them() -> None:
-    trt10, trt11 = gpu_standins("10.16").tensorrt, gpu_standins("11.1").tensorrt
+    trt10, trt11 = gpu_standins("10.16").tensorrt, gpu_standins("11.4").tensorrt
     assert {"FP16", "INT8"} <= set(trt10.BuilderFlag.__members__)
     with pytest.raises(AttributeError):
         trt11.BuilderFlag.FP16  # noqa: B018
@@ -81,7 +81,7 @@ def test_instances_refuse_attributes_the_real_class_lacks() -> None:
     config = trt.Builder(trt.Logger(trt.Logger.WARNING)).create_builder_config()
     with pytest.raises(AttributeError):
         config.max_workspace_size = 1 << 30  # removed in TensorRT 10
-    trt11 = gpu_standins("11.1").tensorrt
+    trt11 = gpu_standins("11.4").tensorrt
     config11 = trt11.Builder(trt11.Logger()).create_builder_config()
     with pytest.raises(AttributeError):
         config11.int8_calibrator = object()  # removed in TensorRT 11
@@ -108,7 +108,25 @@ def test_cuda_runtime_holds_only_real_functions_with_real_parameters(version: st
 def test_name_lists_record_their_source() -> None:
     for path in (Path(__file__).parent / "names").glob("*.json"):
         source = json.loads(path.read_text())["source"]
-        assert source.get("commit") or source.get("version"), path
+        assert source.get("version"), path
+    for version in SUPPORTED_TRT:
+        source = trt_names(version)["source"]
+        assert source["version"].startswith(f"{version}.")
+        assert source["wheel"].endswith(".whl") and len(source["sha256"]) == 64
+        assert source["generated_by"] == "tests/standins/generate_names.py"
+
+
+def test_what_the_old_source_extracted_lists_had_wrong() -> None:
+    """The lists read from NVIDIA's pybind11 sources had three enum values and one method that
+    the real wheels do not: the generated lists have the wheels' own."""
+    assert trt_names("10.16")["enums"]["BuilderFlag"]["WEIGHTLESS"] == 19  # was 20
+    for version in ("10.16", "11.4"):
+        names = trt_names(version)
+        assert names["enums"]["ErrorCodeTRT"]["INTERNAL_ERROR"] == 2  # was 1
+        assert names["enums"]["PluginCreatorVersion"]["V1_PYTHON"] == 64  # was 1
+        assert "serialize" not in names["classes"]["INetworkDefinition"]  # was listed
+    trt = gpu_standins("10.16").tensorrt
+    assert int(trt.BuilderFlag.WEIGHTLESS) == 19 and int(trt.ErrorCodeTRT.INTERNAL_ERROR) == 2
 
 
 def test_an_engine_round_trip_through_the_stand_ins(tmp_path: Path) -> None:
@@ -125,7 +143,7 @@ def test_an_engine_round_trip_through_the_stand_ins(tmp_path: Path) -> None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(tmp_path / "m.onnx"))
-    standins = gpu_standins("11.1")
+    standins = gpu_standins("11.4")
     trt, rt = standins.tensorrt, standins.cudart
     builder = trt.Builder(trt.Logger())
     network = builder.create_network(0)

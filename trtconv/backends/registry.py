@@ -193,7 +193,8 @@ class Choice:
 
 
 def auto_choice(precision: str, facts: Facts | None = None) -> Choice:
-    """`--backend auto`: the first backend in `auto_rank` order that can run `precision` here.
+    """`--backend auto`: the first backend in `auto_rank` order that can run `precision` here
+    (not one that only converts it for another machine: Support.runs_here).
 
     When none can, the first whose libraries are present (one that runs fp32), so that its
     refusal is then reported (exit 3) instead of a silent downgrade.
@@ -205,7 +206,7 @@ def auto_choice(precision: str, facts: Facts | None = None) -> Choice:
     refusals: list[str] = []
     for backend in ranked:
         verdict = support(backend.name, precision, facts)
-        if verdict.ok:
+        if verdict.ok and verdict.runs_here:
             names = [refusal.split(" ", 1)[0] for refusal in refusals]
             skipped = f"; {', '.join(names)} cannot here (--json says why)" if names else ""
             return Choice(backend.name, f"auto: {verdict.reason}{skipped}", tuple(refusals))

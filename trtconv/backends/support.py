@@ -22,13 +22,19 @@ EXPORT_FIX = "pip install onnx==1.18.0 tf2onnx==1.17.0"
 
 @dataclass(frozen=True)
 class Support:
-    """Whether one backend can convert and run one precision on a machine; why; the fix if not."""
+    """Whether one backend can convert and run one precision on a machine; why; the fix if not.
+
+    `runs_here` is False for an artifact that converts here for another machine's device and is
+    validated here by emulation (ort fp16 without a GPU provider): `--backend auto` and `best`
+    pass it over, an explicit `--backend` converts it.
+    """
 
     backend: str
     precision: str
     ok: bool
     reason: str
     fix: str = ""
+    runs_here: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,9 +48,11 @@ class Support:
             )
 
 
-def verdict(backend: str, precision: str, reason: str, fix: str = "") -> Support:
+def verdict(
+    backend: str, precision: str, reason: str, fix: str = "", runs_here: bool = True
+) -> Support:
     """A Support from a rule's (reason, fix): refused exactly when there is a fix to give."""
-    return Support(backend, precision, not fix, reason, fix)
+    return Support(backend, precision, not fix, reason, fix, runs_here)
 
 
 def gpu_too_old(precision: str, facts: Facts) -> tuple[str, str] | None:

@@ -98,7 +98,7 @@ def artifact_entry(path: Path) -> ModelEntry:
         precision=manifest.precision,
         signature=manifest.model_signature,
         source_model=Path(source) if source else None,
-        quantization=manifest.conversion_summary.get("quantization"),
+        quantization=manifest.quantization,
         validated_on=(manifest.validation or {}).get("machine", {}).get("cpu_int8_class"),
         batch_range=manifest.batch_range,
         validation=manifest.status,

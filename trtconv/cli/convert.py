@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from trtconv import api
+from trtconv.cli._fp16 import render_fp16
 from trtconv.cli._ladder import render_ladder
 from trtconv.cli._options import (
     AllowUnjudgedOpt,
@@ -31,7 +32,7 @@ from trtconv.cli._output import progress_bar, run_command
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
 from trtconv.core.errors import UsageError
-from trtconv.core.model_io import ModelSignature, parse_input_shapes
+from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_CALIB_METHOD,
@@ -139,9 +140,8 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
     console.print(
         f"[bold]{result.backend} {result.precision}[/bold] ({escape(result.backend_reason or '')})"
     )
-    recorded = (result.manifest or {}).get("signature")
-    if recorded:
-        signature = ModelSignature.from_dict(recorded)
+    if result.manifest is not None:
+        signature = result.manifest.model_signature
         console.print(
             f"  signature {escape(signature.name)}: {', '.join(signature.input_names)} -> "
             f"{', '.join(signature.output_names)}",
@@ -154,7 +154,9 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
     )
     if result.quantization.get("ladder"):
         render_ladder(result.quantization["ladder"], console)
-    render_validation(result.validation, console)
+    if result.fp16:
+        render_fp16(result.fp16, console)
+    render_validation(result.validation.to_json(), console)
 
 
 SavedModelArg = Annotated[

@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 THROUGHPUT_SUFFIX = "+throughput"
 NO_CALIBRATION = "int8 needs calibration data and the model card names none"
 CALIBRATION_FIX = "pass --calib-data digits|PATH.npz|IMAGE_DIR"
+RUNS_ELSEWHERE_FIX = "run on a machine with a GPU, or convert it alone with its --backend"
 
 
 def candidates(
@@ -70,6 +71,8 @@ def candidates(
                 candidate.drop(tournament.NOT_AVAILABLE, refused)
             elif not verdict.ok:
                 candidate.drop(tournament.NOT_AVAILABLE, verdict.reason, verdict.fix)
+            elif not verdict.runs_here:  # converts here, but cannot be timed here
+                candidate.drop(tournament.NOT_AVAILABLE, verdict.reason, RUNS_ELSEWHERE_FIX)
             elif name == "int8" and not int8_data:
                 candidate.drop(tournament.NOT_AVAILABLE, NO_CALIBRATION, CALIBRATION_FIX)
             found.append(candidate)
@@ -95,12 +98,14 @@ def convert_best(
     entrants = candidates(options.precision, has_data, options.saved_model, signature)
     if all(candidate.verdict for candidate in entrants):
         raise no_winner(entrants, {})
-    int8 = any(c.precision == Precision.INT8 and not c.verdict for c in entrants)
     base = Plan(options, registry.native(), options.precision or "", Path(output), "", (), source)
+    live = [base.for_candidate(registry.get(c.backend), c.precision) for c in entrants]
+    live = [plan for plan, c in zip(live, entrants, strict=True) if not c.verdict]
+    int8 = any(plan.precision == Precision.INT8 for plan in live)
     run_options = RunOptions(signature=signature.name)
     with registry.native().runner(options.saved_model, None, run_options) as native:
         options.judging.check_names(native.signature.output_names)
-        data = read_data(options, native, int8=int8)
+        data = read_data(options, native, int8, any(plan.calibrated for plan in live))
         table = run(base, entrants, native, data)
     manifest = read_manifest(base.output)
     winner = replace(

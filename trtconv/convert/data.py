@@ -1,6 +1,6 @@
 """The data a conversion reads once: the held-out part (validation and the export check), the
-calibration part (int8) and the int8 ladder's search slice, each checked against the signature and
-read by the model's data contract (recorded in the manifest)."""
+calibration part (int8, and fp16 from ONNX) and the int8 ladder's search slice, each checked
+against the signature and read by the model's data contract (recorded in the manifest)."""
 
 from __future__ import annotations
 
@@ -53,10 +53,13 @@ class ConversionData:
         return next(batches(self.held_out, self.batch))
 
 
-def read_data(options: ConvertOptions, native: Runner, int8: bool) -> ConversionData:
+def read_data(
+    options: ConvertOptions, native: Runner, int8: bool, calibrate: bool = False
+) -> ConversionData:
     """The data `options` name (default: the model card's) as the native model's signature and
-    data contract read it; `int8` reads the calibration part too. With the int8 ladder on, both
-    parts are read whole (random data: SEARCH_SAMPLES more) for the search slice.
+    data contract read it; `int8` (or `calibrate`: fp16 from ONNX) reads the calibration part
+    too. With the int8 ladder on, both parts are read whole (random data: SEARCH_SAMPLES more)
+    for the search slice.
 
     Random data takes the dynamic dimensions `options.input_shapes` gives. Raises UsageError
     when int8 has no calibration data and InputError for data that does not fit the signature.
@@ -79,7 +82,7 @@ def read_data(options: ConvertOptions, native: Runner, int8: bool) -> Conversion
     read: dict[str, Any] = {"saved_model": options.saved_model, "preprocessing": prep}
     signature = native.signature.with_shapes(options.input_shapes)
     calibration = None
-    if int8:
+    if int8 or calibrate:
         calibration = read_model_data(spec, signature, role=CALIBRATION, samples=wanted[0], **read)
     held_out = read_model_data(spec, signature, role=VALIDATION, samples=wanted[1], **read)
     contract = {"data_from": spec_from}

@@ -14,7 +14,7 @@ from pathlib import Path
 from trtconv.backends import registry
 from trtconv.backends.registry import Backend
 from trtconv.bench.signature import read_signature
-from trtconv.core.errors import UsageError
+from trtconv.core.errors import MissingDependencyError, UsageError
 from trtconv.core.fsutil import dir_size_bytes
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
@@ -65,6 +65,13 @@ class Plan:
             options.max_accuracy_drop,
             options.judging.tolerances,
         )
+
+    @property
+    def calibrated(self) -> bool:
+        """True when the backend reads calibration data: int8, and fp16 from ONNX (the nodes
+        to keep in float32 are measured on it: trtconv.onnxlib.fp16_model)."""
+        onnx_fp16 = self.precision == Precision.FP16 and self.backend.needs_onnx
+        return self.precision == Precision.INT8 or onnx_fp16
 
     def for_candidate(self, backend: Backend, precision: str) -> Plan:
         """This plan with another backend and precision (a `--backend best` candidate)."""
@@ -142,7 +149,8 @@ def plan_single(options: ConvertOptions, signature: ModelSignature, source: Path
     """The plan for one backend (`auto` chooses it) converting a model of `signature` (from the
     user's file `source`, when not the SavedModel itself). Raises UsageError when the backend
     cannot convert such a model (`refusal`) and MissingDependencyError (exit 3) when it cannot
-    run the precision on this machine, before any work."""
+    convert the precision on this machine, or when `auto` found only a backend that converts it
+    for another machine, before any work."""
     assert options.precision is not None  # check_options
     if options.backend == registry.AUTO:
         choice = registry.auto_choice(options.precision)
@@ -152,7 +160,14 @@ def plan_single(options: ConvertOptions, signature: ModelSignature, source: Path
     refused = refusal(backend, options.saved_model, signature)
     if refused:
         raise UsageError(refused[0].upper() + refused[1:] + ".")
-    registry.support(choice.backend, options.precision).require()
+    verdict = registry.support(choice.backend, options.precision)
+    verdict.require()
+    if options.backend == registry.AUTO and not verdict.runs_here:
+        raise MissingDependencyError(
+            f"no backend can run {options.precision} on this machine ({choice.details}); fix: "
+            f"run on a machine with a GPU, or pass --backend {choice.backend} to make the "
+            f"artifact for one here ({verdict.reason})."
+        )
     named = source or options.saved_model
     output = options.output or default_output(named, choice.backend, options.precision)
     return Plan(

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trtconv.core.results import JsonResult, optional_key
+from trtconv.manifest import Manifest
+from trtconv.report.validation import ValidationReport
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -14,8 +16,8 @@ RESULT_SCHEMA_VERSION = 1
 class ConvertResult(JsonResult):
     """What `trtconv convert --json` prints. `artifact` is None (and only `tournament` follows)
     when `--backend best` found no candidate that passed validation; `tournament` is present only
-    after `--backend best`. `manifest` is the artifact's manifest.json, `validation` its
-    validation block (trtconv.report.validation.ValidationReport)."""
+    after `--backend best`. `manifest` is the artifact's manifest.json, `validation` the report
+    of its validation (the manifest records the same block)."""
 
     schema_version: int = RESULT_SCHEMA_VERSION
     artifact: str | None = None
@@ -25,12 +27,18 @@ class ConvertResult(JsonResult):
     backend_passed_over: list[str] | None = optional_key()
     conversion_seconds: float | None = optional_key()
     artifact_size_bytes: int | None = optional_key()
-    manifest: dict[str, Any] | None = optional_key()
-    validation: dict[str, Any] | None = optional_key()
+    manifest: Manifest | None = optional_key()
+    validation: ValidationReport | None = optional_key()
     tournament: dict[str, Any] | None = optional_key()
 
     @property
     def quantization(self) -> dict[str, Any]:
         """The manifest's int8 quantisation block ({} when there is none)."""
-        summary = (self.manifest or {}).get("conversion_summary") or {}
-        return summary.get("quantization") or {}
+        return (self.manifest.quantization if self.manifest else None) or {}
+
+    @property
+    def fp16(self) -> dict[str, Any]:
+        """The manifest's mixed float16 block ({} when there is none)."""
+        summary = self.manifest.conversion_summary if self.manifest else {}
+        block: dict[str, Any] = summary.get("fp16") or {}
+        return block

@@ -20,6 +20,7 @@ from trtconv.core.progress import Progress, Steps
 from trtconv.manifest import Manifest
 from trtconv.options import ConvertOptions
 from trtconv.outputs.compare import raise_if_failed
+from trtconv.report.validation import ValidationReport
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def convert_single(
     with registry.native().runner(plan.saved_model, None, run) as native:
         options.judging.check_names(native.signature.output_names)
         steps.start("reading data")
-        data = read_data(options, native, int8=plan.precision == Precision.INT8)
+        data = read_data(options, native, plan.precision == Precision.INT8, plan.calibrated)
         log.info(
             "converting %s, signature %s, to %s %s (%s)",
             plan.source_model, signature.name, plan.backend.name, plan.precision, plan.reason,
@@ -81,6 +82,6 @@ def conversion_result(plan: Plan, manifest: Manifest) -> ConvertResult:
         backend_passed_over=list(plan.passed_over),
         conversion_seconds=seconds,
         artifact_size_bytes=size,
-        manifest=manifest.to_dict(),
-        validation=manifest.validation,
+        manifest=manifest,
+        validation=ValidationReport.from_json(manifest.validation) if manifest.validation else None,
     )

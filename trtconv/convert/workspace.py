@@ -94,8 +94,8 @@ def convert_into(
 def conversion_request(
     plan: Plan, space: Workspace, directory: Path, steps: Steps
 ) -> ConversionRequest:
-    """What the backend gets: int8 requests carry the calibration feed and, with the ladder on,
-    the search slice."""
+    """What the backend gets: int8 and ONNX fp16 requests carry the calibration feed, int8 with
+    the ladder on the search slice too."""
     options, int8 = plan.options, plan.precision == Precision.INT8
     return ConversionRequest(
         saved_model=plan.saved_model,
@@ -104,7 +104,7 @@ def conversion_request(
         output_dir=directory,
         work_dir=space.work,
         batch_sizes=options.batch_sizes,
-        calibration=space.data.calibration_feed() if int8 else None,
+        calibration=space.data.calibration_feed() if plan.calibrated else None,
         sample=space.data.sample(),
         calib_method=options.calib_method,
         int8_target=options.int8_target,
@@ -160,7 +160,8 @@ def _manifest(
 ) -> Manifest:
     calibration = None
     if request.calibration is not None and data.calibration is not None:
-        calibration = describe(data.calibration, data.spec, plan.options.calib_method)
+        method = plan.options.calib_method if plan.precision == Precision.INT8 else None
+        calibration = describe(data.calibration, data.spec, method)
     summary["batch_sizes"] = list(request.batch_sizes)
     return Manifest(
         backend=plan.backend.name,

@@ -8,6 +8,7 @@ and `subprocess.run` kills its child before re-raising.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -30,13 +31,22 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
     A second SIGTERM during the clean-up gets the previous (default: terminate) behaviour, like
     pressing Ctrl-C twice; its leftovers are `.partial-*` directories, swept on the next run.
+
+    Only this process raises: a child a library forks inherits the handler (OpenVINO's telemetry
+    sends from a forked process and terminates it when the network hangs), and there the signal
+    ends the child as it would have without trtconv, silently.
     """
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers can only be installed from the main thread
         return
     previous = signal.getsignal(signal.SIGTERM)
+    owner = os.getpid()
 
     def interrupt(signum: int, frame: Any) -> None:
+        if os.getpid() != owner:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         signal.signal(signal.SIGTERM, previous)
         raise Terminated(f"signal {signum}")
 

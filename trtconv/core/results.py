@@ -92,6 +92,8 @@ def _decode(hint: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         options = [arg for arg in typing.get_args(hint) if arg is not type(None)]
         return _decode(options[0], value) if len(options) == 1 else value
+    if isinstance(hint, type) and issubclass(hint, JsonResult):
+        return hint.from_json(value)  # a result type may read its document its own way
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _decode_dataclass(hint, value)
     if isinstance(hint, type) and issubclass(hint, (enum.Enum, Path)):

@@ -169,11 +169,14 @@ def op_counts(path: Path) -> dict[str, int]:
 
 
 def to_float16(source: Path, output: Path) -> dict[str, Any]:
-    """An fp16 copy of `source` at `output`: float16 weights and compute, float32 inputs and
-    outputs (casts at the edges), for GPU providers and TensorRT 11's strongly typed builds."""
-    onnx = require("onnx")
-    from onnxruntime.transformers.float16 import convert_float_to_float16
+    """A plain fp16 copy of `source` at `output`: float16 weights and compute everywhere,
+    float32 inputs and outputs (casts at the edges). Backends build the mixed copy instead
+    (trtconv.onnxlib.fp16_model), which keeps the nodes float16 breaks in float32.
 
-    model = convert_float_to_float16(onnx.load(str(source)), keep_io_types=True)
+    Raises MissingDependencyError (exit 3, with the install hint) without onnx or onnxruntime.
+    """
+    onnx = require("onnx")
+    float16 = require("onnxruntime.transformers.float16")
+    model = float16.convert_float_to_float16(onnx.load(str(source)), keep_io_types=True)
     onnx.save(model, str(output))
     return {"float16": "weights and compute; inputs and outputs stay float32"}

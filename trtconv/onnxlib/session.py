@@ -84,6 +84,10 @@ class OrtRunner(Runner):
                 f"ONNX Runtime did not enable {', '.join(absent)} for {self.path} (it uses "
                 f"{', '.join(used)}); check the CUDA/TensorRT libraries."
             )
+        return self.session_signature()
+
+    def session_signature(self) -> ModelSignature:
+        """The open session's inputs and outputs."""
         return ModelSignature(
             inputs=tuple(_spec(value) for value in self.session.get_inputs()),
             outputs=tuple(_spec(value) for value in self.session.get_outputs()),

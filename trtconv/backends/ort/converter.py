@@ -1,4 +1,5 @@
-"""ONNX Runtime: fp32 with graph optimisations saved, int8 as explicit Q/DQ, fp16 on GPU providers.
+"""ONNX Runtime: fp32 with graph optimisations saved, int8 as explicit Q/DQ, mixed fp16 for GPU
+providers.
 
 Optimisation level of the saved fp32 model: ORT_ENABLE_BASIC, whose rewrites (constant folding,
 Conv+BatchNorm, redundant nodes) keep standard ONNX operators that every execution provider runs.
@@ -10,6 +11,11 @@ the same graph, operator for operator, with bit-identical outputs (BENCHMARKS.md
 
 INT8 is the static Q/DQ model built by `trtconv.quantize` (shared with the `trt` backend), stored
 as it is so that any execution provider can run it.
+
+FP16 is the mixed float16 model (trtconv.onnxlib.fp16_model, shared with `trt`) for the CUDA or
+TensorRT provider. It converts on any machine: ONNX Runtime's CPU provider would compute its
+float16 nodes in float32 and hide float16 overflow, so where no GPU provider runs the artifact is
+validated, and run, by float16 emulation (trtconv.onnxlib.fp16).
 """
 
 from __future__ import annotations
@@ -20,12 +26,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.ort.runner import provider_options
+from trtconv.backends.ort.runner import emulates_fp16, provider_options
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.core.errors import ConversionError, MissingDependencyError, UsageError
 from trtconv.core.lazy import require
 from trtconv.facts import probe_cpu, probe_gpus
-from trtconv.onnxlib.export import op_counts, to_float16
+from trtconv.onnxlib.export import op_counts
+from trtconv.onnxlib.fp16_model import fp16_model
 from trtconv.onnxlib.session import CPU, CUDA
 from trtconv.quantize.build import qdq_model
 from trtconv.quantize.isa import CPU_SCHEME
@@ -36,13 +43,18 @@ PAYLOAD = "model.onnx"
 # uint8 activations, int8 weights: the fast x86 path (S8S8 runs partly as float).
 QDQ_SCHEME = CPU_SCHEME
 SAVED_OPTIMIZATION = "basic"
+VALIDATED_BY_EMULATION = "float16 emulation on CPU"
 
 
 def providers_for(precision: str) -> list[str]:
-    """Execution providers for a precision: fp16/tf32 need CUDA; fp32 and int8 run on the CPU."""
+    """Execution providers for a precision: fp16 is made for CUDA (on any machine: it is
+    validated by float16 emulation where CUDA cannot run), tf32 needs CUDA here, fp32 and int8
+    run on the CPU."""
     ort = require("onnxruntime")
     available = ort.get_available_providers()
-    if precision in ("fp16", "tf32"):
+    if precision == "fp16":
+        return [CUDA, CPU]
+    if precision == "tf32":
         if CUDA not in available:
             raise MissingDependencyError(
                 f"ONNX Runtime {precision} needs the CUDA execution provider; available: "
@@ -58,8 +70,10 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     fp32/tf32: the validated export, optimised offline; int8: the export quantised to U8S8 Q/DQ
     with the weight range the int8 target needs, through the int8 ladder when the request
     carries a search slice (trtconv.quantize.build); fp16: float16 weights and compute with
-    float32 inputs/outputs. Raises MissingDependencyError for a precision no
-    available provider runs, ConversionError when ONNX Runtime fails.
+    float32 inputs/outputs, the nodes float16 breaks kept float32 (trtconv.onnxlib.fp16_model),
+    for the CUDA provider and validated by float16 emulation where it cannot run. Raises
+    MissingDependencyError for a precision no available provider runs, ConversionError when
+    ONNX Runtime fails.
     """
     if request.onnx_path is None:
         raise ConversionError("The ort backend needs the ONNX export (request.onnx_path unset).")
@@ -78,7 +92,9 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         qdq, summary["quantization"] = qdq_model(request, QDQ_SCHEME, timed=True)
         shutil.copyfile(qdq, output)
     elif request.precision == "fp16":
-        summary.update(to_float16(request.onnx_path, output))
+        summary["fp16"] = fp16_model(request, output)
+        emulated = emulates_fp16("auto", providers)
+        summary["fp16"]["validated_by"] = VALIDATED_BY_EMULATION if emulated else providers[0]
     else:
         raise UsageError(f"The ort backend does not support precision '{request.precision}'.")
     summary["op_counts"] = op_counts(output)

@@ -1,5 +1,6 @@
-"""When ONNX Runtime can run a precision: fp32 and int8 on any provider, fp16 and tf32 only on a
-GPU provider that really runs (onnxruntime-gpu falls back to the CPU silently otherwise)."""
+"""When ONNX Runtime can run a precision: fp32 and int8 on any provider, tf32 only on a GPU
+provider that really runs (onnxruntime-gpu falls back to the CPU silently otherwise); fp16 runs on
+a GPU provider and converts anywhere (validated by float16 emulation where none runs)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from trtconv.facts import Facts
 
 NAME = "ort"
 ORT_GPU_FIX = (
-    "pip install 'trtconv[gpu]' (onnxruntime-gpu) with CUDA 12 and cuDNN 9 libraries on a "
-    "machine with an NVIDIA GPU, choose --backend tftrt or trt on a GPU, or use --precision fp32 "
-    "or int8 on the CPU"
+    "pip install 'trtconv[gpu]' (onnxruntime-gpu for CUDA 13, driver R580+, with its CUDA and "
+    "cuDNN wheels; 'trtconv[gpu-cu12]' for CUDA 12) on a machine with an NVIDIA GPU, choose "
+    "--backend tftrt or trt on a GPU, or use --precision fp32 or int8 on the CPU"
 )
-GPU_ONLY_NEEDS = {
-    "fp16": "fp16 needs",
-    "tf32": "tf32 is a GPU tensor-core mode the CPU provider cannot run; it needs",
-}
+FP16_ELSEWHERE = (
+    "converts for ONNX Runtime's CUDA or TensorRT execution provider, validated here by "
+    "float16 emulation on the CPU"
+)
+GPU_PRECISIONS = ("fp16", "tf32")
+TF32_NEEDS = "tf32 is a GPU tensor-core mode the CPU provider cannot run; it needs"
 
 
 def providers_text(providers: tuple[str, ...]) -> str:
@@ -35,14 +38,16 @@ def support(facts: Facts, precision: str) -> Support:
     if onnx_export_missing(facts):
         return verdict(NAME, precision, "the ONNX export needs onnx and tf2onnx", EXPORT_FIX)
     runs = providers_text(ort.providers)
-    if precision not in GPU_ONLY_NEEDS:
+    if precision not in GPU_PRECISIONS:
         how = " (static Q/DQ)" if precision == "int8" else ""
         return verdict(NAME, precision, f"ONNX Runtime {ort.version}{how} on {runs}")
+    if not ort.gpu_providers and precision == "fp16":
+        return verdict(NAME, precision, f"{FP16_ELSEWHERE} (only {runs} can run here)", "", False)
     if not ort.gpu_providers:
         return verdict(
             NAME,
             precision,
-            f"{GPU_ONLY_NEEDS[precision]} ONNX Runtime's CUDA or TensorRT execution provider, "
+            f"{TF32_NEEDS} ONNX Runtime's CUDA or TensorRT execution provider, "
             f"and only {runs} can run here",
             ORT_GPU_FIX,
         )

@@ -1,4 +1,4 @@
-"""TF-TRT: TensorFlow's TrtGraphConverterV2 (TensorFlow 2.17 CUDA build, TensorRT 8.6-10, a GPU)."""
+"""TF-TRT: TensorFlow's TrtGraphConverterV2 (TensorFlow 2.17 CUDA build, TensorRT 8, a GPU)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ Written against TensorFlow 2.17's `tensorflow/python/compiler/tensorrt/trt_conve
 - precision: `TrtConversionParams.precision_mode` is FP32, FP16 or INT8. TF32 is not a mode: the
   TRT builder sets `BuilderFlag::kTF32` exactly when `tensor_float_32_execution_enabled()` (TF's
   convert_nodes.cc), so `fp32` disables TF32 in TensorFlow and `tf32` enables it.
-- INT8 uses calibration (`use_calibration=True`, TensorRT 8.6-10 only): `convert()` takes a
+- TensorRT: the major TensorFlow was built with (8: `_check_trt_version_compatibility` refuses
+  any other, see rules.py), so TensorRT 8.6.1+ 8.x.
+- INT8 uses calibration (`use_calibration=True`, implicit INT8): `convert()` takes a
   `calibration_input_fn` whose items `_convert_to_tensor` turns into *positional* arguments of the
   converted function, so we yield tuples in the frozen function's input order.
 - dynamic shapes (`use_dynamic_shape=True`) with one optimisation profile per declared batch
@@ -40,6 +42,7 @@ PROFILE_STRATEGY = "Range+Optimal"
 MINIMUM_SEGMENT_SIZE = 3
 TRT_ENGINE_OP = "TRTEngineOp"
 NOT_BUILT_WITH_TRT = "not been built with TensorRT support"
+INCOMPATIBLE_TRT = "Incompatible"  # "Incompatible TensorRT major version" / "... linked ..."
 
 InputFn = Callable[[], Iterator[tuple[Any, ...]]]
 
@@ -329,12 +332,16 @@ def make_converter(request: ConversionRequest, **params: Any) -> Any:
             conversion_params=conversion_params(request.precision, **params),
         )
     except RuntimeError as exc:
-        if NOT_BUILT_WITH_TRT not in str(exc):
+        if NOT_BUILT_WITH_TRT not in str(exc) and INCOMPATIBLE_TRT not in str(exc):
             raise ConversionError(f"TF-TRT could not start: {exc}") from exc
         # TensorFlow says "not built with TensorRT support" even when only libnvinfer is
-        # missing; the probe names the real cause.
+        # missing, and "Incompatible TensorRT major version" without the versions; the probe
+        # names the real cause.
+        cause = rules.status(registry.facts_here())[1]
+        if INCOMPATIBLE_TRT in str(exc):
+            cause = f"{exc} ({cause})"
         raise MissingDependencyError(
-            f"TF-TRT cannot run: {rules.status(registry.facts_here())[1]}; fix: {rules.TFTRT_FIX}."
+            f"TF-TRT cannot run: {cause}; fix: {rules.TFTRT_FIX}."
         ) from exc
 
 

@@ -1,5 +1,11 @@
 """When TF-TRT can run, from the machine's facts: TensorFlow's build, the TensorRT libraries it
-loads, a GPU, and (for int8) a TensorRT that still has calibrator INT8."""
+loads (of the major it was built with), a GPU.
+
+TensorFlow 2.17 was built against TensorRT 8.6.1, and `TrtGraphConverterV2` refuses any other
+loaded major, or an older 8 ("Incompatible TensorRT major version":
+`_check_trt_version_compatibility` in tensorflow/python/compiler/tensorrt/trt_convert.py). So
+TF-TRT, its INT8 calibration included, needs TensorRT 8 (8.6.1+); TensorRT 10 and 11 serve
+`--backend trt`."""
 
 from __future__ import annotations
 
@@ -12,12 +18,10 @@ from trtconv.facts.tensorflow import TFTRT_LINKED_TENSORRT
 NAME = "tftrt"
 TFTRT_FIX = (
     "use the TensorFlow 2.17 CUDA build (pip install 'tensorflow[and-cuda]==2.17.*') with the "
-    "TensorRT 8.6 libraries (libnvinfer.so.8.6.1, libnvinfer_plugin.so.8.6.1) on "
-    "LD_LIBRARY_PATH on a machine with an NVIDIA GPU, or run in an NGC TensorFlow container "
-    "(nvcr.io/nvidia/tensorflow)"
+    "TensorRT 8.6 libraries (libnvinfer.so.8.6.1, libnvinfer_plugin.so.8.6.1; TF-TRT refuses "
+    "TensorRT 10 and 11) on LD_LIBRARY_PATH on a machine with an NVIDIA GPU, or run in an NGC "
+    "TensorFlow container (nvcr.io/nvidia/tensorflow), or use --backend trt for TensorRT 10/11"
 )
-# Calibrator ("implicit") INT8, which TF-TRT uses, exists from TensorRT 8.6 up to 10.x only.
-CALIBRATOR_INT8_RANGE = ((8, 6), (11, 0))
 
 
 def problems(facts: Facts) -> list[str]:
@@ -39,6 +43,9 @@ def problems(facts: Facts) -> list[str]:
     tf_loads = tf.asked is not None and not tf.asked.error and tf.asked.enabled
     if tf.libnvinfer_reason and not tf_loads:
         found.append(f"TensorFlow's TensorRT libraries are missing: {tf.libnvinfer_reason}")
+    mismatch = major_mismatch(facts)
+    if mismatch:
+        found.append(mismatch)
     if not facts.gpus:
         found.append(NO_GPU)
     if tf.asked is not None:
@@ -64,6 +71,23 @@ def _runtime_problems(report: TfTrtReport) -> list[str]:
         cause = "; ".join(report.gpu_causes)
         found.append("TensorFlow sees no GPU" + (f" ({cause})" if cause else ""))
     return found
+
+
+def major_mismatch(facts: Facts) -> str:
+    """Why TF-TRT refuses the TensorRT it would load ("" when it is the major TensorFlow was built
+    with, at least the linked version, or not known): TensorFlow's own version check."""
+    tf = facts.tensorflow
+    loaded = (tf.asked.loaded if tf.asked else None) or tf.libnvinfer_version
+    linked = (tf.asked.linked if tf.asked else None) or TFTRT_LINKED_TENSORRT
+    if loaded is None:
+        return ""
+    have, need = version_tuple(loaded), version_tuple(linked)
+    if have[0] == need[0] and have >= need:
+        return ""
+    return (
+        f"TensorFlow {tf.version} was built against TensorRT {linked} and TF-TRT refuses "
+        f"TensorRT {loaded}: it needs TensorRT {need[0]} ({linked} or newer)"
+    )
 
 
 def loaded_tensorrt(facts: Facts) -> str:
@@ -93,18 +117,10 @@ def support(facts: Facts, precision: str) -> Support:
     too_old = gpu_too_old(precision, facts)
     if too_old:
         return verdict(NAME, precision, *too_old)
+    # INT8 is calibration (implicit INT8), which TensorRT 8 has: the version check covers it.
+    how = " (calibrated INT8)" if precision == "int8" else ""
     loaded = loaded_tensorrt(facts)
-    if precision == "int8":
-        low, high = CALIBRATOR_INT8_RANGE
-        if not low <= version_tuple(loaded)[:2] < high:
-            return verdict(
-                NAME,
-                precision,
-                f"TF-TRT INT8 uses calibration (implicit INT8), which needs TensorRT 8.6-10, "
-                f"found {loaded}",
-                "use TensorRT 8.6 libraries, or --backend trt / ort (explicit Q/DQ INT8)",
-            )
-    return verdict(NAME, precision, f"TF-TRT with TensorRT {loaded} on {gpu_text(facts)}")
+    return verdict(NAME, precision, f"TF-TRT{how} with TensorRT {loaded} on {gpu_text(facts)}")
 
 
 def doctor_section(facts: Facts) -> dict[str, Any]:

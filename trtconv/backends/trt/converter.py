@@ -25,10 +25,11 @@ from trtconv.backends.trt.builder import (
     tensorrt_major,
     timing_cache_path,
 )
+from trtconv.backends.trt.runner import create_builder, cuda_ready
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.fsutil import write_atomic
 from trtconv.core.lazy import require
-from trtconv.onnxlib.export import to_float16
+from trtconv.onnxlib.fp16_model import fp16_model
 from trtconv.quantize.build import qdq_model
 from trtconv.quantize.checks import require_tensorrt_qdq
 
@@ -40,9 +41,10 @@ QDQ_SCHEME = "s8s8"
 def source_onnx(
     request: ConversionRequest, plan: BuildPlan, work: Path
 ) -> tuple[Path, dict[str, Any] | None]:
-    """(the ONNX the plan builds from, its `quantization` block for int8): the export quantised
-    to S8S8 Q/DQ (trtconv.quantize.build; checked for what TensorRT dequantises), an fp16 copy
-    of the export written into `work`, or the export itself.
+    """(the ONNX the plan builds from, its `quantization` block for int8 or `fp16` block): the
+    export quantised to S8S8 Q/DQ (trtconv.quantize.build; checked for what TensorRT
+    dequantises), the mixed fp16 model of the export written into `work`
+    (trtconv.onnxlib.fp16_model), or the export itself.
 
     Raises UsageError when the request lacks the export and ConversionError for a Q/DQ model
     TensorRT cannot build.
@@ -56,26 +58,26 @@ def source_onnx(
         return qdq, quantization
     if plan.source == "fp16":
         fp16 = work / "model.fp16.onnx"
-        to_float16(request.onnx_path, fp16)
-        return fp16, None
+        return fp16, fp16_model(request, fp16)  # float32 where float16 would overflow
     return request.onnx_path, None
 
 
 def convert(request: ConversionRequest) -> ConversionOutcome:
     """Build a TensorRT engine from the request's ONNX into output_dir/model.plan.
 
-    Raises MissingDependencyError (exit 3) without TensorRT >= 10 or a GPU, ConversionError when
-    parsing or building fails.
+    Raises MissingDependencyError (exit 3) without TensorRT >= 10, cuda-python or a GPU, or with
+    a driver too old for them; ConversionError when parsing or building fails.
     """
     rules.support(registry.facts_here(), request.precision).require()
     trt = require("tensorrt")
+    cuda_ready()  # an old driver is one sentence here, not TensorRT's nullptr TypeError
     plan = build_plan(tensorrt_major(trt), request.precision)
     with tempfile.TemporaryDirectory(prefix="trtconv-trt-") as work:
         source, quantization = source_onnx(request, plan, Path(work))
         summary = build_engine(trt, source, plan, request)
     summary["source_onnx"] = source.name
     if quantization is not None:
-        summary["quantization"] = quantization
+        summary["fp16" if plan.source == "fp16" else "quantization"] = quantization
     gpu = registry.facts_here().best_gpu
     return ConversionOutcome(PAYLOAD, summary, gpu.to_dict() if gpu else {})
 
@@ -86,7 +88,7 @@ def build_engine(
     """Parse `source`, build by `plan` into request.output_dir (engine and timing cache), keep
     the timing cache for the next build; returns the conversion summary."""
     logger = trt.Logger(trt.Logger.WARNING)
-    builder = trt.Builder(logger)
+    builder = create_builder(trt, logger)
     network, _parser = parse_onnx(trt, builder, logger, source)
     if plan.source == "qdq" and not has_qdq(trt, network):
         raise ConversionError(

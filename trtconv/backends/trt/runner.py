@@ -33,6 +33,17 @@ def cudart_module() -> Any:
         ) from exc
 
 
+OLD_DRIVER_FIX = "pip install 'trtconv[trt-cu12]' for CUDA 12, or update the driver"
+
+
+def old_driver_error(what: str) -> MissingDependencyError:
+    """The one sentence (exit 3) for a CUDA 13 library on a driver older than R580."""
+    return MissingDependencyError(
+        f"{what} failed: the NVIDIA driver is too old for CUDA 13 (cuda-python 13 and TensorRT "
+        f"for CUDA 13 need driver R580+); fix: {OLD_DRIVER_FIX}."
+    )
+
+
 class _Cuda:
     """Error-checked cuda-python runtime calls (each returns (error, *results))."""
 
@@ -43,13 +54,41 @@ class _Cuda:
         error, *results = getattr(self.rt, name)(*args)
         if error != self.rt.cudaError_t.cudaSuccess:
             if error == self.rt.cudaError_t.cudaErrorInsufficientDriver:
-                raise MissingDependencyError(
-                    f"CUDA call {name} failed: the NVIDIA driver is too old for this cuda-python "
-                    "(cuda-python 13 needs driver R580+); fix: pip install 'trtconv[trt-cu12]' "
-                    "for CUDA 12, or update the driver."
-                )
+                raise old_driver_error(f"CUDA call {name}")
             raise ConversionError(f"CUDA call {name} failed: {getattr(error, 'name', error)}.")
         return results[0] if len(results) == 1 else tuple(results) or None
+
+
+def cuda_ready() -> _Cuda:
+    """cuda-python's runtime, checked against the driver: `cudaGetDeviceCount` is the cheapest
+    call that fails (cudaErrorInsufficientDriver) where cuda-python 13 meets a driver older
+    than R580. Raises MissingDependencyError (exit 3) without cuda-python or with that driver."""
+    cuda = _Cuda(cudart_module())
+    cuda("cudaGetDeviceCount")
+    return cuda
+
+
+def create_builder(trt: Any, logger: Any) -> Any:
+    """`trt.Builder(logger)`, with its failure said in one sentence.
+
+    TensorRT's factory returns nullptr when it cannot use the GPU, which pybind11 reports as a
+    TypeError ("factory function returned nullptr"): what TensorRT for CUDA 13 does on a driver
+    older than R580 even where cuda-python 12 works. Raises MissingDependencyError (exit 3).
+    """
+    try:
+        return trt.Builder(logger)
+    except TypeError as exc:
+        if "nullptr" not in str(exc):
+            raise
+        raise old_driver_error(f"TensorRT {trt.__version__} could not create a builder") from exc
+
+
+def device_memory_bytes(engine: Any) -> int:
+    """The device memory an engine's execution context needs: `device_memory_size_v2` from
+    TensorRT 10.1 on; 10.0, which the `trt-cu12` extra allows, has only `device_memory_size`
+    (11 removed that)."""
+    size = getattr(engine, "device_memory_size_v2", None)
+    return int(size if size is not None else getattr(engine, "device_memory_size", 0))
 
 
 @dataclass
@@ -84,7 +123,7 @@ class TrtRunner(Runner):
     def activate_impl(self) -> ModelSignature:
         rules.runtime_support(registry.facts_here(), self.precision).require()
         trt = require("tensorrt")
-        self._cuda = _Cuda(cudart_module())
+        self._cuda = cuda_ready()
         logger = trt.Logger(trt.Logger.WARNING)
         self._engine = trt.Runtime(logger).deserialize_cuda_engine(self.path.read_bytes())
         if self._engine is None:
@@ -97,7 +136,7 @@ class TrtRunner(Runner):
             free, total = self._cuda("cudaMemGetInfo")
             raise ConversionError(
                 f"TensorRT could not create an execution context for {self.path} (it needs "
-                f"{self._engine.device_memory_size_v2 / 2**20:.0f} MiB of GPU memory; "
+                f"{device_memory_bytes(self._engine) / 2**20:.0f} MiB of GPU memory; "
                 f"{free / 2**20:.0f} of {total / 2**20:.0f} MiB are free)."
             )
         self._stream = self._cuda("cudaStreamCreate")

@@ -1,0 +1,233 @@
+"""Mixed float16 (trtconv.onnxlib.fp16, fp16_analysis): the faithful emulation, the rule that keeps
+nodes in float32, and the mixed model, on tiny ONNX graphs built here and run by ONNX Runtime."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.transformers.float16 import convert_float_to_float16
+
+from trtconv.onnxlib.fp16 import emulate_float16, emulation_session, to_mixed_float16
+from trtconv.onnxlib.fp16_analysis import RANGE_LIMIT, analyse, analysis_batches
+
+FLOAT16_MAX = 65504.0
+
+
+def model_of(nodes: list[Any], initializers: dict[str, np.ndarray], width: int, out: int) -> Any:
+    """A float32 model x [N, width] -> y [N, out] of `nodes` (opset 17)."""
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", out])],
+        [numpy_helper.from_array(v.astype(np.float32), name) for name, v in initializers.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def overflow_model() -> Any:
+    """x @ W (values ~1e5: above float16's range) -> layer normalisation written out as
+    ReduceMean/Sub/Mul/ReduceMean/Add/Sqrt/Div (as tf2onnx exports Keras') -> @ V -> Softmax."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="wide"),
+        helper.make_node("ReduceMean", ["h"], ["mean"], name="norm/mean", axes=[1]),
+        helper.make_node("Sub", ["h", "mean"], ["centred"], name="norm/centre"),
+        helper.make_node("Mul", ["centred", "centred"], ["square"], name="norm/square"),
+        helper.make_node("ReduceMean", ["square"], ["variance"], name="norm/variance", axes=[1]),
+        helper.make_node("Add", ["variance", "eps"], ["shifted"], name="norm/eps"),
+        helper.make_node("Sqrt", ["shifted"], ["std"], name="norm/std"),
+        helper.make_node("Div", ["centred", "std"], ["normal"], name="norm/scale"),
+        helper.make_node("MatMul", ["normal", "v"], ["logits"], name="head"),
+        helper.make_node("Softmax", ["logits"], ["y"], name="softmax", axis=1),
+    ]
+    weights = {
+        "w": rng.normal(0, 3e4, (4, 16)),
+        "eps": np.array(1e-3),
+        "v": rng.normal(0, 1, (16, 5)),
+    }
+    return model_of(nodes, weights, 4, 5)
+
+
+NORMALISATION = {f"norm/{n}" for n in ("mean", "centre", "square", "variance", "eps", "std")}
+
+
+def inputs(samples: int = 64, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 1, (samples, 4)).astype(np.float32)
+
+
+def run(model: Any, x: np.ndarray, session: Any = None) -> np.ndarray:
+    """y of `model` on x: float32 ORT (default options) unless `session` is given."""
+    session = session or ort.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return np.asarray(session.run(["y"], {"x": x})[0])
+
+
+def test_the_cpu_provider_hides_float16_overflow_and_the_emulation_shows_it() -> None:
+    model, x = overflow_model(), inputs()
+    reference = run(model, x)
+    plain = to_mixed_float16(model)
+    assert {i.data_type for i in plain.graph.initializer} == {TensorProto.FLOAT16}
+    # ONNX Runtime's CPU provider computes the float16 nodes in float32: no overflow shows.
+    cpu = run(plain, x)
+    assert np.isfinite(cpu).all() and (cpu.argmax(1) == reference.argmax(1)).mean() > 0.9
+    emulated = run(model, x, emulation_session(emulate_float16(plain)))
+    assert not np.isfinite(emulated).all()  # |x @ W| > 65504 is inf in float16
+
+
+def test_the_emulation_rounds_every_float16_tensor_where_it_is_made() -> None:
+    nodes = [
+        helper.make_node("Mul", ["x", "third"], ["a"], name="scale"),
+        helper.make_node("Add", ["a", "big"], ["y"], name="shift"),
+    ]
+    model = model_of(nodes, {"third": np.full(3, 1 / 3), "big": np.array([0.0, 0.0, 6e4])}, 3, 3)
+    x = np.array([[1.0, 1000.0, 2e4]], np.float32)
+    emulated = run(model, x, emulation_session(emulate_float16(to_mixed_float16(model))))
+    half = np.float16
+    third, big = half(1 / 3), np.array([0.0, 0.0, 6e4], half)
+    a = (x.astype(half).astype(np.float32) * np.float32(third)).astype(half)  # float32 math
+    with np.errstate(over="ignore"):
+        expected = (a.astype(np.float32) + big.astype(np.float32)).astype(half).astype(np.float32)
+    np.testing.assert_array_equal(emulated, expected)
+    assert np.isinf(emulated[0, 2])  # 2e4 / 3 + 6e4 > 65504
+
+
+def test_the_overflow_and_its_normalisation_are_kept_and_the_rest_is_float16() -> None:
+    model, x = overflow_model(), inputs()
+    batches = list(analysis_batches([{"x": x}], 48, 16))
+    assert [len(b["x"]) for b in batches] == [16, 16, 16]
+    analysis = analyse(model, batches)
+    assert set(analysis.kept) == {"wide", *NORMALISATION, "norm/scale"}
+    assert all(why.startswith("range") for why in analysis.kept.values())
+    assert analysis.plain["y"].nonfinite > 0
+    assert analysis.mixed["y"].nonfinite == 0 and analysis.mixed["y"].max_abs_error < 1e-2
+    mixed = to_mixed_float16(model, set(analysis.kept))
+    onnx.checker.check_model(mixed)  # topologically sorted, every tensor defined once
+    emulated = run(model, inputs(256, 2), emulation_session(emulate_float16(mixed)))
+    reference = run(model, inputs(256, 2))
+    assert (emulated.argmax(1) == reference.argmax(1)).mean() >= 0.99
+    types = {
+        v.name: v.type.tensor_type.elem_type
+        for v in onnx.shape_inference.infer_shapes(mixed).graph.value_info
+    }
+    assert types["logits"] == TensorProto.FLOAT16  # the head computes in float16
+    for node in mixed.graph.node:  # the kept nodes read and write float32 only
+        if node.name in analysis.kept:
+            tensors = [name for name in [*node.input, *node.output] if name in types]
+            assert {types[name] for name in tensors} == {TensorProto.FLOAT}, node.name
+
+
+def test_kept_nodes_read_float32_from_each_other_not_a_float16_round_trip() -> None:
+    model = overflow_model()
+    mixed = to_mixed_float16(model, {"wide", *NORMALISATION, "norm/scale"})
+    producer = {output: node for node in mixed.graph.node for output in node.output}
+    for node in mixed.graph.node:
+        source = producer.get(node.input[0]) if node.input else None
+        round_trip = (
+            node.op_type == "Cast"
+            and source is not None
+            and source.op_type == "Cast"
+            and source.attribute[0].i == TensorProto.FLOAT16
+        )
+        assert not round_trip, node.name
+    x = inputs()
+    float32 = run(model, x)
+    np.testing.assert_allclose(
+        run(model, x, emulation_session(emulate_float16(mixed))), float32, atol=1e-2
+    )
+
+
+def test_two_kept_nodes_reading_one_float16_tensor_make_a_valid_model() -> None:
+    # The library gives each kept reader a Cast node of the same name and output.
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Exp", ["r"], ["e"], name="exp"),
+        helper.make_node("Neg", ["r"], ["n"], name="neg"),
+        helper.make_node("Add", ["e", "n"], ["y"], name="add"),
+    ]
+    model = model_of(nodes, {}, 2, 2)
+    mixed = to_mixed_float16(model, {"exp", "neg"})
+    onnx.checker.check_model(mixed)
+    x = np.array([[0.5, 2.0]], np.float32)
+    np.testing.assert_allclose(run(mixed, x), run(model, x), rtol=1e-3)
+
+
+def test_cancellation_is_kept_by_the_loss_rule() -> None:
+    # (x + 1000) - 1000: in float16 1000 + x keeps steps of 0.5, so x is lost; no range issue.
+    nodes = [
+        helper.make_node("Add", ["x", "offset"], ["shifted"], name="shift"),
+        helper.make_node("Sub", ["shifted", "offset"], ["back"], name="unshift"),
+        helper.make_node("Mul", ["back", "two"], ["y"], name="double"),
+    ]
+    model = model_of(nodes, {"offset": np.array(1000.0), "two": np.array(2.0)}, 4, 4)
+    assert RANGE_LIMIT > 1001
+    analysis = analyse(model, [{"x": inputs()}])
+    assert analysis.kept["unshift"].startswith("loss")
+    assert set(analysis.kept) == {"shift", "unshift"}
+    assert analysis.plain["y"].relative_error > 0.1
+    assert analysis.mixed["y"].relative_error < 1e-2
+
+
+def test_a_plain_cnn_like_graph_stays_float16() -> None:
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="dense"),
+        helper.make_node("Relu", ["h"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "v"], ["logits"], name="head"),
+        helper.make_node("Softmax", ["logits"], ["y"], name="softmax", axis=1),
+    ]
+    weights = {"w": rng.normal(0, 1, (4, 16)), "v": rng.normal(0, 1, (16, 5))}
+    analysis = analyse(model_of(nodes, weights, 4, 5), [{"x": inputs()}])
+    assert analysis.kept == {}
+    assert analysis.plain["y"].top1_agree == analysis.plain["y"].rows == 64
+
+
+def test_without_onnxruntime_float16_copies_are_exit_3_with_the_install_hint(
+    tmp_path: Path,
+) -> None:
+    model = tmp_path / "model.onnx"
+    onnx.save(overflow_model(), str(model))
+    code = (
+        "import sys; sys.modules['onnxruntime'] = None\n"
+        "from pathlib import Path\n"
+        "from trtconv.core.errors import MissingDependencyError\n"
+        "from trtconv.onnxlib.export import to_float16\n"
+        "from trtconv.onnxlib.fp16 import load_model, to_mixed_float16\n"
+        "for make in (lambda: to_float16(Path(sys.argv[1]), Path(sys.argv[2])),\n"
+        "             lambda: to_mixed_float16(load_model(Path(sys.argv[1])))):\n"
+        "    try:\n"
+        "        make()\n"
+        "    except MissingDependencyError as error:\n"
+        "        print(error.exit_code, error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(model), str(tmp_path / "out.onnx")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        assert line.startswith("3 onnxruntime.transformers.float16 is not importable")
+        assert "pip install 'trtconv[cpu]'" in line
+
+
+def test_float16_inputs_and_outputs_are_emulated_as_float32_rounded_through_float16() -> None:
+    nodes = [helper.make_node("Mul", ["x", "two"], ["y"], name="double")]
+    model = model_of(nodes, {"two": np.array(2.0)}, 2, 2)
+    all_half = emulate_float16(convert_float_to_float16(model, keep_io_types=False))
+    assert [v.type.tensor_type.elem_type for v in all_half.graph.input] == [TensorProto.FLOAT]
+    x = np.array([[1 / 3, 4e4]], np.float32)
+    got = run(model, x, emulation_session(all_half))
+    expected = run(model, x, emulation_session(emulate_float16(to_mixed_float16(model))))
+    np.testing.assert_array_equal(got, expected)  # the same as float32 inputs cast to float16
+    assert got[0, 0] == np.float32(np.float16(1 / 3)) * 2 and np.isinf(got[0, 1])

@@ -1,0 +1,114 @@
+"""The one entry point of mixed float16 for backends that build from ONNX (`ort` for the CUDA and
+TensorRT providers, `trt` on TensorRT 11's strongly typed networks): the request's validated
+float32 export with the nodes float16 breaks kept in float32 (trtconv.onnxlib.fp16_analysis,
+measured on the calibration data), everything else float16, and the record of what was kept.
+
+Conversions of one SavedModel (`convert --backend best`) share the analysis through the
+request's `shared` dict: the nodes to keep are measured once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from trtconv.backends.request import ConversionRequest
+from trtconv.core.errors import ConversionError
+from trtconv.core.lazy import require
+from trtconv.onnxlib.fp16 import CONTROL_FLOW, load_model, to_mixed_float16
+from trtconv.onnxlib.fp16_analysis import (
+    LOSS_GROWTH,
+    LOSS_LIMIT,
+    RANGE_LIMIT,
+    Fp16Analysis,
+    analyse,
+    analysis_batches,
+)
+from trtconv.quantize.sensitivity import tf_origin
+
+log = logging.getLogger(__name__)
+
+SHARED_KEY = "fp16 analyses"
+# The calibration samples the analysis measures on, in batches of at most ANALYSIS_BATCH (every
+# tensor of a batch is held at once).
+ANALYSIS_SAMPLES = 256
+ANALYSIS_BATCH = 16
+RULE = (
+    f"float32 for every node that reads or writes |x| > {RANGE_LIMIT:g} (float16's 65504 / 8) on "
+    f"the analysis data, and for every node whose float16 output is more than {LOSS_LIMIT:g} "
+    f"off float32 (relative L2) and {LOSS_GROWTH:g}x its inputs' error, with its inputs' "
+    "producers; float16 elsewhere"
+)
+
+
+def fp16_model(request: ConversionRequest, output: Path) -> dict[str, Any]:
+    """Write the mixed float16 model of the request's export to `output`; returns the summary's
+    `fp16` block (see `fp16_summary`).
+
+    Raises ConversionError without the export or calibration data, MissingDependencyError
+    without onnx or onnxruntime.
+    """
+    if request.onnx_path is None or request.calibration is None:
+        raise ConversionError("fp16 needs the ONNX export and calibration data in the request.")
+    made = request.shared.setdefault(SHARED_KEY, {})
+    key = str(request.onnx_path)
+    if key not in made:
+        started = time.perf_counter()
+        model = load_model(request.onnx_path)
+        batches = list(analysis_batches(request.calibration(), ANALYSIS_SAMPLES, ANALYSIS_BATCH))
+        if not batches:
+            raise ConversionError("fp16: the calibration data holds no samples to analyse.")
+        analysis = analyse(model, batches)
+        made[key] = (analysis, fp16_summary(model, analysis, batches, started))
+    analysis, summary = made[key]
+    mixed = to_mixed_float16(load_model(request.onnx_path), set(analysis.kept))
+    require("onnx").save(mixed, str(output))
+    return dict(summary)
+
+
+def fp16_summary(
+    model: Any, analysis: Fp16Analysis, batches: list[Any], started: float
+) -> dict[str, Any]:
+    """The `fp16` block: the rule, what it measured on, the node counts (float16 / float32 and
+    the float16 share), each node kept in float32 with its TensorFlow layer and why, and the
+    outputs of the plain and the mixed float16 emulations against float32."""
+    kept = kept_float32(model, analysis.kept)
+    nodes = len(model.graph.node)
+    outputs = [value.name for value in model.graph.output if value.name in analysis.plain]
+    log.info("fp16: %d of %d nodes kept in float32", len(kept), nodes)
+    return {
+        "rule": RULE,
+        "range_limit": RANGE_LIMIT,
+        "loss_limit": LOSS_LIMIT,
+        "loss_growth": LOSS_GROWTH,
+        "analysis_samples": sum(len(next(iter(b.values()))) for b in batches),
+        "measurements": analysis.rounds,
+        "nodes": nodes,
+        "float16_nodes": nodes - len(kept),
+        "float32_nodes": len(kept),
+        "float16_share": round((nodes - len(kept)) / nodes, 4) if nodes else 0.0,
+        "kept_float32": kept,
+        "emulated_outputs": {
+            "plain_float16": {name: analysis.plain[name].summary() for name in outputs},
+            "mixed": {name: analysis.mixed[name].summary() for name in outputs},
+        },
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def kept_float32(model: Any, kept: dict[str, str]) -> list[dict[str, Any]]:
+    """The export's nodes that compute in float32, in graph order: those the analysis kept and
+    those of op types the float16 conversion never converts, each {node, op_type, tf_op,
+    tf_layer, why}."""
+    float16 = require("onnxruntime.transformers.float16")
+    by_type = {*float16.DEFAULT_OP_BLOCK_LIST, *CONTROL_FLOW}
+    found = []
+    for node in model.graph.node:
+        why = kept.get(node.name) or ("op type left float32" if node.op_type in by_type else "")
+        if why:
+            tensors = (*node.input[1:], *node.output, *node.input[:1])
+            origin = tf_origin(node.name, tensors)
+            found.append({"node": node.name, "op_type": node.op_type, **origin, "why": why})
+    return found
