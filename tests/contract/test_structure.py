@@ -126,7 +126,8 @@ def _leaves(structure: Any) -> set[str]:
 def test_golden_files_are_structures() -> None:
     """Each golden file holds a structure: only type names (or "any") at its leaves."""
     golden = sorted((Path(__file__).parent / "golden").glob("*.json"))
-    assert [p.stem for p in golden] == ["bench", "convert", "convert_int8", "release", "validate"]
+    names = ["bench", "convert", "convert_fp16", "convert_int8", "release", "validate"]
+    assert [p.stem for p in golden] == names
     for path in golden:
         structure = json.loads(path.read_text())
         assert isinstance(structure, dict), path.name
