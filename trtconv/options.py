@@ -8,7 +8,7 @@ object gets the same one-sentence UsageError.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +67,21 @@ def check_confidence(confidence: float) -> None:
         )
 
 
+def check_signature(signature: str | None) -> None:
+    """Raise UsageError for an empty --signature."""
+    if signature is not None and not signature.strip():
+        raise UsageError("--signature needs a signature name, found ''.")
+
+
+def shapes_of(shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, ...]]:
+    """--input-shape values as {name: shape tuple}. Raises UsageError for a size below 1."""
+    fixed = {str(name): tuple(int(dim) for dim in shape) for name, shape in shapes.items()}
+    for name, shape in fixed.items():
+        if not shape or min(shape) < 1:
+            raise UsageError(f"--input-shape {name}: sizes must be positive, found {list(shape)}.")
+    return fixed
+
+
 def check_batch_sizes(sizes: Sequence[int]) -> None:
     """Raise UsageError unless `sizes` is a non-empty list of positive integers."""
     if not sizes or any(size < 1 for size in sizes):
@@ -96,7 +111,10 @@ class ConvertOptions:
     """`trtconv convert`. `precision` None is allowed only with backend "best" (every
     precision); `output` None means models/NAME-BACKEND-PRECISION; `tolerance` None keeps the
     precision's max abs error; `min_top1_agreement`/`max_accuracy_drop` None keep its limits;
-    `confidence` is the level verdicts are decided at (0: point decisions)."""
+    `confidence` is the level verdicts are decided at (0: point decisions). `signature` None is
+    serving_default; `input_shapes` fill in dynamic input dimensions for random data ({name: full
+    shape}). A model with a fixed batch converts at that batch when `batch_sizes` is the
+    default."""
 
     saved_model: Path
     precision: str | None = None
@@ -118,11 +136,15 @@ class ConvertOptions:
     judging: Judging = field(default_factory=Judging)
     contest: Contest = field(default_factory=Contest)
     confidence: float = DEFAULT_CONFIDENCE
+    signature: str | None = None
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "saved_model", Path(self.saved_model))
         check_confidence(self.confidence)
         object.__setattr__(self, "batch_sizes", tuple(self.batch_sizes))
+        object.__setattr__(self, "input_shapes", shapes_of(self.input_shapes))
+        check_signature(self.signature)
         if self.precision is not None:
             check_choice("--precision", self.precision, PRECISIONS)
         check_choice("--calib-method", self.calib_method, CALIB_METHODS)
@@ -152,9 +174,11 @@ class ValidateOptions:
     preprocessing: PreprocessingOptions = field(default_factory=PreprocessingOptions)
     split: str | None = None
     confidence: float | None = None
+    signature: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "artifact", Path(self.artifact))
+        check_signature(self.signature)
         check_choice("--device", self.device, DEVICES)
         if self.confidence is not None:
             check_confidence(self.confidence)
@@ -169,7 +193,9 @@ class BenchOptions:
     """`trtconv bench`: models side by side. None means the defaults: DEFAULT_WARMUP_ITERATIONS
     warm-up calls, DEFAULT_DURATION_S timed seconds, the library's threads, random data, the
     model card's preprocessing, the manifest's judging and split. Repeated batch sizes are
-    measured once."""
+    measured once; a model with a fixed batch is measured at that batch when `batch_sizes` is
+    the default. `signature`: the SavedModels' signature (None: serving_default, or the one the
+    artifacts were converted from); `input_shapes` fill in dynamic dimensions of random data."""
 
     models: tuple[Path, ...]
     batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
@@ -188,9 +214,13 @@ class BenchOptions:
     judging: Judging = field(default_factory=Judging)
     preprocessing: PreprocessingOptions = field(default_factory=PreprocessingOptions)
     split: str | None = None
+    signature: str | None = None
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
+        object.__setattr__(self, "input_shapes", shapes_of(self.input_shapes))
+        check_signature(self.signature)
         object.__setattr__(self, "batch_sizes", tuple(dict.fromkeys(self.batch_sizes)))
         check_batch_sizes(self.batch_sizes)
         self._check_budgets()

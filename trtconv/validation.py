@@ -33,7 +33,7 @@ from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
 from trtconv.quantize.isa import cpu_int8_class, portability_warning
 from trtconv.report.validation import ValidationReport
-from trtconv.savedmodel import check_saved_model_dir
+from trtconv.savedmodel import is_keras_file, saved_model_for
 
 log = logging.getLogger(__name__)
 
@@ -103,13 +103,13 @@ def validate_runners(
         reference_outputs = run_batched(reference, data)
     batch_size, min_batch = validation_batches(batch_range)
     candidate_outputs = run_batched(candidate, data, batch_size, min_batch)
-    roles = output_roles(reference.path, reference_outputs, judging)
+    roles = output_roles(reference.path, reference_outputs, judging, reference.signature.name)
     report = compare(
         reference_outputs, candidate_outputs, tolerance, data.labels, data.source, roles,
         judging.allow_unjudged,
     )  # fmt: skip
     report.precision, report.machine = precision, validating_machine()
-    report.batch_size, report.device = batch_size, candidate.device
+    report.batch_size, report.device = candidate.signature.batch_for(batch_size), candidate.device
     log.info("validation on %d samples of %s: %s", report.samples, data.source, report.verdict)
     return report
 
@@ -130,10 +130,14 @@ def validate(options: ValidateOptions) -> ValidateResult:
     """
     artifact = require_exists(options.artifact, "Artifact")
     manifest = read_manifest(artifact)
-    reference = check_saved_model_dir(Path(options.reference or manifest.source_model["path"]))
+    named = Path(options.reference or manifest.source_model["path"])
     judging = options.judging.over(manifest.judging)
     judging.check_names(manifest.model_signature.output_names)
-    report, evaluation, warnings = _run_both(options, artifact, reference, manifest, judging)
+    # A Keras source (convert m.keras) is exported again, for this validation only.
+    with saved_model_for(named) as saved_model:
+        reference = named if is_keras_file(named) else saved_model
+        run = _run_both(options, artifact, saved_model, manifest, judging)
+    report, evaluation, warnings = run
     for warning in _manifest_warnings(manifest, artifact, report, evaluation):
         log.warning("%s", warning)
         warnings.append(warning)
@@ -160,7 +164,8 @@ def _run_both(
     confidence = recorded if options.confidence is None else options.confidence
     tolerance = tolerance_for(manifest.precision, options.tolerance, judging.tolerances, confidence)
     warnings: list[str] = []
-    with registry.native().runner(reference, None, RunOptions()) as native:
+    key = options.signature or manifest.model_signature.name  # the one converted, by default
+    with registry.native().runner(reference, None, RunOptions(signature=key)) as native:
         evaluation = evaluation_data(
             native.signature, reference, manifest, options.data, options.preprocessing,
             options.split, options.samples or DEFAULT_VALIDATE_SAMPLES,

@@ -365,3 +365,40 @@ allow_unjudged = true
     assert options.confidence == validate.confidence == 0.99  # [eval] confidence: both
     bench = config.bench_options([saved_model], tmp_path / "bench")
     assert (bench.iterations, bench.data, bench.eval_data) == (20, "digits", "digits")
+
+
+def _two_signatures(path: Path) -> Path:
+    """A tiny SavedModel with serving_default and predict_logits."""
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([None, 2], tf.float32, name="x")
+    module = tf.Module()
+    module.serve = tf.function(
+        lambda x: {"probabilities": tf.nn.softmax(x)}, input_signature=[spec]
+    )
+    module.logits = tf.function(lambda x: {"logits": 2.0 * x}, input_signature=[spec])
+    signatures = {"serving_default": module.serve, "predict_logits": module.logits}
+    tf.saved_model.save(module, str(path), signatures=signatures)
+    return path
+
+
+@pytest.mark.slow  # saves a SavedModel with TensorFlow
+def test_model_signature_reaches_every_command(tmp_path: Path) -> None:
+    model = _two_signatures(tmp_path / "two")
+    text = MINIMAL.format(model).replace("[[targets]]", 'signature = "predict_logits"\n[[targets]]')
+    config = load_config(write(tmp_path, text))
+    target, artifact = config.targets[0], tmp_path / "artifact"
+    assert config.model.signature == "predict_logits"
+    assert config.convert_options(target, model, artifact).signature == "predict_logits"
+    assert config.validate_options(target, artifact, model).signature == "predict_logits"
+    assert config.bench_options([model], tmp_path / "bench").signature == "predict_logits"
+    assert config.to_dict()["model"]["signature"] == "predict_logits"
+    roles = text + '[outputs]\nroles = { logits = "classes" }\n'  # the chosen signature's outputs
+    assert load_config(write(tmp_path, roles)).outputs.roles == {"logits": "classes"}
+    missing = MINIMAL.format(model).replace("[[targets]]", 'signature = "nope"\n[[targets]]')
+    with pytest.raises(UsageError, match=r"^model\.signature: SavedModel .* has no 'nope' "
+                       r"signature \(found: predict_logits, serving_default\)"):  # fmt: skip
+        load_config(write(tmp_path, missing))
+    zoo = MINIMAL.replace('path = "{}"', 'zoo = "digits-cnn"\nsignature = "x"')
+    with pytest.raises(UsageError, match=r"^model\.signature: only with model\.path"):
+        load_config(write(tmp_path, zoo))

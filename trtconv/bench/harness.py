@@ -135,6 +135,7 @@ def worker_spec(
         "eval": str(eval_path) if eval_path else None,
         "eval_outputs": str(outputs_path) if outputs_path else None,
         "input_map": mapping,
+        "signature": entry.signature.name if entry.kind == SAVED_MODEL else None,
         # --device is where artifacts run; SavedModels run where TensorFlow places them.
         "device": settings.device if entry.kind != SAVED_MODEL else "auto",
     }
@@ -389,12 +390,15 @@ def bench(options: BenchOptions, progress: Progress | None = None) -> BenchResul
     """
     force = _check_report(options.report, options.force)
     plan = _plan(options)
+    options = replace(options, batch_sizes=plan.batch_sizes)  # a fixed batch's, if any
     source = _source(plan)
     prep = model_preprocessing(
         plan.baseline.signature, source, options.preprocessing, recorded_contract(plan)
     )
     data = options.data or RANDOM
-    inputs = load_inputs(data, plan.baseline, max(options.batch_sizes), source, prep)
+    inputs = load_inputs(
+        data, plan.baseline, max(options.batch_sizes), source, prep, options.input_shapes
+    )
     evaluation = _evaluation(plan, options, source)
     contract = evaluation.contract if evaluation else {"preprocessing": prep.to_dict()}
     settings = settings_of(options, data, contract)
@@ -406,8 +410,8 @@ def bench(options: BenchOptions, progress: Progress | None = None) -> BenchResul
 
 def _plan(options: BenchOptions) -> Plan:
     """The models in measuring order, their batch sizes checked, and the planning warnings."""
-    plan = plan_models(options.models, xla=options.xla, throughput=options.throughput)
-    check_batch_sizes(plan.models, options.batch_sizes)
+    plan = plan_models(options.models, options.xla, options.throughput, options.signature)
+    plan.batch_sizes = check_batch_sizes(plan.models, options.batch_sizes)
     measured_here = options.eval_data is not None
     plan.warnings += portability_warnings(plan.models, measured_here=measured_here)
     plan.warnings += validation_warnings(plan.models) + contract_warnings(plan)

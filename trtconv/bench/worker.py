@@ -190,7 +190,8 @@ def eval_outputs(runner: Runner, inputs: dict[str, np.ndarray], batch_size: int)
 
 def load_arrays(path: str, input_map: dict[str, str] | None = None) -> dict[str, np.ndarray]:
     """The parent's npz, re-keyed by this model's input names (`input_map`: model -> npz key)."""
-    with np.load(path, allow_pickle=False) as archive:
+    # The parent wrote it: string inputs are object arrays of bytes, which .npz pickles.
+    with np.load(path, allow_pickle=True) as archive:
         arrays = {key: archive[key] for key in archive.files if key != "__labels__"}
     if not input_map:
         return arrays
@@ -217,6 +218,7 @@ def load(spec: dict[str, Any], first_batch: Feeds) -> tuple[Runner, float, float
         xla=bool(spec.get("xla")),
         device=str(spec.get("device") or "auto"),
         throughput=bool(spec.get("throughput")),
+        signature=spec.get("signature"),
     )
     started = time.perf_counter_ns()
     runner = registry.open_runner(Path(spec["model"]), options)

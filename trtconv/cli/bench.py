@@ -20,13 +20,16 @@ from trtconv.cli._options import (
     ImageOffsetOpt,
     ImageScaleOpt,
     ImageStdOpt,
+    InputShapeOpt,
     JsonOpt,
     OutputRoleOpt,
+    SignatureOpt,
     SplitOpt,
     judging_options,
     preprocessing_options,
 )
 from trtconv.cli._output import progress_bar, run_command, stderr_console
+from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
     DEFAULT_DEVICE,
     DEFAULT_DURATION_S,
@@ -137,6 +140,8 @@ def bench_cli(
     throughput: Throughput = False,
     report: Report = None,
     force: Force = False,
+    signature: SignatureOpt = BenchOptions.signature,
+    input_shape: InputShapeOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark SavedModels and converted artifacts side by side (latency, throughput, speedup)."""
@@ -160,6 +165,8 @@ def bench_cli(
             judging=judging_options(output_role, None, False)[1],
             preprocessing=preprocessing_options(image_scale, image_offset, image_mean, image_std),
             split=split,
+            signature=signature,
+            input_shapes=parse_input_shapes(input_shape),
         )
         with progress_bar("benchmarking") as progress:
             result = api.bench(options, progress)

@@ -21,8 +21,10 @@ from trtconv.cli._options import (
     ImageOffsetOpt,
     ImageScaleOpt,
     ImageStdOpt,
+    InputShapeOpt,
     JsonOpt,
     OutputRoleOpt,
+    SignatureOpt,
     ToleranceOpt,
     judging_options,
     preprocessing_options,
@@ -31,6 +33,7 @@ from trtconv.cli._output import progress_bar, run_command
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
 from trtconv.core.errors import UsageError
+from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_CALIB_METHOD,
@@ -146,6 +149,13 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
     console.print(
         f"[bold]{result.backend} {result.precision}[/bold] ({escape(result.backend_reason or '')})"
     )
+    if result.manifest is not None:
+        signature = result.manifest.model_signature
+        console.print(
+            f"  signature {escape(signature.name)}: {', '.join(signature.input_names)} -> "
+            f"{', '.join(signature.output_names)}",
+            highlight=False,
+        )
     console.print(
         f"  converted in {result.conversion_seconds or 0:.1f} s, "
         f"{(result.artifact_size_bytes or 0) / 1e6:.2f} MB: {result.artifact}",
@@ -159,7 +169,11 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
 
 
 SavedModelArg = Annotated[
-    Path, typer.Argument(help="SavedModel directory (or a `trtconv train` output) to convert.")
+    Path,
+    typer.Argument(
+        help="SavedModel directory (or a `trtconv train` output, or a Keras .keras/.h5 file) to "
+        "convert."
+    ),
 ]
 PrecisionOpt = Annotated[
     str | None,
@@ -194,7 +208,13 @@ Int8TargetOpt = Annotated[
         "VNNI/AMX) or portable (any x86: 7-bit weights, which CPUs without VNNI need)."
     ),
 ]
-BuildBatchSizesOpt = Annotated[str, typer.Option(help="Batch sizes to build for, e.g. 1,8,32.")]
+BuildBatchSizesOpt = Annotated[
+    str,
+    typer.Option(
+        help="Batch sizes to build for, e.g. 1,8,32 (a model with a fixed batch, e.g. "
+        "[1,32,32,3], converts at that batch unless you name others)."
+    ),
+]
 ValidateSamplesOpt = Annotated[int, typer.Option(help="Held-out samples to validate on.")]
 MinTop1Opt = Annotated[
     float | None,
@@ -254,11 +274,13 @@ def convert_cli(
     rank_batch_size: RankBatchOpt = DEFAULT_RANK_BATCH_SIZE,
     rank_duration: RankDurationOpt = DEFAULT_RANK_DURATION_S,
     threads: ThreadsOpt = None,
+    signature: SignatureOpt = ConvertOptions.signature,
+    input_shape: InputShapeOpt = None,
     force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Convert a SavedModel (or a train output) at a precision, validate it against the native
-    model, save it."""
+    """Convert a SavedModel (or a train output, or a Keras file) at a precision, validate it
+    against the native model, save it."""
 
     def work() -> ConvertResult:
         atol, judging = judging_options(output_role, tolerance, allow_unjudged)
@@ -271,6 +293,7 @@ def convert_cli(
             min_top1_agreement=min_top1_agreement, max_accuracy_drop=max_accuracy_drop,
             judging=judging, contest=Contest(rank_batch_size, rank_duration, threads),
             confidence=confidence,
+            signature=signature, input_shapes=parse_input_shapes(input_shape),
         )  # fmt: skip
         with progress_bar("converting") as progress:
             return api.convert(options, progress)

@@ -19,6 +19,7 @@ from trtconv.cli._options import (
     ImageStdOpt,
     JsonOpt,
     OutputRoleOpt,
+    SignatureOpt,
     SplitOpt,
     ToleranceOpt,
     judging_options,
@@ -32,7 +33,9 @@ from trtconv.validation import ValidateResult, validate
 ArtifactArg = Annotated[Path, typer.Argument(help="Artifact directory (holds manifest.json).")]
 ReferenceOpt = Annotated[
     Path | None,
-    typer.Option(help="SavedModel to compare with (default: the manifest's source model)."),
+    typer.Option(
+        help="SavedModel (or Keras file) to compare with (default: the manifest's source model)."
+    ),
 ]
 DataOpt = Annotated[
     str | None,
@@ -95,6 +98,7 @@ def validate_cli(
     image_mean: ImageMeanOpt = None,
     image_std: ImageStdOpt = None,
     device: DeviceOpt = ValidateOptions.device,
+    signature: SignatureOpt = ValidateOptions.signature,
     json_output: JsonOpt = False,
 ) -> None:
     """Compare a converted artifact with its native model; exit 4 when it fails, is
@@ -104,17 +108,9 @@ def validate_cli(
         atol, judging = judging_options(output_role, tolerance, allow_unjudged)
         preprocessing = preprocessing_options(image_scale, image_offset, image_mean, image_std)
         options = ValidateOptions(
-            artifact,
-            reference,
-            data,
-            samples,
-            atol,
-            device,
-            judging,
-            preprocessing,
-            split,
-            confidence,
-        )
+            artifact, reference, data, samples, atol, device, judging, preprocessing, split,
+            confidence=confidence, signature=signature,
+        )  # fmt: skip
         return validate(options)
 
     run_command(work, json_mode=json_output, render=render)

@@ -63,7 +63,7 @@ def open_workspace(plan: Plan, native: Runner, data: ConversionData, work: Path)
     for warning in too_few_warnings(plan.options, precisions, len(data.held_out), data):
         log.warning("%s", warning)
     reference = run_batched(native, data.held_out)
-    roles = output_roles(plan.saved_model, reference, plan.options.judging)
+    roles = output_roles(plan.saved_model, reference, plan.options.judging, native.signature.name)
     return Workspace(native, data, reference, roles, work)
 
 
@@ -133,6 +133,7 @@ def conversion_request(
         work_dir=space.work,
         batch_sizes=options.batch_sizes,
         calibration=space.data.calibration_feed() if plan.calibrated else None,
+        sample=space.data.sample(),
         calib_method=options.calib_method,
         int8_target=options.int8_target,
         search=_search_slice(plan, space) if int8 else None,
@@ -195,8 +196,8 @@ def _manifest(
         precision=plan.precision,
         payload=outcome.payload,
         source_model={
-            "path": str(plan.saved_model.resolve()),
-            "sha256": sha256_path(plan.saved_model),
+            "path": str(plan.source_model.resolve()),
+            "sha256": sha256_path(plan.source_model),
         },
         signature=request.signature.to_dict(),
         device=outcome.device or {"cpu": probe_cpu().model},

@@ -18,7 +18,7 @@ import numpy as np
 from trtconv.calib.readers import batches
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import AccuracyError
-from trtconv.core.model_io import Feeds, Outputs
+from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
 from trtconv.outputs.confidence import percent, proportion_interval, samples_to_show
@@ -27,6 +27,7 @@ from trtconv.outputs.judge import judge_output
 from trtconv.outputs.roles import BINARY, CLASSES, Judging, Roles, resolve_roles
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.report.validation import FAILED, INCONCLUSIVE, Check, ValidationReport
+from trtconv.savedmodel import SERVING_KEY
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,12 @@ def run_batched(
     """Run `runner` over every sample of `data` in batches; outputs concatenated by name.
 
     A last batch smaller than `min_batch` (the smallest batch an engine was built for) is padded
-    by repeating its rows, and the padding's outputs are dropped.
+    by repeating its rows, and the padding's outputs are dropped. A runner whose signature fixes
+    the batch (`[1, 32, 32, 3]`) runs batches of exactly that size, whatever was asked.
     """
+    fixed = _fixed_batch(runner)
+    if fixed is not None:
+        batch_size = min_batch = fixed
     collected: dict[str, list[np.ndarray]] = {}
     for feeds in batches(data, batch_size):
         rows = len(next(iter(feeds.values())))
@@ -56,6 +61,12 @@ def run_batched(
         for name, array in runner.infer(feeds).items():
             collected.setdefault(name, []).append(np.asarray(array)[:rows])
     return {name: np.concatenate(parts) for name, parts in collected.items()}
+
+
+def _fixed_batch(runner: Infers) -> int | None:
+    """The batch size a Runner's signature fixes (None for any batch, or no signature)."""
+    signature = getattr(runner, "signature", None)  # a Runner's; test doubles may have none
+    return signature.fixed_batch if isinstance(signature, ModelSignature) else None
 
 
 def validation_batches(batch_range: tuple[int, int] | None) -> tuple[int, int]:
@@ -168,8 +179,10 @@ def raise_if_failed(
         raise AccuracyError(message, report if result is None else result)
 
 
-def output_roles(model: Path | None, reference_outputs: Outputs, judging: Judging) -> Roles:
+def output_roles(
+    model: Path | None, reference_outputs: Outputs, judging: Judging, key: str = SERVING_KEY
+) -> Roles:
     """Every output's role: set in `judging`, else inferred from the op ending its graph in the
-    SavedModel `model` (if it is one) and from the reference's values."""
-    ops = final_ops(model) if model is not None and is_saved_model_dir(model) else {}
+    SavedModel `model` (if it is one; its signature `key`) and from the reference's values."""
+    ops = final_ops(model, key) if model is not None and is_saved_model_dir(model) else {}
     return resolve_roles(reference_outputs, ops, judging.roles)

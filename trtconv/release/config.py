@@ -64,6 +64,7 @@ from trtconv.release.values import (
     table_of,
     unknown_key,
 )
+from trtconv.savedmodel import SERVING_KEY
 from trtconv.train.amp import AMP_DTYPES
 from trtconv.train.export import OUTPUT_NAME
 from trtconv.zoo.registry import MODELS
@@ -76,10 +77,12 @@ DIGITS = "digits"
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """Exactly one of `path` (a SavedModel) and `zoo` (a model to train first)."""
+    """Exactly one of `path` (a SavedModel) and `zoo` (a model to train first); `signature`:
+    the SavedModel's signature to release (as --signature; None: serving_default)."""
 
     path: Path | None = None
     zoo: str | None = None
+    signature: str | None = None
 
 
 @dataclass(frozen=True)
@@ -249,6 +252,7 @@ class ReleaseConfig:
             judging=self.outputs.judging(target),
             contest=self.contest(),
             confidence=DEFAULT_CONFIDENCE if self.eval.confidence is None else self.eval.confidence,
+            signature=self.model.signature,
         )
 
     def contest(self) -> Contest:
@@ -289,6 +293,7 @@ class ReleaseConfig:
             preprocessing=self.preprocessing.options(),
             split=self.eval.split,
             confidence=self.eval.confidence,
+            signature=self.model.signature,
         )
 
     @property
@@ -313,10 +318,11 @@ class ReleaseConfig:
             judging=self.outputs.judging(),
             preprocessing=self.preprocessing.options(),
             split=self.eval.split,
+            signature=self.model.signature,
         )
 
 
-MODEL_FIELDS: dict[str, Validator] = {"path": string, "zoo": string}
+MODEL_FIELDS: dict[str, Validator] = {"path": string, "zoo": string, "signature": string}
 TRAIN_FIELDS: dict[str, Validator] = {
     "data": string,
     "epochs": positive_int,
@@ -448,12 +454,20 @@ def _model(raw: dict[str, Any]) -> ModelSettings:
     if "zoo" in values:
         if values["zoo"] not in MODELS:
             raise fail("model.zoo", "one of " + ", ".join(f'"{m}"' for m in MODELS), values["zoo"])
+        if "signature" in values:
+            raise UsageError("model.signature: only with model.path (a zoo model serves one).")
         return ModelSettings(zoo=values["zoo"])
     model_path = Path(values["path"])
     if not (model_path / "saved_model.pb").is_file():
         what = "does not exist" if not model_path.exists() else "holds no saved_model.pb"
         raise UsageError(f"model.path: SavedModel {model_path} {what}.")
-    return ModelSettings(path=model_path)
+    signature = values.get("signature")
+    if signature is not None:
+        try:  # a missing signature fails here, in a second, not after a conversion
+            read_signature(model_path, signature)
+        except UsageError as exc:
+            raise UsageError(f"model.signature: {exc}") from exc
+    return ModelSettings(path=model_path, signature=signature)
 
 
 def _train(raw: dict[str, Any], model: ModelSettings) -> TrainSettings | None:
@@ -532,7 +546,8 @@ def _check_output_names(config: ReleaseConfig) -> None:
     if not any(roles or tolerances for _, roles, tolerances in named):
         return
     path = config.model.path
-    outputs = read_signature(path).output_names if path is not None else [OUTPUT_NAME]
+    key = config.model.signature or SERVING_KEY
+    outputs = read_signature(path, key).output_names if path is not None else [OUTPUT_NAME]
     for where, roles, tolerances in named:
         for key, names in (("roles", roles), ("tolerances", tolerances)):
             unknown = sorted(set(names) - set(outputs))

@@ -199,9 +199,11 @@ class ReleaseRun:
         }
 
     def _judging_inputs(self, target: Target | None) -> dict[str, Any]:
-        """What judging depends on besides the data: preprocessing and the output settings."""
-        outputs = self.config.outputs
+        """What judging depends on besides the data: the signature (when one is chosen: keys
+        of releases without one stay as they were), preprocessing and the output settings."""
+        outputs, signature = self.config.outputs, self.config.model.signature
         return {
+            **({"signature": signature} if signature else {}),
             "preprocessing": asdict(self.config.preprocessing),
             "outputs": {
                 "roles": {**outputs.roles, **(target.roles if target else {})},

@@ -102,11 +102,14 @@ class SliceScorer:
     def outputs(self, compiled: Any, indices: np.ndarray) -> dict[str, np.ndarray]:
         """The compiled model's outputs on the slice's samples `indices`, in batches."""
         parts: dict[str, list[np.ndarray]] = {name: [] for name in self.search.reference}
-        for start in range(0, len(indices), SCORE_BATCH):
-            chosen = indices[start : start + SCORE_BATCH]
-            results = compiled({k: v[chosen] for k, v in self.search.data.inputs.items()})
+        fixed = fixed_batch(compiled)
+        step = fixed or SCORE_BATCH
+        for start in range(0, len(indices), step):
+            chosen = indices[start : start + step]
+            rows = np.resize(chosen, step) if fixed else chosen  # a short last batch: padded
+            results = compiled({k: v[rows] for k, v in self.search.data.inputs.items()})
             for name, found in parts.items():
-                found.append(np.asarray(results[name]))
+                found.append(np.asarray(results[name])[: len(chosen)])
         return {name: np.concatenate(found) for name, found in parts.items()}
 
     def agreement(self, compiled: Any, items: Iterable[int]) -> tuple[float, list[float]]:
@@ -139,6 +142,15 @@ class SliceScorer:
             report.passed,
             report.verdict,
         )
+
+
+def fixed_batch(compiled: Any) -> int | None:
+    """The batch size the compiled model's inputs fix (`[1, 32, 32, 3]`: 1), None for any."""
+    for port in compiled.inputs:
+        shape = port.get_partial_shape()
+        if shape.rank.is_static and len(shape) and shape[0].is_static:
+            return int(shape[0].get_length())
+    return None
 
 
 class NncfLadder:
