@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trtconv.bench import stats
 from trtconv.release.config import GateSettings
 
 # Among equally fast targets prefer the lower precision (issue 5's precision ladder).
@@ -26,11 +27,18 @@ class Measures:
     speedup_vs_baseline: float | None = None
     latency_ms_p99: float | None = None
     throughput_per_s: float | None = None
+    # The bench's 95% intervals over its interleaved rounds (None: a single round, or a bench
+    # recorded before intervals) and how many rounds they rest on.
+    speedup_vs_baseline_ci95: tuple[float, float] | None = None
+    latency_ms_p99_ci95: tuple[float, float] | None = None
+    rounds: int | None = None
 
 
 @dataclass(frozen=True)
 class GateResult:
-    """One gate applied to one target."""
+    """One gate applied to one target. `verdict` is "passed", "failed" or, for a speed gate
+    whose interval straddles the threshold, "inconclusive" (then `passed` is False too);
+    `measured_ci95` is the interval a speed gate was judged on."""
 
     name: str
     comparison: str  # "<=", ">=" or "=="
@@ -38,6 +46,12 @@ class GateResult:
     measured: float | bool | None
     passed: bool
     detail: str
+    verdict: str = ""  # "" at construction: from `passed`
+    measured_ci95: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.verdict:
+            object.__setattr__(self, "verdict", stats.PASSED if self.passed else stats.FAILED)
 
 
 def _numeric_gate(
@@ -65,21 +79,62 @@ def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResul
             else f"conversion validation {measures.validation_verdict or 'did not pass'}",
         )
     ]
-    batch = f"at batch {settings.gate_batch_size}"
     numeric = (
         ("max_accuracy_drop", "<=", settings.max_accuracy_drop, measures.accuracy_drop,
          "accuracy drop vs native"),
         ("min_top1_agreement", ">=", settings.min_top1_agreement, measures.top1_agreement,
          "top-1 agreement with native"),
-        ("min_speedup", ">=", settings.min_speedup, measures.speedup_vs_baseline,
-         f"throughput speedup vs native {batch}"),
-        ("max_latency_ms_p99", "<=", settings.max_latency_ms_p99, measures.latency_ms_p99,
-         f"p99 latency (ms) {batch}"),
     )  # fmt: skip
     for name, comparison, threshold, measured, what in numeric:
         if threshold is not None:
             results.append(_numeric_gate(name, comparison, threshold, measured, what))
+    return results + speed_gates(settings, measures)
+
+
+def speed_gates(settings: GateSettings, measures: Measures) -> list[GateResult]:
+    """The configured speed gates (`min_speedup`, `max_latency_ms_p99`), each judged on the
+    bench's 95% interval when it has one: passed when the whole interval meets the threshold,
+    failed when none of it does, inconclusive when it straddles it (see `_interval_gate`);
+    on the point value otherwise."""
+    batch = f"at batch {settings.gate_batch_size}"
+    speed = (
+        ("min_speedup", ">=", settings.min_speedup, measures.speedup_vs_baseline,
+         measures.speedup_vs_baseline_ci95, f"throughput speedup vs native {batch}"),
+        ("max_latency_ms_p99", "<=", settings.max_latency_ms_p99, measures.latency_ms_p99,
+         measures.latency_ms_p99_ci95, f"p99 latency (ms) {batch}"),
+    )  # fmt: skip
+    results = []
+    for name, comparison, threshold, measured, interval, what in speed:
+        if threshold is None:
+            continue
+        if measured is None or interval is None:
+            results.append(_numeric_gate(name, comparison, threshold, measured, what))
+        else:
+            results.append(
+                _interval_gate(name, comparison, threshold, (measured, interval), what, measures)
+            )
     return results
+
+
+def _interval_gate(
+    name: str,
+    comparison: str,
+    threshold: float,
+    figure: tuple[float, tuple[float, float]],
+    what: str,
+    measures: Measures,
+) -> GateResult:
+    """A gate judged on `figure` (the point value and its 95% interval)."""
+    measured, (low, high) = figure
+    verdict = stats.decide((low, high), threshold, at_least=comparison == ">=")
+    words = {stats.PASSED: "meets", stats.FAILED: "misses", stats.INCONCLUSIVE: "straddles"}
+    rounds = f" over {measures.rounds} rounds" if measures.rounds else ""
+    detail = (
+        f"{what} {measured:.6g}, 95% interval {low:.6g}-{high:.6g}{rounds}, "
+        f"{words[verdict]} {comparison} {threshold:g}"
+    )
+    passed = verdict == stats.PASSED
+    return GateResult(name, comparison, threshold, measured, passed, detail, verdict, (low, high))
 
 
 @dataclass(frozen=True)

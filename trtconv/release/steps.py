@@ -251,6 +251,7 @@ class ReleaseRun:
             "source_sha256": source_sha,
             "artifacts": {name: sha256_path(path) for name, path in artifacts.items()},
             "settings": asdict(self.config.bench),
+            "goal": asdict(goal) if (goal := self.config.speed_goal()) else None,
             "data": data_fingerprint(self.config.bench_data),
             "eval_data": data_fingerprint(self.config.eval.data),
             "split": self.config.eval.split,
