@@ -116,8 +116,10 @@ def render_table(result: BenchResult, console: Console) -> None:
     console.print(table)
     overhead = result.harness_overhead_ms
     order = " → ".join(result.order)
-    rounds = result.settings.rounds
-    console.print(f"Measured in {rounds} interleaved round(s), one process each: {order}")
+    rounds = result.settings.planned_rounds
+    console.print(
+        f"Measured in {rounds} interleaved round(s) per batch size, one process each: {order}"
+    )
     if overhead is not None:
         console.print(f"Harness overhead per call: {overhead * 1000:.1f} µs (do-nothing runner)")
     if result.report is not None:

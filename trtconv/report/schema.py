@@ -154,6 +154,11 @@ class Settings:
             return {"iterations": self.iterations}
         return {"seconds": self.duration_s, "min_iterations": self.min_iterations}
 
+    @property
+    def planned_rounds(self) -> int:
+        """The rounds each batch size is timed in (a speed goal may add some at its own)."""
+        return len(self.round_budgets())
+
     def round_budgets(self) -> list[dict[str, Any]]:
         """The timed budget of each round: `iterations` split as evenly as whole calls allow
         (never more rounds than calls), or `duration_s` and `min_iterations` split `rounds`

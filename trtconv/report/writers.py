@@ -156,7 +156,7 @@ def render_markdown(result: BenchResult, plots: list[str] | None = None) -> str:
         "",
         f"Baseline: **{result.baseline}** (`{result.baseline_model}`), "
         f"{result.baseline_reason}. Models were measured in this order, each in its own "
-        f"process, interleaved in {result.settings.rounds} round(s) per batch size: "
+        f"process, interleaved in {result.settings.planned_rounds} round(s) per batch size: "
         f"{', '.join(result.order)}.",
         "",
         *markdown_table(table_headers(), table_rows(result)),
