@@ -112,7 +112,11 @@ class Worker:
         self.loaded: dict[str, Any] = {}
 
     def __enter__(self) -> Worker:
-        self.loaded = self._read()
+        try:
+            self.loaded = self._read()
+        except BaseException:  # a load error or an interrupt: the process must not outlive us
+            self.close(kill=True)
+            raise
         return self
 
     def __exit__(
