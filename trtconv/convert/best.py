@@ -216,9 +216,8 @@ def _within_noise_of(entrants: list[Candidate], winner: Candidate | None) -> str
     """The runner-up whose throughput interval overlaps the winner's (None: none does)."""
     if winner is None:
         return None
-    rival = tournament.runner_up_within_noise(
-        [c for c in entrants if c.timed or c is winner], winner
-    )
+    timed = [c for c in entrants if c.verdict in (tournament.WINNER, tournament.SLOWER)]
+    rival = tournament.runner_up_within_noise(timed, winner)
     return rival.name if rival is not None else None
 
 
