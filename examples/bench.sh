@@ -5,7 +5,7 @@
 #   native TF, native TF + XLA, ONNX Runtime fp32, ONNX Runtime int8 (static Q/DQ, calibrated),
 #   OpenVINO fp32 and int8 (NNCF), each OpenVINO artifact also in its throughput mode, and for
 #   ResNet-50 trtconv's `--backend best` artifact; each in its own process, same inputs, same
-#   thread count; then plain loops over InferenceSession.run, InferRequest.infer and the
+#   thread count, timed in 10 interleaved rounds (95% intervals over them); then plain loops over InferenceSession.run, InferRequest.infer and the
 #   SavedModel signature to cross-check the figures (within 5%); then OpenVINO's own int8 (NNCF
 #   defaults, LATENCY hint) against trtconv's best ResNet-50 artifact, interleaved, at batch 8.
 #   MobileNetV2 (alpha 0.35, 32x32, trained here on digits): ONNX Runtime fp32 and int8, and
@@ -252,9 +252,11 @@ converted = [r for r in resnet if r["backend"] != "tf"]
 if converted:
     best = max(converted, key=lambda r: r["throughput_per_s"])
     speedup = best["speedup_vs_baseline"]
-    verdict = "met" if speedup >= 5 else "MISSED"
+    # Judged on the speed-up's 95% interval over the bench's rounds, as release gates are.
+    low, high = best.get("speedup_vs_baseline_ci95") or (speedup, speedup)
+    verdict = "met" if low >= 5 else "MISSED" if high < 5 else "undecided (the interval straddles 5x)"
     print(f"- ResNet-50 best converted at batch 8: {best['label']} {speedup:.2f}x native "
-          f"(goal >= 5x): {verdict}")
+          f"(95% interval {low:.2f}-{high:.2f}, goal >= 5x): {verdict}")
 own = out / "openvino_own.json"
 if own.is_file():
     race = json.loads(own.read_text())

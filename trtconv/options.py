@@ -48,6 +48,12 @@ DEFAULT_NUM_ITER = 20
 # (without --iterations/--duration).
 DEFAULT_WARMUP_ITERATIONS = 10
 DEFAULT_DURATION_S = 3.0
+# bench: the rounds each batch size's timed budget is split into, the models interleaved round by
+# round; the 95% intervals are bootstrapped over them (trtconv.bench.stats).
+DEFAULT_BENCH_ROUNDS = 10
+# How long a bench with a speed goal (a release's min_speedup / max_latency_ms_p99 gates) may keep
+# adding rounds while an interval straddles its threshold (release [gates] speed_time_limit_s).
+DEFAULT_SPEED_TIME_LIMIT_S = 60.0
 # A release benches (and gates) at these batch sizes unless its [bench] table says otherwise.
 DEFAULT_RELEASE_BATCH_SIZES = (1, 8)
 
@@ -189,13 +195,31 @@ class ValidateOptions:
 
 
 @dataclass(frozen=True)
+class SpeedGoal:
+    """Thresholds a bench keeps timing for: at `batch_size`, rounds are added while some model's
+    speed-up interval straddles `min_speedup` or its p99 latency interval `max_latency_ms_p99`,
+    for at most `time_limit_s` seconds (a release's speed gates)."""
+
+    batch_size: int
+    min_speedup: float | None = None
+    max_latency_ms_p99: float | None = None
+    time_limit_s: float = DEFAULT_SPEED_TIME_LIMIT_S
+
+    def __post_init__(self) -> None:
+        if self.time_limit_s < 0:
+            raise UsageError(f"The speed time limit {self.time_limit_s:g} s is negative.")
+
+
+@dataclass(frozen=True)
 class BenchOptions:
     """`trtconv bench`: models side by side. None means the defaults: DEFAULT_WARMUP_ITERATIONS
     warm-up calls, DEFAULT_DURATION_S timed seconds, the library's threads, random data, the
     model card's preprocessing, the manifest's judging and split. Repeated batch sizes are
     measured once; a model with a fixed batch is measured at that batch when `batch_sizes` is
     the default. `signature`: the SavedModels' signature (None: serving_default, or the one the
-    artifacts were converted from); `input_shapes` fill in dynamic dimensions of random data."""
+    artifacts were converted from); `input_shapes` fill in dynamic dimensions of random data.
+    The timed budget is split into `rounds` interleaved rounds; `goal` (None: no goal) adds
+    rounds at its batch size until its thresholds are decided."""
 
     models: tuple[Path, ...]
     batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
@@ -216,6 +240,8 @@ class BenchOptions:
     split: str | None = None
     signature: str | None = None
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    rounds: int = DEFAULT_BENCH_ROUNDS
+    goal: SpeedGoal | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
@@ -229,6 +255,13 @@ class BenchOptions:
         check_choice("--device", self.device, DEVICES)
         if self.split is not None:
             check_choice("--split", self.split, SPLITS)
+        if self.rounds < 1:
+            raise UsageError(f"--rounds {self.rounds} is invalid: it must be at least 1.")
+        if self.goal is not None and self.goal.batch_size not in self.batch_sizes:
+            raise UsageError(
+                f"The speed goal's batch size {self.goal.batch_size} is not benchmarked "
+                f"(batch sizes {', '.join(map(str, self.batch_sizes))})."
+            )
 
     def _check_budgets(self) -> None:
         """--warmup/--warmup-s and --iterations/--duration: each pair exclusive, none negative,

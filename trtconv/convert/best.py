@@ -214,6 +214,8 @@ def _time(
 def _fill(candidate: Candidate, row: BenchRow | None) -> None:
     if row is not None:
         candidate.throughput_per_s = row.throughput_per_s
+        interval = row.throughput_per_s_ci95
+        candidate.throughput_per_s_ci95 = list(interval) if interval is not None else None
         candidate.latency_ms_p50 = row.latency_ms_p50
         candidate.speedup_vs_native = row.speedup_vs_baseline
 
@@ -227,8 +229,18 @@ def _table(entrants: list[Candidate], winner: Candidate | None, contest: Contest
         "threads": contest.threads,
         "rule": "fastest (samples/s at batch_size) of those that passed validation",
         "winner": winner.name if winner else None,
+        "within_noise_of": _within_noise_of(entrants, winner),
         "candidates": [c.to_dict() for c in tournament.ordered(entrants)],
     }
+
+
+def _within_noise_of(entrants: list[Candidate], winner: Candidate | None) -> str | None:
+    """The runner-up whose throughput interval overlaps the winner's (None: none does)."""
+    if winner is None:
+        return None
+    timed = [c for c in entrants if c.verdict in (tournament.WINNER, tournament.SLOWER)]
+    rival = tournament.runner_up_within_noise(timed, winner)
+    return rival.name if rival is not None else None
 
 
 def no_winner(entrants: list[Candidate], table: dict[str, Any]) -> TrtconvError:

@@ -27,18 +27,21 @@ from trtconv.core.errors import UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.options import (
     CALIB_METHODS,
+    DEFAULT_BENCH_ROUNDS,
     DEFAULT_CALIB_METHOD,
     DEFAULT_CALIB_SAMPLES,
     DEFAULT_CONFIDENCE,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
     DEFAULT_RANK_DURATION_S,
     DEFAULT_RELEASE_BATCH_SIZES,
+    DEFAULT_SPEED_TIME_LIMIT_S,
     DEFAULT_VALIDATE_SAMPLES,
     INT8_TARGETS,
     SPLITS,
     BenchOptions,
     Contest,
     ConvertOptions,
+    SpeedGoal,
     TrainOptions,
     ValidateOptions,
 )
@@ -54,6 +57,7 @@ from trtconv.release.values import (
     level,
     list_of,
     non_negative_int,
+    non_negative_number,
     number,
     numbers,
     positive_int,
@@ -174,8 +178,8 @@ class OutputSettings:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """How each model is timed; `iterations` and `duration_s` exclude each other. None: the
-    bench's own defaults."""
+    """How each model is timed; `iterations` and `duration_s` exclude each other, `rounds` is
+    how many interleaved rounds they are split into. None: the bench's own defaults."""
 
     batch_sizes: tuple[int, ...] = DEFAULT_RELEASE_BATCH_SIZES
     iterations: int | None = None
@@ -183,17 +187,20 @@ class BenchSettings:
     warmup: int | None = None
     threads: int | None = None
     data: str | None = None
+    rounds: int = DEFAULT_BENCH_ROUNDS
 
 
 @dataclass(frozen=True)
 class GateSettings:
-    """Thresholds every target must meet; None: gate not applied."""
+    """Thresholds every target must meet; None: gate not applied. While a speed gate's interval
+    straddles its threshold the bench adds rounds for up to `speed_time_limit_s` seconds."""
 
     max_accuracy_drop: float | None = None
     min_top1_agreement: float | None = None
     min_speedup: float | None = None
     max_latency_ms_p99: float | None = None
     gate_batch_size: int = max(DEFAULT_RELEASE_BATCH_SIZES)
+    speed_time_limit_s: float = DEFAULT_SPEED_TIME_LIMIT_S
 
 
 @dataclass(frozen=True)
@@ -319,6 +326,21 @@ class ReleaseConfig:
             preprocessing=self.preprocessing.options(),
             split=self.eval.split,
             signature=self.model.signature,
+            rounds=bench.rounds,
+            goal=self.speed_goal(),
+        )
+
+    def speed_goal(self) -> SpeedGoal | None:
+        """What the bench keeps timing for: the speed gates at the gate batch size (None when
+        no speed gate is set)."""
+        gates = self.gates
+        if gates.min_speedup is None and gates.max_latency_ms_p99 is None:
+            return None
+        return SpeedGoal(
+            batch_size=gates.gate_batch_size,
+            min_speedup=gates.min_speedup,
+            max_latency_ms_p99=gates.max_latency_ms_p99,
+            time_limit_s=gates.speed_time_limit_s,
         )
 
 
@@ -373,6 +395,7 @@ BENCH_FIELDS: dict[str, Validator] = {
     "warmup": non_negative_int,
     "threads": positive_int,
     "data": string,
+    "rounds": positive_int,
 }
 GATE_FIELDS: dict[str, Validator] = {
     "max_accuracy_drop": fraction,
@@ -380,6 +403,7 @@ GATE_FIELDS: dict[str, Validator] = {
     "min_speedup": positive_number,
     "max_latency_ms_p99": positive_number,
     "gate_batch_size": positive_int,
+    "speed_time_limit_s": non_negative_number,
 }
 TOP_LEVEL = (
     "model", "train", "targets", "calibration", "eval", "bench", "gates", "preprocessing",

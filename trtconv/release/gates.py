@@ -5,7 +5,8 @@ measured (no labels for accuracy, no bench row) fails its gate: a release never 
 number it does not have. The accuracy gates are decided by the 95% intervals the validation
 recorded (trtconv.outputs.confidence): passed when the interval clears the threshold, failed
 when it misses it, inconclusive (not passed) when it straddles it; on the point figure when the
-validation decided on point figures (confidence 0).
+validation decided on point figures (confidence 0). The speed gates are decided the same way by
+the bench's intervals over its interleaved rounds.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trtconv.outputs.confidence import (
+    FAILED,
     INCONCLUSIVE,
     PASSED,
     Interval,
@@ -41,11 +43,18 @@ class Measures:
     top1_agreement_ci95: Interval | None = None
     accuracy_drop_ci95: Interval | None = None
     accuracy_samples: int | None = None
+    # The bench's 95% intervals over its interleaved rounds (None: a single round, or a bench
+    # recorded before intervals) and how many rounds they rest on.
+    speedup_vs_baseline_ci95: tuple[float, float] | None = None
+    latency_ms_p99_ci95: tuple[float, float] | None = None
+    rounds: int | None = None
 
 
 @dataclass(frozen=True)
 class GateResult:
-    """One gate applied to one target."""
+    """One gate applied to one target. `verdict` is "passed", "failed" or, for a gate whose
+    interval straddles the threshold, "inconclusive" (then `passed` is False too);
+    `measured_ci95` is the interval the gate was judged on (None: the point value)."""
 
     name: str
     comparison: str  # "<=", ">=" or "=="
@@ -53,7 +62,12 @@ class GateResult:
     measured: float | bool | None
     passed: bool
     detail: str
-    inconclusive: bool = False  # not passed, not failed: the interval straddles the threshold
+    verdict: str = ""  # "" at construction: from `passed`
+    measured_ci95: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.verdict:
+            object.__setattr__(self, "verdict", PASSED if self.passed else FAILED)
 
 
 def _numeric_gate(
@@ -83,13 +97,14 @@ def _accuracy_gate(
     detail = f"{what} {shown} {words} {comparison} {threshold:g}"
     if verdict == INCONCLUSIVE:
         detail += ": its 95% interval straddles it (more samples would decide it)"
-    return GateResult(name, comparison, threshold, measured, verdict == PASSED, detail,
-                      inconclusive=verdict == INCONCLUSIVE)  # fmt: skip
+    passed = verdict == PASSED
+    return GateResult(name, comparison, threshold, measured, passed, detail, verdict, interval)
 
 
 def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResult]:
     """Apply the configured gates, plus the always-on one: the conversion's validation passed."""
     validated = measures.validation_passed
+    undecided = measures.validation_verdict == INCONCLUSIVE
     results = [
         GateResult(
             "validation_passed",
@@ -100,7 +115,7 @@ def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResul
             "converted model agrees with native within its precision's tolerance"
             if validated
             else f"conversion validation {measures.validation_verdict or 'did not pass'}",
-            inconclusive=measures.validation_verdict == INCONCLUSIVE,
+            INCONCLUSIVE if undecided else "",
         )
     ]
     accuracy = (
@@ -110,17 +125,54 @@ def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResul
     for name, comparison, bound, what in accuracy:
         if bound is not None:
             results.append(_accuracy_gate(name, comparison, bound, measures, what))
+    return results + speed_gates(settings, measures)
+
+
+def speed_gates(settings: GateSettings, measures: Measures) -> list[GateResult]:
+    """The configured speed gates (`min_speedup`, `max_latency_ms_p99`), each judged on the
+    bench's 95% interval when it has one: passed when the whole interval meets the threshold,
+    failed when none of it does, inconclusive when it straddles it (see `_interval_gate`);
+    on the point value otherwise."""
     batch = f"at batch {settings.gate_batch_size}"
-    numeric = (
+    speed = (
         ("min_speedup", ">=", settings.min_speedup, measures.speedup_vs_baseline,
-         f"throughput speedup vs native {batch}"),
+         measures.speedup_vs_baseline_ci95, f"throughput speedup vs native {batch}"),
         ("max_latency_ms_p99", "<=", settings.max_latency_ms_p99, measures.latency_ms_p99,
-         f"p99 latency (ms) {batch}"),
+         measures.latency_ms_p99_ci95, f"p99 latency (ms) {batch}"),
     )  # fmt: skip
-    for name, comparison, threshold, measured, what in numeric:
-        if threshold is not None:
+    results = []
+    for name, comparison, threshold, measured, interval, what in speed:
+        if threshold is None:
+            continue
+        if measured is None or interval is None:
             results.append(_numeric_gate(name, comparison, threshold, measured, what))
+        else:
+            results.append(
+                _interval_gate(name, comparison, threshold, (measured, interval), what, measures)
+            )
     return results
+
+
+def _interval_gate(
+    name: str,
+    comparison: str,
+    threshold: float,
+    figure: tuple[float, tuple[float, float]],
+    what: str,
+    measures: Measures,
+) -> GateResult:
+    """A gate judged on `figure` (the point value and its 95% interval)."""
+    measured, (low, high) = figure
+    decide = at_least if comparison == ">=" else at_most
+    verdict = decide(measured, (low, high), threshold)
+    words = {PASSED: "meets", FAILED: "misses", INCONCLUSIVE: "straddles"}
+    rounds = f" over {measures.rounds} rounds" if measures.rounds else ""
+    detail = (
+        f"{what} {measured:.6g}, 95% interval {low:.6g}-{high:.6g}{rounds}, "
+        f"{words[verdict]} {comparison} {threshold:g}"
+    )
+    passed = verdict == PASSED
+    return GateResult(name, comparison, threshold, measured, passed, detail, verdict, (low, high))
 
 
 @dataclass(frozen=True)

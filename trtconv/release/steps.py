@@ -263,6 +263,8 @@ class ReleaseRun:
         def progress(done: int, total: int, label: str) -> None:
             self.report(f"bench {label} ({done}/{total})")
 
+        # The speed gates are the bench's goal (extra rounds while undecided) but not part of its
+        # key: changing a gate re-judges the recorded bench, as for every other gate.
         def work() -> tuple[dict[str, Any], list[Path]]:
             log.info("benchmarking native and %d artifact(s)", len(artifacts))
             # The report (results.json, plots) is written atomically by the bench's writer.

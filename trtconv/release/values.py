@@ -59,6 +59,13 @@ def positive_number(path: str, value: Any) -> float:
     return float(value)
 
 
+def non_negative_number(path: str, value: Any) -> float:
+    """`value` as a float if it is a number of at least 0."""
+    if not _is_number(value) or value < 0:
+        raise fail(path, "a non-negative number", value)
+    return float(value)
+
+
 def fraction(path: str, value: Any) -> float:
     """`value` as a float if it is a number from 0 to 1."""
     if not _is_number(value) or not 0 <= value <= 1:
