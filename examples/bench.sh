@@ -5,7 +5,7 @@
 #   native TF, native TF + XLA, ONNX Runtime fp32, ONNX Runtime int8 (static Q/DQ, calibrated),
 #   OpenVINO fp32 and int8 (NNCF), each OpenVINO artifact also in its throughput mode, and for
 #   ResNet-50 trtconv's `--backend best` artifact; each in its own process, same inputs, same
-#   thread count; then plain loops over InferenceSession.run, InferRequest.infer and the
+#   thread count, timed in 10 interleaved rounds (95% intervals over them); then plain loops over InferenceSession.run, InferRequest.infer and the
 #   SavedModel signature to cross-check the figures (within 5%); then OpenVINO's own int8 (NNCF
 #   defaults, LATENCY hint) against trtconv's best ResNet-50 artifact, interleaved, at batch 8.
 #   MobileNetV2 (alpha 0.35, 32x32, trained here on digits): ONNX Runtime fp32 and int8, and
@@ -65,7 +65,7 @@ convert() {
     echo "convert $output failed with exit code $code" >&2
     exit "$code"
   fi
-  [[ $code -eq 4 ]] && echo "note: $output is outside its validation tolerance (kept for timing)"
+  [[ $code -eq 4 ]] && echo "note: $output did not pass validation: failed or inconclusive (kept for timing)"
   return 0
 }
 
@@ -175,8 +175,11 @@ EOF
   # minmax calibration: ONNX Runtime's entropy calibrator holds every activation of every
   # calibration batch (~22 GB for 192 ResNet-50 samples, killed for memory on a 24 GB machine
   # running other jobs); minmax was as fast (BENCHMARKS.md).
+  # Random weights, timing only: VALIDATE_SAMPLES (64) cannot show any budget at 95% (fp32's
+  # 0.99 needs 381 agreeing samples), so validation decides on the point figures: it guards the
+  # conversion, not an accuracy claim (docs/verdicts.md).
   CALIB=(--calib-data "$OUT/data/resnet-calib.npz" --calib-samples "$CALIB_SAMPLES"
-         --calib-method minmax --validate-samples "$VALIDATE_SAMPLES")
+         --calib-method minmax --validate-samples "$VALIDATE_SAMPLES" --confidence 0)
   for backend in ort openvino; do
     for precision in fp32 int8; do
       convert "$backend" "$RESNET" "$precision" "$MODELS/resnet50-$backend-$precision" "${CALIB[@]}"
@@ -249,9 +252,11 @@ converted = [r for r in resnet if r["backend"] != "tf"]
 if converted:
     best = max(converted, key=lambda r: r["throughput_per_s"])
     speedup = best["speedup_vs_baseline"]
-    verdict = "met" if speedup >= 5 else "MISSED"
+    # Judged on the speed-up's 95% interval over the bench's rounds, as release gates are.
+    low, high = best.get("speedup_vs_baseline_ci95") or (speedup, speedup)
+    verdict = "met" if low >= 5 else "MISSED" if high < 5 else "undecided (the interval straddles 5x)"
     print(f"- ResNet-50 best converted at batch 8: {best['label']} {speedup:.2f}x native "
-          f"(goal >= 5x): {verdict}")
+          f"(95% interval {low:.2f}-{high:.2f}, goal >= 5x): {verdict}")
 own = out / "openvino_own.json"
 if own.is_file():
     race = json.loads(own.read_text())

@@ -43,7 +43,7 @@ def test_best_picks_the_fastest_validated_candidate_and_explains_the_table(
     output = tmp_path / "digits-best"
     argv = [
         "convert", str(digits_saved_model), "--backend", "best", "--calib-data", "digits",
-        "--calib-samples", "256", "--validate-samples", "300", "--rank-duration", "0.3",
+        "--calib-samples", "256", "--validate-samples", "450", "--rank-duration", "0.3",
         "--output", str(output), "--json",
     ]  # fmt: skip
     code, out, err = run(argv, capfd)
@@ -64,6 +64,14 @@ def test_best_picks_the_fastest_validated_candidate_and_explains_the_table(
     for name in runnable:
         assert rows[name]["verdict"] in (tournament.WINNER, tournament.SLOWER), rows[name]
         assert rows[name]["top1_agreement"] is not None and rows[name]["throughput_per_s"] > 0
+        low, high = rows[name]["throughput_per_s_ci95"]  # over the bench's rounds
+        assert low <= rows[name]["throughput_per_s"] <= high
+    # Within noise of the runner-up: said in the winner's reason and the table, or in neither.
+    noisy = table["within_noise_of"]
+    assert (noisy is not None) == ("within noise of" in winner["reason"])
+    if noisy is not None:
+        assert rows[noisy]["verdict"] == tournament.SLOWER
+        assert rows[noisy]["throughput_per_s_ci95"][1] >= winner["throughput_per_s_ci95"][0]
     assert "openvino int8 +throughput" in rows  # throughput modes are candidates too
     for row in table["candidates"]:
         assert row["reason"], row

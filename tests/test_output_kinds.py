@@ -201,7 +201,7 @@ def test_a_float16_output_is_judged_at_float16_resolution(tmp_path: Path, backen
         artifact = tmp_path / f"{backend}-{precision}"
         options = ConvertOptions(
             float16_model(), precision, backend=backend, output=artifact,
-            calib_data=str(digits_npz()),
+            calib_data=str(digits_npz()), confidence=0.0,  # 360 samples cannot show 0.99 at 95%
         )  # fmt: skip
         validation = api.convert(options).to_json()["validation"]
         verdicts[precision] = validation["verdict"]

@@ -72,5 +72,8 @@ def test_missing_serving_signature_names_what_was_found(tmp_path: Path) -> None:
         lambda x: {"y": 2.0 * x}, input_signature=[tf.TensorSpec([None, 2], tf.float32)]
     )
     tf.saved_model.save(module, str(tmp_path / "other"), signatures={"double": module.double})
-    with pytest.raises(InputError, match=r"no 'serving_default' signature \(found: double\)"):
+    # A usage error (exit 2): the model is fine, --signature chooses what to convert.
+    with pytest.raises(UsageError, match=r"no 'serving_default' signature \(found: double\); "
+                       "choose one with --signature NAME"):  # fmt: skip
         load_saved_model(tmp_path / "other")
+    assert load_saved_model(tmp_path / "other", "double").signature.name == "double"

@@ -46,3 +46,25 @@ def test_ties_go_to_the_registry_order() -> None:
     second = Candidate("openvino", "fp32", throughput_per_s=10.0)
     assert decide([first, second], batch_size=1) is first
     assert second.verdict == tournament.SLOWER
+
+
+def test_a_winner_within_noise_of_the_runner_up_says_so() -> None:
+    winner = Candidate("openvino", "int8", throughput_per_s=60.0, throughput_per_s_ci95=[55, 66])
+    close = Candidate("ort", "int8", throughput_per_s=58.0, throughput_per_s_ci95=[52.0, 57.5])
+    far = Candidate("ort", "fp32", throughput_per_s=30.0, throughput_per_s_ci95=[28.0, 31.0])
+    assert decide([far, close, winner], batch_size=8) is winner
+    assert tournament.runner_up_within_noise([far, close, winner], winner) is close
+    assert winner.reason == (
+        "fastest that passed validation: 60.0 samples/s at batch 8; within noise of ort int8 "
+        "(throughput 95% intervals 55.0-66.0 and 52.0-57.5 samples/s overlap)"
+    )
+
+
+def test_a_clear_winner_says_nothing_of_noise() -> None:
+    winner = Candidate("openvino", "int8", throughput_per_s=60.0, throughput_per_s_ci95=[58, 62])
+    slower = Candidate("ort", "int8", throughput_per_s=50.0, throughput_per_s_ci95=[48.0, 52.0])
+    untimed_intervals = Candidate("ort", "fp32", throughput_per_s=59.0)
+    decide([slower, winner], batch_size=8)
+    assert "noise" not in winner.reason
+    assert tournament.runner_up_within_noise([slower, winner], winner) is None
+    assert tournament.runner_up_within_noise([untimed_intervals, winner], winner) is None

@@ -16,7 +16,8 @@ from trtconv.report.validation import ValidationReport
 from trtconv.validation import ValidateResult
 
 
-def _probabilities(samples: int = 200, classes: int = 10, seed: int = 0) -> np.ndarray:
+# 500 samples: enough for identical outputs to show fp32's 0.99 agreement (381 would).
+def _probabilities(samples: int = 500, classes: int = 10, seed: int = 0) -> np.ndarray:
     logits = np.random.default_rng(seed).normal(size=(samples, classes)) * 3
     exp = np.exp(logits - logits.max(axis=1, keepdims=True))
     return (exp / exp.sum(axis=1, keepdims=True)).astype(np.float32)
@@ -94,18 +95,28 @@ def test_the_report_serialises_to_the_documented_keys() -> None:
     report = compare({"p": probs}, {"p": probs}, tolerance_for("fp16"), probs.argmax(axis=1), "u")
     data = report.to_json()
     assert list(data) == [
-        "samples", "data_source", "outputs", "top1_agreement", "min_top1_agreement",
-        "accuracy_reference", "accuracy_candidate", "accuracy_drop", "max_accuracy_drop",
-        "labels_output", "checks", "unjudged", "allow_unjudged", "verdict", "passed",
+        "samples", "data_source", "outputs", "top1_agreement", "top1_agreement_ci95",
+        "min_top1_agreement", "accuracy_reference", "accuracy_reference_ci95",
+        "accuracy_candidate", "accuracy_candidate_ci95", "accuracy_drop", "accuracy_drop_ci95",
+        "max_accuracy_drop", "labels_output", "checks", "unjudged", "allow_unjudged",
+        "confidence", "verdict", "passed",
     ]  # fmt: skip
     assert data["outputs"]["p"] == {
         "max_abs_error": 0.0, "max_rel_error": 0.0, "atol": 1e-2, "passed": True,
         "shape_matches": True, "role": "classes",
         "role_source": "inferred: rows of probabilities summing to 1", "judged": True,
         "agreement": 1.0, "accuracy_reference": 1.0, "accuracy_candidate": 1.0, "threshold": None,
-        "tolerance": None,
+        "tolerance": None, "agreement_ci95": data["outputs"]["p"]["agreement_ci95"],
+        "accuracy_reference_ci95": data["accuracy_reference_ci95"],
+        "accuracy_candidate_ci95": data["accuracy_candidate_ci95"],
+        "accuracy_drop_ci95": data["accuracy_drop_ci95"],
     }  # fmt: skip
-    assert set(data["checks"][0]) == {"name", "passed", "detail", "output", "gating"}
+    assert data["top1_agreement_ci95"] == data["outputs"]["p"]["agreement_ci95"]
+    assert data["top1_agreement_ci95"][0] == pytest.approx(500 / (500 + 1.959964**2))
+    assert data["top1_agreement_ci95"][1] == 1.0 and data["confidence"] == 0.95
+    assert set(data["checks"][0]) == {
+        "name", "passed", "detail", "output", "gating", "inconclusive",
+    }  # fmt: skip
     assert data["accuracy_drop"] == 0.0 and data["passed"] is True
     assert data["verdict"] == "passed" and data["labels_output"] == "p"
 
@@ -140,9 +151,11 @@ def test_validate_result_keeps_the_validate_document() -> None:
     assert list(document) == [
         "schema_version", "artifact", "reference", "backend", "precision", "manifest_status",
         "data_contract", "samples", "data_source", "outputs", "top1_agreement",
-        "min_top1_agreement", "accuracy_reference", "accuracy_candidate", "accuracy_drop",
-        "max_accuracy_drop", "labels_output", "checks", "unjudged", "allow_unjudged", "verdict",
-        "passed", "machine", "batch_size", "device", "warnings",
+        "top1_agreement_ci95", "min_top1_agreement", "accuracy_reference",
+        "accuracy_reference_ci95", "accuracy_candidate", "accuracy_candidate_ci95",
+        "accuracy_drop", "accuracy_drop_ci95", "max_accuracy_drop", "labels_output", "checks",
+        "unjudged", "allow_unjudged", "confidence", "verdict", "passed", "machine", "batch_size",
+        "device", "warnings",
     ]  # fmt: skip
     assert document["artifact"] == "models/a" and document["precision"] == "int8"
     again = ValidateResult.from_json(document)

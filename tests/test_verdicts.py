@@ -22,7 +22,9 @@ from trtconv.calib.contract import PreprocessingOptions
 from trtconv.cli import main
 from trtconv.core.errors import AccuracyError
 from trtconv.manifest import read_manifest
+from trtconv.onnxlib.session import OrtRunner
 from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
+from trtconv.outputs.compare import run_batched
 from trtconv.outputs.roles import Judging
 from trtconv.validation import ValidateResult
 
@@ -35,7 +37,11 @@ def test_box_and_label_heads_are_each_judged_for_what_they_are(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: `box` [N, 4] sorted first and was judged as class scores (its argmax scored
-    against the labels, accuracy 0.23); the label head was not judged at all."""
+    against the labels, accuracy 0.23); the label head was not judged at all.
+
+    Point decisions (confidence 0, recorded in the manifest, so validate follows): the 108
+    held-out samples of digits 0-2 cannot show int8's 0.97 at 95% (125 agreeing samples
+    could); the roles, not the statistics, are under test here."""
     artifact = tmp_path / "box-int8"
     steps: list[str] = []
     result = api.convert(
@@ -45,6 +51,7 @@ def test_box_and_label_heads_are_each_judged_for_what_they_are(
             backend="ort",
             output=artifact,
             calib_data=str(box_label_npz()),
+            confidence=0.0,
         ),
         progress=lambda done, total, label: steps.append(label),
     ).to_json()
@@ -149,7 +156,8 @@ def test_preprocessing_travels_from_convert_to_validate_and_bench(tmp_path: Path
 
 def test_an_artifact_that_failed_is_said_so_by_validate_and_bench(tmp_path: Path) -> None:
     """Before: validate reported "passed" (on random data) for an artifact whose manifest says
-    failed, and bench showed its speed without a word."""
+    failed, and bench showed its speed without a word. (Point decisions: 108 held-out samples
+    cannot show fp32's 0.99 at 95%.)"""
     artifact = tmp_path / "box-fp32"
     with pytest.raises(AccuracyError):
         api.convert(
@@ -160,6 +168,7 @@ def test_an_artifact_that_failed_is_said_so_by_validate_and_bench(tmp_path: Path
                 output=artifact,
                 calib_data=str(box_label_npz()),
                 tolerance=1e-12,
+                confidence=0.0,
             )
         )
     validated = api.validate(ValidateOptions(artifact))  # the default tolerance passes it
@@ -186,3 +195,43 @@ def test_bench_evaluates_on_the_held_out_split_unless_told(digits_saved_model: P
     assert held_out.settings.eval_split == "held-out"
     every = api.bench(BenchOptions(native, eval_data="digits", split="all", **QUICK_BENCH))
     assert every.models[0].eval_samples == 1797
+
+
+def test_an_int8_verdict_on_seven_samples_is_inconclusive_and_on_all_held_out_decided(
+    digits_saved_model: Path,
+    digits_reference: dict[str, Any],
+    digits_held_out: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before: seven agreeing samples "passed" int8's 0.97 (exit 0), though 7 of 7 has a 95%
+    lower bound of 0.65. Now: inconclusive (exit 4), naming the samples seen and needed, said
+    before any work; the same artifact on all 450 held-out digits is decided, with an interval
+    narrower than 0.05 that holds ONNX Runtime's own agreement with TensorFlow."""
+    artifact = tmp_path / "int8-7"
+    argv = ["convert", str(digits_saved_model), "--precision", "int8", "--backend", "ort",
+            "--calib-data", "digits", "--calib-samples", "256", "--validate-samples", "7",
+            "--no-fallback", "--output", str(artifact)]  # fmt: skip
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    _, err = capsys.readouterr()
+    assert stopped.value.code == 4 and "(inconclusive)" in err
+    assert "7 samples of digits[test] cannot show a top-1 agreement of 0.97" in err  # before work
+    assert "n=7" in err and "about 125 at this rate would decide it" in err
+    assert read_manifest(artifact).status == "inconclusive"
+
+    validated = api.validate(ValidateOptions(artifact))  # every held-out digit (450)
+    assert validated.samples == 450 and validated.verdict == "passed"
+    low, high = validated.top1_agreement_ci95 or (0.0, 1.0)
+    assert high - low < 0.05 and low >= 0.97
+    assert any("its manifest says" in w and "INCONCLUSIVE" in w for w in validated.warnings)
+    payload = artifact / read_manifest(artifact).payload
+    with OrtRunner(payload) as runner:
+        int8 = run_batched(runner, digits_held_out)
+    independent = float(
+        (int8["probabilities"].argmax(1) == digits_reference["probabilities"].argmax(1)).mean()
+    )
+    assert low <= independent <= high
+
+    point = api.validate(ValidateOptions(artifact, samples=7, confidence=0.0))
+    assert point.verdict == "passed" and point.confidence == 0.0  # the rule before intervals

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from trtconv.core.errors import InputError
 from trtconv.core.fsutil import dir_size_bytes
 from trtconv.core.lazy import require
+from trtconv.core.model_io import missing_signature
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.manifest import read_manifest
 from trtconv.model_paths import (
@@ -153,10 +154,12 @@ def graph_dtypes(graph_def: Any) -> list[str]:
     return sorted(found)
 
 
-def inspect_saved_model(path: Path) -> SavedModelInspection:
-    """Signatures, serving I/O, op histogram, graph dtypes, size and model card of a SavedModel.
+def inspect_saved_model(path: Path, signature: str | None = None) -> SavedModelInspection:
+    """Signatures, serving I/O, op histogram, graph dtypes, size and model card of a SavedModel;
+    the op histogram and dtypes are those of `signature` (default serving_default).
 
-    Raises InputError when the directory is not a loadable SavedModel.
+    Raises InputError when the directory is not a loadable SavedModel and UsageError when
+    `signature` names a signature it does not have.
     """
     path = check_saved_model_dir(path)
     tf = require("tensorflow")
@@ -175,14 +178,19 @@ def inspect_saved_model(path: Path) -> SavedModelInspection:
         signatures=signatures,
         model_card=read_model_card(path),
     )
-    if SERVING_KEY in signatures:
-        graph_def = graph_def_of(loaded.signatures[SERVING_KEY])
-        result.serving_signature = SERVING_KEY
+    key = signature or SERVING_KEY
+    if signature is not None and signature not in signatures:
+        raise missing_signature(path, signature, list(signatures))
+    if key in signatures:
+        graph_def = graph_def_of(loaded.signatures[key])
+        result.serving_signature = key
         result.op_histogram = op_histogram(graph_def)
         result.op_count = sum(result.op_histogram.values())
         result.graph_dtypes = graph_dtypes(graph_def)
     else:
-        log.warning("%s has no '%s' signature: no op histogram.", path, SERVING_KEY)
+        log.warning(
+            "%s has no '%s' signature: no op histogram (choose one with --signature).", path, key
+        )
     return result
 
 
@@ -241,7 +249,7 @@ def inspect_artifact(path: Path) -> ArtifactInspection:
     if payload.suffix == ".onnx":
         details = inspect_onnx(payload)
     elif is_saved_model_dir(payload):
-        details = inspect_saved_model(payload)
+        details = inspect_saved_model(payload, manifest.model_signature.name)
     return ArtifactInspection(
         path=Path(path),
         size_bytes=dir_size_bytes(path),
@@ -259,10 +267,12 @@ def inspect_artifact(path: Path) -> ArtifactInspection:
     )
 
 
-def inspect_path(path: Path) -> InspectResult:
-    """Describe a trtconv artifact directory, a SavedModel directory or an `.onnx` file.
+def inspect_path(path: Path, signature: str | None = None) -> InspectResult:
+    """Describe a trtconv artifact directory, a SavedModel directory (the op histogram of
+    `signature`, default serving_default) or an `.onnx` file.
 
-    Raises UsageError when `path` does not exist and InputError when it is none of those.
+    Raises UsageError when `path` does not exist or lacks `signature`, and InputError when it is
+    none of those.
     """
     path = require_exists(Path(path))
     if is_artifact_dir(path):
@@ -271,7 +281,7 @@ def inspect_path(path: Path) -> InspectResult:
         return inspect_onnx(path)
     path = saved_model_in(path)  # a `trtconv train` output names the SavedModel inside it
     if is_saved_model_dir(path):
-        return inspect_saved_model(path)
+        return inspect_saved_model(path, signature)
     raise InputError(
         f"{path} is not a SavedModel (saved_model.pb), a trtconv artifact (manifest.json) or "
         "an .onnx file."

@@ -8,7 +8,7 @@ object gets the same one-sentence UsageError.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +19,11 @@ from trtconv.outputs.roles import Judging
 
 DEFAULT_BATCH_SIZES = (1, 8, 32)
 DEFAULT_CALIB_SAMPLES = 500
+# Held-out samples validated on: at 1000, an agreement measured at 0.981 or more shows an int8
+# budget of 0.97 with 95% confidence (at 0.99, 290 samples would; docs/verdicts.md).
 DEFAULT_VALIDATE_SAMPLES = 1000
+# The level of the interval a validation verdict is decided by (--confidence; 0: point rule).
+DEFAULT_CONFIDENCE = 0.95
 CALIB_METHODS = ("entropy", "minmax", "percentile")
 # minmax, as ONNX Runtime's own quantize_static: held-out top-1 agreement of full int8 measured
 # 0.981 (minmax) vs 0.928 (entropy) on a MobileNetV2 with ReLU6, 1.000 vs 0.986 on a small ResNet,
@@ -44,6 +48,12 @@ DEFAULT_NUM_ITER = 20
 # (without --iterations/--duration).
 DEFAULT_WARMUP_ITERATIONS = 10
 DEFAULT_DURATION_S = 3.0
+# bench: the rounds each batch size's timed budget is split into, the models interleaved round by
+# round; the 95% intervals are bootstrapped over them (trtconv.bench.stats).
+DEFAULT_BENCH_ROUNDS = 10
+# How long a bench with a speed goal (a release's min_speedup / max_latency_ms_p99 gates) may keep
+# adding rounds while an interval straddles its threshold (release [gates] speed_time_limit_s).
+DEFAULT_SPEED_TIME_LIMIT_S = 60.0
 # A release benches (and gates) at these batch sizes unless its [bench] table says otherwise.
 DEFAULT_RELEASE_BATCH_SIZES = (1, 8)
 
@@ -52,6 +62,30 @@ def check_choice(flag: str, value: str, choices: Sequence[str]) -> None:
     """Raise UsageError unless `value` is one of `choices` (`flag` names the option)."""
     if value not in choices:
         raise UsageError(f"{flag} must be one of {', '.join(choices)}, found '{value}'.")
+
+
+def check_confidence(confidence: float) -> None:
+    """Raise UsageError unless `confidence` is 0 (point decisions) or a level in (0, 1)."""
+    if not 0.0 <= confidence < 1.0:
+        raise UsageError(
+            f"--confidence must be 0 (point decisions) or a level below 1, e.g. 0.95; found "
+            f"{confidence}."
+        )
+
+
+def check_signature(signature: str | None) -> None:
+    """Raise UsageError for an empty --signature."""
+    if signature is not None and not signature.strip():
+        raise UsageError("--signature needs a signature name, found ''.")
+
+
+def shapes_of(shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, ...]]:
+    """--input-shape values as {name: shape tuple}. Raises UsageError for a size below 1."""
+    fixed = {str(name): tuple(int(dim) for dim in shape) for name, shape in shapes.items()}
+    for name, shape in fixed.items():
+        if not shape or min(shape) < 1:
+            raise UsageError(f"--input-shape {name}: sizes must be positive, found {list(shape)}.")
+    return fixed
 
 
 def check_batch_sizes(sizes: Sequence[int]) -> None:
@@ -82,7 +116,11 @@ class Contest:
 class ConvertOptions:
     """`trtconv convert`. `precision` None is allowed only with backend "best" (every
     precision); `output` None means models/NAME-BACKEND-PRECISION; `tolerance` None keeps the
-    precision's max abs error; `min_top1_agreement`/`max_accuracy_drop` None keep its limits."""
+    precision's max abs error; `min_top1_agreement`/`max_accuracy_drop` None keep its limits;
+    `confidence` is the level verdicts are decided at (0: point decisions). `signature` None is
+    serving_default; `input_shapes` fill in dynamic input dimensions for random data ({name: full
+    shape}). A model with a fixed batch converts at that batch when `batch_sizes` is the
+    default."""
 
     saved_model: Path
     precision: str | None = None
@@ -103,10 +141,16 @@ class ConvertOptions:
     max_accuracy_drop: float | None = None
     judging: Judging = field(default_factory=Judging)
     contest: Contest = field(default_factory=Contest)
+    confidence: float = DEFAULT_CONFIDENCE
+    signature: str | None = None
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "saved_model", Path(self.saved_model))
+        check_confidence(self.confidence)
         object.__setattr__(self, "batch_sizes", tuple(self.batch_sizes))
+        object.__setattr__(self, "input_shapes", shapes_of(self.input_shapes))
+        check_signature(self.signature)
         if self.precision is not None:
             check_choice("--precision", self.precision, PRECISIONS)
         check_choice("--calib-method", self.calib_method, CALIB_METHODS)
@@ -123,7 +167,8 @@ class ConvertOptions:
 @dataclass(frozen=True)
 class ValidateOptions:
     """`trtconv validate`. None means: from the artifact's manifest (reference model, data,
-    split), DEFAULT_VALIDATE_SAMPLES samples, the precision's tolerance."""
+    split, the confidence its verdict was decided at, else DEFAULT_CONFIDENCE),
+    DEFAULT_VALIDATE_SAMPLES samples, the precision's tolerance."""
 
     artifact: Path
     reference: Path | None = None
@@ -134,10 +179,15 @@ class ValidateOptions:
     judging: Judging = field(default_factory=Judging)
     preprocessing: PreprocessingOptions = field(default_factory=PreprocessingOptions)
     split: str | None = None
+    confidence: float | None = None
+    signature: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "artifact", Path(self.artifact))
+        check_signature(self.signature)
         check_choice("--device", self.device, DEVICES)
+        if self.confidence is not None:
+            check_confidence(self.confidence)
         if self.split is not None:
             check_choice("--split", self.split, SPLITS)
         if self.samples is not None and self.samples < 1:
@@ -145,11 +195,31 @@ class ValidateOptions:
 
 
 @dataclass(frozen=True)
+class SpeedGoal:
+    """Thresholds a bench keeps timing for: at `batch_size`, rounds are added while some model's
+    speed-up interval straddles `min_speedup` or its p99 latency interval `max_latency_ms_p99`,
+    for at most `time_limit_s` seconds (a release's speed gates)."""
+
+    batch_size: int
+    min_speedup: float | None = None
+    max_latency_ms_p99: float | None = None
+    time_limit_s: float = DEFAULT_SPEED_TIME_LIMIT_S
+
+    def __post_init__(self) -> None:
+        if self.time_limit_s < 0:
+            raise UsageError(f"The speed time limit {self.time_limit_s:g} s is negative.")
+
+
+@dataclass(frozen=True)
 class BenchOptions:
     """`trtconv bench`: models side by side. None means the defaults: DEFAULT_WARMUP_ITERATIONS
     warm-up calls, DEFAULT_DURATION_S timed seconds, the library's threads, random data, the
     model card's preprocessing, the manifest's judging and split. Repeated batch sizes are
-    measured once."""
+    measured once; a model with a fixed batch is measured at that batch when `batch_sizes` is
+    the default. `signature`: the SavedModels' signature (None: serving_default, or the one the
+    artifacts were converted from); `input_shapes` fill in dynamic dimensions of random data.
+    The timed budget is split into `rounds` interleaved rounds; `goal` (None: no goal) adds
+    rounds at its batch size until its thresholds are decided."""
 
     models: tuple[Path, ...]
     batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
@@ -168,9 +238,15 @@ class BenchOptions:
     judging: Judging = field(default_factory=Judging)
     preprocessing: PreprocessingOptions = field(default_factory=PreprocessingOptions)
     split: str | None = None
+    signature: str | None = None
+    input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    rounds: int = DEFAULT_BENCH_ROUNDS
+    goal: SpeedGoal | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
+        object.__setattr__(self, "input_shapes", shapes_of(self.input_shapes))
+        check_signature(self.signature)
         object.__setattr__(self, "batch_sizes", tuple(dict.fromkeys(self.batch_sizes)))
         check_batch_sizes(self.batch_sizes)
         self._check_budgets()
@@ -179,6 +255,13 @@ class BenchOptions:
         check_choice("--device", self.device, DEVICES)
         if self.split is not None:
             check_choice("--split", self.split, SPLITS)
+        if self.rounds < 1:
+            raise UsageError(f"--rounds {self.rounds} is invalid: it must be at least 1.")
+        if self.goal is not None and self.goal.batch_size not in self.batch_sizes:
+            raise UsageError(
+                f"The speed goal's batch size {self.goal.batch_size} is not benchmarked "
+                f"(batch sizes {', '.join(map(str, self.batch_sizes))})."
+            )
 
     def _check_budgets(self) -> None:
         """--warmup/--warmup-s and --iterations/--duration: each pair exclusive, none negative,

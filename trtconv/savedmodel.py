@@ -1,18 +1,30 @@
-"""Loading SavedModels and reading their serving signature, with one-sentence errors."""
+"""Loading SavedModels and reading their serving signature, with one-sentence errors; Keras
+files (.keras, .h5) exported to a SavedModel for the commands that take one."""
 
 from __future__ import annotations
 
+import logging
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trtconv.core.errors import InputError
 from trtconv.core.lazy import require
-from trtconv.core.model_io import ModelSignature, TensorSpec, unknown_rank
+from trtconv.core.model_io import ModelSignature, TensorSpec, missing_signature, unknown_rank
 from trtconv.model_paths import require_exists, saved_model_in
+
+log = logging.getLogger(__name__)
 
 SERVING_KEY = "serving_default"
 MODEL_CARD = "trtconv.json"
+KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
+KERAS_EXPORT_HOWTO = (
+    "load it in Python with its custom objects and write a SavedModel with "
+    "model.export('DIR') (Keras 3) or tf.saved_model.save(model, 'DIR'), then convert DIR"
+)
 
 
 def check_saved_model_dir(path: Path) -> Path:
@@ -21,7 +33,8 @@ def check_saved_model_dir(path: Path) -> Path:
     output directory names the SavedModel inside it."""
     path = saved_model_in(require_exists(Path(path), "SavedModel"))
     if not path.is_dir():
-        raise InputError(f"SavedModel {path} is a file; expected a SavedModel directory.")
+        how = f"; {KERAS_EXPORT_HOWTO}" if is_keras_file(path) else ""
+        raise InputError(f"SavedModel {path} is a file; expected a SavedModel directory{how}.")
     if not (path / "saved_model.pb").is_file():
         raise InputError(
             f"{path} is not a SavedModel: expected {path / 'saved_model.pb'}, found none."
@@ -39,10 +52,51 @@ class LoadedSavedModel:
     signature: ModelSignature
 
 
-def load_saved_model(path: Path, signature_key: str = SERVING_KEY) -> LoadedSavedModel:
-    """Load a SavedModel and its serving signature.
+def is_keras_file(path: Path) -> bool:
+    """True for a Keras model file (.keras, .h5, .hdf5)."""
+    return Path(path).is_file() and Path(path).suffix.lower() in KERAS_SUFFIXES
 
-    Raises InputError for a missing, corrupt or signature-less SavedModel.
+
+@contextmanager
+def saved_model_for(path: Path) -> Iterator[Path]:
+    """The SavedModel directory `path` names (checked by `check_saved_model_dir`); for a Keras
+    file, a SavedModel exported from it into a temporary directory that is removed on exit.
+
+    Raises what `check_saved_model_dir` raises, and InputError for a Keras file Keras cannot load.
+    """
+    path = require_exists(Path(path), "SavedModel")
+    if not is_keras_file(path):
+        yield check_saved_model_dir(path)
+        return
+    with tempfile.TemporaryDirectory(prefix="trtconv-keras-") as work:
+        yield export_keras(path, Path(work) / "saved_model")
+
+
+def export_keras(path: Path, output: Path) -> Path:
+    """Load the Keras file `path` and write it as a SavedModel at `output` (Keras' own export:
+    `serving_default` takes the model's inputs by name). Returns `output`.
+
+    Raises InputError when Keras cannot load or export it, saying how to export it by hand.
+    """
+    keras = require("keras")
+    log.info("%s is a Keras file: exporting it to a SavedModel first", path)
+    try:
+        model = keras.models.load_model(str(path), compile=False)
+        model.export(str(output), format="tf_saved_model", verbose=False)
+    except Exception as exc:  # unknown custom layers, a corrupt file: many types
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise InputError(
+            f"Keras file {path} could not be exported to a SavedModel ({first}); "
+            f"{KERAS_EXPORT_HOWTO}."
+        ) from exc
+    return output
+
+
+def load_saved_model(path: Path, signature_key: str = SERVING_KEY) -> LoadedSavedModel:
+    """Load a SavedModel and its `signature_key` signature.
+
+    Raises InputError for a missing or corrupt SavedModel and UsageError (exit 2) when it has no
+    such signature, naming those it has.
     """
     path = check_saved_model_dir(path)
     tf = require("tensorflow")
@@ -53,8 +107,7 @@ def load_saved_model(path: Path, signature_key: str = SERVING_KEY) -> LoadedSave
         raise InputError(f"SavedModel {path} could not be loaded: {first_line[:200]}") from exc
     signatures = dict(loaded.signatures)
     if signature_key not in signatures:
-        found = ", ".join(sorted(signatures)) or "none"
-        raise InputError(f"SavedModel {path} has no '{signature_key}' signature (found: {found}).")
+        raise missing_signature(path, signature_key, list(signatures))
     function = signatures[signature_key]
     return LoadedSavedModel(path, loaded, function, signature_of(function, signature_key, path))
 

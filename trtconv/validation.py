@@ -20,19 +20,20 @@ from trtconv.calib.sources import ArraySet
 from trtconv.core.model_io import Outputs
 from trtconv.manifest import Manifest, read_manifest
 from trtconv.model_paths import require_exists
-from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
+from trtconv.options import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES, ValidateOptions
 from trtconv.outputs.compare import (
     compare,
     output_roles,
     raise_if_failed,
     run_batched,
+    undecidable_warning,
     validation_batches,
 )
 from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
 from trtconv.quantize.isa import cpu_int8_class, portability_warning
 from trtconv.report.validation import ValidationReport
-from trtconv.savedmodel import check_saved_model_dir
+from trtconv.savedmodel import is_keras_file, saved_model_for
 
 log = logging.getLogger(__name__)
 
@@ -102,13 +103,13 @@ def validate_runners(
         reference_outputs = run_batched(reference, data)
     batch_size, min_batch = validation_batches(batch_range)
     candidate_outputs = run_batched(candidate, data, batch_size, min_batch)
-    roles = output_roles(reference.path, reference_outputs, judging)
+    roles = output_roles(reference.path, reference_outputs, judging, reference.signature.name)
     report = compare(
         reference_outputs, candidate_outputs, tolerance, data.labels, data.source, roles,
         judging.allow_unjudged,
     )  # fmt: skip
     report.precision, report.machine = precision, validating_machine()
-    report.batch_size, report.device = batch_size, candidate.device
+    report.batch_size, report.device = candidate.signature.batch_for(batch_size), candidate.device
     log.info("validation on %d samples of %s: %s", report.samples, data.source, report.verdict)
     return report
 
@@ -120,21 +121,26 @@ def validate(options: ValidateOptions) -> ValidateResult:
     manifest (its data contract), else the model card, else defaults (`random` data, 1/255,
     the held-out split); the result's `data_contract` says where each came from. Outputs are
     judged by the roles `options.judging` sets, else those the manifest recorded, else
-    inferred. `options.device` is where the artifact runs (RunOptions.device); the reference
-    is TensorFlow with TF32 off. Raises UsageError for a missing artifact or reference, a
-    device the artifact cannot run on, or an output name the model lacks; InputError for a
-    bad one; and AccuracyError (exit 4, carrying the same result) when the artifact fails or
-    is not judged.
+    inferred. Rates are decided at `options.confidence`, else the confidence the manifest's
+    verdict was decided at, else DEFAULT_CONFIDENCE. `options.device` is where the artifact
+    runs (RunOptions.device); the reference is TensorFlow with TF32 off. Raises UsageError for
+    a missing artifact or reference, a device the artifact cannot run on, or an output name the
+    model lacks; InputError for a bad one; and AccuracyError (exit 4, carrying the same result)
+    when the artifact fails, is inconclusive or is not judged.
     """
     artifact = require_exists(options.artifact, "Artifact")
     manifest = read_manifest(artifact)
-    reference = check_saved_model_dir(Path(options.reference or manifest.source_model["path"]))
+    named = Path(options.reference or manifest.source_model["path"])
     judging = options.judging.over(manifest.judging)
     judging.check_names(manifest.model_signature.output_names)
-    report, evaluation, warnings = _run_both(options, artifact, reference, manifest, judging)
-    warnings += _manifest_warnings(manifest, artifact, report, evaluation)
-    for warning in warnings:
+    # A Keras source (convert m.keras) is exported again, for this validation only.
+    with saved_model_for(named) as saved_model:
+        reference = named if is_keras_file(named) else saved_model
+        run = _run_both(options, artifact, saved_model, manifest, judging)
+    report, evaluation, warnings = run
+    for warning in _manifest_warnings(manifest, artifact, report, evaluation):
         log.warning("%s", warning)
+        warnings.append(warning)
     result = ValidateResult(
         **vars(report), artifact=artifact, reference=reference, backend=manifest.backend,
         manifest_status=manifest.status, data_contract=evaluation.contract, warnings=warnings,
@@ -150,20 +156,33 @@ def _run_both(
     manifest: Manifest,
     judging: Judging,
 ) -> tuple[ValidationReport, Evaluation, list[str]]:
-    """(the report, the evaluation data it was judged on, the artifact runner's warnings):
-    the native `reference` and `artifact` run on the evaluation data the options and the
-    manifest name, the artifact on `options.device` in batches inside its engines' profile."""
-    with registry.native().runner(reference, None, RunOptions()) as native:
+    """(the report, the evaluation data it was judged on, the warnings so far: the data too
+    small to ever show the budget, said before the artifact runs, then the runner's): the
+    native `reference` and `artifact` run on the evaluation data the options and the manifest
+    name, the artifact on `options.device` in batches inside its engines' profile."""
+    recorded = (manifest.validation or {}).get("confidence", DEFAULT_CONFIDENCE)
+    confidence = recorded if options.confidence is None else options.confidence
+    tolerance = tolerance_for(manifest.precision, options.tolerance, judging.tolerances, confidence)
+    warnings: list[str] = []
+    key = options.signature or manifest.model_signature.name  # the one converted, by default
+    with registry.native().runner(reference, None, RunOptions(signature=key)) as native:
         evaluation = evaluation_data(
             native.signature, reference, manifest, options.data, options.preprocessing,
             options.split, options.samples or DEFAULT_VALIDATE_SAMPLES,
         )  # fmt: skip
+        data = evaluation.data
+        too_few = undecidable_warning(len(data), tolerance, data.source)
+        if too_few:
+            log.warning("%s", too_few)
+            warnings.append(too_few)
         with registry.open_runner(artifact, RunOptions(device=options.device)) as candidate:
             report = validate_runners(
-                native, candidate, evaluation.data, manifest.precision, options.tolerance,
-                batch_range=manifest.batch_range, judging=judging,
+                native, candidate, data, manifest.precision, batch_range=manifest.batch_range,
+                tolerance=tolerance, judging=judging,
             )  # fmt: skip
-            return report, evaluation, list(candidate.warnings)
+            for warning in candidate.warnings:
+                log.warning("%s", warning)
+            return report, evaluation, [*warnings, *candidate.warnings]
 
 
 def _manifest_warnings(

@@ -39,9 +39,16 @@ def artifact(
     backend: Backend, digits_saved_model: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     output = tmp_path_factory.mktemp("reference") / "digits-onnx-reference-fp32"
+    # 100 samples through the numpy evaluator, on point decisions: 100 cannot show fp32's 0.99
+    # at 95% (381 can), and the record, not the statistics, is under test.
     return api.convert(
         ConvertOptions(
-            digits_saved_model, "fp32", backend=NAME, output=output, validate_samples=100
+            digits_saved_model,
+            "fp32",
+            backend=NAME,
+            output=output,
+            validate_samples=100,
+            confidence=0.0,
         )
     ).to_json()
 

@@ -17,7 +17,11 @@ import pytest
 from PIL import Image
 
 from trtconv import api
-from trtconv.options import BenchOptions, ConvertOptions
+from trtconv.bench import stats
+from trtconv.options import BenchOptions, ConvertOptions, SpeedGoal
+from trtconv.release.config import GateSettings
+from trtconv.release.gates import evaluate_gates
+from trtconv.release.verdict import measures_for
 from trtconv.report.schema import (
     MODEL_KEYS,
     ROW_KEYS,
@@ -44,7 +48,7 @@ def ort_artifact(digits_saved_model: Path, tmp_path_factory: pytest.TempPathFact
             output=output,
             calib_data="digits",
             batch_sizes=(1, 4),
-            validate_samples=200,
+            validate_samples=450,  # every held-out digit: fewer cannot show fp32's 0.99
         )
     )
     return output
@@ -138,6 +142,55 @@ def test_each_model_ran_in_its_own_process(result: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
+def test_speedup_interval_and_a_gate_inside_it_is_inconclusive(result: dict[str, Any]) -> None:
+    """QUICK's 5 calls run as 5 interleaved rounds of one call; the speed-up's interval comes
+    from them, and a min_speedup gate set inside it can be neither passed nor failed."""
+    assert result["settings"]["rounds"] == 10  # 5 calls: 5 rounds
+    row = next(
+        r for r in result["results"] if (r["label"], r["batch_size"]) == ("digits-ort-fp32", 4)
+    )
+    assert row["rounds"] == 5 and row["iterations"] == 5
+    low, high = row["speedup_vs_baseline_ci95"]
+    assert low <= row["speedup_vs_baseline"] <= high and low < high
+    low_t, high_t = row["throughput_per_s_ci95"]
+    assert low_t <= row["throughput_per_s"] <= high_t
+    assert row["latency_ms_p99_ci95"][0] <= row["latency_ms_p99"] <= row["latency_ms_p99_ci95"][1]
+    inside = (low + high) / 2
+    settings = GateSettings(min_speedup=inside, gate_batch_size=4)
+    conversion = {"validation": {"passed": True}}
+    [validated, gate] = evaluate_gates(settings, measures_for(conversion, None, row))
+    assert validated.passed and gate.name == "min_speedup"
+    assert gate.verdict == "inconclusive" and not gate.passed
+    assert list(gate.measured_ci95 or ()) == [low, high]
+
+
+@pytest.mark.slow
+def test_a_speed_goal_adds_rounds_until_decided_or_out_of_time(
+    benched: BenchResult, digits_saved_model: Path, ort_artifact: Path
+) -> None:
+    """A goal inside the first run's interval: the bench adds rounds at the goal's batch size
+    for up to its time limit; what it ends with is decided, or a warning says it is not."""
+    first = next(r for r in benched.results if (r.label, r.batch_size) == ("digits-ort-fp32", 4))
+    assert first.speedup_vs_baseline_ci95 is not None
+    inside = sum(first.speedup_vs_baseline_ci95) / 2
+    goal = SpeedGoal(batch_size=4, min_speedup=inside, time_limit_s=3.0)
+    options = BenchOptions(
+        (digits_saved_model, ort_artifact), batch_sizes=(1, 4), data="digits", threads=1,
+        warmup=2, iterations=8, rounds=4, goal=goal,
+    )  # fmt: skip
+    again = api.bench(options)
+    rows = {(r.label, r.batch_size): r for r in again.results}
+    assert rows["digits", 1].rounds == rows["digits-ort-fp32", 1].rounds == 4
+    row = rows["digits-ort-fp32", 4]
+    assert row.rounds == rows["digits", 4].rounds >= 4
+    assert row.speedup_vs_baseline_ci95 is not None
+    verdict = stats.decide(row.speedup_vs_baseline_ci95, inside, at_least=True)
+    undecided = [w for w in again.warnings if "still undecided against the speed goal" in w]
+    assert bool(undecided) == (verdict == stats.INCONCLUSIVE)
+    assert again.settings.goal == goal
+
+
+@pytest.mark.slow
 def test_artifact_alone_brings_its_source_model_as_baseline(
     ort_artifact: Path, tmp_path: Path
 ) -> None:
@@ -170,6 +223,8 @@ def test_cli_json_and_report(digits_saved_model: Path, tmp_path: Path) -> None:
     document = json.loads(completed.stdout)  # exactly one JSON document on stdout
     assert document["order"] == ["digits"]
     assert [r["batch_size"] for r in document["results"]] == [1, 2]
+    for row in document["results"]:  # 3 calls: 3 rounds, intervals over them
+        assert row["rounds"] == 3 and len(row["throughput_per_s_ci95"]) == 2
     files = sorted(p.name for p in report.iterdir())
     assert files == [
         "accuracy_vs_speedup.png",
@@ -194,6 +249,7 @@ def test_cli_human_table(digits_saved_model: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     assert "p50 ms" in completed.stdout and "samples/s" in completed.stdout
     assert "baseline: digits" in completed.stdout
+    assert "Measured in 3 interleaved round(s) per batch size" in completed.stdout
     assert "warning" not in completed.stdout
 
 

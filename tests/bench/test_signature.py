@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trtconv.bench.signature import read_signature
-from trtconv.core.errors import InputError
+from trtconv.core.errors import InputError, UsageError
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_matches_tensorflow(two_input_saved_model: Path) -> None:
 
 @pytest.mark.slow
 def test_missing_signature_names_what_exists(two_input_saved_model: Path) -> None:
-    with pytest.raises(InputError, match=r"no 'predict' signature \(found: serving_default\)"):
+    with pytest.raises(UsageError, match=r"no 'predict' signature \(found: serving_default\)"):
         read_signature(two_input_saved_model, key="predict")
 
 

@@ -51,7 +51,9 @@ def artifact(digits_saved_model: Path, tmp_path_factory: pytest.TempPathFactory)
     work = tmp_path_factory.mktemp("data-rules")
     output = work / "artifact"
     args = ["convert", str(digits_saved_model), "--precision", "fp32", "--backend", "ort"]
-    args += ["--calib-data", npz(work, "float64 x"), "--output", str(output)]
+    # Point decisions (recorded, so validate follows): 8 held-out samples cannot show fp32's
+    # 0.99 at 95%, and the data rules, not the statistics, are under test.
+    args += ["--calib-data", npz(work, "float64 x"), "--output", str(output), "--confidence", "0"]
     with pytest.raises(SystemExit) as stopped:
         main(args)
     assert stopped.value.code in (0, None)

@@ -16,9 +16,12 @@ from trtconv.quantize.search import (
     HELD_OUT_SPARE,
     MIN_SEARCH_SAMPLES,
     SEARCH_SAMPLES,
+    Score,
     output_error,
     resolution_note,
+    settles,
     split_for_search,
+    unshowable,
 )
 from trtconv.quantize.sensitivity import tf_origin
 from trtconv.quantize.speed import bench_no_gain_warnings, no_gain_notes
@@ -29,10 +32,10 @@ def _part(count: int, name: str) -> ArraySet:
 
 
 def test_search_prefers_held_out_samples_beyond_those_validated_on() -> None:
-    split = split_for_search(_part(1000, "c"), 500, _part(400, "v"), 300)
+    split = split_for_search(_part(1000, "c"), 500, _part(700, "v"), 300)
     assert (len(split.calibration), len(split.held_out)) == (500, 300)
-    assert split.drawn_from == HELD_OUT_SPARE and split.search.source == "v[300:400]"
-    assert split.search.x[0, 0] == 300 and len(split.search) == 100
+    assert split.drawn_from == HELD_OUT_SPARE and split.search.source == "v[300:700]"
+    assert split.search.x[0, 0] == 300 and len(split.search) == 400
 
 
 def test_search_then_takes_spare_calibration_data_without_overlap() -> None:
@@ -51,9 +54,32 @@ def test_with_nothing_to_spare_the_search_scores_on_the_calibration_samples() ->
 
 
 def test_a_search_slice_too_small_for_the_budget_says_so() -> None:
-    assert resolution_note(512, 0.97) is None
-    note = resolution_note(120, 0.99)
-    assert note is not None and note.startswith("120 search samples allow 1.2 top-1 disagreements")
+    """At 95% confidence 124 samples can never show 0.97 (125 of 125 can); with point decisions
+    (confidence 0) the old caveat: too few disagreements allowed to resolve a step."""
+    assert resolution_note(512, budget_for("int8")) is None
+    assert resolution_note(125, budget_for("int8")) is None
+    note = resolution_note(124, budget_for("int8"))
+    assert note is not None and note.startswith("124 search samples cannot show a top-1 agreement")
+    assert "at least 125 samples can" in note
+    assert unshowable(124, budget_for("int8")) and not unshowable(
+        124, budget_for("int8", confidence=0)
+    )
+    point = resolution_note(120, budget_for("int8", min_top1_agreement=0.99, confidence=0.0))
+    assert point is not None and point.startswith(
+        "120 search samples allow 1.2 top-1 disagreements"
+    )
+
+
+def test_a_step_settles_when_it_meets_the_budget_or_when_the_slice_cannot_show_it() -> None:
+    """A step whose interval straddles the budget does not meet it; on a slice that can never
+    show the budget, the ladder stops at the first step not shown to miss it."""
+    inconclusive = Score(0.99, None, None, 0.1, passed=False, verdict="inconclusive")
+    failed = Score(0.5, None, None, 0.9, passed=False, verdict="failed")
+    passed = Score(0.995, None, None, 0.05, passed=True, verdict="passed")
+    assert not settles(inconclusive, False) and settles(inconclusive, True)
+    assert not settles(failed, True) and settles(passed, False)
+    assert max([failed, passed, inconclusive], key=Score.key) is passed
+    assert max([failed, inconclusive], key=Score.key) is inconclusive
 
 
 def test_scheme_variants_change_one_thing_each() -> None:

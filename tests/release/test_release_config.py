@@ -119,6 +119,7 @@ BAD_VALUES = [
         "gates.gate_batch_size: 4 is not one of bench.batch_sizes (1, 8, 32)",
     ),
     ('[eval]\ndata = "missing.npz"', "eval.data: data source missing.npz does not exist"),
+    ("[eval]\nconfidence = 1", "eval.confidence: expected 0 (point decisions) or a level below 1"),
 ]
 
 
@@ -331,6 +332,7 @@ def test_config_sets_each_commands_options(tmp_path: Path, saved_model: Path) ->
 data = "digits"
 samples = 300
 split = "all"
+confidence = 0.99
 [gates]
 min_top1_agreement = 0.5
 max_accuracy_drop = 0.001
@@ -360,5 +362,43 @@ allow_unjudged = true
     assert options.contest == Contest(batch_size=8, iterations=20)
     validate = config.validate_options(fp16, tmp_path / "b", saved_model)
     assert (validate.data, validate.samples, validate.split) == ("digits", 300, "all")
+    assert options.confidence == validate.confidence == 0.99  # [eval] confidence: both
     bench = config.bench_options([saved_model], tmp_path / "bench")
     assert (bench.iterations, bench.data, bench.eval_data) == (20, "digits", "digits")
+
+
+def _two_signatures(path: Path) -> Path:
+    """A tiny SavedModel with serving_default and predict_logits."""
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([None, 2], tf.float32, name="x")
+    module = tf.Module()
+    module.serve = tf.function(
+        lambda x: {"probabilities": tf.nn.softmax(x)}, input_signature=[spec]
+    )
+    module.logits = tf.function(lambda x: {"logits": 2.0 * x}, input_signature=[spec])
+    signatures = {"serving_default": module.serve, "predict_logits": module.logits}
+    tf.saved_model.save(module, str(path), signatures=signatures)
+    return path
+
+
+@pytest.mark.slow  # saves a SavedModel with TensorFlow
+def test_model_signature_reaches_every_command(tmp_path: Path) -> None:
+    model = _two_signatures(tmp_path / "two")
+    text = MINIMAL.format(model).replace("[[targets]]", 'signature = "predict_logits"\n[[targets]]')
+    config = load_config(write(tmp_path, text))
+    target, artifact = config.targets[0], tmp_path / "artifact"
+    assert config.model.signature == "predict_logits"
+    assert config.convert_options(target, model, artifact).signature == "predict_logits"
+    assert config.validate_options(target, artifact, model).signature == "predict_logits"
+    assert config.bench_options([model], tmp_path / "bench").signature == "predict_logits"
+    assert config.to_dict()["model"]["signature"] == "predict_logits"
+    roles = text + '[outputs]\nroles = { logits = "classes" }\n'  # the chosen signature's outputs
+    assert load_config(write(tmp_path, roles)).outputs.roles == {"logits": "classes"}
+    missing = MINIMAL.format(model).replace("[[targets]]", 'signature = "nope"\n[[targets]]')
+    with pytest.raises(UsageError, match=r"^model\.signature: SavedModel .* has no 'nope' "
+                       r"signature \(found: predict_logits, serving_default\)"):  # fmt: skip
+        load_config(write(tmp_path, missing))
+    zoo = MINIMAL.replace('path = "{}"', 'zoo = "digits-cnn"\nsignature = "x"')
+    with pytest.raises(UsageError, match=r"^model\.signature: only with model\.path"):
+        load_config(write(tmp_path, zoo))

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from trtconv.release.config import GateSettings
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from trtconv.options import SpeedGoal
+from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
+from trtconv.release.config import GateSettings, parse_config
+from trtconv.release.document import ReleaseDocument, TargetEntry
 from trtconv.release.gates import Candidate, Measures, evaluate_gates, recommend
+from trtconv.release.verdict import judge_targets
 
 GOOD = Measures(
     validation_passed=True,
@@ -83,3 +92,114 @@ def test_recommend_none_when_nothing_passes() -> None:
     assert recommend([Candidate("ort-fp32", "fp32", 1000.0, False)]) is None
     assert recommend([Candidate("ort-fp32", "fp32", None, True)]) is None
     assert recommend([]) is None
+
+
+def test_accuracy_gates_are_decided_by_the_recorded_intervals() -> None:
+    """51 of 52 agreeing (0.981, 95% interval 0.898-0.997) cannot show 0.97: inconclusive, not
+    passed; a threshold below the interval passes, one above it fails; without intervals
+    (the validation decided on point figures) the point decides."""
+    measured = Measures(
+        validation_passed=True,
+        top1_agreement=51 / 52,
+        top1_agreement_ci95=(0.8985, 0.9966),
+        accuracy_drop=0.0192,
+        accuracy_drop_ci95=(0.0, 0.0962),
+        accuracy_samples=52,
+    )
+    gates = {g.name: g for g in evaluate_gates(GateSettings(0.02, 0.97), measured)}
+    agreement, drop = gates["min_top1_agreement"], gates["max_accuracy_drop"]
+    assert (
+        not agreement.passed and agreement.verdict == INCONCLUSIVE and agreement.measured == 51 / 52
+    )
+    assert "0.981 (0.898-0.997, n=52) is inconclusive against >= 0.97" in agreement.detail
+    assert (
+        not drop.passed
+        and drop.verdict == INCONCLUSIVE
+        and "+0.019 (+0.000 to +0.097" in drop.detail
+    )
+    low = {g.name: g for g in evaluate_gates(GateSettings(0.2, 0.85), measured)}
+    assert low["min_top1_agreement"].passed and low["max_accuracy_drop"].passed
+    high = evaluate_gates(GateSettings(min_top1_agreement=0.999), measured)[-1]
+    assert not high.passed and high.verdict == FAILED  # the whole interval is below 0.999
+    point = Measures(validation_passed=True, top1_agreement=51 / 52, accuracy_samples=52)
+    assert evaluate_gates(GateSettings(min_top1_agreement=0.97), point)[-1].passed
+
+
+def test_an_inconclusive_validation_is_said_so_by_its_gate() -> None:
+    gate = evaluate_gates(
+        GateSettings(), Measures(validation_passed=False, validation_verdict="inconclusive")
+    )[0]
+    assert not gate.passed and gate.verdict == INCONCLUSIVE and gate.detail.endswith("inconclusive")
+
+
+# ---------------------------------------------------------------- speed gates on intervals
+
+
+def speed(speedup: tuple[float, float] | None, p99: tuple[float, float] | None) -> Measures:
+    """GOOD's figures with the bench's intervals around them (over 10 rounds)."""
+    return replace(GOOD, speedup_vs_baseline_ci95=speedup, latency_ms_p99_ci95=p99, rounds=10)
+
+
+@pytest.mark.parametrize(
+    ("speedup", "p99", "expected"),
+    [
+        ((1.8, 2.2), (2.8, 3.3), (PASSED, PASSED)),
+        ((1.2, 1.4), (3.6, 4.0), (FAILED, FAILED)),
+        ((1.4, 2.2), (2.9, 3.8), (INCONCLUSIVE, INCONCLUSIVE)),
+    ],
+)
+def test_speed_gates_judge_the_interval(
+    speedup: tuple[float, float], p99: tuple[float, float], expected: tuple[str, str]
+) -> None:
+    settings = GateSettings(min_speedup=1.5, max_latency_ms_p99=3.5, gate_batch_size=8)
+    gates = {g.name: g for g in evaluate_gates(settings, speed(speedup, p99))}
+    assert (gates["min_speedup"].verdict, gates["max_latency_ms_p99"].verdict) == expected
+    for gate, interval in ((gates["min_speedup"], speedup), (gates["max_latency_ms_p99"], p99)):
+        assert gate.measured_ci95 == interval
+        assert gate.passed is (gate.verdict == PASSED)
+        assert "95% interval" in gate.detail and "over 10 rounds" in gate.detail
+
+
+def test_speed_gates_without_an_interval_judge_the_point_value() -> None:
+    settings = GateSettings(min_speedup=1.5, max_latency_ms_p99=2.5)
+    gates = {g.name: g for g in evaluate_gates(settings, GOOD)}
+    assert gates["min_speedup"].verdict == PASSED and gates["min_speedup"].passed
+    assert gates["max_latency_ms_p99"].verdict == FAILED
+    assert gates["min_speedup"].measured_ci95 is None
+    assert gates["validation_passed"].verdict == PASSED  # every gate has a verdict
+
+
+def test_a_release_undecided_on_speed_is_inconclusive_in_one_sentence(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "saved_model.pb").write_bytes(b"")
+    raw = {
+        "model": {"path": str(model)},
+        "targets": [{"backend": "ort", "precision": "int8"}],
+        "calibration": {"data": "digits"},
+        "gates": {"min_speedup": 1.05, "speed_time_limit_s": 30},
+    }
+    config = parse_config(raw, tmp_path / "release.toml")
+    assert config.speed_goal() == SpeedGoal(8, 1.05, None, 30.0)
+    validation = {"passed": True, "accuracy_drop": 0.0, "top1_agreement": 1.0}
+    conversion = {"status": "converted", "backend": "ort", "precision": "int8"}
+    row = {
+        "batch_size": 8, "throughput_per_s": 900.0, "speedup_vs_baseline": 1.06,
+        "speedup_vs_baseline_ci95": [1.01, 1.11], "rounds": 30,
+    }  # fmt: skip
+    target = TargetEntry("ort-int8", "ort", "int8", {**conversion, "validation": validation})
+    target.bench = [row]
+    recommendation, reason = judge_targets(config, [target])
+    assert recommendation is None and target.inconclusive and not target.passed
+    assert reason.startswith("inconclusive: ")
+    assert "ort-int8 min_speedup 1.01-1.11 (>= 1.05) at batch 8" in reason
+    assert "30 s (gates.speed_time_limit_s)" in reason and reason.count(". ") == 0
+    document = ReleaseDocument(
+        config=config, config_sha256="", release_dir="", source_model={}, targets=[target],
+        bench={}, plots=[], steps=[], environment={}, created_at="",
+    )  # fmt: skip
+    assert (document.verdict, document.exit_code) == (INCONCLUSIVE, 4)
+    # Any failed gate makes it failed, not inconclusive.
+    target.bench = [{**row, "speedup_vs_baseline_ci95": [0.9, 1.0]}]
+    judge_targets(config, [target])
+    assert document.verdict == FAILED

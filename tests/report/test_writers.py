@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from trtconv.bench.evaluation import BenchEvaluation, judge_models
-from trtconv.bench.harness import assemble, model_info, model_rows
+from trtconv.bench.harness import assemble, model_info, model_rows, round_totals
 from trtconv.bench.models import ModelEntry, Plan
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import UsageError
@@ -177,3 +177,48 @@ def test_markdown_marks_missing_figures() -> None:
     markdown = render_markdown(make_result(with_eval=False))
     assert "| digits * | tf fp32 | 1 |" in markdown
     assert "| - | - |" in markdown  # accuracy and agreement without eval data
+
+
+def rounds_document(scale: float, pid: int, drift: list[float]) -> dict[str, Any]:
+    """A worker's raw output in rounds: each round's latencies scaled by the machine's `drift`."""
+    single = document(scale, pid)
+    rounds = []
+    for factor in drift:
+        for measured in single["batches"]:
+            latencies = [value * factor for value in measured["latencies_ms"]]
+            rounds.append(
+                {**measured, "latencies_ms": latencies, "wall_ns": int(sum(latencies) * 1e6)}
+            )
+    return {**single, "batches": rounds}
+
+
+def test_rounds_give_intervals_in_rows_table_and_plots(tmp_path: Path) -> None:
+    settings = Settings(
+        batch_sizes=(1, 8), warmup_iterations=5, iterations=200, rounds=4, data="digits",
+        device="auto",
+    )  # fmt: skip
+    drift = [1.0, 1.3, 0.9, 1.1]  # shared by both models, round by round
+    models = [
+        (entry("digits", "tf", "fp32"), rounds_document(1.0, 101, drift)),
+        (entry("digits-ort-int8", "ort", "int8"), rounds_document(0.25, 102, drift)),
+    ]
+    infos, rows, totals = [], [], {}
+    for model, doc in models:
+        infos.append(model_info(model, doc, model.label == "digits"))
+        rows += model_rows(infos[-1], doc, settings)
+        totals.update(round_totals(model.label, doc))
+    plan = Plan([m for m, _ in models], models[0][0], "the first SavedModel given")
+    result = assemble(plan, settings, infos, rows, totals)
+    by_key = {(r.label, r.batch_size): r for r in result.results}
+    fast = by_key["digits-ort-int8", 8]
+    assert fast.rounds == 4 and fast.iterations == 200
+    # The drift hits both models in the same rounds: the paired speed-up is exactly 4.
+    assert fast.speedup_vs_baseline == pytest.approx(4.0)
+    assert fast.speedup_vs_baseline_ci95 == pytest.approx((4.0, 4.0))
+    low, high = fast.throughput_per_s_ci95 or (0.0, 0.0)
+    assert low < fast.throughput_per_s < high  # the drift itself is not hidden
+    markdown = render_markdown(result)
+    assert "4.00× (4.00-4.00)" in markdown and "interleaved in 4 round(s)" in markdown
+    written = write_report(result, tmp_path / "report")
+    with Image.open(written["throughput_vs_batch"]) as image:
+        image.verify()

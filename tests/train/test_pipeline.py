@@ -139,8 +139,15 @@ def test_uint8_pixels_train_and_convert_alike(tmp_path: Path) -> None:
     np.savez(data, x=pixels, y=digits.labels)
     card = api.train(TrainOptions(data=str(data), epochs=2, output=tmp_path / "model"))
     assert card.preprocessing["scale"] == pytest.approx(1 / 255)
+    # Point decisions: 60 held-out samples cannot show fp32's 0.99 at 95% (381 can).
     result = api.convert(
-        ConvertOptions(tmp_path / "model", "fp32", output=tmp_path / "fp32", calib_data=str(data))
+        ConvertOptions(
+            tmp_path / "model",
+            "fp32",
+            output=tmp_path / "fp32",
+            calib_data=str(data),
+            confidence=0.0,
+        )
     ).to_json()
     assert result["validation"]["passed"]
     scale = result["manifest"]["data_contract"]["preprocessing"]["sources"]["scale"]

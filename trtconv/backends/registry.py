@@ -52,6 +52,8 @@ class Backend:
     # None: the native runner of SavedModels (the baseline), which converts nothing.
     convert: Callable[[ConversionRequest], ConversionOutcome] | None = None
     needs_onnx: bool = False  # its request carries the validated ONNX export
+    # Takes tf.string inputs: it keeps the TensorFlow graph (and its string ops) as it is.
+    string_inputs: bool = False
     qdq_scheme: str | None = None  # int8 from an explicit Q/DQ model in this scheme
     on_gpu: bool = False  # runs on a GPU (the bench judges its timing stability by GPU rules)
     throughput_mode: bool = False  # its runner honours RunOptions.throughput

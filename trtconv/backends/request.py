@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.calib.sources import ArraySet
-from trtconv.core.model_io import CalibrationFeed, ModelSignature, Outputs
+from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, Outputs
 from trtconv.core.progress import Progress
 from trtconv.options import DEFAULT_CALIB_METHOD
 from trtconv.outputs.roles import Roles
@@ -47,6 +47,8 @@ class ConversionRequest:
     batch_sizes: tuple[int, ...] = (1,)
     # INT8 only: a fresh iterator over calibration batches keyed by input name, model dtype.
     calibration: CalibrationFeed | None = None
+    # A batch of real inputs (held-out samples): engine builds take their shapes (and strings).
+    sample: Feeds | None = None
     calib_method: str = DEFAULT_CALIB_METHOD
     # INT8 on CPUs: where the artifact will run (options.INT8_TARGETS), which sets the weight
     # range of the CPU scheme (trtconv.quantize.isa.cpu_weight_range).

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from trtconv.core.errors import InputError, UsageError
-from trtconv.core.model_io import Feeds, ModelSignature, Outputs
+from trtconv.core.model_io import Feeds, ModelSignature, Outputs, dtype_fits
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest
@@ -59,6 +59,9 @@ class RunOptions:
     # Backends with a throughput mode (`Backend.throughput_mode`) run in it: OpenVINO's
     # THROUGHPUT hint, each batch split across parallel streams.
     throughput: bool = False
+    # SavedModels (native and TF-TRT): the signature to run; None: an artifact's recorded one,
+    # else serving_default.
+    signature: str | None = None
 
 
 def check_device(backend: str, device: str, allowed: tuple[str, ...]) -> str:
@@ -150,7 +153,7 @@ class Runner(ABC):
             )
         for name, spec in expected.items():
             array = feeds[name]
-            if array.dtype.name != spec.dtype:
+            if not dtype_fits(array, spec.dtype):
                 raise InputError(
                     f"{self.path}: input '{name}' expects dtype {spec.dtype}, found "
                     f"{array.dtype.name}."

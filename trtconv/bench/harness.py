@@ -9,12 +9,10 @@ samples come back as JSON and are summarized here with `trtconv.bench.stats` int
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import subprocess
-import sys
 import tempfile
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from trtconv.backends import registry
-from trtconv.bench import stats
+from trtconv.bench import rounds, stats
 from trtconv.bench.evaluation import (
     BenchEvaluation,
     contract_warnings,
@@ -41,13 +39,12 @@ from trtconv.bench.models import (
     plan_models,
     portability_warnings,
 )
+from trtconv.bench.rounds import Round, Schedule, Worker
 from trtconv.calib.evaluation import model_preprocessing
 from trtconv.calib.readers import RANDOM
 from trtconv.calib.sources import ArraySet
-from trtconv.core import errors
 from trtconv.core.errors import TrtconvError, UsageError
 from trtconv.core.fsutil import check_output_free
-from trtconv.core.lazy import TF_LOG_LEVEL
 from trtconv.core.model_io import Outputs
 from trtconv.core.progress import Progress, Steps
 from trtconv.environment import environment_block
@@ -64,6 +61,9 @@ MIN_ITERATIONS = 10
 OVERHEAD_WARN_PERCENT = 2.0
 # Below this many samples the p99 is (nearly) the maximum: say so once.
 FEW_SAMPLES = 100
+
+# Per (model label, batch size): the calls and the wall nanoseconds of each round.
+RoundTotals = dict[tuple[str, int], tuple[list[int], list[int]]]
 
 
 # ---------------------------------------------------------------------------- options
@@ -105,6 +105,8 @@ def settings_of(options: BenchOptions, data: str, contract: dict[str, Any]) -> S
         eval_split=contract.get("split"),
         data_contract=contract,
         device=options.device,
+        rounds=options.rounds,
+        goal=options.goal,
     )
 
 
@@ -135,30 +137,22 @@ def worker_spec(
         "eval": str(eval_path) if eval_path else None,
         "eval_outputs": str(outputs_path) if outputs_path else None,
         "input_map": mapping,
+        "signature": entry.signature.name if entry.kind == SAVED_MODEL else None,
         # --device is where artifacts run; SavedModels run where TensorFlow places them.
         "device": settings.device if entry.kind != SAVED_MODEL else "auto",
     }
 
 
 def run_worker(spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any]:
-    """Run one model in a fresh Python process; return its JSON document or raise its error."""
-    spec_path = workdir / f"spec-{index}.json"
-    spec_path.write_text(json.dumps(spec))
-    # Backends registered at run time are registered in the worker too.
-    env = {**os.environ, **registry.worker_environment()}
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", TF_LOG_LEVEL)
-    command = [sys.executable, "-m", "trtconv.cli.bench_worker", str(spec_path)]
+    """Run one model in a fresh Python process, each batch size in one timed loop (no rounds);
+    return its JSON document or raise its error."""
+    command = rounds.worker_command(spec, workdir, index)
     log.debug("running %s", " ".join(command))
+    env = rounds.worker_environment()
     completed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if completed.stderr:
         log.debug("worker %s stderr:\n%s", spec["label"], completed.stderr)
-    lines = [line for line in completed.stdout.splitlines() if line.strip()]
-    document: dict[str, Any] | None = None
-    if lines:
-        try:
-            document = json.loads(lines[-1])
-        except json.JSONDecodeError:
-            document = None
+    document = rounds.last_document(completed.stdout)
     if document is None:
         tail = completed.stderr.strip().splitlines()[-1:] or ["no output"]
         raise TrtconvError(
@@ -166,11 +160,7 @@ def run_worker(spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any
             f"and no result (last message: {tail[0][:200]})."
         )
     if "error" in document:
-        error = document["error"]
-        cls = getattr(errors, error.get("type", ""), None)
-        if not (isinstance(cls, type) and issubclass(cls, TrtconvError)):
-            cls = TrtconvError
-        raise cls(f"Benchmark of {spec['label']} failed: {error.get('message')}")
+        raise rounds.worker_error(document, spec["label"])
     return document
 
 
@@ -199,48 +189,94 @@ def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -
     )
 
 
-def model_rows(info: ModelInfo, document: dict[str, Any], settings: Settings) -> list[BenchRow]:
-    """One row per batch size from a worker's raw samples (no comparison with the baseline yet:
-    see `compared`)."""
-    model = {key: getattr(info, key) for key in ROW_KEYS_OF_MODEL}
-    rows = []
+def by_batch_size(document: dict[str, Any]) -> dict[int, list[Round]]:
+    """A worker document's rounds (`batches`: one entry per round, or per batch size from a
+    single-loop worker) grouped by batch size, in the order they ran."""
+    grouped: dict[int, list[Round]] = {}
     for measured in document["batches"]:
-        summary = stats.summarize(measured["latencies_ms"])
-        batch_size = int(measured["batch_size"])
-        transfers, computes = measured.get("transfer_ms"), measured.get("compute_ms")
-        wall_ns = int(measured["wall_ns"])
-        overhead, p50 = info.harness_overhead_ms or 0.0, summary.p50
-        row = BenchRow(
-            **model,
-            batch_size=batch_size,
-            warmup_iterations=int(measured["warmup_iterations"]),
-            timed_s=wall_ns / 1e9,
-            **summary.to_dict(),  # iterations, cv_percent, latency_ms_{min,...,max,std}
-            throughput_per_s=stats.throughput_per_s(batch_size, summary.count, wall_ns),
-            transfer_ms_mean=float(np.mean(transfers)) if transfers else None,
-            threads=settings.threads,
-            compute_ms_mean=float(np.mean(computes)) if computes else None,
-            compute_cv_percent=stats.coefficient_of_variation(computes) if computes else None,
-            harness_overhead_percent=overhead / p50 * 100 if p50 > 0 else 0.0,
-        )
-        rows.append(row)
-    return rows
+        grouped.setdefault(int(measured["batch_size"]), []).append(measured)
+    return grouped
 
 
-def compared(rows: list[BenchRow], models: list[ModelInfo]) -> list[BenchRow]:
+def model_rows(info: ModelInfo, document: dict[str, Any], settings: Settings) -> list[BenchRow]:
+    """One row per batch size from a worker's raw samples, its rounds pooled, with intervals
+    over rounds (no comparison with the baseline yet: see `compared`)."""
+    model = {key: getattr(info, key) for key in ROW_KEYS_OF_MODEL}
+    return [
+        _row(model, info, batch_size, measured, settings)
+        for batch_size, measured in by_batch_size(document).items()
+    ]
+
+
+def _row(
+    model: dict[str, Any],
+    info: ModelInfo,
+    batch_size: int,
+    measured: list[Round],
+    settings: Settings,
+) -> BenchRow:
+    """The row of one model at one batch size from its rounds: the figures over every call of
+    every round, and the intervals of throughput and p50/p99 latency over rounds."""
+    latencies = [r["latencies_ms"] for r in measured]
+    summary = stats.summarize(np.concatenate(latencies))
+    calls, walls = rounds.totals(measured)
+    wall_ns = sum(walls)
+    transfers = [t for r in measured for t in r.get("transfer_ms") or []]
+    computes = [c for r in measured for c in r.get("compute_ms") or []]
+    overhead, p50 = info.harness_overhead_ms or 0.0, summary.p50
+    return BenchRow(
+        **model,
+        batch_size=batch_size,
+        warmup_iterations=int(measured[0]["warmup_iterations"]),
+        timed_s=wall_ns / 1e9,
+        **summary.to_dict(),  # iterations, cv_percent, latency_ms_{min,...,max,std}
+        throughput_per_s=stats.throughput_per_s(batch_size, summary.count, wall_ns),
+        rounds=len(measured),
+        throughput_per_s_ci95=stats.throughput_interval(batch_size, calls, walls),
+        latency_ms_p50_ci95=stats.percentile_interval(latencies, 50),
+        latency_ms_p99_ci95=stats.percentile_interval(latencies, 99),
+        transfer_ms_mean=float(np.mean(transfers)) if transfers else None,
+        threads=settings.threads,
+        compute_ms_mean=float(np.mean(computes)) if computes else None,
+        compute_cv_percent=stats.coefficient_of_variation(computes) if computes else None,
+        harness_overhead_percent=overhead / p50 * 100 if p50 > 0 else 0.0,
+    )
+
+
+def round_totals(label: str, document: dict[str, Any]) -> RoundTotals:
+    """Calls and wall nanoseconds of each round of one model, by (label, batch size)."""
+    return {(label, b): rounds.totals(measured) for b, measured in by_batch_size(document).items()}
+
+
+def compared(
+    rows: list[BenchRow], models: list[ModelInfo], totals: RoundTotals | None = None
+) -> list[BenchRow]:
     """`rows` with their model's accuracy and agreement (judged after every model ran) and
-    their speedup over the baseline's throughput at the same batch size."""
+    their speedup over the baseline's throughput at the same batch size; with the rounds'
+    `totals`, also the speed-up's interval (paired by round)."""
     infos = {info.label: info for info in models}
-    baseline: dict[int, float] = {}
+    baseline: dict[int, BenchRow] = {}
     for row in rows:
         if row.is_baseline:
-            baseline.setdefault(row.batch_size, row.throughput_per_s)
+            baseline.setdefault(row.batch_size, row)
+    totals = totals or {}
+
+    def interval(row: BenchRow) -> stats.Interval | None:
+        base = baseline.get(row.batch_size)
+        mine = totals.get((row.label, row.batch_size))
+        theirs = totals.get((base.label, row.batch_size)) if base else None
+        return stats.speedup_interval(*mine, *theirs) if mine and theirs else None
+
     return [
         replace(
             row,
             accuracy=infos[row.label].accuracy,
             top1_agreement=infos[row.label].top1_agreement,
-            speedup_vs_baseline=stats.speedup(row.throughput_per_s, baseline.get(row.batch_size)),
+            speedup_vs_baseline=stats.speedup(
+                row.throughput_per_s,
+                baseline[row.batch_size].throughput_per_s if row.batch_size in baseline else None,
+            ),
+            speedup_vs_baseline_ci95=interval(row),
         )
         for row in rows
     ]
@@ -311,46 +347,84 @@ def measure(
     data: ArraySet,
     evaluation: BenchEvaluation | None,
     progress: Progress | None = None,
-) -> tuple[list[ModelInfo], list[BenchRow]]:
-    """Run every model's worker in order; judge their outputs when `evaluation` is given.
-    Returns the models (in `plan.models` order) and their rows; workers' warnings are added to
-    `plan.warnings`. Raises the worker's error type when a model fails."""
+) -> tuple[list[ModelInfo], list[BenchRow], RoundTotals]:
+    """Time every model in interleaved rounds (`run_rounds`); judge their outputs when
+    `evaluation` is given. Returns the models (in `plan.models` order), their rows and each
+    round's totals; workers' warnings are added to `plan.warnings`. Raises the worker's error
+    type when a model fails."""
     mappings = {entry.label: input_map(plan.baseline.signature, entry) for entry in plan.models}
     for entry in plan.models:
         check_entry_fits(entry, data, mappings[entry.label])
     models: list[ModelInfo] = []
     rows: list[BenchRow] = []
+    totals: RoundTotals = {}
     outputs: dict[str, Outputs | None] = {}
-    steps = Steps(progress, len(plan.models))
     with tempfile.TemporaryDirectory(prefix="trtconv-bench-") as tmp:
         workdir = Path(tmp)
         data_path = save_arrays(workdir / "inputs.npz", data.inputs, None)
         eval_path = None
         if evaluation is not None:
             eval_path = save_arrays(workdir / "eval.npz", evaluation.data.inputs, None)
-        for index, entry in enumerate(plan.models):
-            steps.start(entry.label)
-            written = workdir / f"eval-outputs-{index}.npz" if eval_path else None
-            spec = worker_spec(
-                entry, settings, data_path, eval_path, mappings[entry.label], written
+        specs = [
+            worker_spec(
+                entry, settings, data_path, eval_path, mappings[entry.label],
+                workdir / f"eval-outputs-{index}.npz" if eval_path else None,
             )
-            document = run_worker(spec, workdir, index)
+            for index, entry in enumerate(plan.models)
+        ]  # fmt: skip
+        documents = run_rounds(plan, settings, specs, workdir, progress)
+        for entry, document in zip(plan.models, documents, strict=True):
             models.append(model_info(entry, document, entry is plan.baseline))
             rows += model_rows(models[-1], document, settings)
+            totals.update(round_totals(entry.label, document))
             outputs[entry.label] = load_outputs(document.get("eval_outputs"))
             plan.warnings += list(document.get("warnings") or [])
-        steps.finish()
     if evaluation is not None:
         baseline = next(info for info in models if info.is_baseline)
         judge_models(models, baseline, outputs, evaluation, _source(plan))
-    return models, rows
+    return models, rows, totals
+
+
+def run_rounds(
+    plan: Plan,
+    settings: Settings,
+    specs: list[dict[str, Any]],
+    workdir: Path,
+    progress: Progress | None = None,
+) -> list[dict[str, Any]]:
+    """Load every model in its own worker (one after the other), time them in interleaved
+    rounds, then let each finish (memory, evaluation outputs). Returns one document per model,
+    as a single-loop worker prints it, its `batches` holding every round; notes about speed
+    goals left undecided are added to `plan.warnings`."""
+    planned = len(settings.batch_sizes) * len(settings.round_budgets())
+    steps = Steps(progress, len(specs) + planned + 1)
+    with ExitStack() as stack:
+        workers: list[Worker] = []
+        for index, spec in enumerate(specs):
+            steps.start(f"load {spec['label']}")
+            workers.append(stack.enter_context(Worker(spec, workdir, index)))
+        schedule = Schedule(workers, settings, plan.baseline.label, steps.start)
+        measured = schedule.run()
+        plan.warnings += schedule.notes
+        steps.start("finish")
+        documents = [
+            {**worker.loaded, **worker.finish(), "batches": measured[worker.label]}
+            for worker in workers
+        ]
+    steps.finish()
+    return documents
 
 
 def assemble(
-    plan: Plan, settings: Settings, models: list[ModelInfo], rows: list[BenchRow]
+    plan: Plan,
+    settings: Settings,
+    models: list[ModelInfo],
+    rows: list[BenchRow],
+    totals: RoundTotals | None = None,
 ) -> BenchResult:
-    """The result of a run: rows compared with the baseline, every warning, the environment."""
-    rows = compared(rows, models)
+    """The result of a run: rows compared with the baseline (speed-up intervals from the
+    rounds' `totals`), every warning, the environment."""
+    rows = compared(rows, models, totals)
     warnings = plan.warnings + collect_warnings(rows)
     warnings += bench_no_gain_warnings(plan.models, [row.to_json() for row in rows])
     overheads = [m.harness_overhead_ms for m in models if m.harness_overhead_ms is not None]
@@ -389,12 +463,15 @@ def bench(options: BenchOptions, progress: Progress | None = None) -> BenchResul
     """
     force = _check_report(options.report, options.force)
     plan = _plan(options)
+    options = replace(options, batch_sizes=plan.batch_sizes)  # a fixed batch's, if any
     source = _source(plan)
     prep = model_preprocessing(
         plan.baseline.signature, source, options.preprocessing, recorded_contract(plan)
     )
     data = options.data or RANDOM
-    inputs = load_inputs(data, plan.baseline, max(options.batch_sizes), source, prep)
+    inputs = load_inputs(
+        data, plan.baseline, max(options.batch_sizes), source, prep, options.input_shapes
+    )
     evaluation = _evaluation(plan, options, source)
     contract = evaluation.contract if evaluation else {"preprocessing": prep.to_dict()}
     settings = settings_of(options, data, contract)
@@ -406,8 +483,8 @@ def bench(options: BenchOptions, progress: Progress | None = None) -> BenchResul
 
 def _plan(options: BenchOptions) -> Plan:
     """The models in measuring order, their batch sizes checked, and the planning warnings."""
-    plan = plan_models(options.models, xla=options.xla, throughput=options.throughput)
-    check_batch_sizes(plan.models, options.batch_sizes)
+    plan = plan_models(options.models, options.xla, options.throughput, options.signature)
+    plan.batch_sizes = check_batch_sizes(plan.models, options.batch_sizes)
     measured_here = options.eval_data is not None
     plan.warnings += portability_warnings(plan.models, measured_here=measured_here)
     plan.warnings += validation_warnings(plan.models) + contract_warnings(plan)

@@ -6,6 +6,7 @@ the table come from the models, not from the data.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from trtconv.calib.contract import Preprocessing
 from trtconv.calib.readers import ALL, RANDOM, read_model_data
 from trtconv.calib.sources import ArraySet, check_input_shape
 from trtconv.core.errors import InputError
-from trtconv.core.model_io import ModelSignature
+from trtconv.core.model_io import ModelSignature, dtype_fits
 
 # Random data: this many batches of the largest batch size, so consecutive calls see new data.
 RANDOM_BATCHES = 4
@@ -28,17 +29,19 @@ def load_inputs(
     max_batch: int,
     saved_model: Path | None,
     preprocessing: Preprocessing | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
 ) -> ArraySet:
     """The benchmark inputs: every sample of `spec` (`random`: enough for a few batches), read by
-    the model-data reader with the rules convert and validate apply, fitted to `entry`.
+    the model-data reader with the rules convert and validate apply, fitted to `entry` (its
+    dynamic dimensions filled in by `input_shapes`, --input-shape).
 
     Raw pixels become inputs by `preprocessing` (default: the model card in `saved_model`, the
-    baseline's).
+    baseline's). Raises UsageError for `input_shapes` that do not fit.
     """
     samples = max(MIN_RANDOM_SAMPLES, RANDOM_BATCHES * max_batch) if spec == RANDOM else None
     return read_model_data(
         spec,
-        entry.signature,
+        entry.signature.with_shapes(input_shapes or {}),
         role=ALL,
         samples=samples,
         saved_model=saved_model,
@@ -64,7 +67,7 @@ def check_entry_fits(entry: ModelEntry, data: ArraySet, mapping: dict[str, str])
     for spec in entry.signature.inputs:
         check_input_shape(renamed, spec.name, spec.shape[1:], what=f"model {entry.path}")
         found = renamed.inputs[spec.name].dtype.name
-        if found != spec.dtype:
+        if not dtype_fits(renamed.inputs[spec.name], spec.dtype):
             raise InputError(
                 f"{entry.path}: input '{spec.name}' expects {spec.dtype}, the data is {found}."
             )

@@ -6,6 +6,7 @@ checked before the first worker starts.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -24,7 +25,11 @@ from trtconv.model_paths import (
     model_kind,
     saved_model_in,
 )
+from trtconv.options import DEFAULT_BATCH_SIZES
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
+from trtconv.savedmodel import SERVING_KEY
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -61,6 +66,7 @@ class Plan:
     baseline: ModelEntry
     baseline_reason: str
     warnings: list[str] = field(default_factory=list)
+    batch_sizes: tuple[int, ...] = ()  # what is measured (`check_batch_sizes`)
 
 
 def _short_name(path: Path) -> str:
@@ -68,10 +74,13 @@ def _short_name(path: Path) -> str:
     return path.parent.name if path.name == "saved_model" else path.name
 
 
-def saved_model_entry(path: Path, xla: bool = False) -> ModelEntry:
-    """A native SavedModel (optionally run under XLA), labelled after its directory."""
+def saved_model_entry(
+    path: Path, xla: bool = False, signature_key: str | None = None
+) -> ModelEntry:
+    """A native SavedModel's signature `signature_key` (default serving_default), optionally run
+    under XLA, labelled after its directory. Raises UsageError when it has no such signature."""
     label = _short_name(path) + ("+xla" if xla else "")
-    signature = read_signature(path)
+    signature = read_signature(path, signature_key or SERVING_KEY)
     native = registry.native().name
     return ModelEntry(label, path, SAVED_MODEL, native, "fp32", signature, xla=xla)
 
@@ -109,12 +118,13 @@ def has_throughput_mode(entry: ModelEntry) -> bool:
     return entry.kind == ARTIFACT and registry.get(entry.backend).throughput_mode
 
 
-def resolve_entry(path: Path) -> ModelEntry:
-    """A SavedModel or artifact entry. Missing path: UsageError; neither kind: InputError."""
+def resolve_entry(path: Path, signature_key: str | None = None) -> ModelEntry:
+    """A SavedModel (its signature `signature_key`) or artifact entry. Missing path or
+    signature: UsageError; neither kind: InputError."""
     path = Path(path)
     if model_kind(path) == ARTIFACT:
         return artifact_entry(path)
-    return saved_model_entry(saved_model_in(path))
+    return saved_model_entry(saved_model_in(path), signature_key=signature_key)
 
 
 def _unique_labels(models: list[ModelEntry]) -> None:
@@ -126,22 +136,28 @@ def _unique_labels(models: list[ModelEntry]) -> None:
             entry.label = f"{entry.label}#{count}"
 
 
-def plan_models(paths: Sequence[Path | str], xla: bool = False, throughput: bool = False) -> Plan:
+def plan_models(
+    paths: Sequence[Path | str],
+    xla: bool = False,
+    throughput: bool = False,
+    signature: str | None = None,
+) -> Plan:
     """Resolve every model path, choose the baseline and fix the measuring order.
 
     The baseline is the first SavedModel given; without one, the first artifact's source model
-    (put first and measured too). With --xla each SavedModel is followed by an XLA variant; with
-    `throughput` each artifact whose backend has a throughput mode by a run in it.
+    (put first and measured too, with the signature the artifact was converted from). SavedModels
+    run `signature` (default serving_default). With --xla each SavedModel is followed by an XLA
+    variant; with `throughput` each artifact whose backend has a throughput mode by a run in it.
     """
     if not paths:
         raise UsageError("Give at least one model (a SavedModel or a trtconv artifact directory).")
-    given = [resolve_entry(Path(p)) for p in paths]
+    given = [resolve_entry(Path(p), signature) for p in paths]
     warnings: list[str] = []
     models: list[ModelEntry] = []
     for entry in given:
         models.append(entry)
         if xla and entry.kind == SAVED_MODEL:
-            models.append(saved_model_entry(entry.path, xla=True))
+            models.append(saved_model_entry(entry.path, True, entry.signature.name))
         if throughput and has_throughput_mode(entry):
             models.append(throughput_entry(entry))
     native = [m for m in models if m.kind == SAVED_MODEL and not m.xla]
@@ -151,11 +167,12 @@ def plan_models(paths: Sequence[Path | str], xla: bool = False, throughput: bool
         first = models[0]
         source = first.source_model
         if source is not None and is_saved_model_dir(source):
-            baseline = saved_model_entry(source)
+            key = signature or first.signature.name
+            baseline = saved_model_entry(source, signature_key=key)
             reason = f"the source model of artifact {first.path}"
             models.insert(0, baseline)
             if xla:
-                models.insert(1, saved_model_entry(source, xla=True))
+                models.insert(1, saved_model_entry(source, True, key))
         else:
             baseline, reason = first, "the first model given (its source model was not found)"
             warnings.append(
@@ -176,9 +193,21 @@ def portability_warnings(models: list[ModelEntry], measured_here: bool = False) 
     return [warning for warning in found if warning]
 
 
-def check_batch_sizes(models: list[ModelEntry], batch_sizes: Sequence[int]) -> None:
-    """Raise UsageError when a model's fixed batch dimension, or the batch range its engines
-    were built for, excludes a requested batch size."""
+def check_batch_sizes(models: list[ModelEntry], batch_sizes: Sequence[int]) -> tuple[int, ...]:
+    """The batch sizes to measure: `batch_sizes`, or a model's fixed batch when they are the
+    default (said once, in the log). Raises UsageError when a model's fixed batch dimension, or
+    the batch range its engines were built for, excludes a requested batch size."""
+    batch_sizes = tuple(batch_sizes)
+    pinned = next((m for m in models if m.signature.fixed_batch is not None), None)
+    if pinned is not None:
+        signature = pinned.signature
+        batch_sizes = signature.accepted_batch_sizes(
+            batch_sizes, DEFAULT_BATCH_SIZES, pinned.path, "--batch-sizes"
+        )
+        log.info(
+            "%s takes batch size %d only (input %s): measuring at batch %d",
+            pinned.path, batch_sizes[0], signature.fixed_input().describe(), batch_sizes[0],
+        )  # fmt: skip
     for entry in models:
         if entry.batch_range is not None:
             low, high = entry.batch_range
@@ -197,3 +226,4 @@ def check_batch_sizes(models: list[ModelEntry], batch_sizes: Sequence[int]) -> N
                     f"{entry.path} takes batch size {fixed} only (input {spec.describe()}), "
                     f"asked for {', '.join(map(str, bad))}."
                 )
+    return batch_sizes

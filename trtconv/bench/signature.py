@@ -18,8 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from trtconv.core.errors import InputError
-from trtconv.core.model_io import ModelSignature, TensorSpec, unknown_rank
+from trtconv.core.model_io import ModelSignature, TensorSpec, missing_signature, unknown_rank
 from trtconv.core.protowire import fields, int64, map_entries, messages
+from trtconv.savedmodel import SERVING_KEY
 
 # tensorflow/core/framework/types.proto DataType -> numpy dtype name.
 DTYPES = {
@@ -54,11 +55,11 @@ def _tensor_spec(name: str, info: bytes, kind: str, model: Path) -> TensorSpec:
     return TensorSpec(name, tuple(dims), DTYPES.get(dtype_code, f"dtype{dtype_code}"))
 
 
-def read_signature(path: Path, key: str = "serving_default") -> ModelSignature:
+def read_signature(path: Path, key: str = SERVING_KEY) -> ModelSignature:
     """The `key` signature of the SavedModel directory `path` (inputs and outputs sorted by name).
 
-    Raises InputError when saved_model.pb cannot be parsed, has no such signature or declares a
-    tensor of unknown rank.
+    Raises InputError when saved_model.pb cannot be parsed or declares a tensor of unknown rank,
+    and UsageError (exit 2) when it has no such signature, naming those it has.
     """
     pb = Path(path) / "saved_model.pb"
     try:
@@ -69,8 +70,7 @@ def read_signature(path: Path, key: str = "serving_default") -> ModelSignature:
         raise InputError(f"SavedModel {path} could not be read ({pb}: {exc}).") from exc
     if key not in signatures:
         # TF adds an internal `__saved_model_init_op`; users only ever ask for their own names.
-        found = ", ".join(sorted(k for k in signatures if not k.startswith("__"))) or "none"
-        raise InputError(f"SavedModel {path} has no '{key}' signature (found: {found}).")
+        raise missing_signature(path, key, [k for k in signatures if not k.startswith("__")])
     signature = signatures[key]
     inputs = map_entries(signature, 1)
     outputs = map_entries(signature, 2)

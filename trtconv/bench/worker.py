@@ -2,12 +2,15 @@
 
 One process per model keeps thread pools, allocators and memory of one model away from the next.
 The worker loads the model, times `infer()` + `sync()` with `time.perf_counter_ns` on batches
-prepared before timing, and prints exactly one JSON line on stdout: the raw samples (statistics
-are computed by the parent, in one place) or `{"error": {"type", "message"}}`.
+prepared before timing, and prints JSON lines on stdout: the raw samples (statistics are computed
+by the parent, in one place) or `{"error": {"type", "message"}}`. `run` times each batch size in
+one loop and prints one document; `serve` (`--serve`) keeps the model loaded and times one round
+at a time as the parent asks, so that bench can interleave the models round by round.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -16,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -190,7 +193,8 @@ def eval_outputs(runner: Runner, inputs: dict[str, np.ndarray], batch_size: int)
 
 def load_arrays(path: str, input_map: dict[str, str] | None = None) -> dict[str, np.ndarray]:
     """The parent's npz, re-keyed by this model's input names (`input_map`: model -> npz key)."""
-    with np.load(path, allow_pickle=False) as archive:
+    # The parent wrote it: string inputs are object arrays of bytes, which .npz pickles.
+    with np.load(path, allow_pickle=True) as archive:
         arrays = {key: archive[key] for key in archive.files if key != "__labels__"}
     if not input_map:
         return arrays
@@ -217,6 +221,7 @@ def load(spec: dict[str, Any], first_batch: Feeds) -> tuple[Runner, float, float
         xla=bool(spec.get("xla")),
         device=str(spec.get("device") or "auto"),
         throughput=bool(spec.get("throughput")),
+        signature=spec.get("signature"),
     )
     started = time.perf_counter_ns()
     runner = registry.open_runner(Path(spec["model"]), options)
@@ -243,38 +248,91 @@ def measure_batch(runner: Runner, batches: list[Feeds], spec: dict[str, Any]) ->
     }
 
 
-def run(spec: dict[str, Any], progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Benchmark one model as `spec` says; return the raw measurements (one JSON document)."""
-    note = progress or (lambda _message: None)
+@dataclass
+class Session:
+    """One loaded model in a worker: its runner, batches per batch size and load figures."""
+
+    spec: dict[str, Any]
+    runner: Runner
+    batches: dict[int, list[Feeds]]
+    load_ms: float
+    first_inference_ms: float
+    overhead_ms: float = 0.0
+
+    def loaded(self) -> dict[str, Any]:
+        """What is known once the model is loaded: process, load times, harness floor."""
+        return {
+            "label": self.spec["label"],
+            "pid": os.getpid(),
+            "load_ms": self.load_ms,
+            "first_inference_ms": self.first_inference_ms,
+            "harness_overhead_ms": self.overhead_ms,
+            "device": self.runner.device,
+        }
+
+    def measure(self, batch_size: int, warmup: dict[str, Any], measure: dict[str, Any]) -> dict:
+        """The raw samples of one timed loop (a round) at `batch_size`."""
+        spec = {"warmup": warmup, "measure": measure}
+        return measure_batch(self.runner, self.batches[batch_size], spec)
+
+    def finish(self) -> dict[str, Any]:
+        """Peak memory (of the timed runs: read before evaluation), the outputs on the
+        evaluation data when the spec asks for them, and the runner's warnings."""
+        peak, gpu_memory = peak_rss_mb(), gpu_memory_mb(os.getpid())
+        written = None
+        if self.spec.get("eval"):
+            eval_inputs = load_arrays(self.spec["eval"], self.spec.get("input_map"))
+            outputs = eval_outputs(self.runner, eval_inputs, max(self.batches))
+            written = self.spec["eval_outputs"]
+            np.savez(written, **outputs)
+        return {
+            "peak_rss_mb": peak,
+            "gpu_memory_mb": gpu_memory,
+            "eval_outputs": written,
+            "warnings": self.runner.warnings,
+        }
+
+
+def open_session(spec: dict[str, Any]) -> Session:
+    """Load the model `spec` names, prepare its batches and time the harness's own floor.
+    The caller closes `session.runner` (a context manager) when done."""
     inputs = load_arrays(spec["data"], spec.get("input_map"))
     batch_sizes = [int(b) for b in spec["batch_sizes"]]
     all_batches = {b: make_batches(inputs, b, int(spec.get("max_batches", 8))) for b in batch_sizes}
     runner, load_ms, first_inference_ms = load(spec, all_batches[batch_sizes[0]][0])
-    note(f"loaded in {load_ms:.0f} ms")
-    with runner:  # deactivated (device memory freed) when done
-        overhead_ms = measure_overhead(runner, all_batches[batch_sizes[0]])
+    session = Session(spec, runner, all_batches, load_ms, first_inference_ms)
+    session.overhead_ms = measure_overhead(runner, all_batches[batch_sizes[0]])
+    return session
+
+
+def run(spec: dict[str, Any], progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Benchmark one model as `spec` says, each batch size in one timed loop; return the raw
+    measurements (one JSON document)."""
+    note = progress or (lambda _message: None)
+    session = open_session(spec)
+    note(f"loaded in {session.load_ms:.0f} ms")
+    with session.runner:  # deactivated (device memory freed) when done
         measured = []
-        for batch_size in batch_sizes:
+        for batch_size in session.batches:
             note(f"batch {batch_size}")
-            measured.append(measure_batch(runner, all_batches[batch_size], spec))
-        # Read the peaks before evaluation: they reflect the timed runs, not the eval set.
-        peak, gpu_memory = peak_rss_mb(), gpu_memory_mb(os.getpid())
-        written = None
-        if spec.get("eval"):
-            eval_inputs = load_arrays(spec["eval"], spec.get("input_map"))
-            outputs = eval_outputs(runner, eval_inputs, max(batch_sizes))
-            written = spec["eval_outputs"]
-            np.savez(written, **outputs)
-    return {
-        "label": spec["label"],
-        "pid": os.getpid(),
-        "load_ms": load_ms,
-        "first_inference_ms": first_inference_ms,
-        "peak_rss_mb": peak,
-        "gpu_memory_mb": gpu_memory,
-        "harness_overhead_ms": overhead_ms,
-        "batches": measured,
-        "eval_outputs": written,
-        "device": runner.device,
-        "warnings": runner.warnings,
-    }
+            measured.append(session.measure(batch_size, spec["warmup"], spec["measure"]))
+        finished = session.finish()
+    return {**session.loaded(), **finished, "batches": measured}
+
+
+def serve(spec: dict[str, Any], requests: TextIO, reply: Callable[[dict[str, Any]], None]) -> None:
+    """Keep one model loaded and time it a round at a time, as the parent asks (bench's
+    interleaved rounds). Replies `loaded()` first; then reads one JSON request per line:
+    {"op": "round", "batch_size", "warmup", "measure"} is answered with that round's raw samples,
+    {"op": "finish"} with `finish()`, after which it returns; so does the end of `requests`
+    (the parent is gone)."""
+    session = open_session(spec)
+    with session.runner:
+        reply(session.loaded())
+        for line in requests:
+            request = json.loads(line)
+            if request["op"] == "finish":
+                reply(session.finish())
+                return
+            batch_size = int(request["batch_size"])
+            reply(session.measure(batch_size, request["warmup"], request["measure"]))

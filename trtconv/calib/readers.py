@@ -50,7 +50,7 @@ from trtconv.calib.sources import (
     split_holdout,
 )
 from trtconv.core.errors import InputError, UsageError
-from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, TensorSpec
+from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, TensorSpec, numpy_dtype
 from trtconv.savedmodel import read_model_card
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,8 @@ def read_model_data(
     if preprocessing is None:
         preprocessing = card_preprocessing(signature, saved_model)
     prep = preprocessing
-    part = load_part(spec, role, lambda: image_preprocessing(signature, prep))
+    strings = any(spec.is_string for spec in signature.inputs)
+    part = load_part(spec, role, lambda: image_preprocessing(signature, prep), strings)
     data = fit_to_signature(part, signature, prep)
     if samples is not None and samples < len(data):
         return data.head(samples)
@@ -124,15 +125,19 @@ def card_preprocessing(
 
 
 def load_part(
-    spec: str, role: str, images: Callable[[], ImagePreprocessing] | None = None
+    spec: str,
+    role: str,
+    images: Callable[[], ImagePreprocessing] | None = None,
+    strings: bool = False,
 ) -> ArraySet:
     """The `role` part of `digits` or a user data set (as read, not yet fitted to a model).
 
-    `images` gives the preprocessing of an image folder (called only for one).
+    `images` gives the preprocessing of an image folder (called only for one); `strings`: the
+    model takes tf.string inputs, so an .npz may hold arrays of bytes objects.
     """
     if spec == DIGITS:
         return load_digits(DIGITS_SPLITS[role])
-    data = load_file(spec, images)
+    data = load_file(spec, images, strings)
     if role == ALL:
         return data
     calibration, held_out = split_holdout(data, (CALIBRATION, VALIDATION))
@@ -192,7 +197,7 @@ def fit_to_signature(
             )
         fitted[spec.name] = _cast(array, spec, data.source, preprocessing)
     pixels = data.raw_pixels or any(
-        inputs[spec.name].dtype == np.uint8 and np.dtype(spec.dtype).kind == "f"
+        inputs[spec.name].dtype == np.uint8 and numpy_dtype(spec.dtype).kind == "f"
         for spec in signature.inputs
     )
     result = ArraySet(fitted, data.labels, data.source, data.class_names, pixels)
@@ -216,6 +221,8 @@ def _match_names(data: ArraySet, signature: ModelSignature) -> dict[str, np.ndar
 def _cast(
     array: np.ndarray, spec: TensorSpec, source: str, preprocessing: Preprocessing | None
 ) -> np.ndarray:
+    if spec.is_string:
+        return _bytes(array, spec, source)
     want = np.dtype(spec.dtype)
     if array.dtype == want:
         return array
@@ -234,15 +241,44 @@ def _cast(
     return array.astype(want)
 
 
+def _bytes(array: np.ndarray, spec: TensorSpec, source: str) -> np.ndarray:
+    """A tf.string input's samples as an object array of bytes (str is UTF-8 encoded; a
+    fixed-width bytes array loses its values' trailing NUL bytes, as numpy stores them).
+    Raises InputError for anything else."""
+    if array.dtype.kind in "SU" or (
+        array.dtype.kind == "O" and all(isinstance(v, (bytes, str)) for v in array.flat)
+    ):
+        values = [v.encode() if isinstance(v, str) else bytes(v) for v in array.flat]
+        result = np.empty(len(values), dtype=object)
+        result[:] = values
+        return result.reshape(array.shape)
+    raise InputError(
+        f"{source}: input '{spec.name}' is a tf.string ({spec.describe()}); expected an array of "
+        f"bytes (e.g. encoded PNGs, dtype object or S), found {array.dtype.name}."
+    )
+
+
 def random_data(signature: ModelSignature, samples: int, seed: int) -> ArraySet:
     """Seeded inputs shaped by the signature: floats in [0, 1), integers in [0, 10), booleans;
-    only good for timing. Raises InputError for a dynamic non-batch dimension."""
+    only good for timing. Raises InputError for a dynamic non-batch dimension (naming
+    --input-shape and --data) and for a string input."""
     rng = np.random.default_rng(seed)
     inputs: dict[str, np.ndarray] = {}
     for spec in signature.inputs:
-        if any(d is None for d in spec.shape[1:]):
+        if spec.is_string:
             raise InputError(
-                f"Random data needs static dimensions; input {spec.describe()} has a dynamic one."
+                f"Random data cannot fill input {spec.describe()}, a tf.string: give real "
+                "inputs (--data / --calib-data PATH.npz holding an array of bytes, e.g. "
+                "encoded PNGs)."
+            )
+        if any(d is None for d in spec.shape[1:]):
+            example = "x".join(
+                ("1" if i == 0 else "?") if d is None else str(d) for i, d in enumerate(spec.shape)
+            )
+            raise InputError(
+                f"Random data needs static dimensions; input {spec.describe()} has a dynamic "
+                f"one: give its shape with --input-shape {spec.name}={example} (each ? a size) "
+                "or real inputs with --data / --calib-data."
             )
         shape = (samples, *(int(d) for d in spec.shape[1:]))  # type: ignore[arg-type]
         dtype = np.dtype(spec.dtype)

@@ -78,7 +78,10 @@ class ArraySet:
         for name in sorted(arrays):
             array = np.ascontiguousarray(arrays[name])
             parts.append(f"{name}|{array.dtype}|{array.shape}|".encode())
-            parts.append(array.tobytes())
+            if array.dtype.kind == "O":  # bytes objects (string inputs): their values, sized
+                parts += [f"{len(v)}|".encode() + bytes(v) for v in array.flat]
+            else:
+                parts.append(array.tobytes())
         return sha256_bytes(b"".join(parts))
 
 
@@ -121,13 +124,17 @@ def load_digits(split: str = "all") -> ArraySet:
     return ArraySet({"x": images[chosen]}, labels[chosen], f"digits[{split}]", names)
 
 
-def load_npz(path: Path) -> ArraySet:
-    """An `.npz` with one array per input name (or a single `x`) and optional labels `y`."""
+def load_npz(path: Path, strings: bool = False) -> ArraySet:
+    """An `.npz` with one array per input name (or a single `x`) and optional labels `y`.
+
+    `strings`: the model takes tf.string inputs, whose bytes objects an .npz stores pickled;
+    only then are object arrays read (the file is the user's own data, like their model).
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"Data file {path} does not exist.")
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        with np.load(path, allow_pickle=strings) as archive:
             arrays = {key: archive[key] for key in archive.files}
     except EOFError as exc:  # an empty or truncated file
         size = path.stat().st_size
@@ -258,15 +265,18 @@ def check_input_shape(
         )
 
 
-def load_file(spec: str, images: Callable[[], ImagePreprocessing] | None = None) -> ArraySet:
-    """A user data set: an `.npz`, or an image folder decoded as `images()` says.
+def load_file(
+    spec: str, images: Callable[[], ImagePreprocessing] | None = None, strings: bool = False
+) -> ArraySet:
+    """A user data set: an `.npz` (`strings`: arrays of bytes objects allowed), or an image
+    folder decoded as `images()` says.
 
     Raises UsageError for a path that does not exist (or an image folder without `images`) and
     InputError for a file that is not an `.npz`.
     """
     path = Path(spec)
     if path.suffix == ".npz":
-        return load_npz(path)
+        return load_npz(path, strings)
     if path.is_dir():
         if images is None:
             raise UsageError(f"Image folder {path} needs an image size (from a model card).")

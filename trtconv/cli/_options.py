@@ -1,5 +1,6 @@
-"""Options several commands share (convert, validate, bench, train; the release config has
-their twins): how outputs are judged, how raw pixels become inputs, where artifacts run, --json.
+"""Options several commands share (convert, validate, bench, train, inspect; the release config
+has their twins): how outputs are judged, how raw pixels become inputs, where artifacts run, the
+signature, input shapes, --json.
 
 Each is declared once here as an `Annotated` alias (after huggingface_hub's cli/_cli_utils.py),
 so a command lists it in one line, its default beside it from trtconv.options:
@@ -79,8 +80,36 @@ DeviceOpt = Annotated[
         "Runtime's CUDA provider) or tensorrt (TensorRT, or ONNX Runtime's TensorRT provider)."
     ),
 ]
+CONFIDENCE_HELP = (
+    "How sure a verdict must be: a rate passes when its interval at this level clears the "
+    "budget, fails when it cannot reach it, and is inconclusive (exit 4) when it straddles it; "
+    "0: decide on the point figure."
+)
+ConfidenceOpt = Annotated[float, typer.Option(help=CONFIDENCE_HELP)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
-BatchSizesOpt = Annotated[str, typer.Option(help="Comma-separated batch sizes.")]
+BatchSizesOpt = Annotated[
+    str,
+    typer.Option(
+        help="Comma-separated batch sizes (a model with a fixed batch, e.g. [1,32,32,3], runs "
+        "at that batch unless you name others)."
+    ),
+]
+SignatureOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--signature",
+        help="The SavedModel signature to use (default serving_default; for an artifact, the "
+        "one it was converted from). `trtconv inspect` lists them.",
+    ),
+]
+InputShapeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--input-shape",
+        help="NAME=1x48x48x3: the full shape of an input with dynamic dimensions, for random "
+        "data (when no data is given). Repeatable.",
+    ),
+]
 DEFAULT_BATCH_SIZES_TEXT = ",".join(map(str, DEFAULT_BATCH_SIZES))
 
 

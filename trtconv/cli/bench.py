@@ -20,15 +20,19 @@ from trtconv.cli._options import (
     ImageOffsetOpt,
     ImageScaleOpt,
     ImageStdOpt,
+    InputShapeOpt,
     JsonOpt,
     LabelsOutputOpt,
     OutputRoleOpt,
+    SignatureOpt,
     SplitOpt,
     judging_options,
     preprocessing_options,
 )
 from trtconv.cli._output import progress_bar, run_command, stderr_console
+from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
+    DEFAULT_BENCH_ROUNDS,
     DEFAULT_DEVICE,
     DEFAULT_DURATION_S,
     DEFAULT_WARMUP_ITERATIONS,
@@ -54,6 +58,14 @@ Duration = Annotated[
     typer.Option(
         help=f"Timed seconds per batch size instead (default {DEFAULT_DURATION_S:g}, at least "
         f"{MIN_ITERATIONS} iterations)."
+    ),
+]
+Rounds = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Rounds the timed budget is split into, the models interleaved round by round; the "
+        "95% intervals are bootstrapped over them (1: no intervals).",
     ),
 ]
 Threads = Annotated[
@@ -82,11 +94,15 @@ Report = Annotated[
 Force = Annotated[bool, typer.Option(help="Replace an existing --report directory.")]
 
 
+# Columns of the table when stdout is not a terminal (the speed-up's interval included).
+PIPED_WIDTH = 148
+
+
 def render_table(result: BenchResult, console: Console) -> None:
     """One rich table (models × batch sizes) on stdout; the baseline and overhead under it."""
     if not console.is_terminal:
         # Piped output defaults to 80 columns, which would fold every cell: give the table room.
-        console = Console(file=console.file, width=max(console.width, 132))
+        console = Console(file=console.file, width=max(console.width, PIPED_WIDTH))
     table = Table(
         title="trtconv bench",
         caption=(
@@ -103,7 +119,11 @@ def render_table(result: BenchResult, console: Console) -> None:
         table.add_row(*cells)
     console.print(table)
     overhead = result.harness_overhead_ms
-    console.print(f"Measured in this order, one process each: {' → '.join(result.order)}")
+    order = " → ".join(result.order)
+    rounds = result.settings.planned_rounds
+    console.print(
+        f"Measured in {rounds} interleaved round(s) per batch size, one process each: {order}"
+    )
     if overhead is not None:
         console.print(f"Harness overhead per call: {overhead * 1000:.1f} µs (do-nothing runner)")
     if result.report is not None:
@@ -124,6 +144,7 @@ def bench_cli(
     warmup_s: WarmupS = None,
     iterations: Iterations = None,
     duration: Duration = None,
+    rounds: Rounds = DEFAULT_BENCH_ROUNDS,
     threads: Threads = None,
     data: Data = RANDOM,
     eval_data: EvalData = None,
@@ -139,6 +160,8 @@ def bench_cli(
     throughput: Throughput = False,
     report: Report = None,
     force: Force = False,
+    signature: SignatureOpt = BenchOptions.signature,
+    input_shape: InputShapeOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark SavedModels and converted artifacts side by side (latency, throughput, speedup)."""
@@ -151,6 +174,7 @@ def bench_cli(
             warmup_s=warmup_s,
             iterations=iterations,
             duration_s=duration,
+            rounds=rounds,
             threads=threads,
             data=data,
             eval_data=eval_data,
@@ -162,6 +186,8 @@ def bench_cli(
             judging=judging_options(output_role, None, False, labels_output)[1],
             preprocessing=preprocessing_options(image_scale, image_offset, image_mean, image_std),
             split=split,
+            signature=signature,
+            input_shapes=parse_input_shapes(input_shape),
         )
         with progress_bar("benchmarking") as progress:
             result = api.bench(options, progress)

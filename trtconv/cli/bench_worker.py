@@ -1,7 +1,9 @@
 """The benchmark worker's process entry point: `python -m trtconv.cli.bench_worker SPEC.json`.
 
-The harness (trtconv.bench.harness) starts one such process per model. Its stdout carries exactly
-one JSON line (the measurements or an error); everything else goes to stderr.
+The harness (trtconv.bench.harness) starts one such process per model. Its stdout carries JSON
+lines only (the measurements or an error); everything else goes to stderr. With `--serve` the
+worker keeps its model loaded and answers one request per stdin line (trtconv.bench.worker.serve)
+until told to finish or stdin closes; without it, it times every batch size and prints one line.
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from trtconv.bench.worker import run
+from trtconv.bench.worker import run, serve
 from trtconv.core.errors import TrtconvError
 from trtconv.core.lazy import tensorflow_environment
 
+SERVE = "--serve"
+
 
 def _claim_stdout() -> TextIO:
-    """Keep the real stdout for our one JSON line; send stray library prints to stderr."""
+    """Keep the real stdout for our JSON lines; send stray library prints to stderr."""
     sys.stdout.flush()
     result = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
@@ -32,24 +36,29 @@ def _note(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: read the spec file, run, print one JSON line; the exit code says success."""
+    """Entry point: read the spec file, run (or serve), print JSON lines; the exit code says
+    success."""
     args = sys.argv[1:] if argv is None else argv
     tensorflow_environment()
     out = _claim_stdout()
+
+    def reply(document: dict[str, Any]) -> None:
+        out.write(json.dumps(document) + "\n")
+        out.flush()
+
     try:
         spec = json.loads(Path(args[0]).read_text())
-        document = run(spec, progress=_note)
-        code = 0
+        if SERVE in args[1:]:
+            serve(spec, sys.stdin, reply)
+        else:
+            reply(run(spec, progress=_note))
+        return 0
     except TrtconvError as exc:
-        document = {"error": {"type": type(exc).__name__, "message": str(exc)}}
-        code = 1
+        reply({"error": {"type": type(exc).__name__, "message": str(exc)}})
     except Exception as exc:  # reported to the parent, which names the model
         traceback.print_exc(file=sys.stderr)
-        document = {"error": {"type": "InternalError", "message": f"{type(exc).__name__}: {exc}"}}
-        code = 1
-    out.write(json.dumps(document) + "\n")
-    out.flush()
-    return code
+        reply({"error": {"type": "InternalError", "message": f"{type(exc).__name__}: {exc}"}})
+    return 1
 
 
 if __name__ == "__main__":

@@ -16,13 +16,16 @@ from trtconv.cli._fp16 import render_fp16
 from trtconv.cli._ladder import render_ladder
 from trtconv.cli._options import (
     AllowUnjudgedOpt,
+    ConfidenceOpt,
     ImageMeanOpt,
     ImageOffsetOpt,
     ImageScaleOpt,
     ImageStdOpt,
+    InputShapeOpt,
     JsonOpt,
     LabelsOutputOpt,
     OutputRoleOpt,
+    SignatureOpt,
     ToleranceOpt,
     judging_options,
     preprocessing_options,
@@ -31,10 +34,12 @@ from trtconv.cli._output import progress_bar, run_command
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
 from trtconv.core.errors import UsageError
+from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_CALIB_METHOD,
     DEFAULT_CALIB_SAMPLES,
+    DEFAULT_CONFIDENCE,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
     DEFAULT_RANK_BATCH_SIZE,
     DEFAULT_RANK_DURATION_S,
@@ -61,12 +66,17 @@ MARKS = {
     (False, True): "·",  # reported, not judged by
     (False, False): "[yellow]?[/yellow]",  # the reason an output was not judged
 }
-VERDICTS = {"passed": "[green]passed[/green]", "failed": "[red]FAILED[/red]"}
+VERDICTS = {
+    "passed": "[green]passed[/green]",
+    "failed": "[red]FAILED[/red]",
+    "inconclusive": "[yellow]INCONCLUSIVE[/yellow] (more samples would decide it)",
+}
+INCONCLUSIVE_MARK = "[yellow]~[/yellow]"  # neither passed nor failed: its interval straddles
 
 
 def render_validation(validation: dict[str, Any], console: Console) -> None:
-    """Each output with its role and its checks (✓ ✗ gating, · reported, ? not judged), then
-    the verdict (shared with `trtconv validate`)."""
+    """Each output with its role and its checks (✓ ✗ gating, ~ inconclusive, · reported, ? not
+    judged), then the verdict (shared with `trtconv validate`)."""
     console.print(
         f"  validation on {validation['samples']} samples of {escape(validation['data_source'])}:"
     )
@@ -89,6 +99,8 @@ def render_validation(validation: dict[str, Any], console: Console) -> None:
 
 def _print_check(console: Console, check: dict[str, Any], name: str, indent: str) -> None:
     mark = MARKS[(check.get("gating", True), check["passed"])]
+    if check.get("inconclusive"):
+        mark = INCONCLUSIVE_MARK
     console.print(f"{indent}{mark} {escape(name)}: {escape(check['detail'])}", highlight=False)
 
 
@@ -138,6 +150,13 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
     console.print(
         f"[bold]{result.backend} {result.precision}[/bold] ({escape(result.backend_reason or '')})"
     )
+    if result.manifest is not None:
+        signature = result.manifest.model_signature
+        console.print(
+            f"  signature {escape(signature.name)}: {', '.join(signature.input_names)} -> "
+            f"{', '.join(signature.output_names)}",
+            highlight=False,
+        )
     console.print(
         f"  converted in {result.conversion_seconds or 0:.1f} s, "
         f"{(result.artifact_size_bytes or 0) / 1e6:.2f} MB: {result.artifact}",
@@ -151,7 +170,11 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
 
 
 SavedModelArg = Annotated[
-    Path, typer.Argument(help="SavedModel directory (or a `trtconv train` output) to convert.")
+    Path,
+    typer.Argument(
+        help="SavedModel directory (or a `trtconv train` output, or a Keras .keras/.h5 file) to "
+        "convert."
+    ),
 ]
 PrecisionOpt = Annotated[
     str | None,
@@ -186,7 +209,13 @@ Int8TargetOpt = Annotated[
         "VNNI/AMX) or portable (any x86: 7-bit weights, which CPUs without VNNI need)."
     ),
 ]
-BuildBatchSizesOpt = Annotated[str, typer.Option(help="Batch sizes to build for, e.g. 1,8,32.")]
+BuildBatchSizesOpt = Annotated[
+    str,
+    typer.Option(
+        help="Batch sizes to build for, e.g. 1,8,32 (a model with a fixed batch, e.g. "
+        "[1,32,32,3], converts at that batch unless you name others)."
+    ),
+]
 ValidateSamplesOpt = Annotated[int, typer.Option(help="Held-out samples to validate on.")]
 MinTop1Opt = Annotated[
     float | None,
@@ -234,6 +263,7 @@ def convert_cli(
     tolerance: ToleranceOpt = None,
     min_top1_agreement: MinTop1Opt = None,
     max_accuracy_drop: MaxDropOpt = None,
+    confidence: ConfidenceOpt = DEFAULT_CONFIDENCE,
     fallback: FallbackOpt = True,
     fallback_time_limit: FallbackTimeOpt = DEFAULT_FALLBACK_TIME_LIMIT_S,
     output_role: OutputRoleOpt = None,
@@ -246,11 +276,13 @@ def convert_cli(
     rank_batch_size: RankBatchOpt = DEFAULT_RANK_BATCH_SIZE,
     rank_duration: RankDurationOpt = DEFAULT_RANK_DURATION_S,
     threads: ThreadsOpt = None,
+    signature: SignatureOpt = ConvertOptions.signature,
+    input_shape: InputShapeOpt = None,
     force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
-    """Convert a SavedModel (or a train output) at a precision, validate it against the native
-    model, save it."""
+    """Convert a SavedModel (or a train output, or a Keras file) at a precision, validate it
+    against the native model, save it."""
 
     def work() -> ConvertResult:
         atol, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
@@ -262,6 +294,8 @@ def convert_cli(
             int8_target=int8_target, fallback=fallback, fallback_time_limit_s=fallback_time_limit,
             min_top1_agreement=min_top1_agreement, max_accuracy_drop=max_accuracy_drop,
             judging=judging, contest=Contest(rank_batch_size, rank_duration, threads),
+            confidence=confidence,
+            signature=signature, input_shapes=parse_input_shapes(input_shape),
         )  # fmt: skip
         with progress_bar("converting") as progress:
             return api.convert(options, progress)

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trtconv.cli._options import JsonOpt
+from trtconv.cli._options import JsonOpt, SignatureOpt
 from trtconv.cli._output import run_command
 from trtconv.inspect_model import (
     ArtifactInspection,
@@ -94,6 +94,10 @@ def render_inspect(result: InspectResult, console: Console) -> None:
         _render_saved_model(result, console)
 
 
-def inspect_cli(model: ModelArg, json_output: JsonOpt = False) -> None:
+def inspect_cli(
+    model: ModelArg, signature: SignatureOpt = None, json_output: JsonOpt = False
+) -> None:
     """Show signatures, inputs/outputs, op histogram, size and model card or manifest."""
-    run_command(lambda: inspect_path(model), json_mode=json_output, render=render_inspect)
+    run_command(
+        lambda: inspect_path(model, signature), json_mode=json_output, render=render_inspect
+    )

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from trtconv.cli._options import (
+    CONFIDENCE_HELP,
     AllowUnjudgedOpt,
     DeviceOpt,
     ImageMeanOpt,
@@ -19,6 +20,7 @@ from trtconv.cli._options import (
     JsonOpt,
     LabelsOutputOpt,
     OutputRoleOpt,
+    SignatureOpt,
     SplitOpt,
     ToleranceOpt,
     judging_options,
@@ -26,13 +28,15 @@ from trtconv.cli._options import (
 )
 from trtconv.cli._output import run_command
 from trtconv.cli.convert import render_validation
-from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
+from trtconv.options import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES, ValidateOptions
 from trtconv.validation import ValidateResult, validate
 
 ArtifactArg = Annotated[Path, typer.Argument(help="Artifact directory (holds manifest.json).")]
 ReferenceOpt = Annotated[
     Path | None,
-    typer.Option(help="SavedModel to compare with (default: the manifest's source model)."),
+    typer.Option(
+        help="SavedModel (or Keras file) to compare with (default: the manifest's source model)."
+    ),
 ]
 DataOpt = Annotated[
     str | None,
@@ -44,6 +48,13 @@ DataOpt = Annotated[
 SamplesOpt = Annotated[
     int | None,
     typer.Option(min=1, help=f"Samples to validate on (default {DEFAULT_VALIDATE_SAMPLES})."),
+]
+ValidateConfidenceOpt = Annotated[
+    float | None,
+    typer.Option(
+        help=f"{CONFIDENCE_HELP} Default: the level the artifact's manifest was validated at "
+        f"(else {DEFAULT_CONFIDENCE:g})."
+    ),
 ]
 
 
@@ -80,6 +91,7 @@ def validate_cli(
     split: SplitOpt = None,
     samples: SamplesOpt = None,
     tolerance: ToleranceOpt = None,
+    confidence: ValidateConfidenceOpt = None,
     output_role: OutputRoleOpt = None,
     labels_output: LabelsOutputOpt = None,
     allow_unjudged: AllowUnjudgedOpt = False,
@@ -88,17 +100,19 @@ def validate_cli(
     image_mean: ImageMeanOpt = None,
     image_std: ImageStdOpt = None,
     device: DeviceOpt = ValidateOptions.device,
+    signature: SignatureOpt = ValidateOptions.signature,
     json_output: JsonOpt = False,
 ) -> None:
-    """Compare a converted artifact with its native model; exit 4 when it fails or an output
-    is not judged."""
+    """Compare a converted artifact with its native model; exit 4 when it fails, is
+    inconclusive or an output is not judged."""
 
     def work() -> ValidateResult:
         atol, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
         preprocessing = preprocessing_options(image_scale, image_offset, image_mean, image_std)
         options = ValidateOptions(
-            artifact, reference, data, samples, atol, device, judging, preprocessing, split
-        )
+            artifact, reference, data, samples, atol, device, judging, preprocessing, split,
+            confidence=confidence, signature=signature,
+        )  # fmt: skip
         return validate(options)
 
     run_command(work, json_mode=json_output, render=render)

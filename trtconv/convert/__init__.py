@@ -12,17 +12,17 @@ from dataclasses import replace
 
 from trtconv.backends import registry
 from trtconv.convert.best import convert_best
-from trtconv.convert.plan import check_options
+from trtconv.convert.plan import check_options, fit_to_model
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.single import convert_single
 from trtconv.core.progress import Progress
 from trtconv.options import ConvertOptions
-from trtconv.savedmodel import check_saved_model_dir
+from trtconv.savedmodel import is_keras_file, saved_model_for
 
 
 def convert(options: ConvertOptions, progress: Progress | None = None) -> ConvertResult:
-    """Convert `options.saved_model` (a SavedModel or a `trtconv train` output) into a validated
-    artifact directory; `progress(done, total, label)` hears about each step.
+    """Convert `options.saved_model` (a SavedModel, a `trtconv train` output or a Keras file)
+    into a validated artifact directory; `progress(done, total, label)` hears about each step.
 
     Raises UsageError (2), InputError (1), MissingDependencyError (3), ConversionError (1), each
     before anything is written except ConversionError; and AccuracyError (4) when validation
@@ -30,10 +30,13 @@ def convert(options: ConvertOptions, progress: Progress | None = None) -> Conver
     the error carries the whole result.
     """
     check_options(options)
-    options = replace(options, saved_model=check_saved_model_dir(options.saved_model))
-    if options.backend == registry.BEST:
-        return convert_best(options, progress)
-    return convert_single(options, progress)
+    # A Keras file is exported to a SavedModel for this conversion; the manifest names the file.
+    source = options.saved_model if is_keras_file(options.saved_model) else None
+    with saved_model_for(options.saved_model) as saved_model:
+        options, signature = fit_to_model(replace(options, saved_model=saved_model))
+        if options.backend == registry.BEST:
+            return convert_best(options, signature, progress, source)
+        return convert_single(options, signature, progress, source)
 
 
 __all__ = ["ConvertResult", "convert"]

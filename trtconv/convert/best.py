@@ -26,7 +26,7 @@ from trtconv.bench.harness import bench
 from trtconv.calib.evaluation import data_spec
 from trtconv.calib.readers import RANDOM
 from trtconv.convert.data import ConversionData, read_data
-from trtconv.convert.plan import Plan, default_output
+from trtconv.convert.plan import Plan, default_output, refusal
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.single import conversion_result
 from trtconv.convert.tournament import Candidate
@@ -38,6 +38,7 @@ from trtconv.core.errors import (
     TrtconvError,
 )
 from trtconv.core.fsutil import atomic_directory, check_output_free
+from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
 from trtconv.core.progress import Progress, Steps
 from trtconv.manifest import Manifest, read_manifest, write_manifest
@@ -52,17 +53,23 @@ CALIBRATION_FIX = "pass --calib-data digits|PATH.npz|IMAGE_DIR"
 RUNS_ELSEWHERE_FIX = "run on a machine with a GPU, or convert it alone with its --backend"
 
 
-def candidates(precision: str | None, int8_data: bool) -> list[Candidate]:
+def candidates(
+    precision: str | None, int8_data: bool, saved_model: Path, signature: ModelSignature
+) -> list[Candidate]:
     """Every converter x precision (only `precision` when given), in registry order; those that
-    cannot run here are already out, with the reason and the fix."""
+    cannot convert this model (`plan.refusal`) or cannot run here are already out, with the
+    reason and the fix."""
     found = []
     for backend in registry.converters():
+        refused = refusal(backend, saved_model, signature)
         for name in backend.precisions:
             if precision is not None and name != precision:
                 continue
             candidate = Candidate(backend.name, name)
             verdict = registry.support(backend.name, name)
-            if not verdict.ok:
+            if refused:
+                candidate.drop(tournament.NOT_AVAILABLE, refused)
+            elif not verdict.ok:
                 candidate.drop(tournament.NOT_AVAILABLE, verdict.reason, verdict.fix)
             elif not verdict.runs_here:  # converts here, but cannot be timed here
                 candidate.drop(tournament.NOT_AVAILABLE, verdict.reason, RUNS_ELSEWHERE_FIX)
@@ -72,23 +79,31 @@ def candidates(precision: str | None, int8_data: bool) -> list[Candidate]:
     return found
 
 
-def convert_best(options: ConvertOptions, progress: Progress | None = None) -> ConvertResult:
+def convert_best(
+    options: ConvertOptions,
+    signature: ModelSignature,
+    progress: Progress | None = None,
+    source: Path | None = None,
+) -> ConvertResult:
     """`convert --backend best`: the result of the winner, as if converted with its backend
     alone, plus the `tournament` table. Nothing is loaded when no candidate can run here.
+    `signature` and `source` as for `convert_single`.
 
     Raises what `run` raises, before anything is written.
     """
-    output = options.output or default_output(options.saved_model, registry.BEST, options.precision)
+    named = source or options.saved_model
+    output = options.output or default_output(named, registry.BEST, options.precision)
     check_output_free(output, options.force)
     has_data = options.calib_data is not None or data_spec(None, options.saved_model)[0] != RANDOM
-    entrants = candidates(options.precision, has_data)
+    entrants = candidates(options.precision, has_data, options.saved_model, signature)
     if all(candidate.verdict for candidate in entrants):
         raise no_winner(entrants, {})
-    base = Plan(options, registry.native(), options.precision or "", Path(output), "")
+    base = Plan(options, registry.native(), options.precision or "", Path(output), "", (), source)
     live = [base.for_candidate(registry.get(c.backend), c.precision) for c in entrants]
     live = [plan for plan, c in zip(live, entrants, strict=True) if not c.verdict]
     int8 = any(plan.precision == Precision.INT8 for plan in live)
-    with registry.native().runner(options.saved_model, None, RunOptions()) as native:
+    run_options = RunOptions(signature=signature.name)
+    with registry.native().runner(options.saved_model, None, run_options) as native:
         options.judging.check_names(native.signature.output_names)
         data = read_data(options, native, int8, any(plan.calibrated for plan in live))
         table = run(base, entrants, native, data)
@@ -176,6 +191,8 @@ def _time(
     log.info("best: timing %d candidate(s) at batch %d", len(passed), contest.batch_size)
     timed = BenchOptions(
         models=tuple(paths),
+        signature=base.options.signature,
+        input_shapes=base.options.input_shapes,
         batch_sizes=(contest.batch_size,),
         duration_s=None if contest.iterations else contest.duration_s,
         iterations=contest.iterations,
@@ -197,6 +214,8 @@ def _time(
 def _fill(candidate: Candidate, row: BenchRow | None) -> None:
     if row is not None:
         candidate.throughput_per_s = row.throughput_per_s
+        interval = row.throughput_per_s_ci95
+        candidate.throughput_per_s_ci95 = list(interval) if interval is not None else None
         candidate.latency_ms_p50 = row.latency_ms_p50
         candidate.speedup_vs_native = row.speedup_vs_baseline
 
@@ -210,8 +229,18 @@ def _table(entrants: list[Candidate], winner: Candidate | None, contest: Contest
         "threads": contest.threads,
         "rule": "fastest (samples/s at batch_size) of those that passed validation",
         "winner": winner.name if winner else None,
+        "within_noise_of": _within_noise_of(entrants, winner),
         "candidates": [c.to_dict() for c in tournament.ordered(entrants)],
     }
+
+
+def _within_noise_of(entrants: list[Candidate], winner: Candidate | None) -> str | None:
+    """The runner-up whose throughput interval overlaps the winner's (None: none does)."""
+    if winner is None:
+        return None
+    timed = [c for c in entrants if c.verdict in (tournament.WINNER, tournament.SLOWER)]
+    rival = tournament.runner_up_within_noise(timed, winner)
+    return rival.name if rival is not None else None
 
 
 def no_winner(entrants: list[Candidate], table: dict[str, Any]) -> TrtconvError:

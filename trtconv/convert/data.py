@@ -15,13 +15,14 @@ from trtconv.calib.readers import (
     CALIBRATION,
     RANDOM,
     VALIDATION,
+    batches,
     calibration_feed,
     read_model_data,
     whole_batches,
 )
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import UsageError
-from trtconv.core.model_io import CalibrationFeed
+from trtconv.core.model_io import CalibrationFeed, Feeds
 from trtconv.options import ConvertOptions
 from trtconv.quantize.search import HELD_OUT_SPARE, SEARCH_SAMPLES, split_for_search
 
@@ -41,10 +42,15 @@ class ConversionData:
     calibration: ArraySet | None = None
     search: ArraySet | None = None
     search_drawn_from: str = ""
+    batch: int = CALIB_BATCH  # calibration batches: the model's fixed batch, if it has one
 
     def calibration_feed(self) -> CalibrationFeed | None:
         """A fresh iterator over calibration batches, None without calibration data."""
-        return None if self.calibration is None else calibration_feed(self.calibration, CALIB_BATCH)
+        return None if self.calibration is None else calibration_feed(self.calibration, self.batch)
+
+    def sample(self) -> Feeds:
+        """One batch of held-out inputs (what engine builds take shapes and strings from)."""
+        return next(batches(self.held_out, self.batch))
 
 
 def read_data(
@@ -55,8 +61,8 @@ def read_data(
     too. With the int8 ladder on, both parts are read whole (random data: SEARCH_SAMPLES more)
     for the search slice.
 
-    Raises UsageError when int8 has no calibration data and InputError for data that does not fit
-    the signature.
+    Random data takes the dynamic dimensions `options.input_shapes` gives. Raises UsageError
+    when int8 has no calibration data and InputError for data that does not fit the signature.
     """
     spec, spec_from = data_spec(options.calib_data, options.saved_model)
     if int8 and options.calib_data is None:
@@ -74,15 +80,15 @@ def read_data(
         (count + SEARCH_SAMPLES if spec == RANDOM else None) if whole else count for count in counts
     ]
     read: dict[str, Any] = {"saved_model": options.saved_model, "preprocessing": prep}
+    signature = native.signature.with_shapes(options.input_shapes)
     calibration = None
     if int8 or calibrate:
-        calibration = read_model_data(
-            spec, native.signature, role=CALIBRATION, samples=wanted[0], **read
-        )
-    held_out = read_model_data(spec, native.signature, role=VALIDATION, samples=wanted[1], **read)
+        calibration = read_model_data(spec, signature, role=CALIBRATION, samples=wanted[0], **read)
+    held_out = read_model_data(spec, signature, role=VALIDATION, samples=wanted[1], **read)
     contract = {"data_from": spec_from}
     contract.update(record_contract(spec, HELD_OUT, prep, held_out.raw_pixels))
-    return _split(spec, contract, held_out, calibration, counts, whole)
+    batch = signature.batch_for(CALIB_BATCH)
+    return _split(spec, contract, held_out, calibration, counts, whole, batch)
 
 
 def _split(
@@ -92,15 +98,16 @@ def _split(
     calibration_part: ArraySet | None,
     counts: tuple[int, int],
     search: bool,
+    batch: int,
 ) -> ConversionData:
-    """The calibration (whole batches) and held-out samples, and with `search` the int8 ladder's
-    search slice: spare samples of either part (trtconv.quantize.search)."""
+    """The calibration (whole batches of `batch`) and held-out samples, and with `search` the
+    int8 ladder's search slice: spare samples of either part (trtconv.quantize.search)."""
     held_out = held_out_part.head(counts[1])
     if calibration_part is None:
-        return ConversionData(spec, contract, held_out)
+        return ConversionData(spec, contract, held_out, batch=batch)
     if not search:
-        calibration = whole_batches(calibration_part.head(counts[0]), CALIB_BATCH)
-        return ConversionData(spec, contract, held_out, calibration)
+        calibration = whole_batches(calibration_part.head(counts[0]), batch)
+        return ConversionData(spec, contract, held_out, calibration, batch=batch)
     split = split_for_search(calibration_part, counts[0], held_out_part, counts[1])
     if split.drawn_from != HELD_OUT_SPARE:
         log.info(
@@ -110,5 +117,7 @@ def _split(
             split.drawn_from,
             len(held_out),
         )
-    calibration = whole_batches(split.calibration, CALIB_BATCH)
-    return ConversionData(spec, contract, held_out, calibration, split.search, split.drawn_from)
+    calibration = whole_batches(split.calibration, batch)
+    return ConversionData(
+        spec, contract, held_out, calibration, split.search, split.drawn_from, batch
+    )

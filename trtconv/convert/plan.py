@@ -7,21 +7,35 @@ free, the backend able to run the precision here (exit 3).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trtconv.backends import registry
 from trtconv.backends.registry import Backend
+from trtconv.bench.signature import read_signature
 from trtconv.core.errors import MissingDependencyError, UsageError
+from trtconv.core.fsutil import dir_size_bytes
+from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
-from trtconv.options import ConvertOptions, check_choice
+from trtconv.onnxlib import export
+from trtconv.options import (
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_RANK_BATCH_SIZE,
+    ConvertOptions,
+    check_choice,
+)
 from trtconv.outputs.tolerance import Tolerance, budget_for
+from trtconv.savedmodel import SERVING_KEY
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Plan:
     """A conversion decided: the options as given, the backend and precision it converts to, the
-    output directory, one line on why this backend, and the backends `auto` passed over."""
+    output directory, one line on why this backend, the backends `auto` passed over, and the
+    model the user named when it is not the SavedModel converted (a Keras file: `source`)."""
 
     options: ConvertOptions
     backend: Backend
@@ -29,14 +43,21 @@ class Plan:
     output: Path
     reason: str
     passed_over: tuple[str, ...] = ()
+    source: Path | None = None
 
     @property
     def saved_model(self) -> Path:
         return self.options.saved_model
 
     @property
+    def source_model(self) -> Path:
+        """What the manifest records as the source: the user's model file or the SavedModel."""
+        return self.source or self.saved_model
+
+    @property
     def budget(self) -> Tolerance:
-        """The precision's tolerance with the options' overrides: what validation must meet."""
+        """The precision's tolerance with the options' overrides: what validation must meet, and
+        the confidence it is decided at."""
         options = self.options
         return budget_for(
             self.precision,
@@ -44,6 +65,7 @@ class Plan:
             options.min_top1_agreement,
             options.max_accuracy_drop,
             options.judging.tolerances,
+            options.confidence,
         )
 
     @property
@@ -73,15 +95,73 @@ def check_options(options: ConvertOptions) -> None:
     )
 
 
-def plan_single(options: ConvertOptions) -> Plan:
-    """The plan for one backend (`auto` chooses it): raises MissingDependencyError (exit 3) here,
-    before any work, when it cannot convert the precision on this machine, or when `auto` found
-    only a backend that converts it for another machine."""
+def fit_to_model(options: ConvertOptions) -> tuple[ConvertOptions, ModelSignature]:
+    """(the options fitted to the SavedModel's signature, that signature), read from
+    saved_model.pb (no TensorFlow): with a fixed batch the default batch sizes become it (said
+    once, in the log). Raises UsageError when the signature is missing (naming those there are),
+    when --batch-sizes or --rank-batch-size asks for a batch the model cannot take, or when
+    --input-shape does not fit an input."""
+    model = options.saved_model
+    signature = read_signature(model, options.signature or SERVING_KEY)
+    signature.with_shapes(options.input_shapes)  # checked here, applied to random data
+    fixed = signature.fixed_batch
+    if fixed is None:
+        return options, signature
+    sizes = signature.accepted_batch_sizes(
+        options.batch_sizes, DEFAULT_BATCH_SIZES, model, "--batch-sizes"
+    )
+    rank = signature.accepted_batch_sizes(
+        (options.contest.batch_size,), (DEFAULT_RANK_BATCH_SIZE,), model, "--rank-batch-size"
+    )
+    log.info(
+        "%s takes batch size %d only (input %s): calibrating, validating, building and timing "
+        "at batch %d",
+        model, fixed, signature.fixed_input().describe(), fixed,
+    )  # fmt: skip
+    contest = replace(options.contest, batch_size=rank[0])
+    return replace(options, batch_sizes=sizes, contest=contest), signature
+
+
+def refusal(backend: Backend, saved_model: Path, signature: ModelSignature) -> str | None:
+    """Why `backend` cannot convert this model at all, whatever the machine (None when it can):
+    a tf.string input it has no ops for, or a model too large for the ONNX export."""
+    strings = [spec for spec in signature.inputs if spec.is_string]
+    if strings and not backend.string_inputs:
+        spec = strings[0]
+        return (
+            f"input '{spec.name}' is a tf.string ({spec.describe()}) and --backend "
+            f"{backend.name} builds from a graph without TensorFlow's string ops (decoding, "
+            "parsing), so it cannot convert this model; the native TensorFlow model (trtconv "
+            "bench) and --backend tftrt (NVIDIA GPU) keep string preprocessing in TensorFlow, "
+            "or export a signature that takes the decoded tensor"
+        )
+    if backend.needs_onnx:
+        size = dir_size_bytes(saved_model)
+        if size > export.ONNX_SIZE_LIMIT_BYTES:
+            return (
+                f"{saved_model} holds {size / 1e9:.1f} GB and --backend {backend.name} builds "
+                f"from an ONNX export, which stops at {export.ONNX_SIZE_LIMIT_BYTES / 1e9:.1f} GB "
+                "(protobuf's limit); --backend openvino reads the SavedModel itself and "
+                "converts it"
+            )
+    return None
+
+
+def plan_single(options: ConvertOptions, signature: ModelSignature, source: Path | None) -> Plan:
+    """The plan for one backend (`auto` chooses it) converting a model of `signature` (from the
+    user's file `source`, when not the SavedModel itself). Raises UsageError when the backend
+    cannot convert such a model (`refusal`) and MissingDependencyError (exit 3) when it cannot
+    convert the precision on this machine, or when `auto` found only a backend that converts it
+    for another machine, before any work."""
     assert options.precision is not None  # check_options
     if options.backend == registry.AUTO:
         choice = registry.auto_choice(options.precision)
     else:
         choice = registry.Choice(options.backend, "requested with --backend")
+    backend = registry.get(choice.backend)
+    refused = refusal(backend, options.saved_model, signature)
+    if refused:
+        raise UsageError(refused[0].upper() + refused[1:] + ".")
     verdict = registry.support(choice.backend, options.precision)
     verdict.require()
     if options.backend == registry.AUTO and not verdict.runs_here:
@@ -90,24 +170,20 @@ def plan_single(options: ConvertOptions) -> Plan:
             f"run on a machine with a GPU, or pass --backend {choice.backend} to make the "
             f"artifact for one here ({verdict.reason})."
         )
-    output = options.output or default_output(
-        options.saved_model, choice.backend, options.precision
-    )
+    named = source or options.saved_model
+    output = options.output or default_output(named, choice.backend, options.precision)
     return Plan(
-        options,
-        registry.get(choice.backend),
-        options.precision,
-        Path(output),
-        choice.reason,
-        choice.passed_over,
+        options, backend, options.precision, Path(output), choice.reason, choice.passed_over, source
     )
 
 
 def default_output(saved_model: Path, backend: str, precision: str | None) -> Path:
     """models/<name>-<backend>-<precision> (models/<name>-best without a precision); <name> is
-    the folder holding `saved_model/`."""
+    the folder holding `saved_model/` (a model file's name without its suffix)."""
     resolved = saved_model.resolve()
     name = resolved.parent.name if resolved.name == "saved_model" else resolved.name
+    if resolved.is_file():
+        name = resolved.stem
     return Path("models") / "-".join(part for part in (name, backend, precision) if part)
 
 

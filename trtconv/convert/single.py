@@ -14,6 +14,7 @@ from trtconv.convert.plan import Plan, plan_single, step_count
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.workspace import convert_into, open_workspace
 from trtconv.core.fsutil import atomic_directory, check_output_free, dir_size_bytes
+from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
 from trtconv.core.progress import Progress, Steps
 from trtconv.manifest import Manifest
@@ -24,30 +25,35 @@ from trtconv.report.validation import ValidationReport
 log = logging.getLogger(__name__)
 
 
-def convert_single(options: ConvertOptions, progress: Progress | None = None) -> ConvertResult:
-    """Convert with the one backend `options` name (or `auto` chooses) into the output directory.
+def convert_single(
+    options: ConvertOptions,
+    signature: ModelSignature,
+    progress: Progress | None = None,
+    source: Path | None = None,
+) -> ConvertResult:
+    """Convert with the one backend `options` name (or `auto` chooses) into the output directory
+    (`signature`: the SavedModel's, as `fit_to_model` read it; `source`: the user's model file
+    when the SavedModel was exported from it).
 
     Raises MissingDependencyError (3) and UsageError (2) before any work; InputError (1) when
     the model or data does not load or fit; ConversionError (1) when a step fails (nothing is
     written then); AccuracyError (4) after writing an artifact whose validation failed or left
     an output not judged (the error carries the result).
     """
-    plan = plan_single(options)
+    plan = plan_single(options, signature, source)
     check_output_free(plan.output, options.force)
     steps = Steps(progress, step_count(plan.backend))
-    # Loading is the first heavy step: a corrupt or signature-less model fails here, exit 1.
+    # Loading is the first heavy step: a corrupt model fails here, exit 1.
     steps.start(f"loading {plan.saved_model}")
-    with registry.native().runner(plan.saved_model, None, RunOptions()) as native:
+    run = RunOptions(signature=signature.name)
+    with registry.native().runner(plan.saved_model, None, run) as native:
         options.judging.check_names(native.signature.output_names)
         steps.start("reading data")
         data = read_data(options, native, plan.precision == Precision.INT8, plan.calibrated)
         log.info(
-            "converting %s to %s %s (%s)",
-            plan.saved_model,
-            plan.backend.name,
-            plan.precision,
-            plan.reason,
-        )
+            "converting %s, signature %s, to %s %s (%s)",
+            plan.source_model, signature.name, plan.backend.name, plan.precision, plan.reason,
+        )  # fmt: skip
         with (
             atomic_directory(plan.output, options.force) as staging,
             tempfile.TemporaryDirectory() as work,

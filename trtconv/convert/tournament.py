@@ -4,7 +4,10 @@ Every (backend, precision) a machine could run is a candidate. A candidate is ou
 when its backend cannot run that precision here ("not available"), its conversion fails
 ("conversion failed") or its validation misses the accuracy budget ("failed validation"). The
 rest are timed in the same harness, at the same batch size, and the highest throughput wins; the
-others are "slower", each with its ratio to the winner. The table, in this order, is the result.
+others are "slower", each with its ratio to the winner. When the winner's and the runner-up's
+throughput intervals (95%, over the bench's interleaved rounds) overlap, the winner's reason and
+the table's `within_noise_of` say so: another run could have crowned the runner-up. The table, in
+this order, is the result.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Candidate:
     top1_agreement: float | None = None
     max_abs_error: float | None = None
     throughput_per_s: float | None = None
+    throughput_per_s_ci95: list[float] | None = None  # 95% interval over the bench's rounds
     latency_ms_p50: float | None = None
     speedup_vs_native: float | None = None
     relative_throughput: float | None = None  # throughput / the winner's
@@ -91,6 +95,9 @@ def decide(candidates: list[Candidate], batch_size: int) -> Candidate | None:
             candidate.reason = (
                 f"fastest that passed validation: {speed:,.1f} samples/s at batch {batch_size}"
             )
+            rival = runner_up_within_noise(timed, winner)
+            if rival is not None:
+                candidate.reason += f"; {noise_text(winner, rival)}"
         else:
             candidate.verdict = SLOWER
             candidate.reason = (
@@ -98,6 +105,27 @@ def decide(candidates: list[Candidate], batch_size: int) -> Candidate | None:
                 f"({speed / best:.2f}x the winner)"
             )
     return winner
+
+
+def runner_up_within_noise(timed: list[Candidate], winner: Candidate) -> Candidate | None:
+    """The fastest timed candidate after `winner` when their throughput intervals overlap
+    (within noise: the order could flip on another run); None otherwise or without intervals."""
+    others = [c for c in timed if c is not winner]
+    if not others or winner.throughput_per_s_ci95 is None:
+        return None
+    rival = max(others, key=lambda c: c.throughput_per_s or 0.0)
+    if rival.throughput_per_s_ci95 is None:
+        return None
+    return rival if rival.throughput_per_s_ci95[1] >= winner.throughput_per_s_ci95[0] else None
+
+
+def noise_text(winner: Candidate, rival: Candidate) -> str:
+    """'within noise of NAME (throughput 95% intervals A-B and C-D samples/s overlap)'."""
+    mine, theirs = winner.throughput_per_s_ci95 or [], rival.throughput_per_s_ci95 or []
+    return (
+        f"within noise of {rival.name} (throughput 95% intervals {mine[0]:,.1f}-{mine[1]:,.1f} "
+        f"and {theirs[0]:,.1f}-{theirs[1]:,.1f} samples/s overlap)"
+    )
 
 
 def ordered(candidates: list[Candidate]) -> list[Candidate]:

@@ -8,6 +8,7 @@ conversions use them (`convert --backend best`).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,11 +29,14 @@ from trtconv.core.progress import Steps
 from trtconv.facts import library_versions, probe_cpu
 from trtconv.manifest import Manifest, read_manifest, write_manifest
 from trtconv.onnxlib.export import export_onnx, verify_export
-from trtconv.outputs.compare import output_roles, run_batched
+from trtconv.options import ConvertOptions
+from trtconv.outputs.compare import output_roles, run_batched, undecidable_warning
 from trtconv.outputs.roles import Roles
-from trtconv.outputs.tolerance import Tolerance, tolerance_for
+from trtconv.outputs.tolerance import TOLERANCES, Tolerance, budget_for, tolerance_for
 from trtconv.report.validation import ValidationReport, roles_of
 from trtconv.validation import validate_runners
+
+log = logging.getLogger(__name__)
 
 # The ONNX export is checked on this many held-out samples before anything runs on it.
 EXPORT_CHECK_SAMPLES = 256
@@ -54,10 +58,33 @@ class Workspace:
 
 def open_workspace(plan: Plan, native: Runner, data: ConversionData, work: Path) -> Workspace:
     """The workspace for `plan`'s SavedModel: the native outputs on the held-out data and each
-    output's role (set by the options, else inferred from the graph and the values)."""
+    output's role (set by the options, else inferred from the graph and the values). Warns
+    first when the held-out data is too small to ever show the budget."""
+    precisions = [plan.precision] if plan.precision else list(TOLERANCES)  # best: every one
+    for warning in too_few_warnings(plan.options, precisions, len(data.held_out), data):
+        log.warning("%s", warning)
     reference = run_batched(native, data.held_out)
-    roles = output_roles(plan.saved_model, reference, plan.options.judging)
+    roles = output_roles(plan.saved_model, reference, plan.options.judging, native.signature.name)
     return Workspace(native, data, reference, roles, work)
+
+
+def too_few_warnings(
+    options: ConvertOptions, precisions: list[str], samples: int, data: ConversionData
+) -> list[str]:
+    """One warning per distinct budget of `precisions` that `samples` held-out samples can never
+    show at the options' confidence (trtconv.outputs.compare.undecidable_warning)."""
+    found: dict[str, list[str]] = {}
+    for precision in precisions:
+        budget = budget_for(
+            precision, options.tolerance, options.min_top1_agreement, options.max_accuracy_drop,
+            options.judging.tolerances, options.confidence,
+        )  # fmt: skip
+        warning = undecidable_warning(samples, budget, data.held_out.source)
+        if warning:
+            found.setdefault(warning, []).append(precision)
+    if len(precisions) == 1:
+        return list(found)
+    return [f"{', '.join(names)}: {warning}" for warning, names in found.items()]
 
 
 def convert_into(
@@ -107,6 +134,7 @@ def conversion_request(
         work_dir=space.work,
         batch_sizes=options.batch_sizes,
         calibration=space.data.calibration_feed() if plan.calibrated else None,
+        sample=space.data.sample(),
         calib_method=options.calib_method,
         int8_target=options.int8_target,
         search=_search_slice(plan, space) if int8 else None,
@@ -182,8 +210,8 @@ def _manifest(
         precision=plan.precision,
         payload=outcome.payload,
         source_model={
-            "path": str(plan.saved_model.resolve()),
-            "sha256": sha256_path(plan.saved_model),
+            "path": str(plan.source_model.resolve()),
+            "sha256": sha256_path(plan.source_model),
         },
         signature=request.signature.to_dict(),
         device=outcome.device or {"cpu": probe_cpu().model},

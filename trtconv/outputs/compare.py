@@ -2,13 +2,14 @@
 per-precision table of tolerances.
 
 Like Optimum's `_run_validation`: every check is computed and recorded (a ✓/✗ line each), then
-the caller decides; `raise_if_failed` turns a failed or unjudged result into one AccuracyError
-(exit 4). `trtconv.validation` runs this on a converted artifact (`trtconv validate`).
+the caller decides; `raise_if_failed` turns a failed, inconclusive or unjudged result into one
+AccuracyError (exit 4). `trtconv.validation` runs this on a converted artifact (`trtconv validate`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -17,14 +18,16 @@ import numpy as np
 from trtconv.calib.readers import batches
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import AccuracyError, UsageError
-from trtconv.core.model_io import Feeds, Outputs
+from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
+from trtconv.outputs.confidence import percent, proportion_interval, samples_to_show
 from trtconv.outputs.graph_ends import final_ops
 from trtconv.outputs.judge import judge_output
 from trtconv.outputs.roles import BINARY, CLASS_MAP, CLASSES, Judging, Roles, resolve_roles
 from trtconv.outputs.tolerance import Tolerance
-from trtconv.report.validation import Check, ValidationReport
+from trtconv.report.validation import FAILED, INCONCLUSIVE, Check, ValidationReport
+from trtconv.savedmodel import SERVING_KEY
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +47,12 @@ def run_batched(
     """Run `runner` over every sample of `data` in batches; outputs concatenated by name.
 
     A last batch smaller than `min_batch` (the smallest batch an engine was built for) is padded
-    by repeating its rows, and the padding's outputs are dropped.
+    by repeating its rows, and the padding's outputs are dropped. A runner whose signature fixes
+    the batch (`[1, 32, 32, 3]`) runs batches of exactly that size, whatever was asked.
     """
+    fixed = _fixed_batch(runner)
+    if fixed is not None:
+        batch_size = min_batch = fixed
     collected: dict[str, list[np.ndarray]] = {}
     for feeds in batches(data, batch_size):
         rows = len(next(iter(feeds.values())))
@@ -54,6 +61,12 @@ def run_batched(
         for name, array in runner.infer(feeds).items():
             collected.setdefault(name, []).append(np.asarray(array)[:rows])
     return {name: np.concatenate(parts) for name, parts in collected.items()}
+
+
+def _fixed_batch(runner: Infers) -> int | None:
+    """The batch size a Runner's signature fixes (None for any batch, or no signature)."""
+    signature = getattr(runner, "signature", None)  # a Runner's; test doubles may have none
+    return signature.fixed_batch if isinstance(signature, ModelSignature) else None
 
 
 def validation_batches(batch_range: tuple[int, int] | None) -> tuple[int, int]:
@@ -82,7 +95,7 @@ def compare(
     report = ValidationReport(
         samples, data_source, tolerance.min_top1_agreement, tolerance.max_accuracy_drop
     )
-    report.allow_unjudged = allow_unjudged
+    report.allow_unjudged, report.confidence = allow_unjudged, tolerance.confidence
     roles = roles or resolve_roles(reference)
     missing = sorted(set(reference) - set(candidate))
     if missing:
@@ -96,6 +109,27 @@ def compare(
         report.outputs[name] = judgement.comparison
         report.checks += judgement.checks
     return report
+
+
+def undecidable_warning(samples: int, tolerance: Tolerance, data: str) -> str | None:
+    """The warning, before any work, that `samples` samples of `data` can never show the
+    tolerance's minimum agreement at its confidence (even all of them agreeing leaves the
+    interval below it); None when they can, or with point decisions (confidence 0)."""
+    minimum, confidence = tolerance.min_top1_agreement, tolerance.confidence
+    fewest = samples_to_show(minimum, confidence) if confidence > 0 else 0
+    if fewest is not None and samples >= fewest:
+        return None
+    best = proportion_interval(samples, samples, confidence)
+    best = best and (math.floor(best[0] * 1000) / 1000, best[1])  # as interval_text rounds
+    ceiling = (
+        f"{samples} of {samples} agreeing gives a lower bound of {best[0]:.3f}; " if best else ""
+    )
+    fix = f"at least {fewest} held-out samples can" if fewest else "no sample count can"
+    return (
+        f"{samples} samples of {data} cannot show a top-1 agreement of {minimum:g} at "
+        f"{percent(confidence)} confidence ({ceiling}{fix}): the verdict will be inconclusive "
+        "at best (--confidence 0 decides on the point figure)"
+    )
 
 
 def labels_output(roles: Roles, reference: Outputs, labels: np.ndarray | None) -> str | None:
@@ -162,19 +196,27 @@ def _labels_fit_map(scores: np.ndarray, labels: np.ndarray) -> bool:
     return int(labels.min()) >= 0 and int(labels.max()) < scores.shape[-1]
 
 
+WHY = {
+    FAILED: "is outside tolerance",
+    INCONCLUSIVE: "is not shown within tolerance on these samples (inconclusive)",
+}
+
+
 def raise_if_failed(
     report: ValidationReport, what: str, result: JsonResult | dict[str, Any] | None = None
 ) -> None:
-    """Raise one AccuracyError (exit 4) listing every failed check of `report`, carrying the
-    command's full `result` (the report itself by default)."""
+    """Raise one AccuracyError (exit 4) listing every failed, inconclusive or unjudged check of
+    `report`, carrying the command's full `result` (the report itself by default)."""
     if not report.passed:
-        why = "is outside tolerance" if report.verdict == "failed" else "has outputs not judged"
+        why = WHY.get(report.verdict, "has outputs not judged")
         message = f"{what} {why}: {report.failures()}."
         raise AccuracyError(message, report if result is None else result)
 
 
-def output_roles(model: Path | None, reference_outputs: Outputs, judging: Judging) -> Roles:
+def output_roles(
+    model: Path | None, reference_outputs: Outputs, judging: Judging, key: str = SERVING_KEY
+) -> Roles:
     """Every output's role: set in `judging`, else inferred from the op ending its graph in the
-    SavedModel `model` (if it is one) and from the reference's values."""
-    ops = final_ops(model) if model is not None and is_saved_model_dir(model) else {}
+    SavedModel `model` (if it is one; its signature `key`) and from the reference's values."""
+    ops = final_ops(model, key) if model is not None and is_saved_model_dir(model) else {}
     return judging.mark_labelled(resolve_roles(reference_outputs, ops, judging.roles))

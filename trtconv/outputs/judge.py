@@ -10,16 +10,33 @@ user) gives an absolute tolerance for the output. The role adds what matters to 
 - regression: the share of samples whose every value lies within tolerance (gating); without
   an absolute tolerance (int8) the bound is REGRESSION_SPREAD of the reference's spread;
 - tensor: the values line only: without a tolerance the output is not judged.
+
+Rates (agreement, the share within tolerance, accuracies) and the accuracy drop carry their 95%
+interval, and their checks are decided by the interval at the tolerance's confidence
+(trtconv.outputs.confidence): passed, failed, or inconclusive with the samples that would
+decide it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trtconv.core.errors import UsageError
+from trtconv.outputs.confidence import (
+    CI95,
+    INCONCLUSIVE,
+    PASSED,
+    Rate,
+    at_most,
+    difference_samples_needed,
+    interval_text,
+    paired_difference_interval,
+    percent,
+    samples_needed,
+)
 from trtconv.outputs.roles import (
     BINARY,
     CLASS_MAP,
@@ -41,6 +58,9 @@ REL_FLOOR = 1e-3
 # int8 regression outputs: a sample agrees when each of its values is within this fraction of
 # the reference output's standard deviation (its spread over the data) of the reference value.
 REGRESSION_SPREAD = 0.1
+INTERVAL_FIELDS = (
+    "agreement_ci95", "accuracy_reference_ci95", "accuracy_candidate_ci95", "accuracy_drop_ci95",
+)  # fmt: skip
 
 
 @dataclass
@@ -71,7 +91,7 @@ def judge_output(
         return Judgement(comparison, [check])
     values, max_abs, max_rel = _values_check(name, want, got, atol)
     checks = [values]
-    figures: dict[str, float | None] = {}
+    figures: dict[str, Any] = {}
     if role.role in DECISIONS:
         want_ids, got_ids = decisions(name, role, want), decisions(name, role, got)
         assert want_ids is not None and got_ids is not None  # a decision role
@@ -92,6 +112,7 @@ def judge_output(
         accuracy_candidate=figures.get("accuracy_candidate"),
         threshold=role.threshold if role.role == BINARY else None,
         tolerance=figures.get("tolerance"),
+        **{key: figures.get(key) for key in INTERVAL_FIELDS},
     )  # fmt: skip
     return Judgement(comparison, checks)
 
@@ -182,22 +203,90 @@ def _decision_checks(
     tolerance: Tolerance,
     labels: np.ndarray | None,
     what: str,
-    figures: dict[str, float | None],
+    figures: dict[str, Any],
 ) -> list[Check]:
     """Agreement of the decisions and, with labels, the accuracy drop."""
-    agreement = float((want == got).mean())
-    minimum = tolerance.min_top1_agreement
-    figures["agreement"] = agreement
-    detail = f"{agreement:.4f} (minimum {minimum:g})"
-    checks = [Check(f"{name} {what}", agreement >= minimum, detail, name)]
+    agreement = _rate(want == got)
+    figures["agreement"], figures["agreement_ci95"] = agreement.value, agreement.interval()
+    checks = [_rate_check(f"{name} {what}", name, agreement, "", tolerance)]
     if labels is None:
         return checks
     truth = labels.reshape(want.shape)
-    reference, candidate = float((want == truth).mean()), float((got == truth).mean())
-    figures["accuracy_reference"], figures["accuracy_candidate"] = reference, candidate
-    drop, limit = reference - candidate, tolerance.max_accuracy_drop
-    detail = f"{reference:.4f} -> {candidate:.4f} (drop {drop:+.4f}, maximum {limit:g})"
-    return [*checks, Check(f"{name} accuracy drop", drop <= limit, detail, name)]
+    right = {"reference": want == truth, "candidate": got == truth}
+    for model, correct in right.items():
+        rate = _rate(correct)
+        figures[f"accuracy_{model}"] = rate.value
+        figures[f"accuracy_{model}_ci95"] = rate.interval()
+    # The drop's bootstrap resamples samples, not elements: a class map's correctness is
+    # averaged per sample first (the same mean, since every sample has as many elements).
+    per_sample = {model: hits.reshape(len(hits), -1).mean(axis=1) for model, hits in right.items()}
+    reference, candidate = per_sample["reference"], per_sample["candidate"]
+    return [*checks, _drop_check(name, reference, candidate, tolerance, figures)]
+
+
+def _rate(hits: np.ndarray) -> Rate:
+    """The share of True in `hits` as a Rate (k of n)."""
+    return Rate(int(np.count_nonzero(hits)), int(hits.size))
+
+
+def _rate_check(name: str, output: str, rate: Rate, what: str, tolerance: Tolerance) -> Check:
+    """`rate` against the tolerance's minimum, decided at its confidence: '0.981 (0.898-0.997,
+    n=52; minimum 0.97)' + `what`, and the samples that would decide it when inconclusive."""
+    minimum, confidence = tolerance.min_top1_agreement, tolerance.confidence
+    verdict = rate.decide(minimum, confidence)
+    decided = rate.interval(confidence) if confidence not in (0, CI95) else None
+    note = f"{_level_text(confidence, decided)}minimum {minimum:g}"
+    detail = interval_text(rate.value, rate.interval(), rate.samples, note=note) + what
+    if verdict == INCONCLUSIVE:
+        needed = samples_needed(rate.value, minimum, confidence)
+        detail += _undecided(rate.samples, needed, confidence, "at this rate")
+    return Check(name, verdict == PASSED, detail, output, inconclusive=verdict == INCONCLUSIVE)
+
+
+def _drop_check(
+    name: str,
+    reference: np.ndarray,
+    candidate: np.ndarray,
+    tolerance: Tolerance,
+    figures: dict[str, Any],
+) -> Check:
+    """Reference accuracy minus candidate accuracy on the same samples, against the maximum
+    drop: its interval is the paired bootstrap's (trtconv.outputs.confidence)."""
+    before, after = figures["accuracy_reference"], figures["accuracy_candidate"]
+    drop, limit, confidence = before - after, tolerance.max_accuracy_drop, tolerance.confidence
+    figures["accuracy_drop_ci95"] = ci95 = paired_difference_interval(reference, candidate)
+    decided = ci95 if confidence == CI95 else None
+    if confidence not in (0, CI95):
+        decided = paired_difference_interval(reference, candidate, confidence)
+    verdict = at_most(drop, decided, limit)
+    note = f"{_level_text(confidence, decided if confidence != CI95 else None)}maximum {limit:g}"
+    figure = interval_text(drop, ci95, len(reference), signed=True, note=note)
+    detail = f"{before:.4f} -> {after:.4f}, drop {figure}"
+    if verdict == INCONCLUSIVE and decided is not None:
+        needed = difference_samples_needed(drop, decided, limit, len(reference))
+        detail += _undecided(len(reference), needed, confidence, "at this drop")
+    return Check(f"{name} accuracy drop", verdict == PASSED, detail, name,
+                 inconclusive=verdict == INCONCLUSIVE)  # fmt: skip
+
+
+def _level_text(confidence: float, decided: tuple[float, float] | None) -> str:
+    """How the check was decided, when not by the 95% interval shown: '' (95%), 'point
+    decision; ' (confidence 0), else 'decided on the 99% interval 0.950-0.999; '."""
+    if confidence == 0:
+        return "point decision; "
+    if decided is None:
+        return ""
+    return f"decided on the {percent(confidence)} interval {decided[0]:.3f}-{decided[1]:.3f}; "
+
+
+def _undecided(samples: int, needed: int | None, confidence: float, at: str) -> str:
+    """The sentence an inconclusive check ends with: the samples seen and those that would
+    decide it."""
+    seen = f"inconclusive: its {percent(confidence)} interval straddles the bound"
+    seen += f" on {samples} samples"
+    if needed is None:
+        return f"; {seen}, and no sample count decides a figure measured at the bound"
+    return f"; {seen}; about {needed} {at} would decide it"
 
 
 def mean_iou(predicted: np.ndarray, truth: np.ndarray, classes: int) -> float:
@@ -228,7 +317,7 @@ def _within_check(
     got: np.ndarray,
     atol: float | None,
     tolerance: Tolerance,
-    figures: dict[str, float | None],
+    figures: dict[str, Any],
 ) -> Check:
     """The share of samples whose every value lies within the bound of the reference's."""
     want64 = want.astype(np.float64)
@@ -239,11 +328,11 @@ def _within_check(
         bound = REGRESSION_SPREAD * spread if spread > 0 else REL_FLOOR
         why = f"{REGRESSION_SPREAD:g} x the reference's spread {spread:.3g}"
     errors = np.abs(got.astype(np.float64) - want64).reshape(len(want64), -1).max(axis=1)
-    within = float((errors <= bound).mean()) if errors.size else 1.0
-    figures["agreement"], figures["tolerance"] = within, bound
-    minimum = tolerance.min_top1_agreement
-    detail = f"{within:.4f} of samples within {bound:.3g} ({why}; minimum {minimum:g})"
-    return Check(f"{name} within tolerance", within >= minimum, detail, name)
+    within = _rate(errors <= bound)
+    figures["agreement"], figures["tolerance"] = within.value, bound
+    figures["agreement_ci95"] = within.interval()
+    what = f" of samples within {bound:.3g}, {why}"
+    return _rate_check(f"{name} within tolerance", name, within, what, tolerance)
 
 
 def _unjudged_reason(name: str, role: OutputRole) -> str:

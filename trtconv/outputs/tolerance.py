@@ -1,5 +1,6 @@
 """What each precision must meet: one table of tolerances (Optimum's ATOL_FOR_VALIDATION, per
-precision), with the user's overrides (--tolerance, --min-top1-agreement, --max-accuracy-drop)."""
+precision), with the user's overrides (--tolerance, --min-top1-agreement, --max-accuracy-drop),
+and how sure a verdict must be that they hold (--confidence: trtconv.outputs.confidence)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trtconv.core.errors import UsageError
+from trtconv.options import DEFAULT_CONFIDENCE, check_confidence
 
 # An output is compared at its own resolution: a float16 output (Keras mixed_float16 without a
 # float32 last layer) differs by a few float16 steps wherever the two runtimes round in another
@@ -21,12 +23,14 @@ LOW_PRECISION_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
 @dataclass(frozen=True)
 class Tolerance:
     """What a precision must meet. `atol=None`: max abs error is reported, not judged.
-    `output_atol` gives some outputs their own atol (--tolerance NAME=X)."""
+    `output_atol` gives some outputs their own atol (--tolerance NAME=X). `confidence`: the
+    level of the interval a rate's verdict is decided by (0: the point rule)."""
 
     atol: float | None
     min_top1_agreement: float
     max_accuracy_drop: float
     output_atol: Mapping[str, float] = field(default_factory=dict)
+    confidence: float = DEFAULT_CONFIDENCE
 
     def atol_for(self, output: str) -> float | None:
         """The absolute tolerance of `output`: its own, else the precision's."""
@@ -51,9 +55,12 @@ def tolerance_for(
     precision: str,
     atol_override: float | None = None,
     output_atol: Mapping[str, float] | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> Tolerance:
     """The table's tolerance for `precision`; `atol_override` (--tolerance X) replaces its atol
-    and `output_atol` (--tolerance NAME=X) sets some outputs' own."""
+    and `output_atol` (--tolerance NAME=X) sets some outputs' own; verdicts are decided at
+    `confidence`. Raises UsageError for an unknown precision, a tolerance that is not positive
+    or a confidence outside [0, 1)."""
     try:
         tolerance = TOLERANCES[precision]
     except KeyError:
@@ -62,11 +69,13 @@ def tolerance_for(
     for name, value in [("", atol_override), *(output_atol or {}).items()]:
         if value is not None and value <= 0:
             raise UsageError(f"--tolerance {name + '=' if name else ''}{value}: must be positive.")
+    check_confidence(confidence)
     return Tolerance(
         tolerance.atol if atol_override is None else atol_override,
         tolerance.min_top1_agreement,
         tolerance.max_accuracy_drop,
         dict(output_atol or {}),
+        confidence,
     )
 
 
@@ -76,11 +85,12 @@ def budget_for(
     min_top1_agreement: float | None = None,
     max_accuracy_drop: float | None = None,
     output_atol: Mapping[str, float] | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> Tolerance:
-    """`tolerance_for(precision, atol_override, output_atol)` with its top-1 agreement and
-    accuracy-drop limits replaced where given (convert's --min-top1-agreement and
+    """`tolerance_for(precision, atol_override, output_atol, confidence)` with its top-1
+    agreement and accuracy-drop limits replaced where given (convert's --min-top1-agreement and
     --max-accuracy-drop, a release's gates). Raises UsageError for a limit outside [0, 1]."""
-    tolerance = tolerance_for(precision, atol_override, output_atol)
+    tolerance = tolerance_for(precision, atol_override, output_atol, confidence)
     for name, value in (
         ("--min-top1-agreement", min_top1_agreement),
         ("--max-accuracy-drop", max_accuracy_drop),
@@ -92,6 +102,7 @@ def budget_for(
         tolerance.min_top1_agreement if min_top1_agreement is None else min_top1_agreement,
         tolerance.max_accuracy_drop if max_accuracy_drop is None else max_accuracy_drop,
         tolerance.output_atol,
+        tolerance.confidence,
     )
 
 

@@ -35,9 +35,17 @@ from trtconv.core.errors import ConversionError
 from trtconv.core.model_io import CalibrationFeed
 from trtconv.core.progress import Progress
 from trtconv.options import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.outputs.confidence import INCONCLUSIVE, PASSED
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.quantize.qdq import QdqOptions, QdqQuantizer
-from trtconv.quantize.search import Score, SearchScorer, budget_and_search_data, resolution_note
+from trtconv.quantize.search import (
+    Score,
+    SearchScorer,
+    budget_and_search_data,
+    resolution_note,
+    settles,
+    unshowable,
+)
 from trtconv.quantize.sensitivity import QuantizedNode, quantized_nodes, rank_by_sensitivity
 from trtconv.quantize.speed import CHOSEN, FP32, FULL_INT8, time_models
 
@@ -48,6 +56,8 @@ PROBE_SAMPLES = 128
 # Past this share of the quantised nodes in float, int8 is not worth it: the ladder stops.
 MAX_FLOAT_SHARE = 0.5
 FULL, SCHEME, SENSITIVITY, FLOAT = "full int8", "scheme", "sensitivity", "float layers"
+# How the log reads a step's verdict on the search slice.
+STEP_VERDICTS = {PASSED: "meets the budget", INCONCLUSIVE: "not shown either way on the slice"}
 
 
 @dataclass
@@ -147,7 +157,8 @@ class Ladder:
         self.scorer = SearchScorer(
             quantizer.source, settings.search, settings.tolerance, settings.roles
         )
-        self.note = resolution_note(len(settings.search), settings.tolerance.min_top1_agreement)
+        self.note = resolution_note(len(settings.search), settings.tolerance)
+        self.unshowable = unshowable(len(settings.search), settings.tolerance)
         if self.note:
             log.warning("int8 ladder: %s", self.note)
 
@@ -158,13 +169,25 @@ class Ladder:
         if self.settings.progress is not None:
             self.settings.progress(len(self.steps), max(self.planned, len(self.steps) + 1), label)
 
+    def settled(self, candidate: Candidate) -> bool:
+        """It meets the budget (or, on a slice that cannot show it, is not shown to miss it)."""
+        return settles(candidate.score, self.unshowable)
+
+    def reached(self, candidate: Candidate, plural: bool = False) -> str:
+        """How a settled candidate stands: 'meet(s) the budget', or on a slice that cannot
+        show the budget, 'is (are) not shown to miss it'."""
+        if candidate.score.passed:
+            return "meet the budget" if plural else "meets the budget"
+        verb = "are" if plural else "is"
+        return f"{verb} not shown to miss the budget (the slice cannot show it)"
+
     def climb(self, base: QdqOptions) -> Candidate:
-        """The candidate to ship: the first that meets the budget, else the best one found."""
+        """The candidate to ship: the first that settles it, else the best one found."""
         self.full = best = self.attempt(base, FULL, describe(base))
         if not best.score.judged:
             return self.no_metric(best)
-        if best.score.passed:
-            self.outcome = "full int8 meets the budget"
+        if self.settled(best):
+            self.outcome = f"full int8 {self.reached(best)}"
             return best
         variants = scheme_variants(base)
         self.planned += len(variants)
@@ -172,8 +195,8 @@ class Ladder:
             if self.out_of_time():
                 return self.give_up(best, "time limit reached during the scheme variants")
             candidate = self.attempt(options, SCHEME, change)
-            if candidate.score.passed:
-                self.outcome = f"{change} meets the budget"
+            if self.settled(candidate):
+                self.outcome = f"{change} {self.reached(candidate)}"
                 return candidate
             best = max(best, candidate, key=lambda c: c.score.key())
         return self.keep_worst_in_float(best)
@@ -194,7 +217,7 @@ class Ladder:
         seconds = time.perf_counter() - started
         candidate = Candidate(len(self.steps), options, path, summary, score, list(float_nodes))
         self.steps.append(_step_record(candidate, stage, change, seconds))
-        verdict = "meets the budget" if score.passed else "misses the budget"
+        verdict = STEP_VERDICTS.get(score.verdict, "misses the budget")
         if not score.judged:
             verdict = "not judged"
         log.info(
@@ -241,7 +264,7 @@ class Ladder:
             if self.out_of_time():
                 return self.give_up(best, "time limit reached while keeping layers in float")
             candidate = self.in_float(base, order, count, failed)
-            if candidate.score.passed:
+            if self.settled(candidate):
                 break
             best = max(best, candidate, key=lambda c: c.score.key())
             failed = count
@@ -252,11 +275,12 @@ class Ladder:
         while len(passing.float_nodes) - failed > 1 and not self.out_of_time():
             middle = (failed + len(passing.float_nodes)) // 2
             candidate = self.in_float(base, order, middle, failed)
-            if candidate.score.passed:
+            if self.settled(candidate):
                 passing = candidate
             else:
                 failed = middle
-        self.outcome = f"{len(passing.float_nodes)} node(s) kept in float meet the budget"
+        reached = self.reached(passing, plural=True)
+        self.outcome = f"{len(passing.float_nodes)} node(s) kept in float {reached}"
         return passing
 
     def in_float(
@@ -283,7 +307,7 @@ class Ladder:
             except ConversionError as exc:  # e.g. ORT quantises nothing for this node alone
                 log.debug("int8 ladder: no probe for %s: %s", node.name, exc)
                 return None
-            return self.scorer.score(probe, PROBE_SAMPLES).output_error
+            return self.scorer.error(probe, PROBE_SAMPLES)
 
         self.ranking = rank_by_sensitivity(nodes, error_of, self.out_of_time, self.report)
         probe.unlink(missing_ok=True)
@@ -300,6 +324,7 @@ class Ladder:
                 "accuracy_drop": None,
                 "output_error": None,
                 "meets_budget": None,
+                "verdict": None,
                 "seconds": round(seconds, 3),
             }
         )
@@ -365,6 +390,7 @@ def _step_record(candidate: Candidate, stage: str, change: str, seconds: float) 
         "accuracy_drop": score.accuracy_drop,
         "output_error": _round(score.output_error),
         "meets_budget": score.passed,
+        "verdict": score.verdict,
         "seconds": round(seconds, 3),
     }
 

@@ -6,9 +6,12 @@ by training, like the validation samples); calibration-part samples beyond those
 (which the model may have trained on: agreement there can be higher than on held-out data); and
 when neither has MIN_SEARCH_SAMPLES to spare, the calibration samples themselves.
 
-A candidate is judged by the same checks as validation (trtconv.validation.compare, with the
-ladder's budget as the tolerance) against the float ONNX export run on the same samples, plus a
-continuous output error that ranks candidates and nodes.
+A candidate is judged by the same checks as validation (trtconv.outputs.compare, with the
+ladder's budget as the tolerance, and so the same rule: a rate meets its bound when its interval
+clears it at the budget's confidence) against the float ONNX export run on the same samples, plus
+a continuous output error that ranks candidates and nodes. A step whose interval straddles the
+budget does not meet it. A slice too small to ever show the budget says so (`resolution_note`);
+the ladder then stops at the first step not shown to miss it (`settles`).
 """
 
 from __future__ import annotations
@@ -22,12 +25,16 @@ import numpy as np
 from trtconv.calib.sources import ArraySet
 from trtconv.onnxlib.session import OrtRunner
 from trtconv.outputs.compare import compare, run_batched
+from trtconv.outputs.confidence import INCONCLUSIVE, percent, samples_to_show
 from trtconv.outputs.tolerance import Tolerance
 
+# 512 samples show a 0.97 budget for a step agreeing 0.985 or more (95% Wilson interval).
 SEARCH_SAMPLES = 512
-MIN_SEARCH_SAMPLES = 64
-# Fewer top-1 disagreements than this within the budget, and a step's verdict on the slice is
-# mostly chance: one flipped sample decides it.
+# Held-out samples spare beyond those validated on score the ladder when there are this many: a
+# step agreeing 0.99 shows a 0.97 budget on 290 (fewer could not show it for any step below 1).
+MIN_SEARCH_SAMPLES = 300
+# With point decisions (--confidence 0): fewer top-1 disagreements than this within the budget,
+# and a step's verdict on the slice is mostly chance: one flipped sample decides it.
 MIN_RESOLVED_DISAGREEMENTS = 3
 HELD_OUT_SPARE = "held-out samples beyond those validated on"
 CALIBRATION_SPARE = "calibration-part samples beyond those calibrated on (maybe trained on)"
@@ -65,16 +72,39 @@ def split_for_search(
     return DataSplit(calibration, held_out, calibration.head(SEARCH_SAMPLES), CALIBRATION_SAMPLES)
 
 
-def resolution_note(samples: int, min_top1_agreement: float) -> str | None:
-    """A caveat when `samples` cannot resolve the agreement budget, else None."""
-    allowed = (1.0 - min_top1_agreement) * samples
+def resolution_note(samples: int, tolerance: Tolerance) -> str | None:
+    """A caveat when `samples` cannot resolve the agreement budget, else None: at a confidence,
+    when even every sample agreeing leaves the interval below the minimum; with point
+    decisions, when the budget allows fewer than MIN_RESOLVED_DISAGREEMENTS disagreements."""
+    minimum, confidence = tolerance.min_top1_agreement, tolerance.confidence
+    if confidence > 0:
+        if not unshowable(samples, tolerance):
+            return None
+        fewest = samples_to_show(minimum, confidence)
+        can = f"at least {fewest} samples can" if fewest else "no sample count can"
+        return (
+            f"{samples} search samples cannot show a top-1 agreement of {minimum:g} at "
+            f"{percent(confidence)} confidence ({can}): no step can meet the budget there, so "
+            "the ladder keeps the first step not shown to miss it (held-out samples beyond "
+            "--validate-samples, or more data, resolve it)"
+        )
+    allowed = (1.0 - minimum) * samples
     if allowed >= MIN_RESOLVED_DISAGREEMENTS:
         return None
     return (
         f"{samples} search samples allow {allowed:.1f} top-1 disagreements at agreement >= "
-        f"{min_top1_agreement:g}: a step's verdict there is close to chance (held-out samples "
+        f"{minimum:g}: a step's verdict there is close to chance (held-out samples "
         "beyond --validate-samples, or more data, resolve it)"
     )
+
+
+def unshowable(samples: int, tolerance: Tolerance) -> bool:
+    """True when `samples` can never show the tolerance's minimum agreement at its confidence
+    (False with point decisions)."""
+    if tolerance.confidence <= 0:
+        return False
+    fewest = samples_to_show(tolerance.min_top1_agreement, tolerance.confidence)
+    return fewest is None or samples < fewest
 
 
 def budget_and_search_data(
@@ -100,20 +130,30 @@ def budget_and_search_data(
 
 @dataclass
 class Score:
-    """A candidate on the search slice: what validation would judge, and the output error."""
+    """A candidate on the search slice: what validation would judge (its verdict: passed,
+    failed, inconclusive or not judged), and the output error."""
 
     top1_agreement: float | None
     accuracy: float | None
     accuracy_drop: float | None
     output_error: float
     passed: bool
+    verdict: str = ""
     # Outputs no check could judge (a tensor with no tolerance): the ladder cannot climb on them.
     unjudged: tuple[str, ...] = ()
     judged: bool = True  # some output has a gating check
 
-    def key(self) -> tuple[bool, float, float]:
-        """Sort key, best last: meets the budget, then agreement, then smaller output error."""
-        return (self.passed, self.top1_agreement or 0.0, -self.output_error)
+    def key(self) -> tuple[bool, bool, float, float]:
+        """Sort key, best last: meets the budget, then not shown to miss it, then agreement,
+        then smaller output error."""
+        undecided = self.verdict == INCONCLUSIVE
+        return (self.passed, undecided, self.top1_agreement or 0.0, -self.output_error)
+
+
+def settles(score: Score, unshowable_slice: bool) -> bool:
+    """Whether the ladder stops at this step: it meets the budget, or the slice can never show
+    the budget (`unshowable_slice`) and the step is not shown to miss it (inconclusive)."""
+    return score.passed or (unshowable_slice and score.verdict == INCONCLUSIVE)
 
 
 def output_error(reference: dict[str, np.ndarray], candidate: dict[str, np.ndarray]) -> float:
@@ -158,9 +198,17 @@ class SearchScorer:
             accuracy_drop=report.accuracy_drop,
             output_error=output_error(reference, candidate),
             passed=report.passed,
+            verdict=report.verdict,
             unjudged=tuple(report.unjudged),
             judged=any(output.judged for output in report.outputs.values()),
         )
+
+    def error(self, model: Path, samples: int) -> float:
+        """The candidate's output error on the first `samples` of the slice (what a
+        sensitivity probe ranks by: no verdict, no intervals)."""
+        data = self.data.head(samples)
+        reference = {name: array[: len(data)] for name, array in self.reference.items()}
+        return output_error(reference, run_onnx(model, data))
 
 
 def run_onnx(model: Path, data: ArraySet) -> dict[str, np.ndarray]:

@@ -27,17 +27,21 @@ from trtconv.core.errors import UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.options import (
     CALIB_METHODS,
+    DEFAULT_BENCH_ROUNDS,
     DEFAULT_CALIB_METHOD,
     DEFAULT_CALIB_SAMPLES,
+    DEFAULT_CONFIDENCE,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
     DEFAULT_RANK_DURATION_S,
     DEFAULT_RELEASE_BATCH_SIZES,
+    DEFAULT_SPEED_TIME_LIMIT_S,
     DEFAULT_VALIDATE_SAMPLES,
     INT8_TARGETS,
     SPLITS,
     BenchOptions,
     Contest,
     ConvertOptions,
+    SpeedGoal,
     TrainOptions,
     ValidateOptions,
 )
@@ -50,8 +54,10 @@ from trtconv.release.values import (
     choice,
     fail,
     fraction,
+    level,
     list_of,
     non_negative_int,
+    non_negative_number,
     number,
     numbers,
     positive_int,
@@ -62,6 +68,7 @@ from trtconv.release.values import (
     table_of,
     unknown_key,
 )
+from trtconv.savedmodel import SERVING_KEY
 from trtconv.train.amp import AMP_DTYPES
 from trtconv.train.export import OUTPUT_NAME
 from trtconv.zoo.registry import MODELS
@@ -74,10 +81,12 @@ DIGITS = "digits"
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """Exactly one of `path` (a SavedModel) and `zoo` (a model to train first)."""
+    """Exactly one of `path` (a SavedModel) and `zoo` (a model to train first); `signature`:
+    the SavedModel's signature to release (as --signature; None: serving_default)."""
 
     path: Path | None = None
     zoo: str | None = None
+    signature: str | None = None
 
 
 @dataclass(frozen=True)
@@ -127,11 +136,13 @@ class CalibrationSettings:
 class EvalSettings:
     """Labelled evaluation data for accuracy and agreement; None: the convert validation.
     `samples` None: validate's default. `split`: held-out (default) or all, for [eval] and the
-    bench's evaluation alike."""
+    bench's evaluation alike. `confidence`: the level accuracy verdicts are decided at
+    (convert's validation and [eval]'s; 0: point decisions); None: the commands' default."""
 
     data: str | None = None
     samples: int | None = None
     split: str | None = None
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)
@@ -170,8 +181,8 @@ class OutputSettings:
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """How each model is timed; `iterations` and `duration_s` exclude each other. None: the
-    bench's own defaults."""
+    """How each model is timed; `iterations` and `duration_s` exclude each other, `rounds` is
+    how many interleaved rounds they are split into. None: the bench's own defaults."""
 
     batch_sizes: tuple[int, ...] = DEFAULT_RELEASE_BATCH_SIZES
     iterations: int | None = None
@@ -179,17 +190,20 @@ class BenchSettings:
     warmup: int | None = None
     threads: int | None = None
     data: str | None = None
+    rounds: int = DEFAULT_BENCH_ROUNDS
 
 
 @dataclass(frozen=True)
 class GateSettings:
-    """Thresholds every target must meet; None: gate not applied."""
+    """Thresholds every target must meet; None: gate not applied. While a speed gate's interval
+    straddles its threshold the bench adds rounds for up to `speed_time_limit_s` seconds."""
 
     max_accuracy_drop: float | None = None
     min_top1_agreement: float | None = None
     min_speedup: float | None = None
     max_latency_ms_p99: float | None = None
     gate_batch_size: int = max(DEFAULT_RELEASE_BATCH_SIZES)
+    speed_time_limit_s: float = DEFAULT_SPEED_TIME_LIMIT_S
 
 
 @dataclass(frozen=True)
@@ -247,6 +261,8 @@ class ReleaseConfig:
             max_accuracy_drop=budget.get("max_accuracy_drop"),
             judging=self.outputs.judging(target),
             contest=self.contest(),
+            confidence=DEFAULT_CONFIDENCE if self.eval.confidence is None else self.eval.confidence,
+            signature=self.model.signature,
         )
 
     def contest(self) -> Contest:
@@ -286,6 +302,8 @@ class ReleaseConfig:
             judging=self.outputs.judging(target),
             preprocessing=self.preprocessing.options(),
             split=self.eval.split,
+            confidence=self.eval.confidence,
+            signature=self.model.signature,
         )
 
     @property
@@ -310,10 +328,26 @@ class ReleaseConfig:
             judging=self.outputs.judging(),
             preprocessing=self.preprocessing.options(),
             split=self.eval.split,
+            signature=self.model.signature,
+            rounds=bench.rounds,
+            goal=self.speed_goal(),
+        )
+
+    def speed_goal(self) -> SpeedGoal | None:
+        """What the bench keeps timing for: the speed gates at the gate batch size (None when
+        no speed gate is set)."""
+        gates = self.gates
+        if gates.min_speedup is None and gates.max_latency_ms_p99 is None:
+            return None
+        return SpeedGoal(
+            batch_size=gates.gate_batch_size,
+            min_speedup=gates.min_speedup,
+            max_latency_ms_p99=gates.max_latency_ms_p99,
+            time_limit_s=gates.speed_time_limit_s,
         )
 
 
-MODEL_FIELDS: dict[str, Validator] = {"path": string, "zoo": string}
+MODEL_FIELDS: dict[str, Validator] = {"path": string, "zoo": string, "signature": string}
 TRAIN_FIELDS: dict[str, Validator] = {
     "data": string,
     "epochs": positive_int,
@@ -344,6 +378,7 @@ EVAL_FIELDS: dict[str, Validator] = {
     "data": string,
     "samples": positive_int,
     "split": choice(*SPLITS),
+    "confidence": level,
 }
 PREPROCESSING_FIELDS: dict[str, Validator] = {
     "scale": positive_number,
@@ -364,6 +399,7 @@ BENCH_FIELDS: dict[str, Validator] = {
     "warmup": non_negative_int,
     "threads": positive_int,
     "data": string,
+    "rounds": positive_int,
 }
 GATE_FIELDS: dict[str, Validator] = {
     "max_accuracy_drop": fraction,
@@ -371,6 +407,7 @@ GATE_FIELDS: dict[str, Validator] = {
     "min_speedup": positive_number,
     "max_latency_ms_p99": positive_number,
     "gate_batch_size": positive_int,
+    "speed_time_limit_s": non_negative_number,
 }
 TOP_LEVEL = (
     "model", "train", "targets", "calibration", "eval", "bench", "gates", "preprocessing",
@@ -445,12 +482,20 @@ def _model(raw: dict[str, Any]) -> ModelSettings:
     if "zoo" in values:
         if values["zoo"] not in MODELS:
             raise fail("model.zoo", "one of " + ", ".join(f'"{m}"' for m in MODELS), values["zoo"])
+        if "signature" in values:
+            raise UsageError("model.signature: only with model.path (a zoo model serves one).")
         return ModelSettings(zoo=values["zoo"])
     model_path = Path(values["path"])
     if not (model_path / "saved_model.pb").is_file():
         what = "does not exist" if not model_path.exists() else "holds no saved_model.pb"
         raise UsageError(f"model.path: SavedModel {model_path} {what}.")
-    return ModelSettings(path=model_path)
+    signature = values.get("signature")
+    if signature is not None:
+        try:  # a missing signature fails here, in a second, not after a conversion
+            read_signature(model_path, signature)
+        except UsageError as exc:
+            raise UsageError(f"model.signature: {exc}") from exc
+    return ModelSettings(path=model_path, signature=signature)
 
 
 def _train(raw: dict[str, Any], model: ModelSettings) -> TrainSettings | None:
@@ -530,7 +575,8 @@ def _check_output_names(config: ReleaseConfig) -> None:
     if not labelled and not any(roles or tolerances for _, roles, tolerances in named):
         return
     path = config.model.path
-    outputs = read_signature(path).output_names if path is not None else [OUTPUT_NAME]
+    signature = config.model.signature or SERVING_KEY
+    outputs = read_signature(path, signature).output_names if path is not None else [OUTPUT_NAME]
     if labelled and labelled not in outputs:
         raise UsageError(
             f"outputs.labels_output: the model has no output '{labelled}' "

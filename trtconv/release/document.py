@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtconv.core.results import JsonResult
+from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
 from trtconv.release.config import ReleaseConfig
 from trtconv.release.gates import GateResult
 
@@ -90,7 +91,7 @@ class ReleaseResult(JsonResult):
     timings: dict[str, float]  # seconds per step, and total_seconds
     environment: dict[str, Any]
     created_at: str
-    verdict: str  # "passed" or "failed"
+    verdict: str  # "passed", "failed" or "inconclusive" (no target passed; one was undecided)
     exit_code: int
     recommendation: Recommendation | None
     recommendation_reason: str
@@ -139,6 +140,13 @@ class TargetEntry:
         """Converted, judged, and every gate passed."""
         return self.converted and bool(self.gates) and all(gate.passed for gate in self.gates)
 
+    @property
+    def inconclusive(self) -> bool:
+        """Converted and judged, no gate failed, and some gate could not be decided (a speed
+        gate whose interval straddles its threshold)."""
+        verdicts = {gate.verdict for gate in self.gates}
+        return self.converted and INCONCLUSIVE in verdicts and FAILED not in verdicts
+
     def result(self) -> TargetResult:
         """The target's entry in release.json."""
         conversion = self.conversion
@@ -186,8 +194,18 @@ class ReleaseDocument:
 
     @property
     def exit_code(self) -> int:
-        """0 with a recommendation, else 4 (no target passed every gate)."""
+        """0 with a recommendation, else 4 (no target passed every gate: failed or
+        inconclusive)."""
         return EXIT_PASSED if self.recommendation is not None else EXIT_NO_TARGET
+
+    @property
+    def verdict(self) -> str:
+        """ "passed" with a recommendation; else "inconclusive" when some target failed no gate
+        but could not be decided on a speed gate, else "failed"."""
+        if self.recommendation is not None:
+            return PASSED
+        undecided = any(target.inconclusive for target in self.targets)
+        return INCONCLUSIVE if undecided else FAILED
 
     def result(self) -> ReleaseResult:
         """The release's result (release.json)."""
@@ -207,7 +225,7 @@ class ReleaseDocument:
             timings={**timings, "total_seconds": round(self.total_seconds, 3)},
             environment=self.environment,
             created_at=self.created_at,
-            verdict="passed" if self.recommendation is not None else "failed",
+            verdict=self.verdict,
             exit_code=self.exit_code,
             recommendation=self.recommendation,
             recommendation_reason=self.recommendation_reason,

@@ -2,7 +2,11 @@
 
 Every gate reports its measured value, its threshold and pass/fail. A value that could not be
 measured (no labels for accuracy, no bench row) fails its gate: a release never passes on a
-number it does not have.
+number it does not have. The accuracy gates are decided by the 95% intervals the validation
+recorded (trtconv.outputs.confidence): passed when the interval clears the threshold, failed
+when it misses it, inconclusive (not passed) when it straddles it; on the point figure when the
+validation decided on point figures (confidence 0). The speed gates are decided the same way by
+the bench's intervals over its interleaved rounds.
 
 A gate that applies to no output reads "not applicable" and passes: the top-1 agreement and
 accuracy-drop gates measure what an output decides (roles classes, binary, class_map), so on a
@@ -14,6 +18,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trtconv.outputs.confidence import (
+    FAILED,
+    INCONCLUSIVE,
+    PASSED,
+    Interval,
+    at_least,
+    at_most,
+    interval_text,
+)
 from trtconv.release.config import GateSettings
 
 # Among equally fast targets prefer the lower precision (issue 5's precision ladder).
@@ -31,16 +44,24 @@ class Measures:
     speedup_vs_baseline: float | None = None
     latency_ms_p99: float | None = None
     throughput_per_s: float | None = None
+    # The accuracy figures' 95% intervals and samples; None intervals: point decisions.
+    top1_agreement_ci95: Interval | None = None
+    accuracy_drop_ci95: Interval | None = None
+    accuracy_samples: int | None = None
+    # The bench's 95% intervals over its interleaved rounds (None: a single round, or a bench
+    # recorded before intervals) and how many rounds they rest on.
+    speedup_vs_baseline_ci95: tuple[float, float] | None = None
+    latency_ms_p99_ci95: tuple[float, float] | None = None
+    rounds: int | None = None
     # Whether some output decides (a classes, binary or class_map role); None: not recorded.
     decides: bool | None = None
 
 
-DECISION_GATES = ("max_accuracy_drop", "min_top1_agreement")  # measure what outputs decide
-
-
 @dataclass(frozen=True)
 class GateResult:
-    """One gate applied to one target."""
+    """One gate applied to one target. `verdict` is "passed", "failed" or, for a gate whose
+    interval straddles the threshold, "inconclusive" (then `passed` is False too);
+    `measured_ci95` is the interval the gate was judged on (None: the point value)."""
 
     name: str
     comparison: str  # "<=", ">=" or "=="
@@ -48,6 +69,12 @@ class GateResult:
     measured: float | bool | None
     passed: bool
     detail: str
+    verdict: str = ""  # "" at construction: from `passed`
+    measured_ci95: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.verdict:
+            object.__setattr__(self, "verdict", PASSED if self.passed else FAILED)
 
 
 def _numeric_gate(
@@ -60,9 +87,31 @@ def _numeric_gate(
     return GateResult(name, comparison, threshold, measured, passed, detail)
 
 
+def _accuracy_gate(
+    name: str, comparison: str, threshold: float, measures: Measures, what: str
+) -> GateResult:
+    """An accuracy gate decided by the figure's recorded interval (`_ci95`; None: the point)."""
+    figure = "top1_agreement" if comparison == ">=" else "accuracy_drop"
+    measured = getattr(measures, figure)
+    if measured is None:
+        return GateResult(name, comparison, threshold, None, False, f"{what} was not measured")
+    interval: Interval | None = getattr(measures, f"{figure}_ci95")
+    decide = at_least if comparison == ">=" else at_most
+    verdict = decide(measured, interval, threshold)
+    shown = interval_text(measured, interval, measures.accuracy_samples or 0,
+                          signed=figure == "accuracy_drop")  # fmt: skip
+    words = {PASSED: "meets", INCONCLUSIVE: "is inconclusive against"}.get(verdict, "misses")
+    detail = f"{what} {shown} {words} {comparison} {threshold:g}"
+    if verdict == INCONCLUSIVE:
+        detail += ": its 95% interval straddles it (more samples would decide it)"
+    passed = verdict == PASSED
+    return GateResult(name, comparison, threshold, measured, passed, detail, verdict, interval)
+
+
 def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResult]:
     """Apply the configured gates, plus the always-on one: the conversion's validation passed."""
     validated = measures.validation_passed
+    undecided = measures.validation_verdict == INCONCLUSIVE
     results = [
         GateResult(
             "validation_passed",
@@ -73,26 +122,47 @@ def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResul
             "converted model agrees with native within its precision's tolerance"
             if validated
             else f"conversion validation {measures.validation_verdict or 'did not pass'}",
+            INCONCLUSIVE if undecided else "",
         )
     ]
+    accuracy = (
+        ("max_accuracy_drop", "<=", settings.max_accuracy_drop, "accuracy drop vs native"),
+        ("min_top1_agreement", ">=", settings.min_top1_agreement, "top-1 agreement with native"),
+    )
+    for name, comparison, bound, what in accuracy:
+        if bound is None:
+            continue
+        # Ahead of the interval and the point figure alike: a model none of whose outputs
+        # decides has nothing these gates measure.
+        if measures.decides is False:
+            results.append(_not_applicable(name, comparison, bound, what))
+        else:
+            results.append(_accuracy_gate(name, comparison, bound, measures, what))
+    return results + speed_gates(settings, measures)
+
+
+def speed_gates(settings: GateSettings, measures: Measures) -> list[GateResult]:
+    """The configured speed gates (`min_speedup`, `max_latency_ms_p99`), each judged on the
+    bench's 95% interval when it has one: passed when the whole interval meets the threshold,
+    failed when none of it does, inconclusive when it straddles it (see `_interval_gate`);
+    on the point value otherwise."""
     batch = f"at batch {settings.gate_batch_size}"
-    numeric = (
-        ("max_accuracy_drop", "<=", settings.max_accuracy_drop, measures.accuracy_drop,
-         "accuracy drop vs native"),
-        ("min_top1_agreement", ">=", settings.min_top1_agreement, measures.top1_agreement,
-         "top-1 agreement with native"),
+    speed = (
         ("min_speedup", ">=", settings.min_speedup, measures.speedup_vs_baseline,
-         f"throughput speedup vs native {batch}"),
+         measures.speedup_vs_baseline_ci95, f"throughput speedup vs native {batch}"),
         ("max_latency_ms_p99", "<=", settings.max_latency_ms_p99, measures.latency_ms_p99,
-         f"p99 latency (ms) {batch}"),
+         measures.latency_ms_p99_ci95, f"p99 latency (ms) {batch}"),
     )  # fmt: skip
-    for name, comparison, threshold, measured, what in numeric:
+    results = []
+    for name, comparison, threshold, measured, interval, what in speed:
         if threshold is None:
             continue
-        if name in DECISION_GATES and measures.decides is False:
-            results.append(_not_applicable(name, comparison, threshold, what))
-        else:
+        if measured is None or interval is None:
             results.append(_numeric_gate(name, comparison, threshold, measured, what))
+        else:
+            results.append(
+                _interval_gate(name, comparison, threshold, (measured, interval), what, measures)
+            )
     return results
 
 
@@ -103,6 +173,28 @@ def _not_applicable(name: str, comparison: str, threshold: float, what: str) -> 
         "class_map role; set one with [outputs] roles in the release config)"
     )
     return GateResult(name, comparison, threshold, None, True, detail)
+
+
+def _interval_gate(
+    name: str,
+    comparison: str,
+    threshold: float,
+    figure: tuple[float, tuple[float, float]],
+    what: str,
+    measures: Measures,
+) -> GateResult:
+    """A gate judged on `figure` (the point value and its 95% interval)."""
+    measured, (low, high) = figure
+    decide = at_least if comparison == ">=" else at_most
+    verdict = decide(measured, (low, high), threshold)
+    words = {PASSED: "meets", FAILED: "misses", INCONCLUSIVE: "straddles"}
+    rounds = f" over {measures.rounds} rounds" if measures.rounds else ""
+    detail = (
+        f"{what} {measured:.6g}, 95% interval {low:.6g}-{high:.6g}{rounds}, "
+        f"{words[verdict]} {comparison} {threshold:g}"
+    )
+    passed = verdict == PASSED
+    return GateResult(name, comparison, threshold, measured, passed, detail, verdict, (low, high))
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
+from trtconv.outputs.confidence import interval_text
 from trtconv.quantize.words import budget_text, kept_text, search_text
 
 
@@ -22,10 +23,41 @@ def _row(cells: list[Any]) -> str:
     return "| " + " | ".join(_fmt(c) for c in cells) + " |"
 
 
+def _with_interval(value: Any, interval: list[float] | None, digits: int = 4) -> str:
+    """A figure and its 95% interval: "1.42 (1.31-1.55)"; the figure alone without one."""
+    if value is None or not interval:
+        return _fmt(value, digits)
+    low, high = (_fmt(float(bound), digits) for bound in interval)
+    return f"{_fmt(value, digits)} ({low}-{high})"
+
+
+def _gate_result(gate: dict[str, Any]) -> str:
+    """pass, FAIL, INCONCLUSIVE (release.json written before verdicts: from `passed`), or
+    n/a (pass) for a gate that applies to no output (it passes)."""
+    if str(gate.get("detail", "")).startswith("not applicable"):
+        return "n/a (pass)"
+    if gate.get("verdict") == "inconclusive":
+        return "INCONCLUSIVE"
+    return "pass" if gate["passed"] else "FAIL"
+
+
+def _target_result(target: dict[str, Any]) -> str:
+    """A target's gates in one word: pass, FAIL, INCONCLUSIVE (none failed, one undecided)."""
+    if target["status"] != "converted":
+        return "–"
+    if target["passed"]:
+        return "pass"
+    results = {_gate_result(gate) for gate in target["gates"]}
+    return "INCONCLUSIVE" if "INCONCLUSIVE" in results and "FAIL" not in results else "FAIL"
+
+
 def _verdict(document: dict[str, Any]) -> list[str]:
     recommendation = document["recommendation"]
     if recommendation is None:
-        return [f"**Verdict: no artifact recommended** ({document['recommendation_reason']})."]
+        what = (
+            "inconclusive" if document["verdict"] == "inconclusive" else "no artifact recommended"
+        )
+        return [f"**Verdict: {what}** ({document['recommendation_reason']})."]
     return [
         f"**Verdict: release `{recommendation['artifact']}`** "
         f"({recommendation['backend']} {recommendation['precision']}): "
@@ -34,30 +66,44 @@ def _verdict(document: dict[str, Any]) -> list[str]:
     ]
 
 
+def _accuracy_text(accuracy: dict[str, Any], figure: str) -> str | None:
+    """'0.981 (0.898-0.997, n=52)': a recorded accuracy figure with its 95% interval and the
+    samples (the figure alone when none was recorded)."""
+    value = accuracy.get(figure)
+    if value is None:
+        return None
+    interval, samples = accuracy.get(f"{figure}_ci95"), accuracy.get("samples") or 0
+    signed = figure == "accuracy_drop"
+    return interval_text(value, None if interval is None else tuple(interval), samples, signed)
+
+
+GATE_FIGURES = {"min_top1_agreement": "top1_agreement", "max_accuracy_drop": "accuracy_drop"}
+
+
 def _targets_table(document: dict[str, Any]) -> list[str]:
     batch = document["gate_batch_size"]
     lines = [
-        f"| target | status | top-1 agreement | accuracy drop | throughput/s @{batch} | "
-        f"speedup @{batch} | p99 ms @{batch} | size MB | convert s | gates |",
+        f"| target | status | top-1 agreement | accuracy drop | throughput/s @{batch} (95% CI) | "
+        f"speedup @{batch} (95% CI) | p99 ms @{batch} (95% CI) | size MB | convert s | gates |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for target in document["targets"]:
         row: dict[str, Any] = next((r for r in target["bench"] if r["batch_size"] == batch), {})
         accuracy = target["eval"] or target["validation"] or {}
         size = target["artifact_size_bytes"]
-        gates = "pass" if target["passed"] else "FAIL"
-        if target["status"] != "converted":
-            gates = "–"
+        gates = _target_result(target)
         lines.append(
             _row(
                 [
                     f"`{target['id']}`",
                     target["status"],
-                    accuracy.get("top1_agreement"),
-                    accuracy.get("accuracy_drop"),
-                    row.get("throughput_per_s"),
-                    row.get("speedup_vs_baseline"),
-                    row.get("latency_ms_p99"),
+                    _accuracy_text(accuracy, "top1_agreement"),
+                    _accuracy_text(accuracy, "accuracy_drop"),
+                    _with_interval(row.get("throughput_per_s"), row.get("throughput_per_s_ci95")),
+                    _with_interval(
+                        row.get("speedup_vs_baseline"), row.get("speedup_vs_baseline_ci95"), 3
+                    ),
+                    _with_interval(row.get("latency_ms_p99"), row.get("latency_ms_p99_ci95")),
                     None if size is None else size / 1e6,
                     target["conversion_seconds"],
                     gates,
@@ -71,6 +117,9 @@ def _gates_section(document: dict[str, Any]) -> list[str]:
     lines = [
         "## Gates",
         "",
+        "Speed gates are judged on the bench's 95% interval (in brackets): pass when all of it "
+        "meets the threshold, FAIL when none of it does, INCONCLUSIVE when it straddles it.",
+        "",
         "| target | gate | measured | threshold | result |",
         "|---|---|---|---|---|",
     ]
@@ -81,26 +130,22 @@ def _gates_section(document: dict[str, Any]) -> list[str]:
                 _row([f"`{target['id']}`", "conversion", error.get("message"), "–", "FAIL"])
             )
             continue
+        accuracy = target["eval"] or target["validation"] or {}
         for gate in target["gates"]:
+            figure = GATE_FIGURES.get(gate["name"])
+            measured = _accuracy_text(accuracy, figure) if figure else None
             lines.append(
                 _row(
                     [
                         f"`{target['id']}`",
                         gate["name"],
-                        gate["measured"],
+                        measured or _with_interval(gate["measured"], gate.get("measured_ci95")),
                         f"{gate['comparison']} {_fmt(gate['threshold'])}",
                         _gate_result(gate),
                     ]
                 )
             )
     return lines
-
-
-def _gate_result(gate: dict[str, Any]) -> str:
-    """pass, FAIL, or n/a for a gate that applies to no output (it passes)."""
-    if str(gate.get("detail", "")).startswith("not applicable"):
-        return "n/a (pass)"
-    return "pass" if gate["passed"] else "FAIL"
 
 
 def _ladder_section(document: dict[str, Any]) -> list[str]:

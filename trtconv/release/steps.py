@@ -199,9 +199,11 @@ class ReleaseRun:
         }
 
     def _judging_inputs(self, target: Target | None) -> dict[str, Any]:
-        """What judging depends on besides the data: preprocessing and the output settings."""
-        outputs = self.config.outputs
+        """What judging depends on besides the data: the signature (when one is chosen: keys
+        of releases without one stay as they were), preprocessing and the output settings."""
+        outputs, signature = self.config.outputs, self.config.model.signature
         return {
+            **({"signature": signature} if signature else {}),
             "preprocessing": asdict(self.config.preprocessing),
             "outputs": {
                 "roles": {**outputs.roles, **(target.roles if target else {})},
@@ -262,6 +264,8 @@ class ReleaseRun:
         def progress(done: int, total: int, label: str) -> None:
             self.report(f"bench {label} ({done}/{total})")
 
+        # The speed gates are the bench's goal (extra rounds while undecided) but not part of its
+        # key: changing a gate re-judges the recorded bench, as for every other gate.
         def work() -> tuple[dict[str, Any], list[Path]]:
             log.info("benchmarking native and %d artifact(s)", len(artifacts))
             # The report (results.json, plots) is written atomically by the bench's writer.

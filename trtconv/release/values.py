@@ -59,10 +59,25 @@ def positive_number(path: str, value: Any) -> float:
     return float(value)
 
 
+def non_negative_number(path: str, value: Any) -> float:
+    """`value` as a float if it is a number of at least 0."""
+    if not _is_number(value) or value < 0:
+        raise fail(path, "a non-negative number", value)
+    return float(value)
+
+
 def fraction(path: str, value: Any) -> float:
     """`value` as a float if it is a number from 0 to 1."""
     if not _is_number(value) or not 0 <= value <= 1:
         raise fail(path, "a number between 0 and 1", value)
+    return float(value)
+
+
+def level(path: str, value: Any) -> float:
+    """`value` as a float if it is a confidence level: 0 (point decisions) up to, not
+    including, 1."""
+    if not _is_number(value) or not 0 <= value < 1:
+        raise fail(path, "0 (point decisions) or a level below 1, e.g. 0.95", value)
     return float(value)
 
 

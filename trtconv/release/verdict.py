@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtconv.outputs.confidence import INCONCLUSIVE
 from trtconv.outputs.roles import DECISIONS
 from trtconv.release.config import ReleaseConfig
 from trtconv.release.document import Recommendation, TargetEntry
@@ -43,11 +44,33 @@ def measures_for(
         validation_verdict=next((v for v in verdicts if v), None),
         accuracy_drop=accuracy.get("accuracy_drop"),
         top1_agreement=accuracy.get("top1_agreement"),
+        **_intervals(accuracy),
         speedup_vs_baseline=row.get("speedup_vs_baseline"),
         latency_ms_p99=row.get("latency_ms_p99"),
         throughput_per_s=row.get("throughput_per_s"),
+        **speed_intervals(row),
         decides=decides(validation),
     )
+
+
+def _intervals(accuracy: dict[str, Any]) -> dict[str, Any]:
+    """The recorded accuracy intervals the gates decide by (none when the validation decided
+    on point figures: confidence 0, or written before intervals) and their samples."""
+    if not accuracy.get("confidence"):
+        return {"accuracy_samples": accuracy.get("samples")}
+    found = {f: accuracy.get(f) for f in ("top1_agreement_ci95", "accuracy_drop_ci95")}
+    intervals = {key: None if value is None else tuple(value) for key, value in found.items()}
+    return {**intervals, "accuracy_samples": accuracy.get("samples")}
+
+
+def speed_intervals(row: dict[str, Any]) -> dict[str, Any]:
+    """The bench row's intervals the speed gates judge (absent in rows recorded before them)."""
+    speedup, latency = row.get("speedup_vs_baseline_ci95"), row.get("latency_ms_p99_ci95")
+    return {
+        "speedup_vs_baseline_ci95": tuple(speedup) if speedup else None,
+        "latency_ms_p99_ci95": tuple(latency) if latency else None,
+        "rounds": row.get("rounds"),
+    }
 
 
 def decides(validation: dict[str, Any]) -> bool | None:
@@ -70,6 +93,27 @@ def _judge(config: ReleaseConfig, target: TargetEntry) -> Candidate | None:
     return Candidate(target.id, precision, row.get("throughput_per_s"), target.passed)
 
 
+def inconclusive_reason(config: ReleaseConfig, targets: list[TargetEntry]) -> str | None:
+    """One sentence when no target passed but some failed only by speed gates whose intervals
+    straddle their thresholds (the release is then inconclusive, not failed); else None."""
+    undecided = [
+        f"{target.id} {gate.name} {gate.measured_ci95[0]:.4g}-{gate.measured_ci95[1]:.4g} "
+        f"({gate.comparison} {gate.threshold:g})"
+        for target in targets
+        if target.inconclusive
+        for gate in target.gates
+        if gate.verdict == INCONCLUSIVE and gate.measured_ci95 is not None
+    ]
+    if not undecided:
+        return None
+    limit = config.gates.speed_time_limit_s
+    return (
+        f"inconclusive: no target passed every gate and the 95% interval of "
+        f"{'; '.join(undecided)} at batch {config.gates.gate_batch_size} straddles its threshold "
+        f"after the bench added rounds for up to {limit:g} s (gates.speed_time_limit_s)"
+    )
+
+
 def judge_targets(
     config: ReleaseConfig, targets: list[TargetEntry]
 ) -> tuple[Recommendation | None, str]:
@@ -80,7 +124,8 @@ def judge_targets(
     chosen = recommend(candidates)
     if chosen is None:
         converted = f"{len(candidates)} of {len(targets)} converted"
-        return None, f"no target passed every gate ({converted}, {passing} passed)"
+        undecided = inconclusive_reason(config, targets)
+        return None, undecided or f"no target passed every gate ({converted}, {passing} passed)"
     winner = next(t for t in targets if t.id == chosen.target)
     row = _row_at(winner.bench, batch)
     reason = (

@@ -33,6 +33,21 @@ def _series(result: Result, key: str) -> dict[str, tuple[list[int], list[float]]
     return {label: data for label, data in series.items() if data[0]}
 
 
+def _error_bars(result: Result, label: str, key: str) -> list[list[float]] | None:
+    """matplotlib's `yerr` for one model's `key` over batch sizes, from each row's `KEY_ci95`
+    (distances below and above the value); None when some row has no interval."""
+    below, above = [], []
+    for row in result["results"]:
+        if row["label"] != label or row.get(key) is None:
+            continue
+        interval = row.get(f"{key}_ci95")
+        if not interval:
+            return None
+        below.append(max(0.0, float(row[key]) - float(interval[0])))
+        above.append(max(0.0, float(interval[1]) - float(row[key])))
+    return [below, above]
+
+
 # Above this max/min ratio a linear y axis flattens the fast models onto zero: use a log axis.
 LOG_Y_RATIO = 20.0
 
@@ -61,12 +76,14 @@ def plot_latency(result: Result, path: Path) -> Path:
     batch_sizes: set[int] = set()
     plotted: list[float] = []
     for label, (sizes, values) in _series(result, "latency_ms_p50").items():
-        (line,) = axes.plot(sizes, values, marker="o", label=f"{label} p50")
+        bars = _error_bars(result, label, "latency_ms_p50")
+        drawn = axes.errorbar(sizes, values, yerr=bars, marker="o", capsize=3, label=f"{label} p50")
+        colour = drawn.lines[0].get_color()
         tail_sizes, tail_values = p99.get(label, ([], []))
-        axes.plot(tail_sizes, tail_values, linestyle="--", color=line.get_color(), alpha=0.6)
+        axes.plot(tail_sizes, tail_values, linestyle="--", color=colour, alpha=0.6)
         batch_sizes.update(sizes)
         plotted += values + tail_values
-    axes.set_ylabel("latency, ms (solid p50, dashed p99)")
+    axes.set_ylabel("latency, ms (solid p50, dashed p99; bars: 95% interval)")
     axes.set_title("Latency vs batch size")
     return _finish(figure, axes, batch_sizes, plotted, path)
 
@@ -78,10 +95,11 @@ def plot_throughput(result: Result, path: Path) -> Path:
     plotted: list[float] = []
     for label, (sizes, values) in _series(result, "throughput_per_s").items():
         marker = "s" if label == result["baseline"] else "o"
-        axes.plot(sizes, values, marker=marker, label=label)
+        bars = _error_bars(result, label, "throughput_per_s")
+        axes.errorbar(sizes, values, yerr=bars, marker=marker, capsize=3, label=label)
         batch_sizes.update(sizes)
         plotted += values
-    axes.set_ylabel("throughput, samples/s")
+    axes.set_ylabel("throughput, samples/s (bars: 95% interval)")
     axes.set_title("Throughput vs batch size")
     return _finish(figure, axes, batch_sizes, plotted, path)
 
@@ -106,17 +124,23 @@ def plot_accuracy_vs_speedup(result: Result, path: Path) -> Path | None:
     # models sit at the same spot (e.g. fp32 next to the baseline at 1.0x, 1.0).
     for row in points:
         marker = "s" if row["is_baseline"] else "o"
-        axes.scatter(
-            row["speedup_vs_baseline"], row[metric], marker=marker, s=70, clip_on=False,
-            label=row["label"], zorder=3,
+        interval = None if row["is_baseline"] else row.get("speedup_vs_baseline_ci95")
+        speedup = row["speedup_vs_baseline"]
+        bars = [[speedup - interval[0]], [interval[1] - speedup]] if interval else None
+        axes.errorbar(
+            speedup, row[metric], xerr=bars, fmt=marker, markersize=8, capsize=3,
+            clip_on=False, label=row["label"], zorder=3,
         )  # fmt: skip
     values = [float(r[metric]) for r in points]
     pad = max(0.01, (max(values) - min(values)) * 0.15)
     # Accuracy and agreement are fractions: the axis stays within [0, 1].
     axes.set_ylim(max(0.0, min(values) - pad), min(1.0, max(values) + pad))
-    axes.set_xlim(left=0.0, right=max(1.1, max(r["speedup_vs_baseline"] for r in points) * 1.15))
+    right = max(_speedup_high(r) for r in points)
+    axes.set_xlim(left=0.0, right=max(1.1, right * 1.15))
     axes.axvline(1.0, color="grey", linewidth=0.8, linestyle=":")
-    axes.set_xlabel(f"speedup vs baseline ({result['baseline']}) at batch {largest}")
+    axes.set_xlabel(
+        f"speedup vs baseline ({result['baseline']}) at batch {largest} (bars: 95% interval)"
+    )
     axes.set_ylabel("accuracy" if metric == "accuracy" else "top-1 agreement with baseline")
     axes.set_title("Accuracy vs speedup")
     axes.legend(fontsize="small", loc="best")
@@ -125,6 +149,12 @@ def plot_accuracy_vs_speedup(result: Result, path: Path) -> Path | None:
     figure.savefig(path, dpi=DPI)
     plt.close(figure)
     return path
+
+
+def _speedup_high(row: Mapping[str, Any]) -> float:
+    """The speed-up's upper bound (its value without an interval)."""
+    interval = row.get("speedup_vs_baseline_ci95")
+    return float(interval[1]) if interval else float(row["speedup_vs_baseline"])
 
 
 def write_plots(result: Result, directory: Path) -> list[Path]:

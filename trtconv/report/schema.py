@@ -13,6 +13,7 @@ from typing import Any
 
 import trtconv.bench.stats as stats
 from trtconv.core.results import JsonResult, optional_key
+from trtconv.options import SpeedGoal
 
 SCHEMA_VERSION = 1
 
@@ -76,6 +77,13 @@ class BenchRow(JsonResult):
     cv_trimmed_percent: float  # over the central 80%: what stability warnings read
     throughput_per_s: float
     speedup_vs_baseline: float | None = None  # over the baseline's throughput, same batch size
+    # The interleaved rounds the figures pool, and 95% intervals bootstrapped over them
+    # (trtconv.bench.stats; None with a single round).
+    rounds: int = 1
+    throughput_per_s_ci95: tuple[float, float] | None = None
+    speedup_vs_baseline_ci95: tuple[float, float] | None = None
+    latency_ms_p50_ci95: tuple[float, float] | None = None
+    latency_ms_p99_ci95: tuple[float, float] | None = None
     transfer_ms_mean: float | None = None  # host<->device copies, where the runner reports them
     # Device compute alone, timed with CUDA events (trtexec's "GPU Compute Time"), where the
     # runner reports it; its CV is what the 1% GPU stability rule reads.
@@ -126,6 +134,11 @@ class Settings:
     cv_warn_percent_gpu: float = stats.CV_WARN_PERCENT_GPU
     device: str  # where artifacts run (bench --device)
     percentile_method: str = "linear"
+    # Each batch size's budget is split into `rounds` rounds, the models interleaved round by
+    # round; `goal` adds rounds at its batch size until its thresholds are decided.
+    rounds: int = 1
+    interval_method: str = stats.INTERVAL_METHOD
+    goal: SpeedGoal | None = None
 
     @property
     def warmup(self) -> dict[str, Any]:
@@ -140,6 +153,23 @@ class Settings:
         if self.iterations is not None:
             return {"iterations": self.iterations}
         return {"seconds": self.duration_s, "min_iterations": self.min_iterations}
+
+    @property
+    def planned_rounds(self) -> int:
+        """The rounds each batch size is timed in (a speed goal may add some at its own)."""
+        return len(self.round_budgets())
+
+    def round_budgets(self) -> list[dict[str, Any]]:
+        """The timed budget of each round: `iterations` split as evenly as whole calls allow
+        (never more rounds than calls), or `duration_s` and `min_iterations` split `rounds`
+        ways (at least one call per round)."""
+        if self.iterations is not None:
+            count = min(self.rounds, self.iterations)
+            share, left = divmod(self.iterations, count)
+            return [{"iterations": share + (index < left)} for index in range(count)]
+        seconds = (self.duration_s or 0.0) / self.rounds
+        calls = max(1, -(-(self.min_iterations or 1) // self.rounds))
+        return [{"seconds": seconds, "min_iterations": calls}] * self.rounds
 
 
 @dataclass(kw_only=True)

@@ -6,9 +6,16 @@ validate's result (README documents the keys), and read back by `from_json`. Der
 measured ones, never stored beside them: `to_json` writes them, `from_json` recomputes them.
 
 Each output is judged by its role (trtconv.outputs.roles); its checks are listed with it. A
-check either gates the verdict or is reported only. The verdict is "failed" when a gating check
-failed, "not judged" when some output has no gating check (nothing says whether it is right),
-else "passed"; `passed` (exit 0) accepts "not judged" only when the caller allowed it.
+check either gates the verdict or is reported only. A rate's check (agreement, accuracy drop,
+share within tolerance) is decided by its interval at `confidence` (trtconv.outputs.confidence):
+passed, failed, or inconclusive when the interval straddles the bound. The verdict is "failed"
+when a gating check failed, "inconclusive" when one could not be decided on these samples, "not
+judged" when some output has no gating check (nothing says whether it is right), else "passed";
+`passed` (exit 0) accepts "not judged" only when the caller allowed it.
+
+Every rate carries its 95% interval beside it, one naming scheme: `<figure>_ci95: [low, high]`
+(`top1_agreement_ci95`, `accuracy_drop_ci95`, per output `agreement_ci95`, ...), over the
+report's `samples`.
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtconv.core.results import JsonResult, to_jsonable
+from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED, Interval
 from trtconv.outputs.roles import DECISIONS, OutputRole
 
-PASSED, FAILED, NOT_JUDGED = "passed", "failed", "not judged"
+NOT_JUDGED = "not judged"
+__all__ = ["FAILED", "INCONCLUSIVE", "NOT_JUDGED", "PASSED"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +36,8 @@ class Check:
     """One line of a verdict: what was checked, whether it passed, the figures that decided.
 
     `gating` False: it never decides the verdict; a reported figure (`passed` True) or the
-    reason its output was not judged (`passed` False).
+    reason its output was not judged (`passed` False). `inconclusive`: not passed, not failed
+    either: the figure's interval straddles its bound.
     """
 
     name: str
@@ -35,6 +45,7 @@ class Check:
     detail: str
     output: str | None = None
     gating: bool = True
+    inconclusive: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,11 @@ class OutputComparison:
     accuracy_candidate: float | None = None
     threshold: float | None = None  # binary: the decision threshold
     tolerance: float | None = None  # regression: the per-sample error bound
+    # The 95% intervals of the figures above (None where the figure is).
+    agreement_ci95: Interval | None = None
+    accuracy_reference_ci95: Interval | None = None
+    accuracy_candidate_ci95: Interval | None = None
+    accuracy_drop_ci95: Interval | None = None
 
 
 # Keys of the `validation` block present only when set (validate and convert set them all).
@@ -64,7 +80,8 @@ RUN_KEYS = ("precision", "machine", "batch_size", "device")
 
 @dataclass
 class ValidationReport(JsonResult):
-    """All checks of one comparison, plus the bounds they were judged by."""
+    """All checks of one comparison, plus the bounds they were judged by and the confidence
+    (0: point decisions; reports written before intervals read back as 0)."""
 
     samples: int
     data_source: str
@@ -74,22 +91,32 @@ class ValidationReport(JsonResult):
     checks: list[Check] = field(default_factory=list)
     labels_output: str | None = None  # the output the labels were scored on
     allow_unjudged: bool = False
+    confidence: float = 0.0
     # RUN_KEYS: in the JSON only when set.
     precision: str | None = None
     machine: dict[str, Any] | None = None  # the CPU it ran on (int8 verdicts hold per CPU class)
     batch_size: int | None = None  # the converted model's batches (inside its engines' profile)
     device: str | None = None  # where the converted model ran: cpu, cuda or tensorrt
 
+    def _deciding(self) -> OutputComparison | None:
+        """The deciding output (class scores, binary scores) that agrees least; None if none."""
+        found = [
+            o for o in self.outputs.values() if o.role in DECISIONS and o.agreement is not None
+        ]
+        return min(found, key=lambda o: o.agreement or 0.0) if found else None
+
     @property
     def top1_agreement(self) -> float | None:
         """The lowest decision agreement (top-1 of class scores, thresholded binary scores) over
         the outputs that decide something; None when none does."""
-        found = [
-            o.agreement
-            for o in self.outputs.values()
-            if o.role in DECISIONS and o.agreement is not None
-        ]
-        return min(found) if found else None
+        deciding = self._deciding()
+        return deciding.agreement if deciding else None
+
+    @property
+    def top1_agreement_ci95(self) -> Interval | None:
+        """The 95% interval of `top1_agreement` (its output's)."""
+        deciding = self._deciding()
+        return deciding.agreement_ci95 if deciding else None
 
     @property
     def accuracy_reference(self) -> float | None:
@@ -102,6 +129,10 @@ class ValidationReport(JsonResult):
         """The converted model's accuracy on the labels (None without labels)."""
         labelled = self.outputs.get(self.labels_output or "")
         return labelled.accuracy_candidate if labelled else None
+
+    def _labelled_interval(self, figure: str) -> Interval | None:
+        labelled = self.outputs.get(self.labels_output or "")
+        return getattr(labelled, f"{figure}_ci95") if labelled else None
 
     @property
     def accuracy_drop(self) -> float | None:
@@ -117,10 +148,14 @@ class ValidationReport(JsonResult):
 
     @property
     def verdict(self) -> str:
-        """ "failed" (a gating check failed), "not judged" (an output has no gating check, or
-        nothing was compared), else "passed"."""
-        if any(check.gating and not check.passed for check in self.checks):
+        """ "failed" (a gating check failed), "inconclusive" (a gating check could not be
+        decided on these samples), "not judged" (an output has no gating check, or nothing was
+        compared), else "passed"."""
+        short = [check for check in self.checks if check.gating and not check.passed]
+        if any(not check.inconclusive for check in short):
             return FAILED
+        if short:
+            return INCONCLUSIVE
         if self.unjudged or not self.outputs:
             return NOT_JUDGED
         return PASSED
@@ -139,23 +174,28 @@ class ValidationReport(JsonResult):
         return "; ".join(failed) or "no output was compared"
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON `validation` block: the measured figures, then the derived ones beside the
-        bounds they are judged by, then the run's precision, machine, batch size and device
-        when set."""
+        """The JSON `validation` block: the measured figures, then the derived ones (each with
+        its 95% interval) beside the bounds they are judged by and the confidence they were
+        decided at, then the run's precision, machine, batch size and device when set."""
         data: dict[str, Any] = {
             "samples": self.samples,
             "data_source": self.data_source,
             "outputs": to_jsonable(self.outputs),
             "top1_agreement": self.top1_agreement,
+            "top1_agreement_ci95": to_jsonable(self.top1_agreement_ci95),
             "min_top1_agreement": self.min_top1_agreement,
             "accuracy_reference": self.accuracy_reference,
+            "accuracy_reference_ci95": to_jsonable(self._labelled_interval("accuracy_reference")),
             "accuracy_candidate": self.accuracy_candidate,
+            "accuracy_candidate_ci95": to_jsonable(self._labelled_interval("accuracy_candidate")),
             "accuracy_drop": self.accuracy_drop,
+            "accuracy_drop_ci95": to_jsonable(self._labelled_interval("accuracy_drop")),
             "max_accuracy_drop": self.max_accuracy_drop,
             "labels_output": self.labels_output,
             "checks": to_jsonable(self.checks),
             "unjudged": self.unjudged,
             "allow_unjudged": self.allow_unjudged,
+            "confidence": self.confidence,
             "verdict": self.verdict,
             "passed": self.passed,
         }

@@ -51,11 +51,35 @@ HUMAN_KEYS = (
 )
 
 
+# Figures printed with their 95% interval (`KEY_ci95`) after them: "1.42× (1.31-1.55)"; the
+# terminal table (compact) only the speed-up's, to stay readable in 132 columns.
+INTERVAL_FORMATS = {
+    "throughput_per_s": "{:,.0f}",
+    "speedup_vs_baseline": "{:.2f}",
+    "latency_ms_p99": "{:.3f}",
+}
+COMPACT_INTERVALS = ("speedup_vs_baseline",)
+
+
 def format_value(value: Any, pattern: str) -> str:
     """A table cell: `-` for a missing figure."""
     if value is None:
         return "-"
     return pattern.format(value)
+
+
+def figure_cell(row: Mapping[str, Any], key: str, pattern: str, compact: bool = False) -> str:
+    """A row's figure as a table cell, followed by its 95% interval where it has one:
+    "1.42× (1.31-1.55)" (`compact`: only the COMPACT_INTERVALS)."""
+    cell = format_value(row.get(key), pattern)
+    interval = row.get(f"{key}_ci95")
+    shown = COMPACT_INTERVALS if compact else INTERVAL_FORMATS
+    if interval is None or key not in shown or row.get(key) is None:
+        return cell
+    if key == "speedup_vs_baseline" and row.get("is_baseline"):
+        return cell  # 1.00× by definition
+    low, high = (INTERVAL_FORMATS[key].format(bound) for bound in interval)
+    return f"{cell} ({low}-{high})"
 
 
 def model_cells(row: Mapping[str, Any]) -> list[str]:
@@ -75,7 +99,7 @@ def table_rows(result: BenchResult, compact: bool = False) -> list[list[str]]:
     columns = _columns(compact)
     rows = [row.to_json() for row in result.results]
     return [
-        model_cells(row) + [format_value(row.get(key), fmt) for _, key, fmt in columns]
+        model_cells(row) + [figure_cell(row, key, fmt, compact) for _, key, fmt in columns]
         for row in rows
     ]
 
@@ -132,7 +156,8 @@ def render_markdown(result: BenchResult, plots: list[str] | None = None) -> str:
         "",
         f"Baseline: **{result.baseline}** (`{result.baseline_model}`), "
         f"{result.baseline_reason}. Models were measured in this order, each in its own "
-        f"process: {', '.join(result.order)}.",
+        f"process, interleaved in {result.settings.planned_rounds} round(s) per batch size: "
+        f"{', '.join(result.order)}.",
         "",
         *markdown_table(table_headers(), table_rows(result)),
     ]
@@ -142,7 +167,8 @@ def render_markdown(result: BenchResult, plots: list[str] | None = None) -> str:
         "`*` baseline. `mean ms` is the 10% trimmed mean; `cv80 %` is the coefficient of "
         "variation of the central 80% of the samples (stability warnings read it); samples/s is "
         "batch × iterations over the timed loop's wall time; speedup is throughput over the "
-        "baseline's at the same batch size.",
+        "baseline's at the same batch size. In brackets: the 95% interval, bootstrapped over the "
+        "rounds the models were timed in, interleaved (speed-ups paired by round).",
         "",
     ]
     if overhead is not None:

@@ -2,14 +2,15 @@
 
 OpenVINO's TensorFlow frontend reads a SavedModel directory itself, but on Keras 3 functional
 models written with `tf.saved_model.save(model)` it fails ("VarHandleOp ... Cannot find requested
-variable", OpenVINO 2026.4, keras.applications ResNet-50). Converting the loaded
-`serving_default` concrete function works for every SavedModel we tried (tf.Module exports,
-`tf.saved_model.save(model)`, `model.export`), so that is the one path: TensorFlow loads the model
-(as `convert` does anyway for its reference outputs) and the loaded object stays referenced while
-OpenVINO reads the function, whose variables live in it. OpenVINO's constants would share the
-variables' memory by default; they are copied (`share_weights=False`), so the model stays valid
-once TensorFlow frees the loaded object (shared weights came out as garbage ranges in NNCF's
-statistics and a 0.11 top-1 agreement: freed memory, reused).
+variable", OpenVINO 2026.4, keras.applications ResNet-50). Converting the loaded signature's
+concrete function (`serving_default` unless `--signature` names another) works for every
+SavedModel we tried (tf.Module exports, `tf.saved_model.save(model)`, `model.export`), so that is
+the one path: TensorFlow loads the model (as `convert` does anyway for its reference outputs) and
+the loaded object stays referenced while OpenVINO reads the function, whose variables live in it.
+OpenVINO's constants would share the variables' memory by default; they are copied
+(`share_weights=False`), so the model stays valid once TensorFlow frees the loaded object (shared
+weights came out as garbage ranges in NNCF's statistics and a 0.11 top-1 agreement: freed memory,
+reused).
 """
 
 from __future__ import annotations
@@ -31,15 +32,15 @@ WEIGHTS = "model.bin"
 
 
 def model_from_saved_model(saved_model: Path, signature: ModelSignature) -> Any:
-    """The `serving_default` signature of `saved_model` as an `ov.Model` whose inputs and outputs
-    carry the signature's names.
+    """The signature `signature` names (serving_default unless chosen) of `saved_model` as an
+    `ov.Model` whose inputs and outputs carry the signature's names.
 
     Raises InputError for a SavedModel that does not load and ConversionError when OpenVINO
     cannot convert it or its names do not match the signature.
     """
 
     ov = require("openvino")
-    loaded = load_saved_model(saved_model)
+    loaded = load_saved_model(saved_model, signature.name)
     try:
         model = ov.convert_model(loaded.function, share_weights=False)
     except Exception as exc:
@@ -69,7 +70,7 @@ def check_names(model: Any, signature: ModelSignature, source: Path) -> None:
             found = ", ".join(sorted(by_name)) or "none"
             raise ConversionError(
                 f"OpenVINO's model of {source} lacks {kind} {', '.join(missing)} of the "
-                f"serving signature (it has {found})."
+                f"signature '{signature.name}' (it has {found})."
             )
         for name in wanted:
             by_name[name].get_tensor().set_names({name})

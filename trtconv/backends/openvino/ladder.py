@@ -39,11 +39,19 @@ from trtconv.backends.request import ConversionRequest, SearchSlice
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds
 from trtconv.outputs.compare import compare
+from trtconv.outputs.confidence import rate_to_show
 from trtconv.outputs.judge import decisions
 from trtconv.outputs.roles import resolve_roles
 from trtconv.quantize.isa import cpu_weight_range
 from trtconv.quantize.ladder import MAX_FLOAT_SHARE
-from trtconv.quantize.search import Score, budget_and_search_data, output_error, resolution_note
+from trtconv.quantize.search import (
+    Score,
+    budget_and_search_data,
+    output_error,
+    resolution_note,
+    settles,
+    unshowable,
+)
 from trtconv.quantize.sensitivity import tf_origin
 
 log = logging.getLogger(__name__)
@@ -94,11 +102,14 @@ class SliceScorer:
     def outputs(self, compiled: Any, indices: np.ndarray) -> dict[str, np.ndarray]:
         """The compiled model's outputs on the slice's samples `indices`, in batches."""
         parts: dict[str, list[np.ndarray]] = {name: [] for name in self.search.reference}
-        for start in range(0, len(indices), SCORE_BATCH):
-            chosen = indices[start : start + SCORE_BATCH]
-            results = compiled({k: v[chosen] for k, v in self.search.data.inputs.items()})
+        fixed = fixed_batch(compiled)
+        step = fixed or SCORE_BATCH
+        for start in range(0, len(indices), step):
+            chosen = indices[start : start + step]
+            rows = np.resize(chosen, step) if fixed else chosen  # a short last batch: padded
+            results = compiled({k: v[rows] for k, v in self.search.data.inputs.items()})
             for name, found in parts.items():
-                found.append(np.asarray(results[name]))
+                found.append(np.asarray(results[name])[: len(chosen)])
         return {name: np.concatenate(found) for name, found in parts.items()}
 
     def agreement(self, compiled: Any, items: Iterable[int]) -> tuple[float, list[float]]:
@@ -132,7 +143,17 @@ class SliceScorer:
             report.accuracy_drop,
             output_error(reference, candidate),
             report.passed,
+            report.verdict,
         )
+
+
+def fixed_batch(compiled: Any) -> int | None:
+    """The batch size the compiled model's inputs fix (`[1, 32, 32, 3]`: 1), None for any."""
+    for port in compiled.inputs:
+        shape = port.get_partial_shape()
+        if shape.rank.is_static and len(shape) and shape[0].is_static:
+            return int(shape[0].get_length())
+    return None
 
 
 class NncfLadder:
@@ -148,7 +169,8 @@ class NncfLadder:
         self.outcome = ""
         self.kept_float: list[dict[str, Any]] = []
         self.control: dict[str, Any] | None = None
-        self.note = resolution_note(len(search.data), search.tolerance.min_top1_agreement)
+        self.note = resolution_note(len(search.data), search.tolerance)
+        self.unshowable = unshowable(len(search.data), search.tolerance)
         if self.note:
             log.warning("int8 ladder: %s", self.note)
 
@@ -161,8 +183,8 @@ class NncfLadder:
         full, summary = quantize_model(model, self.feed, self.options)
         score = self.add_step(FULL, "full int8 (NNCF defaults)", self.scorer.score(full),
                               step_started)  # fmt: skip
-        if score.passed:
-            self.outcome = "full int8 meets the budget"
+        if settles(score, self.unshowable):
+            self.outcome = f"full int8 {_reached(score)}"
             return full, self.summary(summary, score, 0)
         why = self.cannot_control()
         if why:
@@ -183,8 +205,9 @@ class NncfLadder:
         if restored_score.key() < score.key():
             self.kept_float = []
             return full, self.give_up(summary, score, "accuracy control did not improve on it")
-        if restored_score.passed:
-            self.outcome = f"{len(self.kept_float)} op(s) kept in float meet the budget"
+        if settles(restored_score, self.unshowable):
+            reached = _reached(restored_score, plural=True)
+            self.outcome = f"{len(self.kept_float)} op(s) kept in float {reached}"
         else:
             self.outcome = "budget not met: NNCF's accuracy control stopped short of it"
             log.warning("int8 ladder: %s", self.outcome)
@@ -204,7 +227,12 @@ class NncfLadder:
         data = self.search.data
         int8_ops = sum(weighted_ops(full).values())
         iterations = max(1, math.ceil(int8_ops * MAX_FLOAT_SHARE))
-        max_drop = 1.0 - self.search.tolerance.min_top1_agreement
+        # NNCF compares the point agreement with max_drop: aim for the agreement whose interval
+        # on this slice clears the budget (the rule the chosen model is judged by).
+        tolerance = self.search.tolerance
+        aim = rate_to_show(tolerance.min_top1_agreement, len(data), tolerance.confidence)
+        max_drop = 1.0 - (aim if aim is not None and tolerance.confidence > 0
+                          else tolerance.min_top1_agreement)  # fmt: skip
         ranking = min(RANKING_SAMPLES, len(data))
         self.control = {"max_drop": round(max_drop, 6), "drop_type": "absolute",
                         "max_num_iterations": iterations, "ranking_subset_size": ranking,
@@ -266,6 +294,15 @@ class NncfLadder:
         }
 
 
+def _reached(score: Score, plural: bool = False) -> str:
+    """'meet(s) the budget', or on a slice that cannot show it, 'is (are) not shown to miss
+    it' (as trtconv.quantize.ladder.Ladder.reached)."""
+    if score.passed:
+        return "meet the budget" if plural else "meets the budget"
+    verb = "are" if plural else "is"
+    return f"{verb} not shown to miss the budget (the slice cannot show it)"
+
+
 def reverted_ops(full: Any, restored: Any) -> list[dict[str, Any]]:
     """The weighted ops with int8 weights in `full` and float weights in `restored`, each as
     {node, op_type, tf_op, tf_layer, output_error} (the TensorFlow op and layer its name comes
@@ -285,7 +322,7 @@ def step_record(
 ) -> dict[str, Any]:
     """One step as the ONNX Runtime ladder records it (figures None: the step did not finish)."""
     figures: dict[str, Any] = {"top1_agreement": None, "accuracy": None, "accuracy_drop": None,
-               "output_error": None, "meets_budget": None}  # fmt: skip
+               "output_error": None, "meets_budget": None, "verdict": None}  # fmt: skip
     if score is not None:
         figures = {
             "top1_agreement": score.top1_agreement,
@@ -293,6 +330,7 @@ def step_record(
             "accuracy_drop": score.accuracy_drop,
             "output_error": float(f"{score.output_error:.4g}"),
             "meets_budget": score.passed,
+            "verdict": score.verdict,
         }
     return {"step": step, "stage": stage, "change": change, "kept_float": kept, **figures,
             "seconds": round(seconds, 3)}  # fmt: skip

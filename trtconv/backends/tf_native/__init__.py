@@ -28,6 +28,7 @@ BACKEND = register(
         support=support,
         runner=saved_model_runner,
         module=__name__,
+        string_inputs=True,
     )
 )
 

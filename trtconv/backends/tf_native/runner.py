@@ -11,7 +11,7 @@ from trtconv.backends.runner import Runner, RunOptions
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.tf32 import tf32_policy
-from trtconv.savedmodel import LoadedSavedModel, load_saved_model
+from trtconv.savedmodel import SERVING_KEY, LoadedSavedModel, load_saved_model
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest
@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 
 class SavedModelRunner(Runner):
-    """Runs `serving_default` (a concrete graph function), optionally compiled with XLA.
+    """Runs one signature (a concrete graph function; `serving_default` unless `signature`
+    names another), optionally compiled with XLA.
 
     `tf32=False` (the default, what a reference needs): float32 matmuls and convolutions run in
     full float32 on an Ampere-or-newer GPU, where TensorFlow would otherwise use TF32. The switch
@@ -28,9 +29,15 @@ class SavedModelRunner(Runner):
     """
 
     def __init__(
-        self, path: Path, xla: bool = False, threads: int | None = None, tf32: bool = False
+        self,
+        path: Path,
+        xla: bool = False,
+        threads: int | None = None,
+        tf32: bool = False,
+        signature: str = SERVING_KEY,
     ) -> None:
         super().__init__(path)
+        self.signature_key = signature
         self.xla = xla
         self.threads = threads
         self.tf32 = tf32
@@ -42,7 +49,7 @@ class SavedModelRunner(Runner):
         tf = require("tensorflow")
         if self.threads is not None:
             set_threads(tf, self.threads)
-        self._model = load_saved_model(self.path)
+        self._model = load_saved_model(self.path, self.signature_key)
         self._on_gpu = (
             registry.facts_here().has_gpu
         )  # TF32 exists only there: no switching on a CPU
@@ -81,6 +88,18 @@ def set_threads(tf: Any, threads: int) -> None:
         log.warning("TensorFlow threads stay as they are (%s)", exc)
 
 
+def signature_key(manifest: Manifest | None, options: RunOptions) -> str:
+    """The signature a SavedModel runner runs: the options', else the one the artifact was
+    converted from (its manifest), else serving_default."""
+    recorded = manifest.model_signature.name if manifest is not None else None
+    return options.signature or recorded or SERVING_KEY
+
+
 def saved_model_runner(payload: Path, manifest: Manifest | None, options: RunOptions) -> Runner:
     """The runner factory: a SavedModel (or a tf-native artifact's payload) as it is."""
-    return SavedModelRunner(payload, xla=options.xla, threads=options.threads)
+    return SavedModelRunner(
+        payload,
+        xla=options.xla,
+        threads=options.threads,
+        signature=signature_key(manifest, options),
+    )

@@ -16,6 +16,7 @@ BACKEND = register(
         runner=tftrt_runner,
         module=__name__,
         convert=convert,
+        string_inputs=True,
         on_gpu=True,
         auto_rank=0,
         doctor=rules.doctor_section,

@@ -29,7 +29,7 @@ from trtconv.backends import registry
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.core.errors import ConversionError, InputError, MissingDependencyError, UsageError
 from trtconv.core.lazy import require
-from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature
+from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, dtype_fits
 from trtconv.core.tf32 import tf32_policy
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def as_positional(feeds: Feeds, signature: ModelSignature) -> tuple[Any, ...]:
         if name not in feeds:
             raise InputError(f"Calibration batch lacks input '{name}' (has {sorted(feeds)}).")
         array = np.asarray(feeds[name])
-        if array.dtype.name != specs[name].dtype:
+        if not dtype_fits(array, specs[name].dtype):
             raise InputError(
                 f"Calibration input '{name}' has dtype {array.dtype.name}; the model expects "
                 f"{specs[name].dtype}."
@@ -193,10 +193,11 @@ def build_feeds(
                 repeats = -(-batch // len(rows))  # ceil
                 feed[spec.name] = np.concatenate([rows] * repeats)[:batch]
                 continue
-            if any(dim is None for dim in spec.shape[1:]):
+            if spec.is_string or any(dim is None for dim in spec.shape[1:]):
                 raise InputError(
-                    f"Input '{spec.name}' has dynamic dimensions {spec.describe()}; TF-TRT needs "
-                    "concrete shapes to build engines: give calibration data or a fixed shape."
+                    f"Input '{spec.name}' ({spec.describe()}) is a string or has dynamic "
+                    "dimensions: TF-TRT builds its engines on real samples; give data "
+                    "(--calib-data) or a fixed shape."
                 )
             shape = (batch, *(int(dim) for dim in spec.shape[1:] if dim is not None))
             feed[spec.name] = np.zeros(shape, dtype=spec.dtype)
@@ -302,7 +303,7 @@ def _convert_build_save(request: ConversionRequest) -> dict[str, Any]:
             ) from exc
         raise ConversionError(f"TF-TRT could not convert {request.saved_model}: {exc}") from exc
     _warn_if_nothing_converted(summarize_graph(converted.graph.as_graph_def()), request)
-    sample = next(iter(request.calibration()), None) if request.calibration else None
+    sample = next(iter(request.calibration()), None) if request.calibration else request.sample
     feeds = build_feeds(request.signature, request.batch_sizes, sample)
     try:
         # INT8 calibration runs here too: with dynamic shapes TF-TRT defers it to build().

@@ -8,19 +8,26 @@ from typing import TYPE_CHECKING
 import trtconv.backends.tftrt.rules as rules
 from trtconv.backends import registry
 from trtconv.backends.runner import Runner, RunOptions, check_device
-from trtconv.backends.tf_native.runner import SavedModelRunner
+from trtconv.backends.tf_native.runner import SavedModelRunner, signature_key
 from trtconv.core.model_io import ModelSignature
+from trtconv.savedmodel import SERVING_KEY
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest
 
 
 class TfTrtRunner(SavedModelRunner):
-    """A TF-TRT SavedModel's serving_default; TF32 allowed in its native segments exactly when
-    its precision is not fp32."""
+    """A TF-TRT SavedModel's signature (the one it was converted from); TF32 allowed in its
+    native segments exactly when its precision is not fp32."""
 
-    def __init__(self, path: Path, precision: str = "fp32", threads: int | None = None) -> None:
-        super().__init__(path, threads=threads, tf32=precision != "fp32")
+    def __init__(
+        self,
+        path: Path,
+        precision: str = "fp32",
+        threads: int | None = None,
+        signature: str = SERVING_KEY,
+    ) -> None:
+        super().__init__(path, threads=threads, tf32=precision != "fp32", signature=signature)
         self.precision = precision
         self.device = "tensorrt"
 
@@ -34,4 +41,6 @@ def tftrt_runner(payload: Path, manifest: Manifest | None, options: RunOptions) 
     TensorRT engines inside TensorFlow on a GPU: --device auto, tensorrt or cuda."""
     check_device("tftrt", options.device, ("tensorrt", "cuda"))
     precision = manifest.precision if manifest is not None else "fp32"
-    return TfTrtRunner(payload, precision, threads=options.threads)
+    return TfTrtRunner(
+        payload, precision, threads=options.threads, signature=signature_key(manifest, options)
+    )
