@@ -231,7 +231,8 @@ def test_a_keras_file_converts_and_is_the_recorded_source(suffix: str, tmp_path:
     manifest = read_manifest(tmp_path / "a")
     assert manifest.source_model["path"] == str(model.resolve())
     assert not any("trtconv-keras-" in str(p) for p in (tmp_path / "a").rglob("*"))
-    validated = api.validate(ValidateOptions(tmp_path / "a", confidence=POINT))  # exports it again, for itself
+    # validate exports the Keras file again, for itself
+    validated = api.validate(ValidateOptions(tmp_path / "a", confidence=POINT))
     assert validated.passed and validated.reference == model.resolve()
 
 

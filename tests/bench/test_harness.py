@@ -17,9 +17,8 @@ import pytest
 from PIL import Image
 
 from trtconv import api
-from trtconv.bench import stats
-from trtconv.outputs.confidence import INCONCLUSIVE, at_least
 from trtconv.options import BenchOptions, ConvertOptions, SpeedGoal
+from trtconv.outputs.confidence import INCONCLUSIVE, at_least
 from trtconv.release.config import GateSettings
 from trtconv.release.gates import evaluate_gates
 from trtconv.release.verdict import measures_for
