@@ -52,10 +52,17 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     return int(stopped.value.code or 0), out, err
 
 
+# digits32's 360 held-out samples cannot show fp32's 0.99 agreement at 95% (that takes 381, see
+# docs/verdicts.md): these tests are about which model, signature and batch convert, so their
+# verdicts are decided on point figures.
+POINT = 0.0
+
+
 def convert(model: Path, precision: str, output: Path, **options: Any) -> Any:
     """api.convert on the digits32 data (its held-out part validates)."""
     options.setdefault("backend", "ort")
     options.setdefault("calib_data", str(digits32_npz()))
+    options.setdefault("confidence", POINT)
     return api.convert(ConvertOptions(model, precision, output=output, **options))
 
 
@@ -79,7 +86,7 @@ def test_a_fixed_batch_of_one_converts_validates_and_benches(
     assert manifest.model_signature.inputs[0].shape == (1, DIGITS32, DIGITS32, 3)
     if precision == "int8":  # calibrated (and its ladder scored) in batches of 1
         assert manifest.calibration is not None and manifest.calibration["samples"] > 32
-    validated = api.validate(ValidateOptions(tmp_path / "a"))
+    validated = api.validate(ValidateOptions(tmp_path / "a", confidence=POINT))
     assert validated.passed and validated.batch_size == 1
     benched = api.bench(BenchOptions((model, tmp_path / "a"), warmup=1, iterations=3))
     assert {row.batch_size for row in benched.results} == {1}  # the default 1,8,32 became 1
@@ -120,7 +127,7 @@ def test_the_chosen_signature_is_the_one_converted(backend: str, tmp_path: Path)
     np.testing.assert_allclose(got["logits"], want, atol=1e-4)
     # validate and bench follow the artifact's signature without being told: the baseline
     # (the source model) runs predict_logits, so the artifact agrees with it on every sample.
-    assert api.validate(ValidateOptions(tmp_path / "a")).passed
+    assert api.validate(ValidateOptions(tmp_path / "a", confidence=POINT)).passed
     data = str(digits32_npz())
     options = BenchOptions((tmp_path / "a",), batch_sizes=(4,), iterations=3, eval_data=data)
     benched = api.bench(options)
@@ -224,7 +231,8 @@ def test_a_keras_file_converts_and_is_the_recorded_source(suffix: str, tmp_path:
     manifest = read_manifest(tmp_path / "a")
     assert manifest.source_model["path"] == str(model.resolve())
     assert not any("trtconv-keras-" in str(p) for p in (tmp_path / "a").rglob("*"))
-    validated = api.validate(ValidateOptions(tmp_path / "a"))  # exports it again, for itself
+    # validate exports the Keras file again, for itself
+    validated = api.validate(ValidateOptions(tmp_path / "a", confidence=POINT))
     assert validated.passed and validated.reference == model.resolve()
 
 

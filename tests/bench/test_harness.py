@@ -17,8 +17,8 @@ import pytest
 from PIL import Image
 
 from trtconv import api
-from trtconv.bench import stats
 from trtconv.options import BenchOptions, ConvertOptions, SpeedGoal
+from trtconv.outputs.confidence import INCONCLUSIVE, at_least
 from trtconv.release.config import GateSettings
 from trtconv.release.gates import evaluate_gates
 from trtconv.release.verdict import measures_for
@@ -184,9 +184,9 @@ def test_a_speed_goal_adds_rounds_until_decided_or_out_of_time(
     row = rows["digits-ort-fp32", 4]
     assert row.rounds == rows["digits", 4].rounds >= 4
     assert row.speedup_vs_baseline_ci95 is not None
-    verdict = stats.decide(row.speedup_vs_baseline_ci95, inside, at_least=True)
+    verdict = at_least(inside, row.speedup_vs_baseline_ci95, inside)
     undecided = [w for w in again.warnings if "still undecided against the speed goal" in w]
-    assert bool(undecided) == (verdict == stats.INCONCLUSIVE)
+    assert bool(undecided) == (verdict == INCONCLUSIVE)
     assert again.settings.goal == goal
 
 
