@@ -3,6 +3,8 @@ comparison: synthetic counts, every interval checked against scipy itself. Pure,
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy.stats import binomtest, bootstrap
@@ -66,11 +68,14 @@ def test_the_rule_is_three_valued() -> None:
 def test_samples_needed_is_the_fewest_whose_wilson_bound_clears_the_budget() -> None:
     needed = samples_needed(0.99, 0.97)
     assert needed is not None
-    assert _wilson(round(0.99 * needed), needed)[0] >= 0.97
-    assert _wilson(round(0.99 * (needed - 1)), needed - 1)[0] < 0.97
+    # Counts are rounded against the decision (down to pass, up to fail).
+    assert _wilson(math.floor(0.99 * needed), needed)[0] >= 0.97
+    assert _wilson(math.floor(0.99 * (needed - 1)), needed - 1)[0] < 0.97
     below = samples_needed(0.95, 0.97)  # a rate under the budget: the samples that fail it
-    assert below is not None and _wilson(round(0.95 * below), below)[1] < 0.97
+    assert below is not None and _wilson(math.ceil(0.95 * below), below)[1] < 0.97
     assert samples_needed(0.97, 0.97) is None
+    # 6 of 7 (0.857) straddles 0.97; rounding to 3 of 4 must not make 4 samples "decide" it.
+    assert _wilson(6, 7)[1] > 0.97 and (samples_needed(6 / 7, 0.97) or 0) > 7
 
 
 def test_the_fewest_samples_that_can_ever_show_a_budget() -> None:

@@ -120,9 +120,13 @@ def samples_needed(rate: float, bound: float, level: float = CI95) -> int | None
         return None
 
     def decides(samples: int) -> bool:
-        interval = proportion_interval(round(rate * samples), samples, level)
+        # Counts rounded against the decision: a small n must not look decided by rounding (6/7
+        # as 3 of 4 would "fail" 0.97 at n=4 although 6 of 7 cannot).
+        above = rate > bound
+        count = math.floor(rate * samples) if above else math.ceil(rate * samples)
+        interval = proportion_interval(count, samples, level)
         assert interval is not None
-        return interval[0] >= bound if rate > bound else interval[1] < bound
+        return interval[0] >= bound if above else interval[1] < bound
 
     return _smallest(decides)
 
