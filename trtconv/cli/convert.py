@@ -15,6 +15,7 @@ from trtconv import api
 from trtconv.cli._fp16 import render_fp16
 from trtconv.cli._ladder import render_ladder
 from trtconv.cli._options import (
+    DEFAULT_BATCH_SIZES_TEXT,
     AllowUnjudgedOpt,
     ConfidenceOpt,
     ImageMeanOpt,
@@ -36,7 +37,6 @@ from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
-    DEFAULT_BATCH_SIZES,
     DEFAULT_CALIB_METHOD,
     DEFAULT_CALIB_SAMPLES,
     DEFAULT_CONFIDENCE,
@@ -252,19 +252,19 @@ ForceOpt = Annotated[bool, typer.Option(help="Replace an existing output.")]
 def convert_cli(
     saved_model: SavedModelArg,
     precision: PrecisionOpt = None,
-    backend: BackendOpt = "auto",
+    backend: BackendOpt = ConvertOptions.backend,
     output: OutputOpt = None,
     calib_data: CalibDataOpt = None,
     calib_samples: CalibSamplesOpt = DEFAULT_CALIB_SAMPLES,
     calib_method: CalibMethodOpt = DEFAULT_CALIB_METHOD,
-    int8_target: Int8TargetOpt = "auto",
-    batch_sizes: BuildBatchSizesOpt = ",".join(map(str, DEFAULT_BATCH_SIZES)),
+    int8_target: Int8TargetOpt = ConvertOptions.int8_target,
+    batch_sizes: BuildBatchSizesOpt = DEFAULT_BATCH_SIZES_TEXT,
     validate_samples: ValidateSamplesOpt = DEFAULT_VALIDATE_SAMPLES,
     tolerance: ToleranceOpt = None,
     min_top1_agreement: MinTop1Opt = None,
     max_accuracy_drop: MaxDropOpt = None,
     confidence: ConfidenceOpt = DEFAULT_CONFIDENCE,
-    fallback: FallbackOpt = True,
+    fallback: FallbackOpt = ConvertOptions.fallback,
     fallback_time_limit: FallbackTimeOpt = DEFAULT_FALLBACK_TIME_LIMIT_S,
     output_role: OutputRoleOpt = None,
     labels_output: LabelsOutputOpt = None,
