@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends.registry import Backend, register
-from trtconv.backends.request import ConversionOutcome, ConversionRequest
-from trtconv.backends.runner import Runner, RunOptions
-from trtconv.backends.support import EXPORT_FIX, Support, onnx_export_missing, verdict
 from trtconv.core.errors import ConversionError, InputError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.facts import Facts
 from trtconv.manifest import Manifest
+from trtconv.protocol.request import ConversionOutcome, ConversionRequest
+from trtconv.protocol.runner import Runner, RunOptions
+from trtconv.protocol.support import EXPORT_FIX, Support, onnx_export_missing, verdict
 
 NAME = "onnx-reference"
 PAYLOAD = "model.onnx"

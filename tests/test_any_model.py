@@ -27,8 +27,6 @@ from convert_fixtures import (
 
 from trtconv import api
 from trtconv.backends.registry import open_runner
-from trtconv.backends.request import ConversionRequest
-from trtconv.backends.runner import RunOptions
 from trtconv.backends.tftrt import converter as tftrt
 from trtconv.backends.tftrt.runner import tftrt_runner
 from trtconv.calib.readers import VALIDATION, read_model_data
@@ -39,6 +37,8 @@ from trtconv.onnxlib import export
 from trtconv.onnxlib.session import OrtRunner
 from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
 from trtconv.outputs.compare import run_batched
+from trtconv.protocol.request import ConversionRequest
+from trtconv.protocol.runner import RunOptions
 from trtconv.savedmodel import load_saved_model
 
 pytestmark = pytest.mark.slow  # trains a small CNN once, converts it several ways

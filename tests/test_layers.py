@@ -39,9 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "trtconv.calib",
             "trtconv.outputs",
-            "trtconv.report.validation",
-            "trtconv.report.schema",
-            "trtconv.bench.stats",
+            "trtconv.measure",
             "trtconv.bench.signature",
             "trtconv.zoo",
             "trtconv.options",
@@ -49,7 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "backend protocol",
-        ("trtconv.backends.runner", "trtconv.backends.request", "trtconv.backends.support"),
+        ("trtconv.protocol",),
     ),
     ("onnx library", ("trtconv.onnxlib", "trtconv.quantize")),
     ("backends", ("trtconv.backends",)),

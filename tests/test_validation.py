@@ -12,7 +12,7 @@ from trtconv.core.errors import AccuracyError, UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.outputs.compare import compare, raise_if_failed
 from trtconv.outputs.tolerance import TOLERANCES, tolerance_for
-from trtconv.report.validation import ValidationReport
+from trtconv.outputs.validation_report import ValidationReport
 from trtconv.validation import ValidateResult
 
 

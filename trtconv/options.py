@@ -49,7 +49,7 @@ DEFAULT_NUM_ITER = 20
 DEFAULT_WARMUP_ITERATIONS = 10
 DEFAULT_DURATION_S = 3.0
 # bench: the rounds each batch size's timed budget is split into, the models interleaved round by
-# round; the 95% intervals are bootstrapped over them (trtconv.bench.stats).
+# round; the 95% intervals are bootstrapped over them (trtconv.measure.stats).
 DEFAULT_BENCH_ROUNDS = 10
 # How long a bench with a speed goal (a release's min_speedup / max_latency_ms_p99 gates) may keep
 # adding rounds while an interval straddles its threshold (release [gates] speed_time_limit_s).

@@ -14,7 +14,6 @@ from typing import Any
 
 from trtconv import environment
 from trtconv.backends import registry
-from trtconv.backends.runner import Runner, RunOptions
 from trtconv.calib.evaluation import Evaluation, evaluation_data, scale_warning
 from trtconv.calib.sources import ArraySet
 from trtconv.core.model_io import Outputs
@@ -31,8 +30,9 @@ from trtconv.outputs.compare import (
 )
 from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
+from trtconv.outputs.validation_report import ValidationReport
+from trtconv.protocol.runner import Runner, RunOptions
 from trtconv.quantize.isa import cpu_int8_class, portability_warning
-from trtconv.report.validation import ValidationReport
 from trtconv.savedmodel import is_keras_file, saved_model_for
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,6 @@ from convert_fixtures import OVERFLOW_LAYERS, overflow_model, work_dir
 from rich.console import Console
 
 from trtconv.backends import registry
-from trtconv.backends.runner import RunOptions
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.calib.sources import load_digits
 from trtconv.cli import main
@@ -24,6 +23,7 @@ from trtconv.convert.result import ConvertResult
 from trtconv.onnxlib.export import export_onnx, to_float16
 from trtconv.onnxlib.fp16 import Float16EmulationRunner
 from trtconv.onnxlib.session import OrtRunner
+from trtconv.protocol.runner import RunOptions
 from trtconv.savedmodel import load_saved_model
 
 pytestmark = pytest.mark.slow  # trains the models, exports them with tf2onnx, converts

@@ -15,7 +15,6 @@ from trtconv.backends.openvino import ir
 from trtconv.backends.openvino.converter import convert
 from trtconv.backends.openvino.quantize import NncfOptions, quantize_model, weighted_ops
 from trtconv.backends.openvino.runner import OpenVinoRunner
-from trtconv.backends.request import ConversionRequest
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.calib.readers import calibration_feed, fit_to_signature, whole_batches
 from trtconv.calib.sources import ArraySet, split_holdout
@@ -23,6 +22,7 @@ from trtconv.core.errors import InputError, UsageError
 from trtconv.facts import probe_cpu
 from trtconv.outputs.compare import run_batched
 from trtconv.outputs.tolerance import tolerance_for
+from trtconv.protocol.request import ConversionRequest
 from trtconv.validation import validate_runners
 
 pytestmark = pytest.mark.slow  # trains small models (session fixtures) and converts them

@@ -10,13 +10,13 @@ import pytest
 from convert_fixtures import digits_onnx
 
 from trtconv.backends.ort import convert
-from trtconv.backends.request import ConversionRequest
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
 from trtconv.onnxlib.export import op_counts
 from trtconv.onnxlib.session import CPU, OrtRunner
 from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
 from trtconv.outputs.compare import run_batched
+from trtconv.protocol.request import ConversionRequest
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
 
@@ -96,7 +96,7 @@ def _manifest(precision: str, providers: list[str]) -> Any:
 def test_device_chooses_the_providers_at_run_time(tmp_path: Path) -> None:
     """A CPU-converted artifact runs wherever --device says, with TF32 off on CUDA for fp32."""
     from trtconv.backends.ort.runner import ort_runner
-    from trtconv.backends.runner import RunOptions
+    from trtconv.protocol.runner import RunOptions
 
     payload = tmp_path / "model.onnx"
     fp32 = _manifest("fp32", [CPU])
@@ -120,7 +120,7 @@ def test_device_chooses_the_providers_at_run_time(tmp_path: Path) -> None:
 @pytest.mark.filterwarnings("ignore:Specified provider")
 def test_device_cuda_on_a_machine_without_it_is_exit_3(digits_saved_model: Path) -> None:
     from trtconv.backends.ort.runner import ort_runner
-    from trtconv.backends.runner import RunOptions
+    from trtconv.protocol.runner import RunOptions
 
     runner = ort_runner(digits_onnx(digits_saved_model), None, RunOptions(device="cuda"))
     with pytest.raises(MissingDependencyError, match="did not enable CUDAExecutionProvider"):

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from trtconv.backends.ort.runner import ENGINE_CACHE_ENV, ort_runner
-from trtconv.backends.runner import RunOptions
 from trtconv.onnxlib.session import CPU, CUDA, TENSORRT
+from trtconv.protocol.runner import RunOptions
 
 BOOLEANS = ("trt_fp16_enable", "trt_int8_enable", "trt_engine_cache_enable")
 

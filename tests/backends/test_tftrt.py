@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trtconv.backends.request import ConversionRequest
 from trtconv.backends.tftrt import converter as tftrt
 from trtconv.backends.tftrt.runner import TfTrtRunner
 from trtconv.calib.readers import calibration_feed
 from trtconv.calib.sources import ArraySet, load_digits
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
+from trtconv.protocol.request import ConversionRequest
 from trtconv.savedmodel import load_saved_model
 
 tf = pytest.importorskip("tensorflow")

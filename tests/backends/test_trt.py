@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from standins import SUPPORTED_TRT, TRT_VERSIONS, GpuStandins, gpu_machine, gpu_standins
 
-from trtconv.backends.request import ConversionRequest
 from trtconv.backends.trt import builder as trt_builder
 from trtconv.backends.trt import converter as trt_converter
 from trtconv.backends.trt.runner import TrtRunner
 from trtconv.core.errors import ConversionError, InputError, MissingDependencyError, UsageError
 from trtconv.core.model_io import ModelSignature, TensorSpec
+from trtconv.protocol.request import ConversionRequest
 
 SIGNATURE = ModelSignature(
     (TensorSpec("image", (None, 8, 8, 1), "float32"),),

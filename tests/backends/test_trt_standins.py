@@ -22,11 +22,11 @@ from standins.tensorrt_api import trt_names
 from trtconv import api
 from trtconv import facts as facts_module
 from trtconv.backends.registry import open_runner
-from trtconv.backends.runner import RunOptions
 from trtconv.calib.sources import ArraySet, load_digits
 from trtconv.core.errors import ConversionError, MissingDependencyError, UsageError
 from trtconv.options import ConvertOptions, ValidateOptions
 from trtconv.outputs.compare import run_batched
+from trtconv.protocol.runner import RunOptions
 
 pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture), exports and builds
 

@@ -17,12 +17,7 @@ import pytest
 from PIL import Image
 
 from trtconv import api
-from trtconv.options import BenchOptions, ConvertOptions, SpeedGoal
-from trtconv.outputs.confidence import INCONCLUSIVE, at_least
-from trtconv.release.config import GateSettings
-from trtconv.release.gates import evaluate_gates
-from trtconv.release.verdict import measures_for
-from trtconv.report.schema import (
+from trtconv.measure.bench_result import (
     MODEL_KEYS,
     ROW_KEYS,
     SCHEMA_VERSION,
@@ -32,6 +27,11 @@ from trtconv.report.schema import (
     ModelInfo,
     Settings,
 )
+from trtconv.options import BenchOptions, ConvertOptions, SpeedGoal
+from trtconv.outputs.confidence import INCONCLUSIVE, at_least
+from trtconv.release.config import GateSettings
+from trtconv.release.gates import evaluate_gates
+from trtconv.release.verdict import measures_for
 
 QUICK: dict[str, Any] = {"warmup": 2, "iterations": 5}
 

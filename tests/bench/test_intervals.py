@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from trtconv.bench import stats
 from trtconv.bench.rounds import REWARM_CALLS, Schedule, goal_verdicts, rewarm
+from trtconv.measure import stats
+from trtconv.measure.bench_result import Settings
 from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED, at_least, at_most
-from trtconv.report.schema import Settings
 
 RNG = np.random.default_rng(7)
 ROUNDS = 12

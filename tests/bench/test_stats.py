@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trtconv.bench import stats
+from trtconv.measure import stats
 
 SKEWED = [1.0] * 9 + [100.0]
 

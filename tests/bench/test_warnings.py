@@ -6,7 +6,7 @@ from dataclasses import fields
 from typing import Any
 
 from trtconv.bench.harness import collect_warnings
-from trtconv.report.schema import BenchRow
+from trtconv.measure.bench_result import BenchRow
 
 
 def row(label: str, batch: int, cv: float, overhead_percent: float = 0.1, backend: str = "tf",

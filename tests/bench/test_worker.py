@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtconv.backends.runner import CallTimings
 from trtconv.bench.worker import Budget, NullRunner, make_batches, measure_batch, time_loop
 from trtconv.core.errors import InputError
 from trtconv.core.model_io import ModelSignature, TensorSpec
+from trtconv.protocol.runner import CallTimings
 
 SIGNATURE = ModelSignature(
     inputs=(TensorSpec("image", (None, 8, 8, 1), "float32"),),
@@ -109,7 +109,7 @@ def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> No
     """Before, the worker looked for `last_transfer_ms`, which no runner sets: never recorded."""
     from trtconv.bench.harness import model_info, model_rows
     from trtconv.bench.models import ModelEntry
-    from trtconv.report.schema import Settings
+    from trtconv.measure.bench_result import Settings
 
     spec = {"warmup": {"iterations": 1}, "measure": {"iterations": 4}}
     measured = measure_batch(DeviceRunner(SIGNATURE), batches(2), spec)

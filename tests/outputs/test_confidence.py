@@ -27,7 +27,7 @@ from trtconv.outputs.confidence import (
     samples_to_show,
 )
 from trtconv.outputs.tolerance import tolerance_for
-from trtconv.report.validation import ValidationReport
+from trtconv.outputs.validation_report import ValidationReport
 
 
 def _wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:

@@ -176,13 +176,13 @@ def test_trt_s8s8_model_gets_the_same_exclusions(
 ) -> None:
     """The trt backend's Q/DQ model comes from the same hook (TensorRT itself cannot run here)."""
     from trtconv.backends import registry
-    from trtconv.backends.runner import RunOptions
     from trtconv.backends.trt.builder import build_plan
     from trtconv.backends.trt.converter import source_onnx
     from trtconv.convert.data import read_data
     from trtconv.convert.plan import Plan
     from trtconv.convert.workspace import checked_export, conversion_request, open_workspace
     from trtconv.core.progress import Steps
+    from trtconv.protocol.runner import RunOptions
     from trtconv.quantize.checks import tensorrt_qdq_problems
 
     # 500 calibration and 300 validation samples leave 150 held-out samples: too few to show the

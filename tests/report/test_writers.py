@@ -17,7 +17,7 @@ from trtconv.bench.models import ModelEntry, Plan
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature, Outputs, TensorSpec
-from trtconv.report.schema import (
+from trtconv.measure.bench_result import (
     ROW_KEYS,
     SCHEMA_VERSION,
     BenchResult,

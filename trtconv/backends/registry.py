@@ -17,14 +17,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.request import ConversionOutcome, ConversionRequest
-from trtconv.backends.runner import Runner, RunnerFactory, RunOptions
-from trtconv.backends.support import Support
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.facts import Facts, probe
 from trtconv.manifest import read_manifest
 from trtconv.model_paths import model_kind, saved_model_in
+from trtconv.protocol.request import ConversionOutcome, ConversionRequest
+from trtconv.protocol.runner import Runner, RunnerFactory, RunOptions
+from trtconv.protocol.support import Support
 
 # One line per backend shipped with trtconv; importing the package registers its record.
 BUILTIN = (

@@ -1,1 +1,2 @@
-"""Benchmarking: pure statistics (`stats`), orchestration (`harness`), the per-model `worker`."""
+"""Benchmarking: orchestration (`harness`), the per-model `worker`; the pure statistics and the
+result types are `trtconv.measure`."""

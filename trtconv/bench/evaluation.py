@@ -16,11 +16,11 @@ from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.evaluation import evaluation_data, scale_warning
 from trtconv.calib.sources import ArraySet, input_stats
 from trtconv.core.model_io import Outputs
+from trtconv.measure.bench_result import ModelInfo
 from trtconv.outputs.compare import compare, output_roles
 from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import tolerance_for
-from trtconv.report.schema import ModelInfo
-from trtconv.report.validation import FAILED, NOT_JUDGED
+from trtconv.outputs.validation_report import FAILED, NOT_JUDGED
 
 
 @dataclass

@@ -3,8 +3,8 @@
 Everything that can be checked without running a model (paths, manifests, signatures, batch
 sizes, data shapes) is checked before the first worker is spawned (see `models` and `inputs`).
 Workers run one after the other, never concurrently, in the order of `plan.models`; their raw
-samples come back as JSON and are summarized here with `trtconv.bench.stats` into a typed
-`BenchResult` (trtconv.report.schema).
+samples come back as JSON and are summarized here with `trtconv.measure.stats` into a typed
+`BenchResult` (trtconv.measure.bench_result).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from trtconv.backends import registry
-from trtconv.bench import rounds, stats
+from trtconv.bench import rounds
 from trtconv.bench.evaluation import (
     BenchEvaluation,
     contract_warnings,
@@ -48,10 +48,17 @@ from trtconv.core.fsutil import check_output_free
 from trtconv.core.model_io import Outputs
 from trtconv.core.progress import Progress, Steps
 from trtconv.environment import environment_block
+from trtconv.measure import stats
+from trtconv.measure.bench_result import (
+    ROW_KEYS_OF_MODEL,
+    BenchResult,
+    BenchRow,
+    ModelInfo,
+    Settings,
+)
 from trtconv.model_paths import SAVED_MODEL
 from trtconv.options import DEFAULT_DURATION_S, DEFAULT_WARMUP_ITERATIONS, BenchOptions
 from trtconv.quantize.speed import bench_no_gain_warnings
-from trtconv.report.schema import ROW_KEYS_OF_MODEL, BenchResult, BenchRow, ModelInfo, Settings
 from trtconv.report.writers import write_report
 
 log = logging.getLogger(__name__)
@@ -447,7 +454,7 @@ def assemble(
 
 
 def bench(options: BenchOptions, progress: Progress | None = None) -> BenchResult:
-    """Benchmark models side by side; return the typed result (trtconv.report.schema).
+    """Benchmark models side by side; return the typed result (trtconv.measure.bench_result).
 
     Raw pixels become inputs by `options.preprocessing`, else the artifacts' recorded data
     contract, else the baseline's model card. With `eval_data`, every model's outputs on its

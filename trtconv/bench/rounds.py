@@ -3,7 +3,7 @@
 A round times each model in turn at one batch size (native, A, B, native, A, B, ...): whatever
 makes the machine faster or slower for a while (other load, clocks, thermal state) hits every
 model within the same round, and the round-to-round spread is what the bootstrap intervals of
-`trtconv.bench.stats` are drawn from. The timed budget of a batch size (seconds or calls) is split
+`trtconv.measure.stats` are drawn from. The timed budget of a batch size (seconds or calls) is split
 between the rounds, so interleaving costs about what one long loop per model cost, plus the
 warm-up and a few milliseconds of messages per round.
 
@@ -30,13 +30,13 @@ from typing import IO, Any
 import numpy as np
 
 from trtconv.backends import registry
-from trtconv.bench import stats
 from trtconv.core import errors
 from trtconv.core.errors import TrtconvError
 from trtconv.core.lazy import TF_LOG_LEVEL
+from trtconv.measure import stats
+from trtconv.measure.bench_result import Settings
 from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import INCONCLUSIVE, at_least, at_most
-from trtconv.report.schema import Settings
 
 log = logging.getLogger(__name__)
 

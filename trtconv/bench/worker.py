@@ -25,9 +25,9 @@ import numpy as np
 
 from trtconv import facts
 from trtconv.backends import registry
-from trtconv.backends.runner import Runner, RunOptions
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs
+from trtconv.protocol.runner import Runner, RunOptions
 
 # The null runner is timed over this many calls (after as many warm-up calls): short enough to
 # cost ~10 ms, long enough for a stable median of a ~µs operation.

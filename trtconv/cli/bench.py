@@ -31,6 +31,7 @@ from trtconv.cli._options import (
 )
 from trtconv.cli._output import progress_bar, run_command, stderr_console
 from trtconv.core.model_io import parse_input_shapes
+from trtconv.measure.bench_result import BenchResult
 from trtconv.options import (
     DEFAULT_BENCH_ROUNDS,
     DEFAULT_DEVICE,
@@ -38,7 +39,6 @@ from trtconv.options import (
     DEFAULT_WARMUP_ITERATIONS,
     BenchOptions,
 )
-from trtconv.report.schema import BenchResult
 from trtconv.report.writers import table_headers, table_rows
 
 Models = Annotated[

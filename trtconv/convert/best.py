@@ -21,7 +21,6 @@ from typing import Any
 
 import trtconv.convert.tournament as tournament
 from trtconv.backends import registry
-from trtconv.backends.runner import Runner, RunOptions
 from trtconv.bench.harness import bench
 from trtconv.calib.evaluation import data_spec
 from trtconv.calib.readers import RANDOM
@@ -42,8 +41,9 @@ from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
 from trtconv.core.progress import Progress, Steps
 from trtconv.manifest import Manifest, read_manifest, write_manifest
+from trtconv.measure.bench_result import BenchRow
 from trtconv.options import BenchOptions, Contest, ConvertOptions
-from trtconv.report.schema import BenchRow
+from trtconv.protocol.runner import Runner, RunOptions
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from trtconv.backends.runner import Runner
 from trtconv.calib.contract import HELD_OUT
 from trtconv.calib.evaluation import data_spec, model_preprocessing, record_contract
 from trtconv.calib.readers import (
@@ -24,6 +23,7 @@ from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import CalibrationFeed, Feeds
 from trtconv.options import ConvertOptions
+from trtconv.protocol.runner import Runner
 from trtconv.quantize.search import HELD_OUT_SPARE, SEARCH_SAMPLES, split_for_search
 
 log = logging.getLogger(__name__)

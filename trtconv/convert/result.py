@@ -7,7 +7,7 @@ from typing import Any
 
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.manifest import Manifest
-from trtconv.report.validation import ValidationReport
+from trtconv.outputs.validation_report import ValidationReport
 
 RESULT_SCHEMA_VERSION = 1
 

@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 from trtconv.backends import registry
-from trtconv.backends.runner import RunOptions
 from trtconv.convert.data import read_data
 from trtconv.convert.plan import Plan, plan_single, step_count
 from trtconv.convert.result import ConvertResult
@@ -20,7 +19,8 @@ from trtconv.core.progress import Progress, Steps
 from trtconv.manifest import Manifest
 from trtconv.options import ConvertOptions
 from trtconv.outputs.compare import raise_if_failed
-from trtconv.report.validation import ValidationReport
+from trtconv.outputs.validation_report import ValidationReport
+from trtconv.protocol.runner import RunOptions
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends import registry
-from trtconv.backends.request import ConversionOutcome, ConversionRequest, SearchSlice
-from trtconv.backends.runner import Runner
 from trtconv.calib.readers import describe
 from trtconv.convert.data import ConversionData
 from trtconv.convert.plan import Plan
@@ -33,7 +31,9 @@ from trtconv.options import ConvertOptions
 from trtconv.outputs.compare import output_roles, run_batched, undecidable_warning
 from trtconv.outputs.roles import Roles
 from trtconv.outputs.tolerance import TOLERANCES, Tolerance, budget_for, tolerance_for
-from trtconv.report.validation import ValidationReport, roles_of
+from trtconv.outputs.validation_report import ValidationReport, roles_of
+from trtconv.protocol.request import ConversionOutcome, ConversionRequest, SearchSlice
+from trtconv.protocol.runner import Runner
 from trtconv.validation import validate_runners
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from trtconv.core.model_io import ModelSignature
 from trtconv.onnxlib.session import CPU, OrtRunner
 from trtconv.outputs.compare import compare, run_batched
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
-from trtconv.report.validation import ValidationReport
+from trtconv.outputs.validation_report import ValidationReport
 
 log = logging.getLogger(__name__)
 

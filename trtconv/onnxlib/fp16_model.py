@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.request import ConversionRequest
 from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import require
 from trtconv.onnxlib.fp16 import CONTROL_FLOW, load_model, to_mixed_float16
@@ -26,6 +25,7 @@ from trtconv.onnxlib.fp16_analysis import (
     analyse,
     analysis_batches,
 )
+from trtconv.protocol.request import ConversionRequest
 from trtconv.quantize.sensitivity import tf_origin
 
 log = logging.getLogger(__name__)

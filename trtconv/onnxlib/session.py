@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.runner import Runner
 from trtconv.core.errors import InputError, MissingDependencyError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs, TensorSpec
 from trtconv.facts.libraries import preload_cuda_libraries
+from trtconv.protocol.runner import Runner
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"

@@ -26,7 +26,7 @@ from trtconv.outputs.graph_ends import final_ops
 from trtconv.outputs.judge import judge_output
 from trtconv.outputs.roles import BINARY, CLASS_MAP, CLASSES, Judging, Roles, resolve_roles
 from trtconv.outputs.tolerance import Tolerance
-from trtconv.report.validation import FAILED, INCONCLUSIVE, Check, ValidationReport
+from trtconv.outputs.validation_report import FAILED, INCONCLUSIVE, Check, ValidationReport
 from trtconv.savedmodel import SERVING_KEY
 
 log = logging.getLogger(__name__)

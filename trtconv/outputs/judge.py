@@ -47,7 +47,7 @@ from trtconv.outputs.roles import (
     OutputRole,
 )
 from trtconv.outputs.tolerance import resolution_atol
-from trtconv.report.validation import Check, OutputComparison
+from trtconv.outputs.validation_report import Check, OutputComparison
 
 if TYPE_CHECKING:
     from trtconv.outputs.tolerance import Tolerance

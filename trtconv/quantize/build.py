@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trtconv.backends.request import ConversionRequest
 from trtconv.core.errors import ConversionError
+from trtconv.protocol.request import ConversionRequest
 from trtconv.quantize.isa import CPU_SCHEME, cpu_weight_range
 from trtconv.quantize.ladder import LadderSettings, quantize_int8
 from trtconv.quantize.qdq import QdqOptions

@@ -1,1 +1,1 @@
-"""Result schema (`schema`) and writers: JSON, CSV, Markdown (`writers`) and PNG plots (`plots`)."""
+"""Writers: JSON, CSV, Markdown (`writers`), PNG plots (`plots`) and merged reports (`merge`)."""

@@ -19,8 +19,8 @@ from trtconv.core.errors import InputError, UsageError
 from trtconv.core.fsutil import atomic_directory, check_output_free
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.environment import environment_block
+from trtconv.measure.bench_result import ROW_KEYS
 from trtconv.report.plots import write_plots
-from trtconv.report.schema import ROW_KEYS
 from trtconv.report.writers import (
     TABLE_COLUMNS,
     environment_lines,

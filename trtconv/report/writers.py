@@ -1,8 +1,8 @@
 """Write a bench result as JSON, CSV and Markdown, and the whole report directory.
 
-The bench writers take the typed result (trtconv.report.schema.BenchResult); the cell, CSV and
-environment helpers take plain rows and blocks, so the merged report (trtconv.report.merge)
-shares them.
+The bench writers take the typed result (trtconv.measure.bench_result.BenchResult); the cell,
+CSV and environment helpers take plain rows and blocks, so the merged report
+(trtconv.report.merge) shares them.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 from trtconv.core.fsutil import atomic_directory
 from trtconv.core.results import to_jsonable
+from trtconv.measure.bench_result import ROW_KEYS, BenchResult
 from trtconv.report.plots import write_plots
-from trtconv.report.schema import ROW_KEYS, BenchResult
 
 # Draws a result document's plots into a directory; returns the PNGs written.
 Plotter = Callable[[Mapping[str, Any], Path], list[Path]]

@@ -10,10 +10,10 @@ from typing import Any
 import trtconv.backends.openvino.ir as ir
 from trtconv.backends.openvino.ladder import quantize_int8
 from trtconv.backends.openvino.runner import INFERENCE_PRECISION
-from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.lazy import require
 from trtconv.environment import cpu_info
+from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 
 SHARED_KEY = "openvino float IR"
 

@@ -35,13 +35,13 @@ from trtconv.backends.openvino.quantize import (
     weighted_ops,
 )
 from trtconv.backends.openvino.runner import DEVICE, compile_config
-from trtconv.backends.request import ConversionRequest, SearchSlice
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds
 from trtconv.outputs.compare import compare
 from trtconv.outputs.confidence import rate_to_show
 from trtconv.outputs.judge import decisions
 from trtconv.outputs.roles import resolve_roles
+from trtconv.protocol.request import ConversionRequest, SearchSlice
 from trtconv.quantize.isa import cpu_weight_range
 from trtconv.quantize.ladder import MAX_FLOAT_SHARE
 from trtconv.quantize.search import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtconv.backends.support import Support, verdict
 from trtconv.core.lazy import require
 from trtconv.facts import Facts
+from trtconv.protocol.support import Support, verdict
 
 NAME = "openvino"
 INSTALL_FIX = "pip install 'trtconv[openvino]' (openvino and nncf)"

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trtconv.backends.openvino.ir import first_line
-from trtconv.backends.runner import Runner, RunOptions, check_device
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs, TensorSpec
+from trtconv.protocol.runner import Runner, RunOptions, check_device
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest

@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends.ort.runner import emulates_fp16, provider_options
-from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.core.errors import ConversionError, MissingDependencyError, UsageError
 from trtconv.core.lazy import require
 from trtconv.facts import probe_cpu, probe_gpus
 from trtconv.onnxlib.export import op_counts
 from trtconv.onnxlib.fp16_model import fp16_model
 from trtconv.onnxlib.session import CPU, CUDA
+from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 from trtconv.quantize.build import qdq_model
 from trtconv.quantize.isa import CPU_SCHEME
 

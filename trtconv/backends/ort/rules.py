@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtconv.backends.support import EXPORT_FIX, Support, gpu_too_old, onnx_export_missing, verdict
 from trtconv.facts import Facts
+from trtconv.protocol.support import EXPORT_FIX, Support, gpu_too_old, onnx_export_missing, verdict
 
 NAME = "ort"
 ORT_GPU_FIX = (

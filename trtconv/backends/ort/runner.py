@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trtconv.backends import registry
-from trtconv.backends.runner import Runner, RunOptions, check_device
 from trtconv.facts.libraries import dist_version
 from trtconv.onnxlib.fp16 import EMULATION_WARNING, Float16EmulationRunner
 from trtconv.onnxlib.session import CPU, CUDA, TENSORRT, OrtRunner
+from trtconv.protocol.runner import Runner, RunOptions, check_device
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from trtconv.backends.registry import Backend, register
-from trtconv.backends.support import Support
 from trtconv.backends.tf_native.runner import SavedModelRunner, saved_model_runner
 from trtconv.facts import Facts
+from trtconv.protocol.support import Support
 
 NAME = "tf"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trtconv.backends import registry
-from trtconv.backends.runner import Runner, RunOptions
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.tf32 import tf32_policy
+from trtconv.protocol.runner import Runner, RunOptions
 from trtconv.savedmodel import SERVING_KEY, LoadedSavedModel, load_saved_model
 
 if TYPE_CHECKING:

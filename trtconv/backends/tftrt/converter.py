@@ -26,11 +26,11 @@ import numpy as np
 
 import trtconv.backends.tftrt.rules as rules
 from trtconv.backends import registry
-from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.core.errors import ConversionError, InputError, MissingDependencyError, UsageError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, dtype_fits
 from trtconv.core.tf32 import tf32_policy
+from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 
 log = logging.getLogger(__name__)
 

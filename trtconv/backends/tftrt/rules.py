@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtconv.backends.support import NO_GPU, Support, gpu_text, gpu_too_old, verdict
 from trtconv.facts import Facts, TfTrtReport, version_tuple
 from trtconv.facts.tensorflow import TFTRT_LINKED_TENSORRT
+from trtconv.protocol.support import NO_GPU, Support, gpu_text, gpu_too_old, verdict
 
 NAME = "tftrt"
 TFTRT_FIX = (

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import trtconv.backends.tftrt.rules as rules
 from trtconv.backends import registry
-from trtconv.backends.runner import Runner, RunOptions, check_device
 from trtconv.backends.tf_native.runner import SavedModelRunner, signature_key
 from trtconv.core.model_io import ModelSignature
+from trtconv.protocol.runner import Runner, RunOptions, check_device
 from trtconv.savedmodel import SERVING_KEY
 
 if TYPE_CHECKING:

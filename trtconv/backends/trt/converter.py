@@ -10,7 +10,6 @@ from typing import Any
 
 import trtconv.backends.trt.rules as rules
 from trtconv.backends import registry
-from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.backends.trt.builder import (
     PAYLOAD,
     TIMING_CACHE,
@@ -30,6 +29,7 @@ from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.fsutil import write_atomic
 from trtconv.core.lazy import require
 from trtconv.onnxlib.fp16_model import fp16_model
+from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 from trtconv.quantize.build import qdq_model
 from trtconv.quantize.checks import require_tensorrt_qdq
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtconv.backends.support import (
+from trtconv.facts import Facts, version_tuple
+from trtconv.protocol.support import (
     EXPORT_FIX,
     GPU_FIX,
     NO_GPU,
@@ -15,7 +16,6 @@ from trtconv.backends.support import (
     onnx_export_missing,
     verdict,
 )
-from trtconv.facts import Facts, version_tuple
 
 NAME = "trt"
 TRT_MIN_MAJOR = 10

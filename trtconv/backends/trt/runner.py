@@ -10,10 +10,10 @@ import numpy as np
 
 import trtconv.backends.trt.rules as rules
 from trtconv.backends import registry
-from trtconv.backends.runner import CallTimings, Runner, RunOptions, check_device
 from trtconv.core.errors import ConversionError, InputError, MissingDependencyError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature
+from trtconv.protocol.runner import CallTimings, Runner, RunOptions, check_device
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import trtconv.bench.stats as stats
+import trtconv.measure.stats as stats
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.options import SpeedGoal
 
@@ -78,7 +78,7 @@ class BenchRow(JsonResult):
     throughput_per_s: float
     speedup_vs_baseline: float | None = None  # over the baseline's throughput, same batch size
     # The interleaved rounds the figures pool, and 95% intervals bootstrapped over them
-    # (trtconv.bench.stats; None with a single round).
+    # (trtconv.measure.stats; None with a single round).
     rounds: int = 1
     throughput_per_s_ci95: tuple[float, float] | None = None
     speedup_vs_baseline_ci95: tuple[float, float] | None = None
