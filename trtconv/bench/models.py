@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends import registry
-from trtconv.bench.signature import read_signature
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature
 from trtconv.manifest import read_manifest
@@ -28,6 +27,7 @@ from trtconv.model_paths import (
 from trtconv.options import DEFAULT_BATCH_SIZES
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
 from trtconv.savedmodel import SERVING_KEY
+from trtconv.savedmodel_pb.signature import read_signature
 
 log = logging.getLogger(__name__)
 

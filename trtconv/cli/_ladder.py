@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 
-from trtconv.quantize.words import budget_text, kept_text, search_text
+from trtconv.quantize.ladder_text import budget_text, kept_text, search_text
 
 
 def _number(value: float | None) -> str:

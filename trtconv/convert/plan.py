@@ -13,7 +13,6 @@ from pathlib import Path
 
 from trtconv.backends import registry
 from trtconv.backends.registry import Backend
-from trtconv.bench.signature import read_signature
 from trtconv.core.errors import MissingDependencyError, UsageError
 from trtconv.core.fsutil import dir_size_bytes
 from trtconv.core.model_io import ModelSignature
@@ -27,6 +26,7 @@ from trtconv.options import (
 )
 from trtconv.outputs.tolerance import Tolerance, budget_for
 from trtconv.savedmodel import SERVING_KEY
+from trtconv.savedmodel_pb.signature import read_signature
 
 log = logging.getLogger(__name__)
 

@@ -22,12 +22,12 @@ from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
 from trtconv.outputs.confidence import percent, proportion_interval, samples_to_show
-from trtconv.outputs.graph_ends import final_ops
 from trtconv.outputs.judge import judge_output
 from trtconv.outputs.roles import BINARY, CLASS_MAP, CLASSES, Judging, Roles, resolve_roles
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.outputs.validation_report import FAILED, INCONCLUSIVE, Check, ValidationReport
 from trtconv.savedmodel import SERVING_KEY
+from trtconv.savedmodel_pb.output_ops import final_ops
 
 log = logging.getLogger(__name__)
 

@@ -144,7 +144,8 @@ def resolve_roles(
     chosen: Mapping[str, OutputRole] | None = None,
 ) -> Roles:
     """Every output's role: the `chosen` one where given, else inferred from `final_ops` (output
-    -> the op that computes it, see graph_ends) and the reference model's values."""
+    -> the op that computes it, see trtconv.savedmodel_pb.output_ops) and the reference model's
+    values."""
     final_ops, chosen = final_ops or {}, chosen or {}
     marked = [name for name, op in final_ops.items() if op in ("Softmax", "Sigmoid")]
     roles: Roles = {}

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends.registry import BEST
-from trtconv.bench.signature import read_signature
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.core.errors import UsageError
 from trtconv.core.precision import PRECISIONS
@@ -69,6 +68,7 @@ from trtconv.release.values import (
     unknown_key,
 )
 from trtconv.savedmodel import SERVING_KEY
+from trtconv.savedmodel_pb.signature import read_signature
 from trtconv.train.amp import AMP_DTYPES
 from trtconv.train.export import OUTPUT_NAME
 from trtconv.zoo.registry import MODELS

@@ -6,7 +6,7 @@ from typing import Any
 
 from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
 from trtconv.outputs.confidence import interval_text
-from trtconv.quantize.words import budget_text, kept_text, search_text
+from trtconv.quantize.ladder_text import budget_text, kept_text, search_text
 
 
 def _fmt(value: Any, digits: int = 4) -> str:

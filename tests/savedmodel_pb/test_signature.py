@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from trtconv.bench.signature import read_signature
 from trtconv.core.errors import InputError, UsageError
+from trtconv.savedmodel_pb.signature import read_signature
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trtconv.outputs.graph_ends import final_ops
+from trtconv.savedmodel_pb.output_ops import final_ops
 
 
 @pytest.mark.slow  # saves a SavedModel with TensorFlow
