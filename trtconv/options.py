@@ -15,6 +15,7 @@ from pathlib import Path
 from trtconv.calib.contract import SPLITS, PreprocessingOptions
 from trtconv.core.errors import UsageError
 from trtconv.core.precision import PRECISIONS
+from trtconv.outputs.confidence import DEFAULT_CONFIDENCE, check_confidence
 from trtconv.outputs.roles import Judging
 
 DEFAULT_BATCH_SIZES = (1, 8, 32)
@@ -22,8 +23,6 @@ DEFAULT_CALIB_SAMPLES = 500
 # Held-out samples validated on: at 1000, an agreement measured at 0.981 or more shows an int8
 # budget of 0.97 with 95% confidence (at 0.99, 290 samples would; docs/verdicts.md).
 DEFAULT_VALIDATE_SAMPLES = 1000
-# The level of the interval a validation verdict is decided by (--confidence; 0: point rule).
-DEFAULT_CONFIDENCE = 0.95
 CALIB_METHODS = ("entropy", "minmax", "percentile")
 # minmax, as ONNX Runtime's own quantize_static: held-out top-1 agreement of full int8 measured
 # 0.981 (minmax) vs 0.928 (entropy) on a MobileNetV2 with ReLU6, 1.000 vs 0.986 on a small ResNet,
@@ -62,15 +61,6 @@ def check_choice(flag: str, value: str, choices: Sequence[str]) -> None:
     """Raise UsageError unless `value` is one of `choices` (`flag` names the option)."""
     if value not in choices:
         raise UsageError(f"{flag} must be one of {', '.join(choices)}, found '{value}'.")
-
-
-def check_confidence(confidence: float) -> None:
-    """Raise UsageError unless `confidence` is 0 (point decisions) or a level in (0, 1)."""
-    if not 0.0 <= confidence < 1.0:
-        raise UsageError(
-            f"--confidence must be 0 (point decisions) or a level below 1, e.g. 0.95; found "
-            f"{confidence}."
-        )
 
 
 def check_signature(signature: str | None) -> None:

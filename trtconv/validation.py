@@ -19,7 +19,7 @@ from trtconv.calib.sources import ArraySet
 from trtconv.core.model_io import Outputs
 from trtconv.manifest import Manifest, read_manifest
 from trtconv.model_paths import require_exists
-from trtconv.options import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES, ValidateOptions
+from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
 from trtconv.outputs.compare import (
     compare,
     output_roles,
@@ -28,6 +28,7 @@ from trtconv.outputs.compare import (
     undecidable_warning,
     validation_batches,
 )
+from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
 from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
 from trtconv.outputs.validation_report import ValidationReport

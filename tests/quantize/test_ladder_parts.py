@@ -7,6 +7,7 @@ import pytest
 
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import UsageError
+from trtconv.onnxlib.tf_names import tf_origin
 from trtconv.outputs.tolerance import budget_for
 from trtconv.quantize.ladder import describe, doubling, scheme_variants
 from trtconv.quantize.qdq import QdqOptions
@@ -23,7 +24,6 @@ from trtconv.quantize.search import (
     split_for_search,
     unshowable,
 )
-from trtconv.quantize.sensitivity import tf_origin
 from trtconv.quantize.speed import bench_no_gain_warnings, no_gain_notes
 
 

@@ -25,8 +25,8 @@ from trtconv.onnxlib.fp16_analysis import (
     analyse,
     analysis_batches,
 )
+from trtconv.onnxlib.tf_names import tf_origin
 from trtconv.protocol.request import ConversionRequest
-from trtconv.quantize.sensitivity import tf_origin
 
 log = logging.getLogger(__name__)
 

@@ -14,13 +14,13 @@ trades against speed.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trtconv.core.lazy import require
+from trtconv.onnxlib.tf_names import tf_origin
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +44,6 @@ DATA_MOVEMENT = frozenset(
         "SpaceToDepth",
     }
 )
-# How the SavedModel's call wraps its ops in tf2onnx names, and the tail tf2onnx adds to the
-# helper nodes it creates ("BiasAdd__6").
-TF_CALL_PREFIX = "StatefulPartitionedCall"
-# What ONNX Runtime's quantiser appends to the name of a tensor it dequantises.
-DQ_OUTPUT = "_DequantizeLinear_Output"
-TF2ONNX_SUFFIX = re.compile(r"__\d+$")
 
 
 @dataclass(frozen=True)
@@ -64,37 +58,6 @@ class QuantizedNode:
     def to_dict(self) -> dict[str, Any]:
         """{node, op_type, tf_op, tf_layer}: the ONNX node and the TensorFlow op it came from."""
         return {"node": self.name, "op_type": self.op_type, **tf_origin(self.name, self.tensors)}
-
-
-def tf_origin(node_name: str, tensors: tuple[str, ...] = ()) -> dict[str, str | None]:
-    """The TensorFlow op and layer (name scope) an ONNX node of a tf2onnx export came from.
-
-    tf2onnx keeps TensorFlow's op names ("StatefulPartitionedCall/functional_1/dense_1/MatMul");
-    ONNX Runtime's fusions append their own part ("/MatMulAddFusion"). The layer is the op's name
-    scope as TensorFlow traced it (Keras 3 scopes carry a "_1" suffix: layer "dense" traces as
-    "dense_1"). A node tf2onnx renamed ("Conv__339", after moving NHWC convolutions to NCHW)
-    is placed by the first of `tensors` with a TensorFlow name: a tensor "scope/op/read:0" comes
-    from op "scope/op" of layer "scope". Neither: None.
-    """
-    parts = _tf_parts(node_name)
-    if parts and parts[-1].endswith("Fusion"):
-        parts.pop()
-    if len(parts) >= 2:
-        return {"tf_op": "/".join(parts), "tf_layer": "/".join(parts[:-1])}
-    for tensor in tensors:
-        parts = _tf_parts(tensor.split(":")[0].removesuffix(DQ_OUTPUT))
-        if len(parts) >= 3:
-            return {"tf_op": "/".join(parts[:-1]), "tf_layer": "/".join(parts[:-2])}
-    return {"tf_op": None, "tf_layer": None}
-
-
-def _tf_parts(name: str) -> list[str]:
-    """The scope parts of a tf2onnx name, without the SavedModel's call wrapper and the
-    "__N" tail tf2onnx gives the nodes it adds."""
-    parts = [TF2ONNX_SUFFIX.sub("", part) for part in name.split("/") if part]
-    while parts and parts[0].startswith(TF_CALL_PREFIX):
-        parts.pop(0)
-    return parts
 
 
 def quantized_nodes(qdq_model: Path, kept_float: Collection[str] = ()) -> list[QuantizedNode]:

@@ -29,7 +29,6 @@ from trtconv.options import (
     DEFAULT_BENCH_ROUNDS,
     DEFAULT_CALIB_METHOD,
     DEFAULT_CALIB_SAMPLES,
-    DEFAULT_CONFIDENCE,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
     DEFAULT_RANK_DURATION_S,
     DEFAULT_RELEASE_BATCH_SIZES,
@@ -44,6 +43,7 @@ from trtconv.options import (
     TrainOptions,
     ValidateOptions,
 )
+from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
 from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import tolerance_for
 from trtconv.release.values import (

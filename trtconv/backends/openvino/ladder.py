@@ -37,6 +37,7 @@ from trtconv.backends.openvino.quantize import (
 from trtconv.backends.openvino.runner import DEVICE, compile_config
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds
+from trtconv.onnxlib.tf_names import tf_origin
 from trtconv.outputs.compare import compare
 from trtconv.outputs.confidence import rate_to_show
 from trtconv.outputs.judge import decisions
@@ -52,7 +53,6 @@ from trtconv.quantize.search import (
     settles,
     unshowable,
 )
-from trtconv.quantize.sensitivity import tf_origin
 
 log = logging.getLogger(__name__)
 

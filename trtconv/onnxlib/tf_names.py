@@ -1,0 +1,45 @@
+"""Where an ONNX node of a tf2onnx export came from in TensorFlow: its op and layer, read from the
+names tf2onnx and ONNX Runtime give (what the fp16 report, the int8 ladder and OpenVINO's ladder
+name a kept node by)."""
+
+from __future__ import annotations
+
+import re
+
+# How the SavedModel's call wraps its ops in tf2onnx names, and the tail tf2onnx adds to the
+# helper nodes it creates ("BiasAdd__6").
+TF_CALL_PREFIX = "StatefulPartitionedCall"
+# What ONNX Runtime's quantiser appends to the name of a tensor it dequantises.
+DQ_OUTPUT = "_DequantizeLinear_Output"
+TF2ONNX_SUFFIX = re.compile(r"__\d+$")
+
+
+def tf_origin(node_name: str, tensors: tuple[str, ...] = ()) -> dict[str, str | None]:
+    """The TensorFlow op and layer (name scope) an ONNX node of a tf2onnx export came from.
+
+    tf2onnx keeps TensorFlow's op names ("StatefulPartitionedCall/functional_1/dense_1/MatMul");
+    ONNX Runtime's fusions append their own part ("/MatMulAddFusion"). The layer is the op's name
+    scope as TensorFlow traced it (Keras 3 scopes carry a "_1" suffix: layer "dense" traces as
+    "dense_1"). A node tf2onnx renamed ("Conv__339", after moving NHWC convolutions to NCHW)
+    is placed by the first of `tensors` with a TensorFlow name: a tensor "scope/op/read:0" comes
+    from op "scope/op" of layer "scope". Neither: None.
+    """
+    parts = _tf_parts(node_name)
+    if parts and parts[-1].endswith("Fusion"):
+        parts.pop()
+    if len(parts) >= 2:
+        return {"tf_op": "/".join(parts), "tf_layer": "/".join(parts[:-1])}
+    for tensor in tensors:
+        parts = _tf_parts(tensor.split(":")[0].removesuffix(DQ_OUTPUT))
+        if len(parts) >= 3:
+            return {"tf_op": "/".join(parts[:-1]), "tf_layer": "/".join(parts[:-2])}
+    return {"tf_op": None, "tf_layer": None}
+
+
+def _tf_parts(name: str) -> list[str]:
+    """The scope parts of a tf2onnx name, without the SavedModel's call wrapper and the
+    "__N" tail tf2onnx gives the nodes it adds."""
+    parts = [TF2ONNX_SUFFIX.sub("", part) for part in name.split("/") if part]
+    while parts and parts[0].startswith(TF_CALL_PREFIX):
+        parts.pop(0)
+    return parts
