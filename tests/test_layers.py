@@ -1,7 +1,9 @@
 """Imports point down the layers only, with no cycle, counting imports inside functions too.
 
 The layers, bottom to top, are listed in LAYERS (docs/architecture.md draws them). A module may
-import from its own layer or a lower one. Every import is read from the source with `ast`: module
+import from its own layer or a lower one. A folder is a layer: every module of a folder (a
+subpackage of trtconv, or a top-level module) sits on the same layer, and the folders, drawn with
+their imports, form no cycle. Every import is read from the source with `ast`: module
 level, inside functions, under `if TYPE_CHECKING:`. `from P import name` depends on package P
 (its `__init__` runs first) and, when `name` is a submodule, on that submodule too.
 
@@ -143,12 +145,31 @@ def cycles(known: dict[str, Path]) -> list[list[str]]:
     for found in imports(known):
         if found.imported in graph:
             graph[found.importer].add(found.imported)
+    return components(graph)
+
+
+def folder_of(module: str) -> str:
+    """The folder a module is drawn in: its subpackage of trtconv, or itself when top-level."""
+    return ".".join(module.split(".")[:2])
+
+
+def folder_graph(known: dict[str, Path]) -> dict[str, set[str]]:
+    """Each folder and the other folders its modules import."""
+    graph: dict[str, set[str]] = {folder_of(name): set() for name in known}
+    for found in imports(known):
+        if found.imported in known and folder_of(found.imported) != folder_of(found.importer):
+            graph[folder_of(found.importer)].add(folder_of(found.imported))
+    return graph
+
+
+def components(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     result: list[list[str]] = []
 
-    def visit(node: str) -> None:  # Tarjan's algorithm
+    def visit(node: str) -> None:
         index[node] = low[node] = len(index)
         stack.append(node)
         for nxt in sorted(graph[node]):
@@ -198,6 +219,18 @@ def test_no_import_cycles() -> None:
     assert cycles(modules()) == []
 
 
+def test_every_module_of_a_folder_sits_on_the_folders_layer() -> None:
+    """A folder is a layer: the drawing in docs/architecture.md names folders, not files."""
+    layers: dict[str, set[str]] = {}
+    for name in modules():
+        layers.setdefault(folder_of(name), set()).add(LAYERS[layer_of(name)][0])
+    assert {folder: found for folder, found in layers.items() if len(found) > 1} == {}
+
+
+def test_folders_form_no_cycle() -> None:
+    assert components(folder_graph(modules())) == []
+
+
 def test_local_imports_of_trtconv_are_few_and_say_why() -> None:
     local = {(i.importer, i.line, i.reason) for i in imports(modules()) if i.local}
     unexplained = sorted(f"{m}:{line}" for m, line, reason in local if not reason)
@@ -217,3 +250,20 @@ def test_the_layer_rules_see_local_imports_and_cycles(tmp_path: Path) -> None:
         ("trtconv.two", "trtconv.one", False),
     }
     assert cycles(known) == [["trtconv.one", "trtconv.two"]]
+
+
+def test_the_folder_rules_see_a_cycle_between_folders(tmp_path: Path) -> None:
+    """Modules that form no cycle can still tie their folders in one: checked on a synthetic
+    pair of folders, each importing a module of the other."""
+    files = {
+        "trtconv.one.low": "",
+        "trtconv.one.high": "import trtconv.two.mid\n",
+        "trtconv.two.mid": "import trtconv.one.low\n",
+    }
+    known = {}
+    for name, text in files.items():
+        known[name] = tmp_path / f"{name}.py"
+        known[name].write_text(text)
+    assert cycles(known) == []
+    assert folder_graph(known) == {"trtconv.one": {"trtconv.two"}, "trtconv.two": {"trtconv.one"}}
+    assert components(folder_graph(known)) == [["trtconv.one", "trtconv.two"]]

@@ -1,4 +1,5 @@
-"""Each command's options as one frozen dataclass: the only home of every default.
+"""Each command's options as one frozen dataclass: the home of every default but those of the
+types they hold (the verdicts' confidence level is trtconv.outputs.confidence's).
 
 The typer commands build these from their flags, `trtconv.api` callers build them directly and
 the release config builds them from TOML, so a default written here is the default everywhere.
