@@ -16,7 +16,6 @@ from trtconv.train.benchmark import (
     GridBenchmarkResult,
     SingleBenchmarkResult,
     TrainBenchmarkResult,
-    parse_batch_sizes,
     peak_rss_mb,
     step_statistics,
 )
@@ -30,15 +29,6 @@ def test_step_statistics_in_milliseconds() -> None:
     assert stats["step_ms_max"] == pytest.approx(40.0)
     assert stats["step_ms_p99"] == pytest.approx(39.7)
     assert stats["step_ms_cv"] == pytest.approx(11.1803 / 25.0, rel=1e-4)
-
-
-def test_parse_batch_sizes() -> None:
-    assert parse_batch_sizes("32, 64", 8) == [32, 64]
-    assert parse_batch_sizes(None, 8) == [8]
-    assert parse_batch_sizes(None) == []  # the grid falls back to --batch-size, then the model's
-    for bad in ("32,x", "0,4", ","):
-        with pytest.raises(UsageError, match="--batch-sizes"):
-            parse_batch_sizes(bad, 8)
 
 
 def test_peak_rss_is_plausible() -> None:

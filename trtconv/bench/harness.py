@@ -76,24 +76,6 @@ RoundTotals = dict[tuple[str, int], tuple[list[int], list[int]]]
 # ---------------------------------------------------------------------------- options
 
 
-def parse_batch_sizes(text: str) -> tuple[int, ...]:
-    """'1,8,32' -> (1, 8, 32), each size once. Raises UsageError for anything but positive
-    integers."""
-    sizes: list[int] = []
-    for item in text.split(","):
-        try:
-            size = int(item.strip())
-        except ValueError:
-            raise UsageError(
-                f"Batch size '{item}' is not an integer (e.g. --batch-sizes 1,8,32)."
-            ) from None
-        if size < 1:
-            raise UsageError(f"Batch size {size} is invalid: batch sizes must be at least 1.")
-        if size not in sizes:
-            sizes.append(size)
-    return tuple(sizes)
-
-
 def settings_of(options: BenchOptions, data: str, contract: dict[str, Any]) -> Settings:
     """The `settings` block: the options' budgets (or the defaults), data and contract."""
     timed: dict[str, Any] = {"iterations": options.iterations}

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from trtconv.calib.contract import PreprocessingOptions, parse_channels
+from trtconv.core.errors import UsageError
 from trtconv.options import DEFAULT_BATCH_SIZES
 from trtconv.outputs.roles import Judging, parse_role_options, parse_tolerance_options
 
@@ -133,3 +134,25 @@ def preprocessing_options(
     return PreprocessingOptions(
         scale, offset, parse_channels(mean, "--image-mean"), parse_channels(std, "--image-std")
     )
+
+
+def parse_batch_sizes(text: str) -> tuple[int, ...]:
+    """--batch-sizes '1,8,32' -> (1, 8, 32), each size once. Raises UsageError for anything but
+    positive integers."""
+    sizes: list[int] = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        try:
+            size = int(item.strip())
+        except ValueError:
+            raise UsageError(
+                f"--batch-sizes takes integers like 1,8,32: '{item.strip()}' is not an integer."
+            ) from None
+        if size < 1:
+            raise UsageError(f"--batch-sizes takes sizes of at least 1, found {size}.")
+        if size not in sizes:
+            sizes.append(size)
+    if not sizes:
+        raise UsageError(f"--batch-sizes takes positive integers like 1,8,32, found '{text}'.")
+    return tuple(sizes)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from trtconv import api
-from trtconv.bench.harness import MIN_ITERATIONS, parse_batch_sizes
+from trtconv.bench.harness import MIN_ITERATIONS
 from trtconv.calib.readers import RANDOM
 from trtconv.cli._options import (
     DEFAULT_BATCH_SIZES_TEXT,
@@ -27,6 +27,7 @@ from trtconv.cli._options import (
     SignatureOpt,
     SplitOpt,
     judging_options,
+    parse_batch_sizes,
     preprocessing_options,
 )
 from trtconv.cli._output import progress_bar, run_command, stderr_console

@@ -29,12 +29,12 @@ from trtconv.cli._options import (
     SignatureOpt,
     ToleranceOpt,
     judging_options,
+    parse_batch_sizes,
     preprocessing_options,
 )
 from trtconv.cli._output import progress_bar, run_command
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
-from trtconv.core.errors import UsageError
 from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
     DEFAULT_CALIB_METHOD,
@@ -47,18 +47,6 @@ from trtconv.options import (
     ConvertOptions,
 )
 from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
-
-
-def parse_batch_sizes(text: str) -> tuple[int, ...]:
-    """'1,8,32' -> (1, 8, 32); UsageError for anything else."""
-    try:
-        sizes = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise UsageError(f"--batch-sizes takes integers like 1,8,32, found '{text}'.") from None
-    if not sizes or min(sizes) < 1:
-        raise UsageError(f"--batch-sizes takes positive integers like 1,8,32, found '{text}'.")
-    return sizes
-
 
 MARKS = {
     (True, True): "[green]✓[/green]",

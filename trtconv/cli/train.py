@@ -16,6 +16,7 @@ from trtconv.cli._options import (
     ImageScaleOpt,
     ImageStdOpt,
     JsonOpt,
+    parse_batch_sizes,
     preprocessing_options,
 )
 from trtconv.cli._output import run_command
@@ -31,7 +32,6 @@ from trtconv.train.benchmark import (
     GridBenchmarkResult,
     SingleBenchmarkResult,
     TrainBenchmarkResult,
-    parse_batch_sizes,
     train_benchmark,
 )
 from trtconv.train.pipeline import TrainResult, train
@@ -256,7 +256,9 @@ def _benchmark_options(
         raise UsageError(
             "--benchmark trains on synthetic data and writes nothing: drop --output and --data."
         )
-    sizes = tuple(parse_batch_sizes(batch_sizes, options.batch_size))
+    # Without --batch-sizes the grid runs at --batch-size, else at the model's own (no sizes).
+    default = () if options.batch_size is None else (options.batch_size,)
+    sizes = parse_batch_sizes(batch_sizes) if batch_sizes else default
     return TrainBenchmarkOptions(
         model=model or TrainBenchmarkOptions.model,
         batch_size=options.batch_size,

@@ -308,22 +308,6 @@ def _timings(seconds: list[float], warmup_seconds: float, loss: float) -> dict[s
     }
 
 
-def parse_batch_sizes(text: str | None, default: int | None = None) -> list[int]:
-    """`"32,64"` -> [32, 64]; None -> [default], or [] without one. Raises UsageError on
-    anything else."""
-    if not text:
-        return [] if default is None else [default]
-    try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(
-            f"--batch-sizes must be comma-separated integers like 32,64, found '{text}'."
-        ) from None
-    if not sizes or min(sizes) < 1:
-        raise UsageError(f"--batch-sizes must hold positive integers, found '{text}'.")
-    return sizes
-
-
 def _cell_command(
     cell: GridCell, options: TrainBenchmarkOptions, batch: int, counts: tuple[int, int]
 ) -> list[str]:
