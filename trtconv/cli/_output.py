@@ -21,14 +21,13 @@ from rich.logging import RichHandler
 from trtconv.core.errors import TrtconvError
 from trtconv.core.interrupts import Terminated, interrupt_exit_code, sigterm_as_interrupt
 from trtconv.core.lazy import tensorflow_environment
+from trtconv.core.progress import Progress
 from trtconv.core.results import JsonResult
 
 # A command's result: typed (trtconv.core.results.JsonResult) or, for the few commands that
 # print a plain document, a dict. Either prints as one JSON document.
 Result = JsonResult | dict[str, Any]
 R = TypeVar("R", bound=Result)
-# progress(done, total, label): called by long-running api functions between steps.
-Progress = Callable[[int, int, str], None]
 
 
 def stderr_console() -> Console:

@@ -13,8 +13,6 @@ from trtconv.options import DEFAULT_CALIB_METHOD
 from trtconv.outputs.roles import Roles
 from trtconv.outputs.tolerance import Tolerance
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
-
 
 @dataclass(frozen=True)
 class SearchSlice:
@@ -41,7 +39,7 @@ class ConversionRequest:
 
     saved_model: Path
     signature: ModelSignature
-    precision: str  # one of PRECISIONS
+    precision: str  # one of trtconv.core.precision.PRECISIONS
     output_dir: Path
     work_dir: Path | None = None
     batch_sizes: tuple[int, ...] = (1,)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs, dtype_fits
+from trtconv.options import DEVICES
 
 if TYPE_CHECKING:
     from trtconv.manifest import Manifest
@@ -42,9 +43,6 @@ class CallTimings:
     def transfer_ms(self) -> float:
         """Host-to-device plus device-to-host copies."""
         return self.host_to_device_ms + self.device_to_host_ms
-
-
-DEVICES = ("auto", "cpu", "cuda", "tensorrt")
 
 
 @dataclass(frozen=True)
