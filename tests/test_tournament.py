@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from trtconv.convert import tournament
-from trtconv.convert.tournament import Candidate, decide, ordered
+from trtconv.convert.tournament import Entrant, decide, ordered
 
 
-def field() -> list[Candidate]:
-    timed_fast = Candidate("openvino", "int8", throughput_per_s=60.0)
-    timed_slow = Candidate("ort", "int8", throughput_per_s=20.0)
-    failed = Candidate("ort", "fp16")
+def field() -> list[Entrant]:
+    timed_fast = Entrant("openvino", "int8", throughput_per_s=60.0)
+    timed_slow = Entrant("ort", "int8", throughput_per_s=20.0)
+    failed = Entrant("ort", "fp16")
     failed.drop(tournament.FAILED_VALIDATION, "top-1 agreement 0.90 < 0.98")
-    absent = Candidate("trt", "fp32")
+    absent = Entrant("trt", "fp32")
     absent.drop(tournament.NOT_AVAILABLE, "no NVIDIA GPU is visible")
-    untimed = Candidate("openvino", "fp32")
+    untimed = Entrant("openvino", "fp32")
     return [absent, timed_slow, failed, untimed, timed_fast]
 
 
@@ -42,16 +42,16 @@ def test_no_winner_when_nothing_passed() -> None:
 
 
 def test_ties_go_to_the_registry_order() -> None:
-    first = Candidate("ort", "fp32", throughput_per_s=10.0)
-    second = Candidate("openvino", "fp32", throughput_per_s=10.0)
+    first = Entrant("ort", "fp32", throughput_per_s=10.0)
+    second = Entrant("openvino", "fp32", throughput_per_s=10.0)
     assert decide([first, second], batch_size=1) is first
     assert second.verdict == tournament.SLOWER
 
 
 def test_a_winner_within_noise_of_the_runner_up_says_so() -> None:
-    winner = Candidate("openvino", "int8", throughput_per_s=60.0, throughput_per_s_ci95=[55, 66])
-    close = Candidate("ort", "int8", throughput_per_s=58.0, throughput_per_s_ci95=[52.0, 57.5])
-    far = Candidate("ort", "fp32", throughput_per_s=30.0, throughput_per_s_ci95=[28.0, 31.0])
+    winner = Entrant("openvino", "int8", throughput_per_s=60.0, throughput_per_s_ci95=[55, 66])
+    close = Entrant("ort", "int8", throughput_per_s=58.0, throughput_per_s_ci95=[52.0, 57.5])
+    far = Entrant("ort", "fp32", throughput_per_s=30.0, throughput_per_s_ci95=[28.0, 31.0])
     assert decide([far, close, winner], batch_size=8) is winner
     assert tournament.runner_up_within_noise([far, close, winner], winner) is close
     assert winner.reason == (
@@ -61,9 +61,9 @@ def test_a_winner_within_noise_of_the_runner_up_says_so() -> None:
 
 
 def test_a_clear_winner_says_nothing_of_noise() -> None:
-    winner = Candidate("openvino", "int8", throughput_per_s=60.0, throughput_per_s_ci95=[58, 62])
-    slower = Candidate("ort", "int8", throughput_per_s=50.0, throughput_per_s_ci95=[48.0, 52.0])
-    untimed_intervals = Candidate("ort", "fp32", throughput_per_s=59.0)
+    winner = Entrant("openvino", "int8", throughput_per_s=60.0, throughput_per_s_ci95=[58, 62])
+    slower = Entrant("ort", "int8", throughput_per_s=50.0, throughput_per_s_ci95=[48.0, 52.0])
+    untimed_intervals = Entrant("ort", "fp32", throughput_per_s=59.0)
     decide([slower, winner], batch_size=8)
     assert "noise" not in winner.reason
     assert tournament.runner_up_within_noise([slower, winner], winner) is None

@@ -179,7 +179,7 @@ def test_trt_s8s8_model_gets_the_same_exclusions(
     from trtconv.backends.trt.builder import build_plan
     from trtconv.backends.trt.converter import source_onnx
     from trtconv.convert.data import read_data
-    from trtconv.convert.plan import Plan
+    from trtconv.convert.plan import ConversionPlan
     from trtconv.convert.workspace import checked_export, conversion_request, open_workspace
     from trtconv.core.progress import Steps
     from trtconv.protocol.runner import RunOptions
@@ -198,7 +198,7 @@ def test_trt_s8s8_model_gets_the_same_exclusions(
         batch_sizes=(1,),
         calib_method="entropy",
     )
-    plan = Plan(options, registry.get("trt"), "int8", tmp_path / "unused", "test")
+    plan = ConversionPlan(options, registry.get("trt"), "int8", tmp_path / "unused", "test")
     steps = Steps(None, 1)
     with registry.native().runner(outlier_model(), None, RunOptions()) as native:
         data = read_data(options, native, int8=True)

@@ -11,7 +11,7 @@ from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
 from trtconv.release.config import GateSettings, parse_config
 from trtconv.release.document import ReleaseDocument, TargetEntry
-from trtconv.release.gates import Candidate, Measures, evaluate_gates, recommend
+from trtconv.release.gates import GatedTarget, Measures, evaluate_gates, recommend
 from trtconv.release.verdict import judge_targets
 
 GOOD = Measures(
@@ -71,9 +71,9 @@ def test_failed_validation_fails() -> None:
 
 def test_recommend_fastest_passing() -> None:
     candidates = [
-        Candidate("ort-fp32", "fp32", 900.0, True),
-        Candidate("ort-int8", "int8", 1200.0, True),
-        Candidate("trt-fp16", "fp16", 5000.0, False),
+        GatedTarget("ort-fp32", "fp32", 900.0, True),
+        GatedTarget("ort-int8", "int8", 1200.0, True),
+        GatedTarget("trt-fp16", "fp16", 5000.0, False),
     ]
     chosen = recommend(candidates)
     assert chosen is not None and chosen.target == "ort-int8"
@@ -81,16 +81,16 @@ def test_recommend_fastest_passing() -> None:
 
 def test_recommend_ties_follow_the_precision_ladder() -> None:
     candidates = [
-        Candidate("ort-fp32", "fp32", 1000.0, True),
-        Candidate("ort-int8", "int8", 1000.0, True),
+        GatedTarget("ort-fp32", "fp32", 1000.0, True),
+        GatedTarget("ort-int8", "int8", 1000.0, True),
     ]
     chosen = recommend(candidates)
     assert chosen is not None and chosen.target == "ort-int8"
 
 
 def test_recommend_none_when_nothing_passes() -> None:
-    assert recommend([Candidate("ort-fp32", "fp32", 1000.0, False)]) is None
-    assert recommend([Candidate("ort-fp32", "fp32", None, True)]) is None
+    assert recommend([GatedTarget("ort-fp32", "fp32", 1000.0, False)]) is None
+    assert recommend([GatedTarget("ort-fp32", "fp32", None, True)]) is None
     assert recommend([]) is None
 
 

@@ -13,7 +13,7 @@ from PIL import Image
 
 from trtconv.bench.evaluation import BenchEvaluation, judge_models
 from trtconv.bench.harness import assemble, model_info, model_rows, round_totals
-from trtconv.bench.models import ModelEntry, Plan
+from trtconv.bench.models import BenchPlan, ModelEntry
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature, Outputs, TensorSpec
@@ -90,7 +90,7 @@ def make_result(with_eval: bool = True) -> BenchResult:
         evaluation = BenchEvaluation(ArraySet({"x": np.zeros((4, 1))}, LABELS, "eval"), {})
         judge_models(infos, infos[0], outputs, evaluation, None)
     entries = [model for model, _, _ in models]
-    plan = Plan(entries, entries[0], "the first SavedModel given")
+    plan = BenchPlan(entries, entries[0], "the first SavedModel given")
     result = assemble(plan, settings, infos, rows)
     result.environment = {"cpu": {"model": "test cpu", "logical_cores": 2}, "threads": 2}
     assert result.schema_version == SCHEMA_VERSION
@@ -207,7 +207,7 @@ def test_rounds_give_intervals_in_rows_table_and_plots(tmp_path: Path) -> None:
         infos.append(model_info(model, doc, model.label == "digits"))
         rows += model_rows(infos[-1], doc, settings)
         totals.update(round_totals(model.label, doc))
-    plan = Plan([m for m, _ in models], models[0][0], "the first SavedModel given")
+    plan = BenchPlan([m for m, _ in models], models[0][0], "the first SavedModel given")
     result = assemble(plan, settings, infos, rows, totals)
     by_key = {(r.label, r.batch_size): r for r in result.results}
     fast = by_key["digits-ort-int8", 8]

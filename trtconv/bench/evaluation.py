@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from trtconv.bench.models import ModelEntry, Plan
+from trtconv.bench.models import BenchPlan, ModelEntry
 from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.evaluation import evaluation_data, scale_warning
 from trtconv.calib.sources import ArraySet, input_stats
@@ -32,12 +32,12 @@ class BenchEvaluation:
     judging: Judging = field(default_factory=Judging)
 
 
-def recorded_contract(plan: Plan) -> dict[str, Any] | None:
+def recorded_contract(plan: BenchPlan) -> dict[str, Any] | None:
     """The data contract the artifacts were converted with (the first that records one)."""
     return next((m.data_contract for m in plan.models if m.data_contract), None)
 
 
-def contract_warnings(plan: Plan) -> list[str]:
+def contract_warnings(plan: BenchPlan) -> list[str]:
     """One line when artifacts were converted with different preprocessing."""
     recorded = {
         m.label: m.data_contract["preprocessing"].get("summary", "")
@@ -73,7 +73,7 @@ def scale_warnings(models: list[ModelEntry], data: ArraySet) -> list[str]:
 
 
 def prepare(
-    plan: Plan,
+    plan: BenchPlan,
     spec: str,
     source: Path | None,
     options: PreprocessingOptions | None,

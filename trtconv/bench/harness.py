@@ -33,8 +33,8 @@ from trtconv.bench.evaluation import (
 )
 from trtconv.bench.inputs import check_entry_fits, input_map, load_inputs, save_arrays
 from trtconv.bench.models import (
+    BenchPlan,
     ModelEntry,
-    Plan,
     check_batch_sizes,
     plan_models,
     portability_warnings,
@@ -331,7 +331,7 @@ def _on_gpu(backend: str) -> bool:
 
 
 def measure(
-    plan: Plan,
+    plan: BenchPlan,
     settings: Settings,
     data: ArraySet,
     evaluation: BenchEvaluation | None,
@@ -375,7 +375,7 @@ def measure(
 
 
 def run_rounds(
-    plan: Plan,
+    plan: BenchPlan,
     settings: Settings,
     specs: list[dict[str, Any]],
     workdir: Path,
@@ -405,7 +405,7 @@ def run_rounds(
 
 
 def assemble(
-    plan: Plan,
+    plan: BenchPlan,
     settings: Settings,
     models: list[ModelInfo],
     rows: list[BenchRow],
@@ -470,7 +470,7 @@ def bench(options: BenchOptions, progress: Progress | None = None) -> BenchResul
     return result
 
 
-def _plan(options: BenchOptions) -> Plan:
+def _plan(options: BenchOptions) -> BenchPlan:
     """The models in measuring order, their batch sizes checked, and the planning warnings."""
     plan = plan_models(options.models, options.xla, options.throughput, options.signature)
     plan.batch_sizes = check_batch_sizes(plan.models, options.batch_sizes)
@@ -480,12 +480,14 @@ def _plan(options: BenchOptions) -> Plan:
     return plan
 
 
-def _source(plan: Plan) -> Path | None:
+def _source(plan: BenchPlan) -> Path | None:
     """The baseline's SavedModel (its model card is read), None when it is an artifact."""
     return plan.baseline.path if plan.baseline.kind == SAVED_MODEL else None
 
 
-def _evaluation(plan: Plan, options: BenchOptions, source: Path | None) -> BenchEvaluation | None:
+def _evaluation(
+    plan: BenchPlan, options: BenchOptions, source: Path | None
+) -> BenchEvaluation | None:
     """The evaluation data and judging (None without `eval_data`); adds its warnings."""
     if options.eval_data is None:
         return None

@@ -59,7 +59,7 @@ class ModelEntry:
 
 
 @dataclass
-class Plan:
+class BenchPlan:
     """Models in measuring order, the baseline and why, and warnings found while planning."""
 
     models: list[ModelEntry]
@@ -141,7 +141,7 @@ def plan_models(
     xla: bool = False,
     throughput: bool = False,
     signature: str | None = None,
-) -> Plan:
+) -> BenchPlan:
     """Resolve every model path, choose the baseline and fix the measuring order.
 
     The baseline is the first SavedModel given; without one, the first artifact's source model
@@ -180,7 +180,7 @@ def plan_models(
                 f"speedups are relative to {first.path}."
             )
     _unique_labels(models)
-    return Plan(models, baseline, reason, warnings)
+    return BenchPlan(models, baseline, reason, warnings)
 
 
 def portability_warnings(models: list[ModelEntry], measured_here: bool = False) -> list[str]:

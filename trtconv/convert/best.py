@@ -25,10 +25,10 @@ from trtconv.bench.harness import bench
 from trtconv.calib.evaluation import data_spec
 from trtconv.calib.readers import RANDOM
 from trtconv.convert.data import ConversionData, read_data
-from trtconv.convert.plan import Plan, default_output, refusal
+from trtconv.convert.plan import ConversionPlan, default_output, refusal
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.single import conversion_result
-from trtconv.convert.tournament import Candidate
+from trtconv.convert.tournament import Entrant
 from trtconv.convert.workspace import Workspace, convert_into, open_workspace
 from trtconv.core.errors import (
     AccuracyError,
@@ -55,7 +55,7 @@ RUNS_ELSEWHERE_FIX = "run on a machine with a GPU, or convert it alone with its 
 
 def candidates(
     precision: str | None, int8_data: bool, saved_model: Path, signature: ModelSignature
-) -> list[Candidate]:
+) -> list[Entrant]:
     """Every converter x precision (only `precision` when given), in registry order; those that
     cannot convert this model (`plan.refusal`) or cannot run here are already out, with the
     reason and the fix."""
@@ -65,7 +65,7 @@ def candidates(
         for name in backend.precisions:
             if precision is not None and name != precision:
                 continue
-            candidate = Candidate(backend.name, name)
+            candidate = Entrant(backend.name, name)
             verdict = registry.support(backend.name, name)
             if refused:
                 candidate.drop(tournament.NOT_AVAILABLE, refused)
@@ -98,7 +98,9 @@ def convert_best(
     entrants = candidates(options.precision, has_data, options.saved_model, signature)
     if all(candidate.verdict for candidate in entrants):
         raise no_winner(entrants, {})
-    base = Plan(options, registry.native(), options.precision or "", Path(output), "", (), source)
+    base = ConversionPlan(
+        options, registry.native(), options.precision or "", Path(output), "", (), source
+    )
     live = [base.for_candidate(registry.get(c.backend), c.precision) for c in entrants]
     live = [plan for plan, c in zip(live, entrants, strict=True) if not c.verdict]
     int8 = any(plan.precision == Precision.INT8 for plan in live)
@@ -120,7 +122,7 @@ def convert_best(
 
 
 def run(
-    base: Plan, entrants: list[Candidate], native: Runner, data: ConversionData
+    base: ConversionPlan, entrants: list[Entrant], native: Runner, data: ConversionData
 ) -> dict[str, Any]:
     """Convert, validate and time every candidate still in `entrants`; write the winner to
     `base.output` (atomically). Returns the tournament block of the result.
@@ -152,7 +154,7 @@ def run(
 
 
 def _convert(
-    base: Plan, space: Workspace, candidate: Candidate, work: Path
+    base: ConversionPlan, space: Workspace, candidate: Entrant, work: Path
 ) -> tuple[Path, Manifest] | None:
     """Convert and validate one candidate into work/BACKEND-PRECISION; drop it on failure."""
     if candidate.verdict:
@@ -176,11 +178,11 @@ def _convert(
 
 
 def _time(
-    base: Plan,
+    base: ConversionPlan,
     data_spec: str,
-    entrants: list[Candidate],
+    entrants: list[Entrant],
     converted: dict[str, tuple[Path, Manifest]],
-) -> list[Candidate]:
+) -> list[Entrant]:
     """Bench the validated candidates (and their throughput modes) in one run; fill in their
     figures. Returns the throughput-mode candidates the bench added."""
     contest = base.options.contest
@@ -211,7 +213,7 @@ def _time(
     return added
 
 
-def _fill(candidate: Candidate, row: BenchRow | None) -> None:
+def _fill(candidate: Entrant, row: BenchRow | None) -> None:
     if row is not None:
         candidate.throughput_per_s = row.throughput_per_s
         interval = row.throughput_per_s_ci95
@@ -220,7 +222,7 @@ def _fill(candidate: Candidate, row: BenchRow | None) -> None:
         candidate.speedup_vs_native = row.speedup_vs_baseline
 
 
-def _table(entrants: list[Candidate], winner: Candidate | None, contest: Contest) -> dict[str, Any]:
+def _table(entrants: list[Entrant], winner: Entrant | None, contest: Contest) -> dict[str, Any]:
     """The tournament block: the rules, the winner and every candidate in table order."""
     return {
         "batch_size": contest.batch_size,
@@ -234,7 +236,7 @@ def _table(entrants: list[Candidate], winner: Candidate | None, contest: Contest
     }
 
 
-def _within_noise_of(entrants: list[Candidate], winner: Candidate | None) -> str | None:
+def _within_noise_of(entrants: list[Entrant], winner: Entrant | None) -> str | None:
     """The runner-up whose throughput interval overlaps the winner's (None: none does)."""
     if winner is None:
         return None
@@ -243,7 +245,7 @@ def _within_noise_of(entrants: list[Candidate], winner: Candidate | None) -> str
     return rival.name if rival is not None else None
 
 
-def no_winner(entrants: list[Candidate], table: dict[str, Any]) -> TrtconvError:
+def no_winner(entrants: list[Entrant], table: dict[str, Any]) -> TrtconvError:
     """The error when nobody won: exit 3 when no candidate could run here, 4 (carrying the
     tournament as the result) when some converted but failed validation, else 1."""
     tried = [c for c in entrants if c.verdict != tournament.NOT_AVAILABLE]
@@ -259,7 +261,7 @@ def no_winner(entrants: list[Candidate], table: dict[str, Any]) -> TrtconvError:
 
 
 def _crown(
-    winner: Candidate,
+    winner: Entrant,
     converted: tuple[Path, Manifest],
     table: dict[str, Any],
     staging: Path,

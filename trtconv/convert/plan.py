@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Plan:
+class ConversionPlan:
     """A conversion decided: the options as given, the backend and precision it converts to, the
     output directory, one line on why this backend, the backends `auto` passed over, and the
     model the user named when it is not the SavedModel converted (a Keras file: `source`)."""
@@ -75,7 +75,7 @@ class Plan:
         onnx_fp16 = self.precision == Precision.FP16 and self.backend.needs_onnx
         return self.precision == Precision.INT8 or onnx_fp16
 
-    def for_candidate(self, backend: Backend, precision: str) -> Plan:
+    def for_candidate(self, backend: Backend, precision: str) -> ConversionPlan:
         """This plan with another backend and precision (a `--backend best` candidate)."""
         return replace(self, backend=backend, precision=precision, reason="--backend best")
 
@@ -147,7 +147,9 @@ def refusal(backend: Backend, saved_model: Path, signature: ModelSignature) -> s
     return None
 
 
-def plan_single(options: ConvertOptions, signature: ModelSignature, source: Path | None) -> Plan:
+def plan_single(
+    options: ConvertOptions, signature: ModelSignature, source: Path | None
+) -> ConversionPlan:
     """The plan for one backend (`auto` chooses it) converting a model of `signature` (from the
     user's file `source`, when not the SavedModel itself). Raises UsageError when the backend
     cannot convert such a model (`refusal`) and MissingDependencyError (exit 3) when it cannot
@@ -172,7 +174,7 @@ def plan_single(options: ConvertOptions, signature: ModelSignature, source: Path
         )
     named = source or options.saved_model
     output = options.output or default_output(named, choice.backend, options.precision)
-    return Plan(
+    return ConversionPlan(
         options, backend, options.precision, Path(output), choice.reason, choice.passed_over, source
     )
 

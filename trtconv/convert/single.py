@@ -9,7 +9,7 @@ from pathlib import Path
 
 from trtconv.backends import registry
 from trtconv.convert.data import read_data
-from trtconv.convert.plan import Plan, plan_single, step_count
+from trtconv.convert.plan import ConversionPlan, plan_single, step_count
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.workspace import convert_into, open_workspace
 from trtconv.core.fsutil import atomic_directory, check_output_free, dir_size_bytes
@@ -66,7 +66,7 @@ def convert_single(
     return result
 
 
-def conversion_result(plan: Plan, manifest: Manifest) -> ConvertResult:
+def conversion_result(plan: ConversionPlan, manifest: Manifest) -> ConvertResult:
     """convert's result for the artifact written at `plan.output` with `manifest`."""
     size = dir_size_bytes(plan.output)
     seconds = manifest.conversion_seconds

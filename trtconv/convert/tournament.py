@@ -27,7 +27,7 @@ VERDICTS = (WINNER, SLOWER, FAILED_VALIDATION, CONVERSION_FAILED, NOT_TIMED, NOT
 
 
 @dataclass
-class Candidate:
+class Entrant:
     """One (backend, precision): how far it got, its validation and timing, and the verdict.
 
     `verdict` is set when the candidate drops out (with `reason`), or by `decide` for the timed.
@@ -72,7 +72,7 @@ class Candidate:
         return {"name": self.name, **asdict(self)}
 
 
-def decide(candidates: list[Candidate], batch_size: int) -> Candidate | None:
+def decide(candidates: list[Entrant], batch_size: int) -> Entrant | None:
     """Pick the fastest timed candidate; give every candidate its verdict and reason.
 
     Candidates still in the running but without a timing (the bench failed for them) become
@@ -107,7 +107,7 @@ def decide(candidates: list[Candidate], batch_size: int) -> Candidate | None:
     return winner
 
 
-def runner_up_within_noise(timed: list[Candidate], winner: Candidate) -> Candidate | None:
+def runner_up_within_noise(timed: list[Entrant], winner: Entrant) -> Entrant | None:
     """The fastest timed candidate after `winner` when their throughput intervals overlap
     (within noise: the order could flip on another run); None otherwise or without intervals."""
     others = [c for c in timed if c is not winner]
@@ -119,7 +119,7 @@ def runner_up_within_noise(timed: list[Candidate], winner: Candidate) -> Candida
     return rival if rival.throughput_per_s_ci95[1] >= winner.throughput_per_s_ci95[0] else None
 
 
-def noise_text(winner: Candidate, rival: Candidate) -> str:
+def noise_text(winner: Entrant, rival: Entrant) -> str:
     """'within noise of NAME (throughput 95% intervals A-B and C-D samples/s overlap)'."""
     mine, theirs = winner.throughput_per_s_ci95 or [], rival.throughput_per_s_ci95 or []
     return (
@@ -128,10 +128,10 @@ def noise_text(winner: Candidate, rival: Candidate) -> str:
     )
 
 
-def ordered(candidates: list[Candidate]) -> list[Candidate]:
+def ordered(candidates: list[Entrant]) -> list[Entrant]:
     """The table's order: winner, the slower by speed, then the rest by verdict (stable)."""
 
-    def key(candidate: Candidate) -> tuple[int, float]:
+    def key(candidate: Entrant) -> tuple[int, float]:
         return VERDICTS.index(candidate.verdict), -(candidate.throughput_per_s or 0.0)
 
     return sorted(candidates, key=key)

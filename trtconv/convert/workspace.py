@@ -19,7 +19,7 @@ from typing import Any
 from trtconv.backends import registry
 from trtconv.calib.readers import describe
 from trtconv.convert.data import ConversionData
-from trtconv.convert.plan import Plan
+from trtconv.convert.plan import ConversionPlan
 from trtconv.core.fsutil import sha256_path
 from trtconv.core.model_io import Outputs
 from trtconv.core.precision import Precision
@@ -56,7 +56,9 @@ class Workspace:
     export: tuple[Path, dict[str, Any]] | None = None
 
 
-def open_workspace(plan: Plan, native: Runner, data: ConversionData, work: Path) -> Workspace:
+def open_workspace(
+    plan: ConversionPlan, native: Runner, data: ConversionData, work: Path
+) -> Workspace:
     """The workspace for `plan`'s SavedModel: the native outputs on the held-out data and each
     output's role (set by the options, else inferred from the graph and the values). Warns
     first when the held-out data is too small to ever show the budget."""
@@ -88,7 +90,7 @@ def too_few_warnings(
 
 
 def convert_into(
-    plan: Plan, space: Workspace, directory: Path, steps: Steps
+    plan: ConversionPlan, space: Workspace, directory: Path, steps: Steps
 ) -> tuple[Manifest, ValidationReport]:
     """Convert the plan's SavedModel with its backend and precision into `directory` (manifest
     and payload), then validate it as users will open it. Returns the manifest and the report.
@@ -121,7 +123,7 @@ def convert_into(
 
 
 def conversion_request(
-    plan: Plan, space: Workspace, directory: Path, steps: Steps
+    plan: ConversionPlan, space: Workspace, directory: Path, steps: Steps
 ) -> ConversionRequest:
     """What the backend gets: int8 and ONNX fp16 requests carry the calibration feed, int8 with
     the ladder on the search slice too."""
@@ -142,7 +144,7 @@ def conversion_request(
     )
 
 
-def _search_slice(plan: Plan, space: Workspace) -> SearchSlice | None:
+def _search_slice(plan: ConversionPlan, space: Workspace) -> SearchSlice | None:
     """The int8 ladder's search slice with the native outputs on it; None with --no-fallback."""
     data = space.data
     if data.search is None or not plan.options.fallback:
@@ -160,7 +162,9 @@ def _search_slice(plan: Plan, space: Workspace) -> SearchSlice | None:
     )
 
 
-def checked_export(plan: Plan, space: Workspace, steps: Steps) -> tuple[Path, dict[str, Any]]:
+def checked_export(
+    plan: ConversionPlan, space: Workspace, steps: Steps
+) -> tuple[Path, dict[str, Any]]:
     """The ONNX export in the workspace, checked against TensorFlow's outputs (made once)."""
     if space.export is None:
         steps.start("exporting to ONNX")
@@ -193,7 +197,7 @@ def export_tolerance(overall: float | None, per_output: Mapping[str, float]) -> 
 
 
 def _manifest(
-    plan: Plan,
+    plan: ConversionPlan,
     data: ConversionData,
     request: ConversionRequest,
     outcome: ConversionOutcome,
@@ -225,7 +229,7 @@ def _manifest(
     )
 
 
-def _validate_staged(staging: Path, plan: Plan, space: Workspace) -> ValidationReport:
+def _validate_staged(staging: Path, plan: ConversionPlan, space: Workspace) -> ValidationReport:
     """Validate the staged artifact the way users will open it (manifest -> runner)."""
     staged = read_manifest(staging)  # the manifest we wrote must read back
     with registry.open_runner(staging) as candidate:

@@ -105,7 +105,7 @@ def quantize_int8(
 
 
 @dataclass
-class Candidate:
+class ScoredModel:
     """One quantised model the ladder built and scored."""
 
     step: int
@@ -153,7 +153,7 @@ class Ladder:
         self.planned = 1
         self.ranking: list[tuple[QuantizedNode, float]] = []
         self.outcome = ""
-        self.full: Candidate | None = None
+        self.full: ScoredModel | None = None
         self.scorer = SearchScorer(
             quantizer.source, settings.search, settings.tolerance, settings.roles
         )
@@ -169,11 +169,11 @@ class Ladder:
         if self.settings.progress is not None:
             self.settings.progress(len(self.steps), max(self.planned, len(self.steps) + 1), label)
 
-    def settled(self, candidate: Candidate) -> bool:
+    def settled(self, candidate: ScoredModel) -> bool:
         """It meets the budget (or, on a slice that cannot show it, is not shown to miss it)."""
         return settles(candidate.score, self.unshowable)
 
-    def reached(self, candidate: Candidate, plural: bool = False) -> str:
+    def reached(self, candidate: ScoredModel, plural: bool = False) -> str:
         """How a settled candidate stands: 'meet(s) the budget', or on a slice that cannot
         show the budget, 'is (are) not shown to miss it'."""
         if candidate.score.passed:
@@ -181,7 +181,7 @@ class Ladder:
         verb = "are" if plural else "is"
         return f"{verb} not shown to miss the budget (the slice cannot show it)"
 
-    def climb(self, base: QdqOptions) -> Candidate:
+    def climb(self, base: QdqOptions) -> ScoredModel:
         """The candidate to ship: the first that settles it, else the best one found."""
         self.full = best = self.attempt(base, FULL, describe(base))
         if not best.score.judged:
@@ -207,7 +207,7 @@ class Ladder:
         stage: str,
         change: str,
         float_nodes: tuple[QuantizedNode, ...] = (),
-    ) -> Candidate:
+    ) -> ScoredModel:
         """Quantise with `options`, score on the search slice, record the step."""
         self.report(f"{stage}: {change}")
         started = time.perf_counter()
@@ -215,7 +215,7 @@ class Ladder:
         summary = self.quantizer.quantize(path, options)
         score = self.scorer.score(path)
         seconds = time.perf_counter() - started
-        candidate = Candidate(len(self.steps), options, path, summary, score, list(float_nodes))
+        candidate = ScoredModel(len(self.steps), options, path, summary, score, list(float_nodes))
         self.steps.append(_step_record(candidate, stage, change, seconds))
         verdict = STEP_VERDICTS.get(score.verdict, "misses the budget")
         if not score.judged:
@@ -231,13 +231,13 @@ class Ladder:
         )
         return candidate
 
-    def give_up(self, best: Candidate, why: str) -> Candidate:
+    def give_up(self, best: ScoredModel, why: str) -> ScoredModel:
         """The best candidate so far, with why the ladder stopped short of the budget."""
         self.outcome = f"budget not met: {why}; kept the best candidate (step {best.step})"
         log.warning("int8 ladder: %s", self.outcome)
         return best
 
-    def no_metric(self, full: Candidate) -> Candidate:
+    def no_metric(self, full: ScoredModel) -> ScoredModel:
         """Full int8, with why the ladder did not climb: no output is judged at int8, so no
         step could be told better than another."""
         names = ", ".join(full.score.unjudged) or "every output"
@@ -250,7 +250,7 @@ class Ladder:
         log.warning("int8 ladder: %s", self.outcome)
         return full
 
-    def keep_worst_in_float(self, base: Candidate) -> Candidate:
+    def keep_worst_in_float(self, base: ScoredModel) -> ScoredModel:
         """Probe each quantised node alone, then keep the worst 1, 2, 4, ... in float and bisect
         back to the fewest that meet the budget."""
         order = [node for node, _ in self.rank(base)]
@@ -284,8 +284,8 @@ class Ladder:
         return passing
 
     def in_float(
-        self, base: Candidate, order: list[QuantizedNode], count: int, before: int
-    ) -> Candidate:
+        self, base: ScoredModel, order: list[QuantizedNode], count: int, before: int
+    ) -> ScoredModel:
         """`base` with the `count` most sensitive nodes of `order` kept in float."""
         nodes = tuple(order[:count])
         added = ", ".join(_layer(node) for node in order[before:count][:3])
@@ -294,7 +294,7 @@ class Ladder:
         keep = base.options.keep_float + tuple(node.name for node in nodes)
         return self.attempt(replace(base.options, keep_float=keep), FLOAT, change, nodes)
 
-    def rank(self, base: Candidate) -> list[tuple[QuantizedNode, float]]:
+    def rank(self, base: ScoredModel) -> list[tuple[QuantizedNode, float]]:
         """Every quantised node of `base`'s model with its error when quantised alone."""
         nodes = quantized_nodes(base.path, base.summary["kept_float"])
         self.planned += 1
@@ -331,7 +331,7 @@ class Ladder:
         log.info("int8 ladder: probed %d nodes in %.1f s", len(self.ranking), seconds)
         return self.ranking
 
-    def record(self, chosen: Candidate) -> dict[str, Any]:
+    def record(self, chosen: ScoredModel) -> dict[str, Any]:
         """The ladder for the manifest: budget, search data, steps, choice, float nodes, speed."""
         errors = {node.name: error for node, error in self.ranking}
         settings = self.settings
@@ -360,7 +360,7 @@ class Ladder:
             "speed": self.speed(chosen),
         }
 
-    def speed(self, chosen: Candidate) -> dict[str, Any] | None:
+    def speed(self, chosen: ScoredModel) -> dict[str, Any] | None:
         """fp32, full int8 and chosen timed at the batch sizes (None when not asked for)."""
 
         if not self.settings.timed or self.full is None:
@@ -378,7 +378,7 @@ def doubling(most: int) -> list[int]:
     return [*counts, most]
 
 
-def _step_record(candidate: Candidate, stage: str, change: str, seconds: float) -> dict[str, Any]:
+def _step_record(candidate: ScoredModel, stage: str, change: str, seconds: float) -> dict[str, Any]:
     score = candidate.score
     return {
         "step": candidate.step,

@@ -198,7 +198,7 @@ def _interval_gate(
 
 
 @dataclass(frozen=True)
-class Candidate:
+class GatedTarget:
     """A converted target as the recommendation sees it."""
 
     target: str
@@ -211,7 +211,7 @@ def _ladder_rank(precision: str) -> int:
     return PRECISION_LADDER.index(precision) if precision in PRECISION_LADDER else 99
 
 
-def recommend(candidates: list[Candidate]) -> Candidate | None:
+def recommend(candidates: list[GatedTarget]) -> GatedTarget | None:
     """The fastest candidate that passed every gate (ties: lower precision first), or None."""
     eligible = [c for c in candidates if c.passed_all_gates and c.throughput_per_s is not None]
     if not eligible:

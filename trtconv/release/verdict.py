@@ -12,7 +12,7 @@ from trtconv.outputs.confidence import INCONCLUSIVE
 from trtconv.outputs.roles import DECISIONS
 from trtconv.release.config import ReleaseConfig
 from trtconv.release.document import Recommendation, TargetEntry
-from trtconv.release.gates import Candidate, Measures, evaluate_gates, recommend
+from trtconv.release.gates import GatedTarget, Measures, evaluate_gates, recommend
 
 
 def bench_rows_by_label(bench: dict[str, Any], labels: list[str]) -> dict[str, list[dict]]:
@@ -82,7 +82,7 @@ def decides(validation: dict[str, Any]) -> bool | None:
     return any(output.get("role") in DECISIONS for output in outputs.values())
 
 
-def _judge(config: ReleaseConfig, target: TargetEntry) -> Candidate | None:
+def _judge(config: ReleaseConfig, target: TargetEntry) -> GatedTarget | None:
     """Fill one target's gates; its candidacy, or None if it did not convert."""
     if not target.converted:
         target.gates = []
@@ -90,7 +90,7 @@ def _judge(config: ReleaseConfig, target: TargetEntry) -> Candidate | None:
     row = _row_at(target.bench, config.gates.gate_batch_size)
     target.gates = evaluate_gates(config.gates, measures_for(target.conversion, target.eval, row))
     precision = target.precision or ""
-    return Candidate(target.id, precision, row.get("throughput_per_s"), target.passed)
+    return GatedTarget(target.id, precision, row.get("throughput_per_s"), target.passed)
 
 
 def inconclusive_reason(config: ReleaseConfig, targets: list[TargetEntry]) -> str | None:
