@@ -29,8 +29,8 @@ from trtconv.measure.bench_result import (
 )
 from trtconv.options import BenchOptions, ConvertOptions, SpeedGoal
 from trtconv.outputs.confidence import INCONCLUSIVE, at_least
-from trtconv.release.config import GateSettings
 from trtconv.release.gates import evaluate_gates
+from trtconv.release.settings import GateSettings
 from trtconv.release.verdict import measures_for
 
 QUICK: dict[str, Any] = {"warmup": 2, "iterations": 5}

@@ -10,8 +10,8 @@ from trtconv.outputs.compare import compare
 from trtconv.outputs.judge import mean_iou
 from trtconv.outputs.roles import CLASS_MAP, OutputRole, fitting_roles, infer_role, resolve_roles
 from trtconv.outputs.tolerance import tolerance_for
-from trtconv.release.config import GateSettings
 from trtconv.release.gates import Measures, evaluate_gates
+from trtconv.release.settings import GateSettings
 
 RNG = np.random.default_rng(0)
 

@@ -18,7 +18,14 @@ from trtconv.options import (
 )
 from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import tolerance_for
-from trtconv.release.config import ReleaseConfig, load_config
+from trtconv.release.command_options import (
+    bench_options,
+    convert_options,
+    train_options,
+    validate_options,
+)
+from trtconv.release.config import load_config
+from trtconv.release.settings import ReleaseConfig
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "release-digits.toml"
 
@@ -305,7 +312,7 @@ def test_what_the_config_leaves_out_is_each_commands_default(
     batch size); every other option is the command's own default."""
     config = load_config(write(tmp_path, MINIMAL.format(saved_model)))
     target, artifact, report = config.targets[0], tmp_path / "artifact", tmp_path / "bench"
-    assert config.convert_options(target, saved_model, artifact) == ConvertOptions(
+    assert convert_options(config, target, saved_model, artifact) == ConvertOptions(
         saved_model,
         "fp32",
         "ort",
@@ -314,14 +321,14 @@ def test_what_the_config_leaves_out_is_each_commands_default(
         batch_sizes=DEFAULT_RELEASE_BATCH_SIZES,
         contest=Contest(batch_size=max(DEFAULT_RELEASE_BATCH_SIZES)),
     )
-    assert config.validate_options(target, artifact, saved_model) == ValidateOptions(
+    assert validate_options(config, target, artifact, saved_model) == ValidateOptions(
         artifact, reference=saved_model
     )
-    assert config.bench_options([saved_model, artifact], report) == BenchOptions(
+    assert bench_options(config, [saved_model, artifact], report) == BenchOptions(
         (saved_model, artifact), batch_sizes=DEFAULT_RELEASE_BATCH_SIZES, report=report, force=True
     )
     zoo = load_config(write(tmp_path, MINIMAL.replace('path = "{}"', 'zoo = "digits-cnn"')))
-    assert zoo.train_options(tmp_path / "model") == TrainOptions(
+    assert train_options(zoo, tmp_path / "model") == TrainOptions(
         "digits-cnn", output=tmp_path / "model", force=True
     )
 
@@ -344,7 +351,7 @@ allow_unjudged = true
 """
     config = load_config(write(tmp_path, good(saved_model, extra)))
     int8, fp16 = config.targets
-    options = config.convert_options(int8, saved_model, tmp_path / "a")
+    options = convert_options(config, int8, saved_model, tmp_path / "a")
     assert (options.calib_data, options.calib_samples, options.calib_method) == (
         "digits",
         64,
@@ -360,10 +367,10 @@ allow_unjudged = true
     assert options.judging == Judging(allow_unjudged=True)
     # [bench] times a `best` target's candidates: at the gate batch size, its iterations.
     assert options.contest == Contest(batch_size=8, iterations=20)
-    validate = config.validate_options(fp16, tmp_path / "b", saved_model)
+    validate = validate_options(config, fp16, tmp_path / "b", saved_model)
     assert (validate.data, validate.samples, validate.split) == ("digits", 300, "all")
     assert options.confidence == validate.confidence == 0.99  # [eval] confidence: both
-    bench = config.bench_options([saved_model], tmp_path / "bench")
+    bench = bench_options(config, [saved_model], tmp_path / "bench")
     assert (bench.iterations, bench.data, bench.eval_data) == (20, "digits", "digits")
 
 
@@ -389,9 +396,9 @@ def test_model_signature_reaches_every_command(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, text))
     target, artifact = config.targets[0], tmp_path / "artifact"
     assert config.model.signature == "predict_logits"
-    assert config.convert_options(target, model, artifact).signature == "predict_logits"
-    assert config.validate_options(target, artifact, model).signature == "predict_logits"
-    assert config.bench_options([model], tmp_path / "bench").signature == "predict_logits"
+    assert convert_options(config, target, model, artifact).signature == "predict_logits"
+    assert validate_options(config, target, artifact, model).signature == "predict_logits"
+    assert bench_options(config, [model], tmp_path / "bench").signature == "predict_logits"
     assert config.to_dict()["model"]["signature"] == "predict_logits"
     roles = text + '[outputs]\nroles = { logits = "classes" }\n'  # the chosen signature's outputs
     assert load_config(write(tmp_path, roles)).outputs.roles == {"logits": "classes"}

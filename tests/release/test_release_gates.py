@@ -9,9 +9,11 @@ import pytest
 
 from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
-from trtconv.release.config import GateSettings, parse_config
+from trtconv.release.command_options import speed_goal
+from trtconv.release.config import parse_config
 from trtconv.release.document import ReleaseDocument, TargetEntry
 from trtconv.release.gates import GatedTarget, Measures, evaluate_gates, recommend
+from trtconv.release.settings import GateSettings
 from trtconv.release.verdict import judge_targets
 
 GOOD = Measures(
@@ -180,7 +182,7 @@ def test_a_release_undecided_on_speed_is_inconclusive_in_one_sentence(tmp_path: 
         "gates": {"min_speedup": 1.05, "speed_time_limit_s": 30},
     }
     config = parse_config(raw, tmp_path / "release.toml")
-    assert config.speed_goal() == SpeedGoal(8, 1.05, None, 30.0)
+    assert speed_goal(config) == SpeedGoal(8, 1.05, None, 30.0)
     validation = {"passed": True, "accuracy_drop": 0.0, "top1_agreement": 1.0}
     conversion = {"status": "converted", "backend": "ort", "precision": "int8"}
     row = {

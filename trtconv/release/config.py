@@ -4,9 +4,9 @@ Every mistake is a UsageError (exit 2) whose message starts with the key path, e
 `bench.batch_sizes[1]: expected a positive integer, found "8"` (the checks are in values.py).
 Unknown keys are errors too: a typo in a gate must never silently turn the gate off.
 
-The settings echo the TOML (release.json's `config`, and the steps' resume keys); each command's
-options object (trtconv.options) is built from them by `ReleaseConfig`, so a default left out of
-the TOML is the command's own.
+The settings (trtconv.release.settings) echo the TOML (release.json's `config`, and the steps'
+resume keys); each command's options object (trtconv.options) is built from them by
+trtconv.release.command_options, so a default left out of the TOML is the command's own.
 
 Relative paths in the config are resolved against the current working directory, like every
 other trtconv argument (pipelines run from their repository root).
@@ -15,37 +15,29 @@ other trtconv argument (pipelines run from their repository root).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trtconv.backends.registry import BEST
-from trtconv.calib.contract import PreprocessingOptions
 from trtconv.core.errors import UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.options import (
     CALIB_METHODS,
-    DEFAULT_BENCH_ROUNDS,
-    DEFAULT_CALIB_METHOD,
-    DEFAULT_CALIB_SAMPLES,
-    DEFAULT_FALLBACK_TIME_LIMIT_S,
-    DEFAULT_RANK_DURATION_S,
-    DEFAULT_RELEASE_BATCH_SIZES,
-    DEFAULT_SPEED_TIME_LIMIT_S,
-    DEFAULT_VALIDATE_SAMPLES,
     INT8_TARGETS,
     SPLITS,
-    BenchOptions,
-    Contest,
-    ConvertOptions,
-    SpeedGoal,
-    TrainOptions,
-    ValidateOptions,
 )
-from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
-from trtconv.outputs.roles import Judging
-from trtconv.outputs.tolerance import tolerance_for
+from trtconv.release.settings import (
+    BenchSettings,
+    CalibrationSettings,
+    EvalSettings,
+    GateSettings,
+    ModelSettings,
+    OutputSettings,
+    PreprocessingSettings,
+    ReleaseConfig,
+    Target,
+    TrainSettings,
+)
 from trtconv.release.values import (
     Validator,
     backend_choice,
@@ -74,277 +66,6 @@ from trtconv.train.export import OUTPUT_NAME
 from trtconv.zoo.registry import MODELS
 
 DIGITS = "digits"
-
-
-# --- the settings --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelSettings:
-    """Exactly one of `path` (a SavedModel) and `zoo` (a model to train first); `signature`:
-    the SavedModel's signature to release (as --signature; None: serving_default)."""
-
-    path: Path | None = None
-    zoo: str | None = None
-    signature: str | None = None
-
-
-@dataclass(frozen=True)
-class TrainSettings:
-    """`trtconv train` options for a zoo model; None means the model's default."""
-
-    data: str | None = None
-    epochs: int | None = None
-    batch_size: int | None = None
-    amp: bool = TrainOptions.amp
-    amp_dtype: str = TrainOptions.amp_dtype
-    xla: bool = TrainOptions.xla
-    seed: int = TrainOptions.seed
-
-
-@dataclass(frozen=True)
-class Target:
-    """One conversion to try; `roles` and `tolerances` (per output) refine [outputs]."""
-
-    backend: str
-    precision: str | None  # None: backend "best" over every precision
-    tolerance: float | None = None
-    roles: dict[str, str] = field(default_factory=dict)
-    tolerances: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def id(self) -> str:
-        """Stable name: the artifact folder under artifacts/ and the key in release.json."""
-        return "-".join(part for part in (self.backend, self.precision) if part)
-
-
-@dataclass(frozen=True)
-class CalibrationSettings:
-    """INT8 calibration, as `convert --calib-data/--calib-method/--calib-samples/--int8-target`,
-    and the int8 precision ladder (`--no-fallback`, `--fallback-time-limit`). `samples` None:
-    convert's default."""
-
-    data: str | None = None
-    method: str = DEFAULT_CALIB_METHOD
-    samples: int | None = None
-    int8_target: str = ConvertOptions.int8_target
-    fallback: bool = ConvertOptions.fallback
-    fallback_time_limit_s: float = DEFAULT_FALLBACK_TIME_LIMIT_S
-
-
-@dataclass(frozen=True)
-class EvalSettings:
-    """Labelled evaluation data for accuracy and agreement; None: the convert validation.
-    `samples` None: validate's default. `split`: held-out (default) or all, for [eval] and the
-    bench's evaluation alike. `confidence`: the level accuracy verdicts are decided at
-    (convert's validation and [eval]'s; 0: point decisions); None: the commands' default."""
-
-    data: str | None = None
-    samples: int | None = None
-    split: str | None = None
-    confidence: float | None = None
-
-
-@dataclass(frozen=True)
-class PreprocessingSettings:
-    """How raw pixels become inputs, as convert/validate/bench --image-scale/-offset/-mean/-std;
-    None: the model card's, else 1/255."""
-
-    scale: float | None = None
-    offset: float | None = None
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
-
-    def options(self) -> PreprocessingOptions:
-        """As the commands take them."""
-        return PreprocessingOptions(self.scale, self.offset, self.mean, self.std)
-
-
-@dataclass(frozen=True)
-class OutputSettings:
-    """How outputs are judged, for every target: roles, per-output tolerances, and whether an
-    output nothing can judge may pass (as --output-role, --tolerance NAME=X, --allow-unjudged)."""
-
-    roles: dict[str, str] = field(default_factory=dict)
-    tolerances: dict[str, float] = field(default_factory=dict)
-    allow_unjudged: bool = False
-    labels_output: str | None = None  # the output the labels score (as --labels-output)
-
-    def judging(self, target: Target | None = None) -> Judging:
-        """The target's roles and tolerances over these (all of them were checked when read)."""
-        roles = {**self.roles, **(target.roles if target else {})}
-        tolerances = {**self.tolerances, **(target.tolerances if target else {})}
-        return Judging.build(
-            roles, tolerances, self.allow_unjudged, "release config", self.labels_output
-        )
-
-
-@dataclass(frozen=True)
-class BenchSettings:
-    """How each model is timed; `iterations` and `duration_s` exclude each other, `rounds` is
-    how many interleaved rounds they are split into. None: the bench's own defaults."""
-
-    batch_sizes: tuple[int, ...] = DEFAULT_RELEASE_BATCH_SIZES
-    iterations: int | None = None
-    duration_s: float | None = None
-    warmup: int | None = None
-    threads: int | None = None
-    data: str | None = None
-    rounds: int = DEFAULT_BENCH_ROUNDS
-
-
-@dataclass(frozen=True)
-class GateSettings:
-    """Thresholds every target must meet; None: gate not applied. While a speed gate's interval
-    straddles its threshold the bench adds rounds for up to `speed_time_limit_s` seconds."""
-
-    max_accuracy_drop: float | None = None
-    min_top1_agreement: float | None = None
-    min_speedup: float | None = None
-    max_latency_ms_p99: float | None = None
-    gate_batch_size: int = max(DEFAULT_RELEASE_BATCH_SIZES)
-    speed_time_limit_s: float = DEFAULT_SPEED_TIME_LIMIT_S
-
-
-@dataclass(frozen=True)
-class ReleaseConfig:
-    """A whole release config, checked; `source` is the TOML file it came from."""
-
-    source: Path
-    model: ModelSettings
-    targets: tuple[Target, ...]
-    train: TrainSettings | None = None
-    calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
-    eval: EvalSettings = field(default_factory=EvalSettings)
-    bench: BenchSettings = field(default_factory=BenchSettings)
-    gates: GateSettings = field(default_factory=GateSettings)
-    preprocessing: PreprocessingSettings = field(default_factory=PreprocessingSettings)
-    outputs: OutputSettings = field(default_factory=OutputSettings)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The config echo for release.json: JSON-ready, paths as strings."""
-        data = asdict(self)
-        data["source"] = str(self.source)
-        data["model"]["path"] = None if self.model.path is None else str(self.model.path)
-        data["targets"] = [{**asdict(t), "id": t.id} for t in self.targets]
-        data["bench"]["batch_sizes"] = list(self.bench.batch_sizes)
-        return data
-
-    # --- the commands' options ---------------------------------------------------------------
-
-    def train_options(self, output: Path) -> TrainOptions:
-        """`trtconv train` of the zoo model into `output` (replacing what is there)."""
-        assert self.model.zoo is not None and self.train is not None  # parse_config: both or none
-        return TrainOptions(model=self.model.zoo, output=output, force=True, **asdict(self.train))
-
-    def convert_options(self, target: Target, source: Path, output: Path) -> ConvertOptions:
-        """`trtconv convert` of `source` to `target` into `output` (replacing what is there),
-        validated on [eval]'s sample count and limited by the accuracy gates (`budget`)."""
-        calibration, budget = self.calibration, self.budget(target)
-        return ConvertOptions(
-            saved_model=source,
-            precision=target.precision,
-            backend=target.backend,
-            output=output,
-            calib_data=calibration.data,
-            calib_samples=calibration.samples or DEFAULT_CALIB_SAMPLES,
-            calib_method=calibration.method,
-            batch_sizes=self.bench.batch_sizes,
-            validate_samples=self.eval.samples or DEFAULT_VALIDATE_SAMPLES,
-            tolerance=target.tolerance,
-            force=True,
-            preprocessing=self.preprocessing.options(),
-            int8_target=calibration.int8_target,
-            fallback=calibration.fallback,
-            fallback_time_limit_s=calibration.fallback_time_limit_s,
-            min_top1_agreement=budget.get("min_top1_agreement"),
-            max_accuracy_drop=budget.get("max_accuracy_drop"),
-            judging=self.outputs.judging(target),
-            contest=self.contest(),
-            confidence=DEFAULT_CONFIDENCE if self.eval.confidence is None else self.eval.confidence,
-            signature=self.model.signature,
-        )
-
-    def contest(self) -> Contest:
-        """How a `best` target times its candidates: at the gate batch size, as [bench] says."""
-        bench = self.bench
-        return Contest(
-            batch_size=self.gates.gate_batch_size,
-            duration_s=bench.duration_s or DEFAULT_RANK_DURATION_S,
-            threads=bench.threads,
-            iterations=bench.iterations,
-        )
-
-    def budget(self, target: Target) -> dict[str, float]:
-        """The accuracy gates as convert's limits, where stricter than the precision's own: the
-        int8 ladder climbs until they hold, and validation judges them."""
-        limits: dict[str, float] = {}
-        if target.precision is None:
-            # `best` without a precision: each candidate is judged by its own precision's
-            # tolerance (a gate over all of them would loosen int8 or tighten fp32); the release
-            # gates then judge the winner.
-            return limits
-        gates, own = self.gates, tolerance_for(target.precision)
-        if gates.min_top1_agreement is not None:
-            limits["min_top1_agreement"] = max(gates.min_top1_agreement, own.min_top1_agreement)
-        if gates.max_accuracy_drop is not None:
-            limits["max_accuracy_drop"] = min(gates.max_accuracy_drop, own.max_accuracy_drop)
-        return limits
-
-    def validate_options(self, target: Target, artifact: Path, reference: Path) -> ValidateOptions:
-        """`trtconv validate` of a target's artifact against `reference` on the [eval] data."""
-        return ValidateOptions(
-            artifact=artifact,
-            reference=reference,
-            data=self.eval.data,
-            samples=self.eval.samples,
-            tolerance=target.tolerance,
-            judging=self.outputs.judging(target),
-            preprocessing=self.preprocessing.options(),
-            split=self.eval.split,
-            confidence=self.eval.confidence,
-            signature=self.model.signature,
-        )
-
-    @property
-    def bench_data(self) -> str | None:
-        """What the bench feeds the models: [bench] data, else [eval]'s, else calibration's."""
-        return self.bench.data or self.eval.data or self.calibration.data
-
-    def bench_options(self, models: Sequence[Path], report: Path) -> BenchOptions:
-        """`trtconv bench` of `models` (native first) with its report written to `report`."""
-        bench = self.bench
-        return BenchOptions(
-            models=tuple(models),
-            batch_sizes=bench.batch_sizes,
-            warmup=bench.warmup,
-            iterations=bench.iterations,
-            duration_s=bench.duration_s,
-            threads=bench.threads,
-            data=self.bench_data,
-            eval_data=self.eval.data,
-            report=report,
-            force=True,
-            judging=self.outputs.judging(),
-            preprocessing=self.preprocessing.options(),
-            split=self.eval.split,
-            signature=self.model.signature,
-            rounds=bench.rounds,
-            goal=self.speed_goal(),
-        )
-
-    def speed_goal(self) -> SpeedGoal | None:
-        """What the bench keeps timing for: the speed gates at the gate batch size (None when
-        no speed gate is set)."""
-        gates = self.gates
-        if gates.min_speedup is None and gates.max_latency_ms_p99 is None:
-            return None
-        return SpeedGoal(
-            batch_size=gates.gate_batch_size,
-            min_speedup=gates.min_speedup,
-            max_latency_ms_p99=gates.max_latency_ms_p99,
-            time_limit_s=gates.speed_time_limit_s,
-        )
 
 
 MODEL_FIELDS: dict[str, Validator] = {"path": string, "zoo": string, "signature": string}

@@ -13,8 +13,8 @@ from typing import Any
 
 from trtconv.core.results import JsonResult
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
-from trtconv.release.config import ReleaseConfig
 from trtconv.release.gates import GateResult
+from trtconv.release.settings import ReleaseConfig
 
 RELEASE_SCHEMA_VERSION = 1
 EXIT_PASSED, EXIT_NO_TARGET = 0, 4

@@ -27,7 +27,7 @@ from trtconv.outputs.confidence import (
     at_most,
     interval_text,
 )
-from trtconv.release.config import GateSettings
+from trtconv.release.settings import GateSettings
 
 # Among equally fast targets prefer the lower precision (issue 5's precision ladder).
 PRECISION_LADDER = ("int8", "fp16", "bf16", "tf32", "fp32")

@@ -19,7 +19,7 @@ from trtconv.core.interrupts import sigterm_as_interrupt
 from trtconv.core.progress import Progress
 from trtconv.environment import environment_block
 from trtconv.options import ReleaseOptions
-from trtconv.release.config import ReleaseConfig, Target, load_config
+from trtconv.release.config import load_config
 from trtconv.release.document import ReleaseDocument, ReleaseResult, TargetEntry
 from trtconv.release.markdown import render_markdown
 from trtconv.release.rundir import (
@@ -31,6 +31,7 @@ from trtconv.release.rundir import (
     exclusive,
     release_log,
 )
+from trtconv.release.settings import ReleaseConfig, Target
 from trtconv.release.steps import ReleaseRun
 from trtconv.release.store import write_json_atomic
 from trtconv.release.verdict import bench_rows_by_label, judge_targets

@@ -31,8 +31,18 @@ from trtconv.core.progress import Progress
 from trtconv.core.results import JsonResult
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
 from trtconv.options import BenchOptions, ConvertOptions, TrainOptions, ValidateOptions
-from trtconv.release.config import DIGITS, ReleaseConfig, Target
+from trtconv.release.command_options import (
+    bench_data,
+    bench_options,
+    budget,
+    contest,
+    convert_options,
+    train_options,
+    validate_options,
+)
+from trtconv.release.config import DIGITS
 from trtconv.release.document import StepEntry
+from trtconv.release.settings import ReleaseConfig, Target
 from trtconv.release.store import StepStore
 from trtconv.train import pipeline as training
 
@@ -141,7 +151,7 @@ class ReleaseRun:
         }
 
         def work() -> tuple[dict[str, Any], list[Path]]:
-            return run_train(self.config.train_options(output)), [output]
+            return run_train(train_options(self.config, output)), [output]
 
         card = self.step("train", inputs, work)
         return output / "saved_model", card
@@ -157,7 +167,7 @@ class ReleaseRun:
         def work() -> tuple[dict[str, Any], list[Path]]:
             log.info("converting %s (%s %s)", target.id, target.backend, target.precision)
             try:
-                result = run_convert(self.config.convert_options(target, source, output))
+                result = run_convert(convert_options(self.config, target, source, output))
             except AccuracyError as exc:
                 # Outside tolerance: the artifact is written and marked failed; keep its figures.
                 result = as_document(exc.result)
@@ -190,10 +200,10 @@ class ReleaseRun:
                 "data": data_fingerprint(calibration.data),
                 **(int8_only if target.precision in ("int8", None) else {}),
             },
-            "contest": asdict(self.config.contest()) if target.backend == BEST else None,
+            "contest": asdict(contest(self.config)) if target.backend == BEST else None,
             "batch_sizes": list(self.config.bench.batch_sizes),
             "validate_samples": self.config.eval.samples,
-            "budget": self.config.budget(target),
+            "budget": budget(self.config, target),
             **self._judging_inputs(target),
             **self._machine(),
         }
@@ -237,7 +247,7 @@ class ReleaseRun:
         def work() -> tuple[dict[str, Any], list[Path]]:
             log.info("evaluating %s on %s", target.id, settings.data)
             try:
-                result = run_validate(self.config.validate_options(target, artifact, source))
+                result = run_validate(validate_options(self.config, target, artifact, source))
             except AccuracyError as exc:  # outside tolerance: the gates judge its figures
                 result = as_document(exc.result)
             return result, []
@@ -254,7 +264,7 @@ class ReleaseRun:
             "source_sha256": source_sha,
             "artifacts": {name: sha256_path(path) for name, path in artifacts.items()},
             "settings": asdict(self.config.bench),
-            "data": data_fingerprint(self.config.bench_data),
+            "data": data_fingerprint(bench_data(self.config)),
             "eval_data": data_fingerprint(self.config.eval.data),
             "split": self.config.eval.split,
             **self._judging_inputs(None),
@@ -269,7 +279,7 @@ class ReleaseRun:
         def work() -> tuple[dict[str, Any], list[Path]]:
             log.info("benchmarking native and %d artifact(s)", len(artifacts))
             # The report (results.json, plots) is written atomically by the bench's writer.
-            options = self.config.bench_options([source, *artifacts.values()], output)
+            options = bench_options(self.config, [source, *artifacts.values()], output)
             return run_bench(options, progress), [output]
 
         return self.step("bench", inputs, work)

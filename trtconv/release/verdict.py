@@ -10,9 +10,9 @@ from typing import Any
 
 from trtconv.outputs.confidence import INCONCLUSIVE
 from trtconv.outputs.roles import DECISIONS
-from trtconv.release.config import ReleaseConfig
 from trtconv.release.document import Recommendation, TargetEntry
 from trtconv.release.gates import GatedTarget, Measures, evaluate_gates, recommend
+from trtconv.release.settings import ReleaseConfig
 
 
 def bench_rows_by_label(bench: dict[str, Any], labels: list[str]) -> dict[str, list[dict]]:

@@ -1,0 +1,175 @@
+"""The release config's settings: typed, frozen, one per TOML table ([model], [train],
+[[targets]], [calibration], [eval], [preprocessing], [outputs], [bench], [gates]), and the whole
+`ReleaseConfig`. `trtconv.release.config` reads them from TOML; `trtconv.release.command_options`
+builds each command's options from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trtconv.calib.contract import PreprocessingOptions
+from trtconv.options import (
+    DEFAULT_BENCH_ROUNDS,
+    DEFAULT_CALIB_METHOD,
+    DEFAULT_FALLBACK_TIME_LIMIT_S,
+    DEFAULT_RELEASE_BATCH_SIZES,
+    DEFAULT_SPEED_TIME_LIMIT_S,
+    ConvertOptions,
+    TrainOptions,
+)
+from trtconv.outputs.roles import Judging
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Exactly one of `path` (a SavedModel) and `zoo` (a model to train first); `signature`:
+    the SavedModel's signature to release (as --signature; None: serving_default)."""
+
+    path: Path | None = None
+    zoo: str | None = None
+    signature: str | None = None
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """`trtconv train` options for a zoo model; None means the model's default."""
+
+    data: str | None = None
+    epochs: int | None = None
+    batch_size: int | None = None
+    amp: bool = TrainOptions.amp
+    amp_dtype: str = TrainOptions.amp_dtype
+    xla: bool = TrainOptions.xla
+    seed: int = TrainOptions.seed
+
+
+@dataclass(frozen=True)
+class Target:
+    """One conversion to try; `roles` and `tolerances` (per output) refine [outputs]."""
+
+    backend: str
+    precision: str | None  # None: backend "best" over every precision
+    tolerance: float | None = None
+    roles: dict[str, str] = field(default_factory=dict)
+    tolerances: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        """Stable name: the artifact folder under artifacts/ and the key in release.json."""
+        return "-".join(part for part in (self.backend, self.precision) if part)
+
+
+@dataclass(frozen=True)
+class CalibrationSettings:
+    """INT8 calibration, as `convert --calib-data/--calib-method/--calib-samples/--int8-target`,
+    and the int8 precision ladder (`--no-fallback`, `--fallback-time-limit`). `samples` None:
+    convert's default."""
+
+    data: str | None = None
+    method: str = DEFAULT_CALIB_METHOD
+    samples: int | None = None
+    int8_target: str = ConvertOptions.int8_target
+    fallback: bool = ConvertOptions.fallback
+    fallback_time_limit_s: float = DEFAULT_FALLBACK_TIME_LIMIT_S
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """Labelled evaluation data for accuracy and agreement; None: the convert validation.
+    `samples` None: validate's default. `split`: held-out (default) or all, for [eval] and the
+    bench's evaluation alike. `confidence`: the level accuracy verdicts are decided at
+    (convert's validation and [eval]'s; 0: point decisions); None: the commands' default."""
+
+    data: str | None = None
+    samples: int | None = None
+    split: str | None = None
+    confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class PreprocessingSettings:
+    """How raw pixels become inputs, as convert/validate/bench --image-scale/-offset/-mean/-std;
+    None: the model card's, else 1/255."""
+
+    scale: float | None = None
+    offset: float | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+    def options(self) -> PreprocessingOptions:
+        """As the commands take them."""
+        return PreprocessingOptions(self.scale, self.offset, self.mean, self.std)
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    """How outputs are judged, for every target: roles, per-output tolerances, and whether an
+    output nothing can judge may pass (as --output-role, --tolerance NAME=X, --allow-unjudged)."""
+
+    roles: dict[str, str] = field(default_factory=dict)
+    tolerances: dict[str, float] = field(default_factory=dict)
+    allow_unjudged: bool = False
+    labels_output: str | None = None  # the output the labels score (as --labels-output)
+
+    def judging(self, target: Target | None = None) -> Judging:
+        """The target's roles and tolerances over these (all of them were checked when read)."""
+        roles = {**self.roles, **(target.roles if target else {})}
+        tolerances = {**self.tolerances, **(target.tolerances if target else {})}
+        return Judging.build(
+            roles, tolerances, self.allow_unjudged, "release config", self.labels_output
+        )
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """How each model is timed; `iterations` and `duration_s` exclude each other, `rounds` is
+    how many interleaved rounds they are split into. None: the bench's own defaults."""
+
+    batch_sizes: tuple[int, ...] = DEFAULT_RELEASE_BATCH_SIZES
+    iterations: int | None = None
+    duration_s: float | None = None
+    warmup: int | None = None
+    threads: int | None = None
+    data: str | None = None
+    rounds: int = DEFAULT_BENCH_ROUNDS
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """Thresholds every target must meet; None: gate not applied. While a speed gate's interval
+    straddles its threshold the bench adds rounds for up to `speed_time_limit_s` seconds."""
+
+    max_accuracy_drop: float | None = None
+    min_top1_agreement: float | None = None
+    min_speedup: float | None = None
+    max_latency_ms_p99: float | None = None
+    gate_batch_size: int = max(DEFAULT_RELEASE_BATCH_SIZES)
+    speed_time_limit_s: float = DEFAULT_SPEED_TIME_LIMIT_S
+
+
+@dataclass(frozen=True)
+class ReleaseConfig:
+    """A whole release config, checked; `source` is the TOML file it came from."""
+
+    source: Path
+    model: ModelSettings
+    targets: tuple[Target, ...]
+    train: TrainSettings | None = None
+    calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    bench: BenchSettings = field(default_factory=BenchSettings)
+    gates: GateSettings = field(default_factory=GateSettings)
+    preprocessing: PreprocessingSettings = field(default_factory=PreprocessingSettings)
+    outputs: OutputSettings = field(default_factory=OutputSettings)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config echo for release.json: JSON-ready, paths as strings."""
+        data = asdict(self)
+        data["source"] = str(self.source)
+        data["model"]["path"] = None if self.model.path is None else str(self.model.path)
+        data["targets"] = [{**asdict(t), "id": t.id} for t in self.targets]
+        data["bench"]["batch_sizes"] = list(self.bench.batch_sizes)
+        return data
