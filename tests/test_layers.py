@@ -49,7 +49,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "backend protocol",
-        ("trtconv.backends.runner", "trtconv.backends.request", "trtconv.backends.support"),
+        (
+            "trtconv.backends.runner",
+            "trtconv.backends.request",
+            "trtconv.backends.support",
+            "trtconv.backends.serving",
+        ),
     ),
     ("onnx library", ("trtconv.onnxlib", "trtconv.quantize")),
     ("backends", ("trtconv.backends",)),
@@ -63,6 +68,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trtconv.inspect_model",
             "trtconv.doctor",
             "trtconv.report",
+            "trtconv.serving",
         ),
     ),
     ("api and release", ("trtconv.api", "trtconv.release")),

@@ -19,6 +19,7 @@ from typing import Any
 
 from trtconv.backends.request import ConversionOutcome, ConversionRequest
 from trtconv.backends.runner import Runner, RunnerFactory, RunOptions
+from trtconv.backends.serving import TritonServing
 from trtconv.backends.support import Support
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.precision import PRECISIONS
@@ -62,6 +63,8 @@ class Backend:
     auto_rank: int | None = None  # place in `--backend auto`'s order (lowest first); None: never
     # Sections this backend adds to `trtconv doctor`'s report: {key: JSON block}.
     doctor: Callable[[Facts], dict[str, Any]] | None = None
+    # How Triton serves its payloads natively (`trtconv deploy`); None: it cannot.
+    triton: TritonServing | None = None
 
 
 _REGISTRY: dict[str, Backend] = {}

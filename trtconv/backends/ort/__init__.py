@@ -7,6 +7,7 @@ from trtconv.backends.ort import rules
 from trtconv.backends.ort.converter import QDQ_SCHEME, convert
 from trtconv.backends.ort.runner import ort_runner
 from trtconv.backends.registry import Backend, register
+from trtconv.backends.serving import TritonServing
 from trtconv.onnxlib.session import OrtRunner
 
 BACKEND = register(
@@ -21,6 +22,9 @@ BACKEND = register(
         needs_onnx=True,
         qdq_scheme=QDQ_SCHEME,
         auto_rank=2,
+        triton=TritonServing(
+            "onnxruntime", None, "model.onnx", "intra_op_thread_count", gpu_accelerator="tensorrt"
+        ),
         doctor=rules.doctor_section,
     )
 )
