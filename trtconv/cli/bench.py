@@ -30,6 +30,13 @@ from trtconv.cli._options import (
     preprocessing_options,
 )
 from trtconv.cli._output import progress_bar, run_command, stderr_console
+from trtconv.cli._server import (
+    CompareBatching,
+    LatencyBudget,
+    Scenario,
+    SearchRuns,
+    run_server_scenario,
+)
 from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
     DEFAULT_BENCH_ROUNDS,
@@ -40,6 +47,7 @@ from trtconv.options import (
 )
 from trtconv.report.schema import BenchResult
 from trtconv.report.writers import table_headers, table_rows
+from trtconv.serving.options import DEFAULT_SEARCH_RUNS, SCENARIOS
 
 Models = Annotated[
     list[Path],
@@ -162,9 +170,19 @@ def bench_cli(
     force: Force = False,
     signature: SignatureOpt = BenchOptions.signature,
     input_shape: InputShapeOpt = None,
+    scenario: Scenario = SCENARIOS[0],
+    latency_budget_ms: LatencyBudget = None,
+    search_runs: SearchRuns = DEFAULT_SEARCH_RUNS,
+    compare_batching: CompareBatching = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark SavedModels and converted artifacts side by side (latency, throughput, speedup)."""
+    if scenario != SCENARIOS[0]:
+        run_server_scenario(
+            scenario, models, latency_budget_ms, duration, search_runs, compare_batching,
+            json_output,
+        )  # fmt: skip
+        return
 
     def work() -> BenchResult:
         options = BenchOptions(

@@ -78,3 +78,41 @@ class ServeOptions:
 def check_positive(flag: str, value: int) -> None:
     if value < 1:
         raise UsageError(f"{flag} must be at least 1, found {value}.")
+
+
+# `bench --scenario server`: each LoadGen run, and the runs of the search for the highest rate.
+DEFAULT_LOAD_RUN_S = 5.0
+DEFAULT_SEARCH_RUNS = 6
+# MLPerf's Server scenario needs runs of at least 600 s; LoadGen is told so (and what a run is
+# capped at), so shorter runs come back INVALID with that reason.
+MLPERF_MIN_DURATION_S = 600
+SCENARIOS = ("closed-loop", "server")
+
+
+@dataclass(frozen=True)
+class ServerBenchOptions:
+    """`trtconv bench --scenario server`: each model served (`trtconv serve`) and driven by
+    MLPerf LoadGen's Poisson arrivals; the highest rate whose p99 latency meets
+    `latency_budget_ms`, found in `search_runs` runs of `run_s` seconds. `compare_batching` adds
+    batch-1 serving beside dynamic batching."""
+
+    models: tuple[Path, ...]
+    latency_budget_ms: float
+    run_s: float = DEFAULT_LOAD_RUN_S
+    search_runs: int = DEFAULT_SEARCH_RUNS
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
+    queue_delay_us: int = DEFAULT_QUEUE_DELAY_US
+    compare_batching: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
+        if not self.models:
+            raise UsageError("Give at least one model to bench.")
+        if self.latency_budget_ms <= 0:
+            raise UsageError(
+                f"--latency-budget-ms must be positive, found {self.latency_budget_ms}."
+            )
+        if self.run_s <= 0:
+            raise UsageError(f"--duration must be positive, found {self.run_s}.")
+        check_positive("--search-runs", self.search_runs)
+        check_positive("--max-batch-size", self.max_batch_size)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from trtconv.core.results import JsonResult
 
@@ -58,4 +59,58 @@ class ServeResult(JsonResult):
     failed_requests: int
     batches: dict[str, int]
     served_s: float
+    schema_version: int = SERVING_SCHEMA_VERSION
+
+
+@dataclass
+class LoadRun(JsonResult):
+    """One LoadGen Server run at a target rate: what it achieved and its verdicts."""
+
+    target_qps: float
+    completed_qps: float
+    latency_ms_p50: float
+    latency_ms_p90: float
+    latency_ms_p99: float
+    meets_budget: bool  # p99 within the latency budget
+    loadgen_result: str  # VALID or INVALID, LoadGen's own verdict
+    loadgen_reasons: list[str]  # its unmet constraints ("Min duration satisfied : NO", ...)
+    queries: int
+    errors: int
+
+
+@dataclass
+class ServerRow(JsonResult):
+    """One model served one way: the highest rate found whose p99 meets the budget."""
+
+    model: str
+    label: str
+    backend: str
+    precision: str
+    dynamic_batching: bool
+    max_batch_size: int
+    max_queue_delay_us: int
+    qps_at_budget: float  # completed queries/s of the best run meeting the budget; 0: none did
+    latency_ms_p50: float | None
+    latency_ms_p90: float | None
+    latency_ms_p99: float | None
+    loadgen_result: str | None  # of that run
+    loadgen_reasons: list[str]
+    batches: dict[str, int]  # batch size -> executions, over all runs (Triton's statistics)
+    runs: list[LoadRun]
+
+
+@dataclass
+class ServerBenchResult(JsonResult):
+    """`trtconv bench --scenario server`: per model (and batching), queries/s at the budget."""
+
+    scenario: str
+    latency_budget_ms: float
+    run_s: float
+    rows: list[ServerRow]
+    # qps_at_budget over the first model's (the baseline's), same batching: {label: ratio}.
+    ratios_vs_baseline: dict[str, float | None]
+    # qps_at_budget with dynamic batching over batch-1 serving, per model (compare_batching).
+    batching_gain: dict[str, float | None]
+    notes: list[str]
+    environment: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SERVING_SCHEMA_VERSION

@@ -18,6 +18,7 @@ import sysconfig
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -39,6 +40,7 @@ INSTALL_HINT = "pip install 'trtconv[serve]' (nvidia-pytriton needs glibc 2.35 o
 DRAIN_TIMEOUT_S = 10
 POLL_S = 0.2
 LOG_TAIL_LINES = 20
+GUARDED_ENDPOINTS = ("shared-memory", "model-repository", "trace", "logging")
 
 
 class ServingError(TrtconvError):
@@ -199,7 +201,7 @@ def serve_runner(
 ) -> ServeResult:
     """Serve an activated runner as model `name` (see `serve`)."""
     from pytriton.model_config import DynamicBatcher, ModelConfig
-    from pytriton.triton import Triton, TritonConfig
+    from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig
 
     signature = runner.signature
     batched = signature.fixed_batch is None
@@ -211,9 +213,13 @@ def serve_runner(
     )  # fmt: skip
     batcher = DynamicBatcher(max_queue_delay_microseconds=options.queue_delay_us)
     traffic, log = Traffic(), ServerLog()
-    backend, precision = _kind(options)
+    backend, precision = served_kind(options.model)
     stub_library_path()
-    with contextlib.redirect_stdout(log), _server_errors(log), Triton(config=config) as triton:
+    # PyTriton guards Triton's admin endpoints with a token; statistics (the batch sizes the
+    # batcher formed, read by `bench --scenario server`) stay open, the others guarded.
+    security = TritonSecurityConfig(restricted_endpoints=list(GUARDED_ENDPOINTS))
+    triton_server = Triton(config=config, security_config=security)
+    with contextlib.redirect_stdout(log), _server_errors(log), triton_server as triton:
         triton.bind(
             model_name=name,
             infer_func=infer_function(runner, batched, traffic),
@@ -256,9 +262,9 @@ def _server_errors(log: ServerLog) -> Iterator[None]:
         raise ServingError(f"Triton could not serve the model: {exc} ({log.tail()})") from exc
 
 
-def _kind(options: ServeOptions) -> tuple[str, str]:
+def served_kind(model: Path) -> tuple[str, str]:
     """(backend, precision) of what is served (a SavedModel: the native runner, fp32)."""
-    path = saved_model_in(options.model)
+    path = saved_model_in(model)
     if model_kind(path) == ARTIFACT:
         manifest = read_manifest(path)
         return manifest.backend, manifest.precision
