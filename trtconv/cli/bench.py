@@ -177,36 +177,20 @@ def bench_cli(
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark SavedModels and converted artifacts side by side (latency, throughput, speedup)."""
-    if scenario != SCENARIOS[0]:
-        run_server_scenario(
-            scenario, models, latency_budget_ms, duration, search_runs, compare_batching,
-            json_output,
-        )  # fmt: skip
-        return
+    if scenario != SCENARIOS[0]:  # the server scenario: its own options and result
+        server = (latency_budget_ms, duration, search_runs, compare_batching)
+        return run_server_scenario(scenario, models, *server, json_output)
 
     def work() -> BenchResult:
         options = BenchOptions(
-            models=tuple(models),
-            batch_sizes=parse_batch_sizes(batch_sizes),
-            warmup=warmup,
-            warmup_s=warmup_s,
-            iterations=iterations,
-            duration_s=duration,
-            rounds=rounds,
-            threads=threads,
-            data=data,
-            eval_data=eval_data,
-            xla=xla,
-            throughput=throughput,
-            report=report,
-            force=force,
-            device=device,
+            models=tuple(models), batch_sizes=parse_batch_sizes(batch_sizes), warmup=warmup,
+            warmup_s=warmup_s, iterations=iterations, duration_s=duration, rounds=rounds,
+            threads=threads, data=data, eval_data=eval_data, xla=xla, throughput=throughput,
+            report=report, force=force, device=device,
             judging=judging_options(output_role, None, False, labels_output)[1],
             preprocessing=preprocessing_options(image_scale, image_offset, image_mean, image_std),
-            split=split,
-            signature=signature,
-            input_shapes=parse_input_shapes(input_shape),
-        )
+            split=split, signature=signature, input_shapes=parse_input_shapes(input_shape),
+        )  # fmt: skip
         with progress_bar("benchmarking") as progress:
             result = api.bench(options, progress)
         print_warnings(result)

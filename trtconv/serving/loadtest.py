@@ -89,7 +89,7 @@ def _announced_grpc(process: subprocess.Popen[str], name: str) -> str:
         assert process.stderr is not None
         for line in process.stderr:
             lines.append(line.rstrip())
-            match = re.search(rf"serving {re.escape(name)} at \S+ \(gRPC (\S+)\)", line)
+            match = re.search("serving " + re.escape(name) + r" at \S+ \(gRPC (\S+)\)", line)
             if match and not found:
                 found.append(match.group(1))
                 ready.set()
@@ -191,7 +191,7 @@ def parse_summary(summary: str, qps: float, budget_ms: float, errors: int) -> Lo
     """A LoadRun from LoadGen's mlperf_log_summary.txt."""
 
     def number(label: str) -> float:
-        match = re.search(rf"^{re.escape(label)}\s*:\s*([0-9.eE+-]+)", summary, re.M)
+        match = re.search("^" + re.escape(label) + r"\s*:\s*([0-9.eE+-]+)", summary, re.M)
         return float(match.group(1)) if match else float("nan")
 
     verdict = re.search(r"Result is\s*:\s*(\w+)", summary)
