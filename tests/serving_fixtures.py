@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+import pytest
 from convert_fixtures import DIGITS32, _save_signatures, cnn32, digits32_npz, work_dir
 
 
@@ -36,3 +37,44 @@ def artifact(backend: str, precision: str) -> Path:
     )  # fmt: skip
     api.convert(options)
     return output
+
+
+def pytriton_or_skip() -> None:
+    """Skip (saying why) where PyTriton cannot be imported: its wheel needs glibc 2.35+."""
+    try:
+        import pytriton.triton  # noqa: F401
+        import tritonclient.http  # noqa: F401
+    except ImportError as exc:
+        from trtconv.serving.status import doctor_section
+
+        why = doctor_section()["serving"]["reason"] or "see trtconv doctor"
+        pytest.skip(f"serving needs nvidia-pytriton and tritonclient[http] ({exc}): {why}")
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below `root` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

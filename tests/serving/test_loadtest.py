@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from serving_fixtures import artifact
+from serving_fixtures import alive, artifact, descendants, pytriton_or_skip
 
-from serving.test_serve import alive, descendants, pytriton_or_skip
 from trtconv.cli import main
 from trtconv.serving.loadtest import parse_summary
 

@@ -12,51 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from serving_fixtures import artifact
+from serving_fixtures import alive, artifact, descendants, pytriton_or_skip
 
 pytestmark = pytest.mark.slow  # converts a small model and starts a Triton server
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 60
-
-
-def pytriton_or_skip() -> None:
-    """Skip (saying why) where PyTriton cannot be imported: its wheel needs glibc 2.35+."""
-    try:
-        import pytriton.triton  # noqa: F401
-        import tritonclient.http  # noqa: F401
-    except ImportError as exc:
-        pytest.skip(f"serving needs nvidia-pytriton and tritonclient[http], not importable: {exc}")
-
-
-def descendants(root: int) -> list[int]:
-    """Every live process below `root` (read from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @pytest.fixture
