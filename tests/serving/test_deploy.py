@@ -182,3 +182,46 @@ def test_batching_comes_from_a_bench_run_when_one_is_given() -> None:
     defaults = batching_for(source, None, None)
     assert (defaults.max_batch_size, defaults.preferred_batch_sizes) == (8, (4, 8))
     assert np.isclose(defaults.max_queue_delay_us, 100)
+
+
+def _edited_copy(source: Path, target: Path, **changes: Any) -> Path:
+    """A copy of artifact `source` whose manifest has `changes` (what only a GPU machine makes:
+    an ONNX Runtime artifact built for TensorRT, a TensorRT plan)."""
+    import shutil
+
+    shutil.copytree(source, target)
+    manifest = json.loads((target / "manifest.json").read_text())
+    manifest.update(changes)
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    return target
+
+
+def test_gpu_artifacts_get_gpu_instances_and_their_precision(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    int8 = artifact("ort", "int8")
+    summary = json.loads((int8 / "manifest.json").read_text())["conversion_summary"]
+    on_trt = _edited_copy(
+        int8, tmp_path / "ort-trt", device={"provider": "TensorrtExecutionProvider"}
+    )
+    plan = _edited_copy(
+        int8, tmp_path / "trt-fp16", backend="trt", precision="fp16", payload="model.plan",
+        conversion_summary={**summary, "batch_range": [1, 4]},
+    )  # fmt: skip
+    (plan / "model.plan").write_bytes(b"an engine: not built here, there is no TensorRT")
+    output = tmp_path / "repo"
+    argv = ["deploy", str(on_trt), str(plan), "-o", str(output), "--instances", "2"]
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    config = parse_config(output / "ort-trt" / "config.pbtxt")
+    group = config.instance_group[0]
+    assert (group.kind, group.count) == (type(group).KIND_GPU, 2)
+    (accelerator,) = config.optimization.execution_accelerators.gpu_execution_accelerator
+    assert accelerator.name == "tensorrt"
+    assert accelerator.parameters["precision_mode"] == "INT8"
+    engine = parse_config(output / "trt-fp16" / "config.pbtxt")
+    assert (engine.platform, engine.default_model_filename) == ("tensorrt_plan", "model.plan")
+    assert engine.instance_group[0].kind == type(group).KIND_GPU
+    assert engine.max_batch_size == 4  # the engine's batch range caps it
+    assert list(engine.dynamic_batching.preferred_batch_size) == [4]
+    assert sorted(p.name for p in (output / "trt-fp16" / "1").iterdir()) == ["model.plan"]

@@ -249,12 +249,15 @@ def metadata(source: ModelSource) -> dict[str, str]:
 
 
 def copy_payload(payload: Path, target: Path) -> None:
-    """Copy a payload folder, or a payload file with the files that share its stem (OpenVINO's
-    .bin weights, ONNX external data) under their own names: the payload refers to them so."""
+    """Copy a payload folder, or a payload file with the files it refers to under their own
+    names: OpenVINO's weights (model.bin beside model.xml) and ONNX external data (files named
+    after the model, model.onnx.data). Other files of the artifact (a timing cache) stay."""
     if payload.is_dir():
         shutil.copytree(payload, target)
         return
     shutil.copy2(payload, target)
     for sibling in sorted(payload.parent.iterdir()):
-        if sibling.is_file() and sibling != payload and sibling.name.startswith(payload.stem + "."):
+        weights = sibling == payload.with_suffix(".bin")
+        external = sibling.name.startswith(payload.name) and sibling != payload
+        if sibling.is_file() and (weights or external):
             shutil.copy2(sibling, target.parent / sibling.name)
