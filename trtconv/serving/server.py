@@ -231,13 +231,14 @@ def serve_runner(
         announce(f"serving {name} at http://{LOOPBACK}:{http} (gRPC {LOOPBACK}:{grpc})")
         started = time.monotonic()
         _wait(triton, options.stop_after_s, log)
+        served_s = time.monotonic() - started
     return ServeResult(
         name=name, model=str(options.model), backend=backend, precision=precision, http_url=f"http://{LOOPBACK}:{http}",
         grpc_url=f"{LOOPBACK}:{grpc}", max_batch_size=max_batch,
         max_queue_delay_us=options.queue_delay_us, requests=traffic.requests,
         failed_requests=traffic.failed,
         batches={str(size): count for size, count in sorted(traffic.batches.items())},
-        served_s=round(time.monotonic() - started, 3),
+        served_s=round(served_s, 3),
     )  # fmt: skip
 
 
