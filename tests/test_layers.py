@@ -63,6 +63,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trtconv.inspect_model",
             "trtconv.doctor",
             "trtconv.report",
+            "trtconv.serving",
         ),
     ),
     ("api and release", ("trtconv.api", "trtconv.release")),

@@ -17,6 +17,7 @@ from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.environment import git_commit
 from trtconv.facts import Facts
 from trtconv.quantize.isa import cpu_int8_class, int8_note
+from trtconv.serving.status import doctor_section as serving_section
 
 DOCTOR_SCHEMA_VERSION = 1
 # The report's keys after the backends' sections, in the document's order.
@@ -72,6 +73,7 @@ def doctor(deep: bool = True) -> DoctorReport:
     for backend in registry.backends():
         if backend.doctor is not None:
             sections.update(backend.doctor(facts))
+    sections.update(serving_section())
     return DoctorReport(
         python={"version": facts.python, "executable": sys.executable},
         tensorflow=facts.tensorflow.to_dict(),

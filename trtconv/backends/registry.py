@@ -24,6 +24,7 @@ from trtconv.manifest import read_manifest
 from trtconv.model_paths import model_kind, saved_model_in
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 from trtconv.protocol.runner import Runner, RunnerFactory, RunOptions
+from trtconv.protocol.serving import TritonServing
 from trtconv.protocol.support import Support
 
 # One line per backend shipped with trtconv; importing the package registers its record.
@@ -62,6 +63,8 @@ class Backend:
     auto_rank: int | None = None  # place in `--backend auto`'s order (lowest first); None: never
     # Sections this backend adds to `trtconv doctor`'s report: {key: JSON block}.
     doctor: Callable[[Facts], dict[str, Any]] | None = None
+    # How Triton serves its payloads natively (`trtconv deploy`); None: it cannot.
+    triton: TritonServing | None = None
 
 
 _REGISTRY: dict[str, Backend] = {}

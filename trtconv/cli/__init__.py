@@ -7,7 +7,18 @@ import sys
 import typer
 
 from trtconv import __version__
-from trtconv.cli import bench, convert, doctor, inspect, release, report, train, validate
+from trtconv.cli import (
+    bench,
+    convert,
+    deploy,
+    doctor,
+    inspect,
+    release,
+    report,
+    serve,
+    train,
+    validate,
+)
 from trtconv.cli._output import emit_error
 
 app = typer.Typer(
@@ -47,6 +58,8 @@ app.command("convert")(convert.convert_cli)
 app.command("validate")(validate.validate_cli)
 app.command("release")(release.release_cli)
 app.command("bench")(bench.bench_cli)
+app.command("deploy")(deploy.deploy_cli)
+app.command("serve")(serve.serve_cli)
 app.add_typer(report.app, name="report")
 
 

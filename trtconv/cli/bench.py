@@ -31,6 +31,13 @@ from trtconv.cli._options import (
     preprocessing_options,
 )
 from trtconv.cli._output import progress_bar, run_command, stderr_console
+from trtconv.cli._server import (
+    CompareBatching,
+    LatencyBudget,
+    Scenario,
+    SearchRuns,
+    run_server_scenario,
+)
 from trtconv.core.model_io import parse_input_shapes
 from trtconv.measure.bench_result import BenchResult
 from trtconv.options import (
@@ -41,6 +48,7 @@ from trtconv.options import (
     BenchOptions,
 )
 from trtconv.report.writers import table_headers, table_rows
+from trtconv.serving.options import DEFAULT_SEARCH_RUNS, SCENARIOS
 
 Models = Annotated[
     list[Path],
@@ -163,33 +171,27 @@ def bench_cli(
     force: Force = False,
     signature: SignatureOpt = BenchOptions.signature,
     input_shape: InputShapeOpt = None,
+    scenario: Scenario = SCENARIOS[0],
+    latency_budget_ms: LatencyBudget = None,
+    search_runs: SearchRuns = DEFAULT_SEARCH_RUNS,
+    compare_batching: CompareBatching = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark SavedModels and converted artifacts side by side (latency, throughput, speedup)."""
+    if scenario != SCENARIOS[0]:  # the server scenario: its own options and result
+        server = (latency_budget_ms, duration, search_runs, compare_batching)
+        return run_server_scenario(scenario, models, *server, json_output)
 
     def work() -> BenchResult:
         options = BenchOptions(
-            models=tuple(models),
-            batch_sizes=parse_batch_sizes(batch_sizes),
-            warmup=warmup,
-            warmup_s=warmup_s,
-            iterations=iterations,
-            duration_s=duration,
-            rounds=rounds,
-            threads=threads,
-            data=data,
-            eval_data=eval_data,
-            xla=xla,
-            throughput=throughput,
-            report=report,
-            force=force,
-            device=device,
+            models=tuple(models), batch_sizes=parse_batch_sizes(batch_sizes), warmup=warmup,
+            warmup_s=warmup_s, iterations=iterations, duration_s=duration, rounds=rounds,
+            threads=threads, data=data, eval_data=eval_data, xla=xla, throughput=throughput,
+            report=report, force=force, device=device,
             judging=judging_options(output_role, None, False, labels_output)[1],
             preprocessing=preprocessing_options(image_scale, image_offset, image_mean, image_std),
-            split=split,
-            signature=signature,
-            input_shapes=parse_input_shapes(input_shape),
-        )
+            split=split, signature=signature, input_shapes=parse_input_shapes(input_shape),
+        )  # fmt: skip
         with progress_bar("benchmarking") as progress:
             result = api.bench(options, progress)
         print_warnings(result)

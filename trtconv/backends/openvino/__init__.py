@@ -8,6 +8,7 @@ from trtconv.backends.openvino import rules
 from trtconv.backends.openvino.converter import convert
 from trtconv.backends.openvino.runner import OpenVinoRunner, openvino_runner
 from trtconv.backends.registry import Backend, register
+from trtconv.protocol.serving import TritonServing
 
 BACKEND = register(
     Backend(
@@ -26,6 +27,7 @@ BACKEND = register(
         # After ONNX Runtime: `auto` keeps its choice for fp32 and int8 and finds OpenVINO for
         # bf16 and CPU fp16, which only it runs here.
         auto_rank=3,
+        triton=TritonServing("openvino", None, "model.xml", "INFERENCE_NUM_THREADS"),
         doctor=rules.doctor_section,
     )
 )

@@ -8,6 +8,7 @@ from trtconv.backends.ort.converter import QDQ_SCHEME, convert
 from trtconv.backends.ort.runner import ort_runner
 from trtconv.backends.registry import Backend, register
 from trtconv.onnxlib.session import OrtRunner
+from trtconv.protocol.serving import TritonServing
 
 BACKEND = register(
     Backend(
@@ -21,6 +22,9 @@ BACKEND = register(
         needs_onnx=True,
         qdq_scheme=QDQ_SCHEME,
         auto_rank=2,
+        triton=TritonServing(
+            "onnxruntime", None, "model.onnx", "intra_op_thread_count", gpu_accelerator="tensorrt"
+        ),
         doctor=rules.doctor_section,
     )
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from trtconv.backends.registry import Backend, register
 from trtconv.backends.tf_native.runner import SavedModelRunner, saved_model_runner
 from trtconv.facts import Facts
+from trtconv.protocol.serving import TritonServing
 from trtconv.protocol.support import Support
 
 NAME = "tf"
@@ -29,6 +30,7 @@ BACKEND = register(
         runner=saved_model_runner,
         module=__name__,
         string_inputs=True,
+        triton=TritonServing(None, "tensorflow_savedmodel", "model.savedmodel"),
     )
 )
 

@@ -6,6 +6,7 @@ from trtconv.backends.registry import Backend, register
 from trtconv.backends.tftrt import rules
 from trtconv.backends.tftrt.converter import convert
 from trtconv.backends.tftrt.runner import TfTrtRunner, tftrt_runner
+from trtconv.protocol.serving import TritonServing
 
 BACKEND = register(
     Backend(
@@ -18,6 +19,7 @@ BACKEND = register(
         convert=convert,
         string_inputs=True,
         on_gpu=True,
+        triton=TritonServing(None, "tensorflow_savedmodel", "model.savedmodel"),
         auto_rank=0,
         doctor=rules.doctor_section,
     )

@@ -6,6 +6,7 @@ from trtconv.backends.registry import Backend, register
 from trtconv.backends.trt import rules
 from trtconv.backends.trt.converter import QDQ_SCHEME, convert
 from trtconv.backends.trt.runner import TrtRunner, trt_runner
+from trtconv.protocol.serving import TritonServing
 
 BACKEND = register(
     Backend(
@@ -19,6 +20,7 @@ BACKEND = register(
         needs_onnx=True,
         qdq_scheme=QDQ_SCHEME,
         on_gpu=True,
+        triton=TritonServing(None, "tensorrt_plan", "model.plan"),
         auto_rank=1,
         doctor=rules.doctor_section,
     )

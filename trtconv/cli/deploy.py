@@ -1,0 +1,78 @@
+"""`trtconv deploy`: a Triton model repository from artifacts and SavedModels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from trtconv.cli._options import JsonOpt
+from trtconv.cli._output import run_command
+from trtconv.serving.deploy import deploy
+from trtconv.serving.options import DeployOptions
+from trtconv.serving.results import DeployResult
+
+ModelsArg = Annotated[
+    list[Path],
+    typer.Argument(help="Artifact directories (or SavedModels): one Triton model each."),
+]
+OutputOpt = Annotated[
+    Path, typer.Option("--output", "-o", help="The model repository folder to write.")
+]
+BenchOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="A `trtconv bench --json` result: each model's rows set its batch sizes and queue "
+        "delay (default: the documented defaults)."
+    ),
+]
+InstancesOpt = Annotated[
+    int, typer.Option(min=1, help="Model instances Triton runs side by side (instance_group).")
+]
+ThreadsOpt = Annotated[
+    int | None,
+    typer.Option(min=1, help="Intra-op threads per instance (default: the backend's own)."),
+]
+ForceOpt = Annotated[bool, typer.Option(help="Replace an existing output.")]
+
+
+def render(result: DeployResult, console: Console) -> None:
+    """One line per model: where it is served from and how it batches."""
+    console.print(f"[bold]{escape(result.repository)}[/bold]", highlight=False)
+    for model in result.models:
+        serving = model.triton_backend or model.triton_platform
+        batching = (
+            f"batches up to {model.max_batch_size} (preferred {model.preferred_batch_sizes}, "
+            f"queue delay {model.max_queue_delay_us} µs; {model.batching_source})"
+            if model.max_batch_size
+            else model.batching_source
+        )
+        console.print(
+            f"  {escape(model.name)}: {model.backend} {model.precision} ({model.status}) -> "
+            f"{serving}, {model.instance_count}x {model.instance_kind}; {escape(batching)}",
+            highlight=False,
+        )
+    for warning in result.warnings:
+        console.print(f"  [yellow]{escape(warning)}[/yellow]")
+
+
+def deploy_cli(
+    models: ModelsArg,
+    output: OutputOpt,
+    bench: BenchOpt = None,
+    instances: InstancesOpt = DeployOptions.instances,
+    threads: ThreadsOpt = None,
+    force: ForceOpt = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Write a Triton model repository: per model its payload, config.pbtxt (native Triton
+    backend, tensors, dynamic batching, instances) and trtconv.json (the manifest)."""
+
+    def work() -> DeployResult:
+        options = DeployOptions(tuple(models), output, force, bench, instances, threads)
+        return deploy(options)
+
+    run_command(work, json_mode=json_output, render=render)

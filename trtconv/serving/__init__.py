@@ -1,0 +1,1 @@
+"""Serving: Triton model repositories (`deploy`) and a live Triton server (`serve`)."""

@@ -1,0 +1,116 @@
+"""What `deploy` and `serve` return (typed results; their fields are the JSON keys)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trtconv.core.results import JsonResult
+
+SERVING_SCHEMA_VERSION = 1
+
+
+@dataclass
+class DeployedModel(JsonResult):
+    """One model of a Triton repository: where it came from, what serves it, how it batches."""
+
+    name: str
+    source: str  # the artifact or SavedModel it was made from
+    backend: str  # trtconv's backend
+    precision: str
+    status: str  # the manifest's validation verdict ("unvalidated" for a SavedModel)
+    triton_backend: str | None  # onnxruntime, openvino (None: a platform serves it)
+    triton_platform: str | None  # tensorrt_plan, tensorflow_savedmodel
+    payload: str  # relative to the repository: NAME/1/model.onnx
+    config: str  # relative to the repository: NAME/config.pbtxt
+    max_batch_size: int  # 0: the model takes one fixed batch, nothing is batched
+    preferred_batch_sizes: list[int]
+    max_queue_delay_us: int
+    batching_source: str  # "defaults", or the bench run the figures came from
+    instance_kind: str  # KIND_CPU or KIND_GPU
+    instance_count: int
+    parameters: dict[str, str]
+
+
+@dataclass
+class DeployResult(JsonResult):
+    """`trtconv deploy`: the repository written and each model in it."""
+
+    repository: str
+    models: list[DeployedModel]
+    warnings: list[str] = field(default_factory=list)
+    schema_version: int = SERVING_SCHEMA_VERSION
+
+
+@dataclass
+class ServeResult(JsonResult):
+    """`trtconv serve` stopped by `--stop-after`: what it served and the batches its dynamic
+    batcher formed ({batch size: count of runner calls})."""
+
+    name: str
+    model: str
+    backend: str
+    precision: str
+    http_url: str
+    grpc_url: str
+    max_batch_size: int
+    max_queue_delay_us: int
+    requests: int
+    failed_requests: int
+    batches: dict[str, int]
+    served_s: float
+    schema_version: int = SERVING_SCHEMA_VERSION
+
+
+@dataclass
+class LoadRun(JsonResult):
+    """One LoadGen Server run at a target rate: what it achieved and its verdicts."""
+
+    target_qps: float
+    completed_qps: float
+    latency_ms_p50: float
+    latency_ms_p90: float
+    latency_ms_p99: float
+    meets_budget: bool  # p99 within the latency budget
+    loadgen_result: str  # VALID or INVALID, LoadGen's own verdict
+    loadgen_reasons: list[str]  # its unmet constraints ("Min duration satisfied : NO", ...)
+    queries: int
+    errors: int
+
+
+@dataclass
+class ServerRow(JsonResult):
+    """One model served one way: the highest rate found whose p99 meets the budget."""
+
+    model: str
+    label: str
+    backend: str
+    precision: str
+    dynamic_batching: bool
+    max_batch_size: int
+    max_queue_delay_us: int
+    qps_at_budget: float  # completed queries/s of the best run meeting the budget; 0: none did
+    latency_ms_p50: float | None
+    latency_ms_p90: float | None
+    latency_ms_p99: float | None
+    loadgen_result: str | None  # of that run
+    loadgen_reasons: list[str]
+    batches: dict[str, int]  # batch size -> executions, over all runs (Triton's statistics)
+    runs: list[LoadRun]
+
+
+@dataclass
+class ServerBenchResult(JsonResult):
+    """`trtconv bench --scenario server`: per model (and batching), queries/s at the budget."""
+
+    scenario: str
+    latency_budget_ms: float
+    run_s: float
+    rows: list[ServerRow]
+    # qps_at_budget over the first model's (the baseline's), same batching: {label: ratio}.
+    ratios_vs_baseline: dict[str, float | None]
+    # qps_at_budget with dynamic batching over batch-1 serving, per model (compare_batching).
+    batching_gain: dict[str, float | None]
+    notes: list[str]
+    environment: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SERVING_SCHEMA_VERSION
