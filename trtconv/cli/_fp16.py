@@ -24,6 +24,21 @@ def output_text(measured: dict[str, Any]) -> str:
     return text
 
 
+def rule_text(block: dict[str, Any]) -> str:
+    """The keep-float32 rule in one line, with the limits the block records (blocks written
+    before the underflow rule have no `tiny_limit`)."""
+    text = f"float32 where |x| > {block['range_limit']:g}"
+    if block.get("tiny_limit") is not None:
+        text += (
+            f", where a Log, division, Sqrt or normalisation reads values below "
+            f"{block['tiny_limit']:.2g} (over {block['small_share']:.0%} of them)"
+        )
+    return (
+        f"{text} or a node's float16 error > {block['loss_limit']:g} and "
+        f"{block['loss_growth']:g}x its inputs'"
+    )
+
+
 def kept_by_layer(kept: list[dict[str, Any]]) -> list[str]:
     """'LAYER: OP, OP (why of its first node)' per TensorFlow layer (else ONNX node), in order."""
     layers: dict[str, list[dict[str, Any]]] = {}
@@ -47,11 +62,7 @@ def render_fp16(block: dict[str, Any], console: Console) -> None:
         + (f"; validated by {escape(validated)}" if validated else ""),
         highlight=False,
     )
-    console.print(
-        f"    rule: float32 where |x| > {block['range_limit']:g} or a node's float16 error "
-        f"> {block['loss_limit']:g} and {block['loss_growth']:g}x its inputs'",
-        highlight=False,
-    )
+    console.print(f"    rule: {rule_text(block)}", highlight=False)
     emulated = block["emulated_outputs"]
     samples = block["analysis_samples"]
     for name, plain in emulated["plain_float16"].items():

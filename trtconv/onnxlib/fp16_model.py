@@ -19,9 +19,11 @@ from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import require
 from trtconv.onnxlib.fp16 import CONTROL_FLOW, load_model, to_mixed_float16
 from trtconv.onnxlib.fp16_analysis import (
+    FLOAT16_TINY,
     LOSS_GROWTH,
     LOSS_LIMIT,
     RANGE_LIMIT,
+    SMALL_SHARE,
     Fp16Analysis,
     analyse,
     analysis_batches,
@@ -37,9 +39,12 @@ ANALYSIS_SAMPLES = 256
 ANALYSIS_BATCH = 16
 RULE = (
     f"float32 for every node that reads or writes |x| > {RANGE_LIMIT:g} (float16's 65504 / 8) on "
-    f"the analysis data, and for every node whose float16 output is more than {LOSS_LIMIT:g} "
-    f"off float32 (relative L2) and {LOSS_GROWTH:g}x its inputs' error, with its inputs' "
-    "producers; float16 elsewhere"
+    f"the analysis data; for every Log, division, Reciprocal, Sqrt, Pow or normalisation "
+    f"reading a tensor of which more than {SMALL_SHARE:.0%} of the nonzero values are below "
+    f"{FLOAT16_TINY:.3g} (float16's smallest normal), with the producers of those small values "
+    f"back to where they are normal; for every node whose float16 output is more than "
+    f"{LOSS_LIMIT:g} off float32 (relative L2) and {LOSS_GROWTH:g}x its inputs' error, with its "
+    "inputs' producers; float16 elsewhere"
 )
 
 
@@ -83,6 +88,8 @@ def fp16_summary(
         "range_limit": RANGE_LIMIT,
         "loss_limit": LOSS_LIMIT,
         "loss_growth": LOSS_GROWTH,
+        "tiny_limit": FLOAT16_TINY,
+        "small_share": SMALL_SHARE,
         "analysis_samples": sum(len(next(iter(b.values()))) for b in batches),
         "measurements": analysis.rounds,
         "nodes": nodes,
