@@ -40,14 +40,16 @@ def rule_text(block: dict[str, Any]) -> str:
 
 
 def kept_by_layer(kept: list[dict[str, Any]]) -> list[str]:
-    """'LAYER: OP, OP (why of its first node)' per TensorFlow layer (else ONNX node), in order."""
+    """'LAYER: OP, OP (why)' per TensorFlow layer (else ONNX node), in order: the why of its
+    first node a rule kept for itself, else of its first node (kept as it feeds another)."""
     layers: dict[str, list[dict[str, Any]]] = {}
     for node in kept:
         layers.setdefault(node["tf_layer"] or node["node"], []).append(node)
-    return [
-        f"{layer}: {', '.join(n['op_type'] for n in nodes)} ({nodes[0]['why']})"
-        for layer, nodes in layers.items()
-    ]
+    lines = []
+    for layer, nodes in layers.items():
+        whys = [n["why"] for n in nodes if "feeds " not in n["why"]] or [nodes[0]["why"]]
+        lines.append(f"{layer}: {', '.join(n['op_type'] for n in nodes)} ({whys[0]})")
+    return lines
 
 
 def render_fp16(block: dict[str, Any], console: Console) -> None:
