@@ -19,6 +19,7 @@ from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import require
 from trtconv.onnxlib.fp16 import CONTROL_FLOW, load_model, to_mixed_float16
 from trtconv.onnxlib.fp16_analysis import (
+    CANCELLATION_LIMIT,
     FLOAT16_TINY,
     LOSS_GROWTH,
     LOSS_LIMIT,
@@ -42,7 +43,9 @@ RULE = (
     f"the analysis data; for every Log, division, Reciprocal, Sqrt, Pow or normalisation "
     f"reading a tensor of which more than {SMALL_SHARE:.0%} of the nonzero values are below "
     f"{FLOAT16_TINY:.3g} (float16's smallest normal), with the producers of those small values "
-    f"back to where they are normal; for every node whose float16 output is more than "
+    f"back to where they are normal; for every Add or Sub whose largest input is more than "
+    f"{CANCELLATION_LIMIT:g}x its output (root mean square), with its inputs' producers back to "
+    "where they are no longer that large; for every node whose float16 output is more than "
     f"{LOSS_LIMIT:g} off float32 (relative L2) and {LOSS_GROWTH:g}x its inputs' error, with its "
     "inputs' producers; float16 elsewhere"
 )
@@ -90,6 +93,7 @@ def fp16_summary(
         "loss_growth": LOSS_GROWTH,
         "tiny_limit": FLOAT16_TINY,
         "small_share": SMALL_SHARE,
+        "cancellation_limit": CANCELLATION_LIMIT,
         "analysis_samples": sum(len(next(iter(b.values()))) for b in batches),
         "measurements": analysis.rounds,
         "nodes": nodes,
