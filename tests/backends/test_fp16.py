@@ -310,3 +310,47 @@ def test_values_of_normal_size_keep_a_log_and_a_division_in_float16() -> None:
     analysis = analyse(model, [{"x": quiet() * 1000}])
     assert not analysis.kept.keys() & {*FRONT, "norm/std", "norm/scale"}
     assert analysis.mixed["y"].max_abs_error < 1e-2
+
+
+def softmax_written_out() -> tuple[Any, np.ndarray]:
+    """exp(x) / sum(exp(x)) over logits x in [-25, -18] (no max subtracted): every exp is below
+    float16's smallest subnormal."""
+    nodes = [
+        helper.make_node("Exp", ["x"], ["e"], name="exp"),
+        helper.make_node("ReduceSum", ["e", "axes"], ["total"], name="sum", keepdims=1),
+        helper.make_node("Div", ["e", "total"], ["y"], name="divide"),
+    ]
+    model = model_of(nodes, {"axes": np.array([1])}, 5, 5)
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array([1]), "axes"))
+    x = np.random.default_rng(4).uniform(-25, -18, (64, 5)).astype(np.float32)
+    return model, x
+
+
+def rms_norm() -> tuple[Any, np.ndarray]:
+    """x / sqrt(mean(x^2) + 1e-12) of values ~1e-3: the mean of squares is ~1e-6."""
+    nodes = [
+        helper.make_node("Mul", ["x", "x"], ["square"], name="square"),
+        helper.make_node("ReduceMean", ["square"], ["mean"], name="mean", axes=[1]),
+        helper.make_node("Add", ["mean", "eps"], ["shifted"], name="eps"),
+        helper.make_node("Sqrt", ["shifted"], ["rms"], name="rms"),
+        helper.make_node("Div", ["x", "rms"], ["y"], name="scale"),
+    ]
+    model = model_of(nodes, {"eps": np.array(1e-12)}, 8, 8)
+    return model, np.random.default_rng(5).normal(0, 1e-3, (64, 8)).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("build", "kept"),
+    [
+        (softmax_written_out, {"exp", "sum", "divide"}),
+        (rms_norm, {"square", "mean", "eps", "rms"}),
+    ],
+)
+def test_small_values_in_a_division_or_a_square_root_are_kept(build: Any, kept: set[str]) -> None:
+    model, x = build()
+    plain = run(model, x, emulation_session(emulate_float16(to_mixed_float16(model))))
+    assert worst(plain, run(model, x)) > 0.1
+    analysis = analyse(model, [{"x": x}])
+    assert set(analysis.kept) == kept
+    assert all(why.startswith("underflow") for why in analysis.kept.values())
+    assert analysis.mixed["y"].max_abs_error < 1e-2
