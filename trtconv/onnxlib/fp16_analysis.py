@@ -1,7 +1,8 @@
 """Which nodes of a float32 ONNX model must stay float32 in its float16 copy, measured on data.
 
 Every tensor of the float32 model is compared with the same tensor of the faithful float16
-emulation (trtconv.onnxlib.fp16) on the analysis samples. Two rules keep a node in float32:
+emulation (trtconv.onnxlib.fp16) on the analysis samples. Four rules keep a node in float32,
+the first three decided on the float32 values alone:
 
 - range: the node reads or writes a tensor whose largest |x| on the analysis data exceeds
   RANGE_LIMIT, an eighth of float16's largest value 65504 (headroom for inputs larger than the
@@ -9,13 +10,6 @@ emulation (trtconv.onnxlib.fp16) on the analysis samples. Two rules keep a node 
   float32 tensor casts it to float16 first, which would overflow it there. So the overflowing
   layer and the normalisation that consumes it (LayerNormalization's mean, variance and scaling)
   compute in float32, and float16 resumes where the values are small again.
-- loss: in the emulation of the model with the range rule's nodes kept, a float16 node whose
-  output's relative error against float32 (the L2 norm of the difference over the L2 norm of the
-  float32 values) exceeds LOSS_LIMIT (1%, twenty times float16's rounding of one value) and
-  LOSS_GROWTH (4) times its inputs' worst: a node that makes the error, by cancellation (x - mean
-  of large, close values) or overflow, rather than passing on what it was given. It is kept
-  with the producers of its inputs (so it reads float32 values) and the model is measured again,
-  at most LOSS_ROUNDS times. Float16 rounding alone leaves each tensor about 5e-4 off.
 - underflow: a node that reads values one by one at their own scale (Log, Div's divisor,
   Reciprocal, Sqrt, Pow's base, the normalisation ops: SCALE_SENSITIVE) reading a small tensor:
   more than SMALL_SHARE of its nonzero values on the analysis data lie below float16's smallest
@@ -24,14 +18,21 @@ emulation (trtconv.onnxlib.fp16) on the analysis samples. Two rules keep a node 
   or a square root passes it on at full size. The node is kept with the producers of its small
   inputs, and theirs, back to where the values are normal again (log(|stft|^2 + 1e-8) keeps the
   Log, the Add, the square and the transform that makes the small magnitudes; a normalisation
-  of small values keeps its variance, mean and centring; a softmax written out over large
-  negative logits keeps the division, the sum and the Exp).
+  of small values keeps its square root, mean of squares and squares; a softmax written out
+  over large negative logits keeps the division, the sum and the Exp).
 - cancellation: an Add or Sub whose largest input is more than CANCELLATION_LIMIT times the
   size of its output (root mean squares on the analysis data): float16's rounding of the
   inputs (up to 2^-11 of them) becomes that many times larger a part of the result (log
   magnitudes near -16 centred to about 1, x - mean of values with a large offset). The node is
   kept with the producers of its inputs, and theirs, back to where the values are no longer
   that large against its output.
+- loss: in the emulation of the model with the other rules' nodes kept, a float16 node whose
+  output's relative error against float32 (the L2 norm of the difference over the L2 norm of the
+  float32 values) exceeds LOSS_LIMIT (1%, twenty times float16's rounding of one value) and
+  LOSS_GROWTH (4) times its inputs' worst: a node that makes the error, by cancellation the sizes
+  of the values do not show, or overflow, rather than passing on what it was given. It is kept
+  with the producers of its inputs (so it reads float32 values) and the model is measured again,
+  at most LOSS_ROUNDS times. Float16 rounding alone leaves each tensor about 5e-4 off.
 """
 
 from __future__ import annotations
