@@ -11,9 +11,11 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.transformers.float16 import convert_float_to_float16
 
+from trtconv.onnxlib import fp16_analysis
 from trtconv.onnxlib.fp16 import emulate_float16, emulation_session, to_mixed_float16
 from trtconv.onnxlib.fp16_analysis import RANGE_LIMIT, analyse, analysis_batches
 
@@ -160,19 +162,33 @@ def test_two_kept_nodes_reading_one_float16_tensor_make_a_valid_model() -> None:
     np.testing.assert_allclose(run(mixed, x), run(model, x), rtol=1e-3)
 
 
-def test_cancellation_is_kept_by_the_loss_rule() -> None:
-    # (x + 1000) - 1000: in float16 1000 + x keeps steps of 0.5, so x is lost; no range issue.
+def cancellation_model() -> Any:
+    """(x + 1000) - 1000, doubled: in float16 1000 + x keeps steps of 0.5, so x is lost."""
     nodes = [
         helper.make_node("Add", ["x", "offset"], ["shifted"], name="shift"),
         helper.make_node("Sub", ["shifted", "offset"], ["back"], name="unshift"),
         helper.make_node("Mul", ["back", "two"], ["y"], name="double"),
     ]
-    model = model_of(nodes, {"offset": np.array(1000.0), "two": np.array(2.0)}, 4, 4)
+    return model_of(nodes, {"offset": np.array(1000.0), "two": np.array(2.0)}, 4, 4)
+
+
+def test_cancellation_is_kept_by_its_ranges() -> None:
     assert RANGE_LIMIT > 1001
-    analysis = analyse(model, [{"x": inputs()}])
-    assert analysis.kept["unshift"].startswith("loss")
+    analysis = analyse(cancellation_model(), [{"x": inputs()}])
+    assert analysis.kept["unshift"].startswith("cancellation: inputs 17")
+    assert analysis.kept["shift"].startswith("cancellation: feeds unshift")
     assert set(analysis.kept) == {"shift", "unshift"}
     assert analysis.plain["y"].relative_error > 0.1
+    assert analysis.mixed["y"].relative_error < 1e-2
+
+
+def test_cancellation_the_ranges_miss_is_kept_by_the_loss_rule(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fp16_analysis, "CANCELLATION_LIMIT", 1e9)
+    analysis = analyse(cancellation_model(), [{"x": inputs()}])
+    assert analysis.kept["unshift"].startswith("loss")
+    assert set(analysis.kept) == {"shift", "unshift"}
     assert analysis.mixed["y"].relative_error < 1e-2
 
 
@@ -231,3 +247,110 @@ def test_float16_inputs_and_outputs_are_emulated_as_float32_rounded_through_floa
     expected = run(model, x, emulation_session(emulate_float16(to_mixed_float16(model))))
     np.testing.assert_array_equal(got, expected)  # the same as float32 inputs cast to float16
     assert got[0, 0] == np.float32(np.float16(1 / 3)) * 2 and np.isinf(got[0, 1])
+
+
+def log_power_model(floor: float = 1e-8) -> Any:
+    """A spectral front end written out: x [N, 16] (quiet, ~1e-3) @ W (small weights) -> square
+    -> + floor -> Log -> per-sample normalisation (subtract the mean, divide by the standard
+    deviation) -> @ V -> Sigmoid. Its squares lie below float16's smallest normal value."""
+    rng = np.random.default_rng(3)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["spectrum"], name="front/transform"),
+        helper.make_node("Mul", ["spectrum", "spectrum"], ["power"], name="front/square"),
+        helper.make_node("Add", ["power", "floor"], ["floored"], name="front/floor"),
+        helper.make_node("Log", ["floored"], ["logs"], name="front/log"),
+        helper.make_node("ReduceMean", ["logs"], ["mean"], name="norm/mean", axes=[1]),
+        helper.make_node("Sub", ["logs", "mean"], ["centred"], name="norm/centre"),
+        helper.make_node("Mul", ["centred", "centred"], ["square"], name="norm/square"),
+        helper.make_node("ReduceMean", ["square"], ["variance"], name="norm/variance", axes=[1]),
+        helper.make_node("Sqrt", ["variance"], ["std"], name="norm/std"),
+        helper.make_node("Div", ["centred", "std"], ["normal"], name="norm/scale"),
+        helper.make_node("MatMul", ["normal", "v"], ["logits"], name="head"),
+        helper.make_node("Sigmoid", ["logits"], ["y"], name="sigmoid"),
+    ]
+    weights = {
+        "w": rng.normal(0, 1 / 16, (16, 12)),
+        "floor": np.array(floor),
+        "v": rng.normal(0, 1, (12, 3)),
+    }
+    return model_of(nodes, weights, 16, 3)
+
+
+FRONT = {f"front/{n}" for n in ("transform", "square", "floor", "log")}
+
+
+def worst(got: np.ndarray, want: np.ndarray) -> float:
+    """The largest |got - want|, inf where got is not finite."""
+    return float(np.where(np.isfinite(got), np.abs(got - want), np.inf).max())
+
+
+def quiet(samples: int = 64, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0, 1e-3, (samples, 16)).astype(np.float32)
+
+
+def test_small_values_feeding_a_log_are_kept_back_to_where_they_are_normal() -> None:
+    model, x = log_power_model(), quiet()
+    emulated = run(model, x, emulation_session(emulate_float16(to_mixed_float16(model))))
+    assert worst(emulated, run(model, x)) > 0.1  # the plain float16 copy underflows
+    analysis = analyse(model, [{"x": x}])
+    assert analysis.kept.keys() >= FRONT
+    assert analysis.kept["front/log"].startswith("underflow: 100% of its input below 6.1e-05")
+    assert analysis.kept["front/transform"] == "underflow: feeds front/log values below 6.1e-05"
+    assert "head" not in analysis.kept and "sigmoid" not in analysis.kept
+    assert analysis.plain["power"].tiny_share > 0.5 and analysis.plain["logs"].tiny_share == 0
+    mixed = to_mixed_float16(model, set(analysis.kept))
+    onnx.checker.check_model(mixed)
+    held_out = quiet(256, 2)
+    emulated = run(model, held_out, emulation_session(emulate_float16(mixed)))
+    assert worst(emulated, run(model, held_out)) < 1e-2
+
+
+def test_values_of_normal_size_keep_a_log_and_a_division_in_float16() -> None:
+    model = log_power_model(floor=1e-2)  # a loud signal, a floor in float16's normal range
+    analysis = analyse(model, [{"x": quiet() * 1000}])
+    assert not analysis.kept.keys() & {*FRONT, "norm/std", "norm/scale"}
+    assert analysis.mixed["y"].max_abs_error < 1e-2
+
+
+def softmax_written_out() -> tuple[Any, np.ndarray]:
+    """exp(x) / sum(exp(x)) over logits x in [-25, -18] (no max subtracted): every exp is below
+    float16's smallest subnormal."""
+    nodes = [
+        helper.make_node("Exp", ["x"], ["e"], name="exp"),
+        helper.make_node("ReduceSum", ["e", "axes"], ["total"], name="sum", keepdims=1),
+        helper.make_node("Div", ["e", "total"], ["y"], name="divide"),
+    ]
+    model = model_of(nodes, {"axes": np.array([1])}, 5, 5)
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array([1]), "axes"))
+    x = np.random.default_rng(4).uniform(-25, -18, (64, 5)).astype(np.float32)
+    return model, x
+
+
+def rms_norm() -> tuple[Any, np.ndarray]:
+    """x / sqrt(mean(x^2) + 1e-12) of values ~1e-3: the mean of squares is ~1e-6."""
+    nodes = [
+        helper.make_node("Mul", ["x", "x"], ["square"], name="square"),
+        helper.make_node("ReduceMean", ["square"], ["mean"], name="mean", axes=[1]),
+        helper.make_node("Add", ["mean", "eps"], ["shifted"], name="eps"),
+        helper.make_node("Sqrt", ["shifted"], ["rms"], name="rms"),
+        helper.make_node("Div", ["x", "rms"], ["y"], name="scale"),
+    ]
+    model = model_of(nodes, {"eps": np.array(1e-12)}, 8, 8)
+    return model, np.random.default_rng(5).normal(0, 1e-3, (64, 8)).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("build", "kept"),
+    [
+        (softmax_written_out, {"exp", "sum", "divide"}),
+        (rms_norm, {"square", "mean", "eps", "rms"}),
+    ],
+)
+def test_small_values_in_a_division_or_a_square_root_are_kept(build: Any, kept: set[str]) -> None:
+    model, x = build()
+    plain = run(model, x, emulation_session(emulate_float16(to_mixed_float16(model))))
+    assert worst(plain, run(model, x)) > 0.1
+    analysis = analyse(model, [{"x": x}])
+    assert set(analysis.kept) == kept
+    assert all(why.startswith("underflow") for why in analysis.kept.values())
+    assert analysis.mixed["y"].max_abs_error < 1e-2

@@ -24,15 +24,41 @@ def output_text(measured: dict[str, Any]) -> str:
     return text
 
 
+def rule_lines(block: dict[str, Any]) -> list[str]:
+    """The keep-float32 rule, with the limits the block records (blocks written before the
+    underflow and cancellation rules have neither `tiny_limit` nor `cancellation_limit`)."""
+    lines = [f"float32 where |x| > {block['range_limit']:g}"]
+    if block.get("tiny_limit") is not None:
+        lines.append(
+            f"where a Log, division, Sqrt or normalisation reads values below "
+            f"{block['tiny_limit']:.2g} (over {block['small_share']:.0%} of them)"
+        )
+    if block.get("cancellation_limit") is not None:
+        lines.append(
+            f"where an Add or Sub cancels (inputs {block['cancellation_limit']:g}x its output)"
+        )
+    lines.append(
+        f"where a node's float16 error > {block['loss_limit']:g} and "
+        f"{block['loss_growth']:g}x its inputs'"
+    )
+    return [f"{line};" for line in lines[:-1]] + [lines[-1]]
+
+
 def kept_by_layer(kept: list[dict[str, Any]]) -> list[str]:
-    """'LAYER: OP, OP (why of its first node)' per TensorFlow layer (else ONNX node), in order."""
+    """'LAYER: OP, OP (why)' per TensorFlow layer (else ONNX node), in order: the why of its
+    first node a rule kept for itself, else of its first node (kept as it feeds another)."""
     layers: dict[str, list[dict[str, Any]]] = {}
     for node in kept:
         layers.setdefault(node["tf_layer"] or node["node"], []).append(node)
-    return [
-        f"{layer}: {', '.join(n['op_type'] for n in nodes)} ({nodes[0]['why']})"
-        for layer, nodes in layers.items()
-    ]
+    tf_ops = {node["node"]: node["tf_op"] for node in kept if node["tf_op"]}
+    lines = []
+    for layer, nodes in layers.items():
+        whys = [n["why"] for n in nodes if "feeds " not in n["why"]] or [nodes[0]["why"]]
+        why = whys[0]
+        for node, tf_op in tf_ops.items():  # "feeds NODE": the TensorFlow op, shorter
+            why = why.replace(f"feeds {node} ", f"feeds {tf_op} ")
+        lines.append(f"{layer}: {', '.join(n['op_type'] for n in nodes)} ({why})")
+    return lines
 
 
 def render_fp16(block: dict[str, Any], console: Console) -> None:
@@ -47,11 +73,10 @@ def render_fp16(block: dict[str, Any], console: Console) -> None:
         + (f"; validated by {escape(validated)}" if validated else ""),
         highlight=False,
     )
-    console.print(
-        f"    rule: float32 where |x| > {block['range_limit']:g} or a node's float16 error "
-        f"> {block['loss_limit']:g} and {block['loss_growth']:g}x its inputs'",
-        highlight=False,
-    )
+    rule = rule_lines(block)
+    console.print(f"    rule: {rule[0]}", highlight=False)
+    for line in rule[1:]:
+        console.print(f"      {line}", highlight=False)
     emulated = block["emulated_outputs"]
     samples = block["analysis_samples"]
     for name, plain in emulated["plain_float16"].items():

@@ -18,9 +18,12 @@ from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import require
 from trtconv.onnxlib.fp16 import CONTROL_FLOW, load_model, to_mixed_float16
 from trtconv.onnxlib.fp16_analysis import (
+    CANCELLATION_LIMIT,
+    FLOAT16_TINY,
     LOSS_GROWTH,
     LOSS_LIMIT,
     RANGE_LIMIT,
+    SMALL_SHARE,
     Fp16Analysis,
     analyse,
     analysis_batches,
@@ -37,9 +40,14 @@ ANALYSIS_SAMPLES = 256
 ANALYSIS_BATCH = 16
 RULE = (
     f"float32 for every node that reads or writes |x| > {RANGE_LIMIT:g} (float16's 65504 / 8) on "
-    f"the analysis data, and for every node whose float16 output is more than {LOSS_LIMIT:g} "
-    f"off float32 (relative L2) and {LOSS_GROWTH:g}x its inputs' error, with its inputs' "
-    "producers; float16 elsewhere"
+    f"the analysis data; for every Log, division, Reciprocal, Sqrt, Pow or normalisation "
+    f"reading a tensor of which more than {SMALL_SHARE:.0%} of the nonzero values are below "
+    f"{FLOAT16_TINY:.3g} (float16's smallest normal), with the producers of those small values "
+    f"back to where they are normal; for every Add or Sub whose largest input is more than "
+    f"{CANCELLATION_LIMIT:g}x its output (root mean square), with its inputs' producers back to "
+    "where they are no longer that large; for every node whose float16 output is more than "
+    f"{LOSS_LIMIT:g} off float32 (relative L2) and {LOSS_GROWTH:g}x its inputs' error, with its "
+    "inputs' producers; float16 elsewhere"
 )
 
 
@@ -83,6 +91,9 @@ def fp16_summary(
         "range_limit": RANGE_LIMIT,
         "loss_limit": LOSS_LIMIT,
         "loss_growth": LOSS_GROWTH,
+        "tiny_limit": FLOAT16_TINY,
+        "small_share": SMALL_SHARE,
+        "cancellation_limit": CANCELLATION_LIMIT,
         "analysis_samples": sum(len(next(iter(b.values()))) for b in batches),
         "measurements": analysis.rounds,
         "nodes": nodes,

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import re
 
-# How the SavedModel's call wraps its ops in tf2onnx names, and the tail tf2onnx adds to the
-# helper nodes it creates ("BiasAdd__6").
-TF_CALL_PREFIX = "StatefulPartitionedCall"
+# The function calls of a TensorFlow graph, as tf2onnx keeps them in the names of the ops it
+# inlines: the SavedModel's own call ("StatefulPartitionedCall/..."), and the calls inside it of
+# functions that layers bring (a model revived from a Keras 2 SavedModel calls each layer's saved
+# function: "model/front/cqt/StatefulPartitionedCall/StatefulPartitionedCall/MatMul"). Neither
+# names a layer. And the tail tf2onnx adds to the helper nodes it creates ("BiasAdd__6").
+TF_CALL = re.compile(r"^(Stateful)?PartitionedCall(_\d+)?$")
 # What ONNX Runtime's quantiser appends to the name of a tensor it dequantises.
 DQ_OUTPUT = "_DequantizeLinear_Output"
 TF2ONNX_SUFFIX = re.compile(r"__\d+$")
@@ -17,7 +20,9 @@ TF2ONNX_SUFFIX = re.compile(r"__\d+$")
 def tf_origin(node_name: str, tensors: tuple[str, ...] = ()) -> dict[str, str | None]:
     """The TensorFlow op and layer (name scope) an ONNX node of a tf2onnx export came from.
 
-    tf2onnx keeps TensorFlow's op names ("StatefulPartitionedCall/functional_1/dense_1/MatMul");
+    tf2onnx keeps TensorFlow's op names ("StatefulPartitionedCall/functional_1/dense_1/MatMul"),
+    function calls left out wherever they are (a nested model's "model/front/cqt/
+    StatefulPartitionedCall/StatefulPartitionedCall/MatMul" is op "model/front/cqt/MatMul");
     ONNX Runtime's fusions append their own part ("/MatMulAddFusion"). The layer is the op's name
     scope as TensorFlow traced it (Keras 3 scopes carry a "_1" suffix: layer "dense" traces as
     "dense_1"). A node tf2onnx renamed ("Conv__339", after moving NHWC convolutions to NCHW)
@@ -37,9 +42,7 @@ def tf_origin(node_name: str, tensors: tuple[str, ...] = ()) -> dict[str, str | 
 
 
 def _tf_parts(name: str) -> list[str]:
-    """The scope parts of a tf2onnx name, without the SavedModel's call wrapper and the
-    "__N" tail tf2onnx gives the nodes it adds."""
+    """The scope parts of a tf2onnx name, without its function calls (TF_CALL) and the "__N"
+    tail tf2onnx gives the nodes it adds."""
     parts = [TF2ONNX_SUFFIX.sub("", part) for part in name.split("/") if part]
-    while parts and parts[0].startswith(TF_CALL_PREFIX):
-        parts.pop(0)
-    return parts
+    return [part for part in parts if not TF_CALL.match(part)]
