@@ -24,6 +24,7 @@ from trtconv.model_paths import is_saved_model_dir
 from trtconv.outputs.confidence import percent, proportion_interval, samples_to_show
 from trtconv.outputs.graph_ends import final_ops
 from trtconv.outputs.judge import judge_output
+from trtconv.outputs.maps import gate_of
 from trtconv.outputs.roles import BINARY, CLASS_MAP, CLASSES, Judging, Roles, resolve_roles
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.report.validation import FAILED, INCONCLUSIVE, Check, ValidationReport
@@ -104,11 +105,21 @@ def compare(
     for name in sorted(set(reference) & set(candidate)):
         scored = labels if name == report.labels_output else None
         judgement = judge_output(
-            name, roles[name], reference[name], candidate[name], tolerance, scored
-        )
+            name, roles[name], reference[name], candidate[name], tolerance, scored,
+            _gate(name, roles, reference),
+        )  # fmt: skip
         report.outputs[name] = judgement.comparison
         report.checks += judgement.checks
     return report
+
+
+def _gate(name: str, roles: Roles, reference: Outputs) -> np.ndarray | None:
+    """Where output `name` is judged (its role's `where`: the reference's score output says an
+    object is there); None: everywhere."""
+    where = roles[name].where
+    if where is None or where not in reference:
+        return None
+    return gate_of(where, roles[where], np.asarray(reference[where]), np.asarray(reference[name]))
 
 
 def undecidable_warning(samples: int, tolerance: Tolerance, data: str) -> str | None:
