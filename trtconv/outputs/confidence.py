@@ -58,8 +58,10 @@ def mean_interval(mean: float, samples: int, level: float = CI95) -> Interval | 
 
     z = float(norm.ppf(0.5 + level / 2))
     centre = (mean + z * z / (2 * samples)) / (1 + z * z / samples)
-    half = z / (1 + z * z / samples) * math.sqrt(
-        max(mean * (1 - mean), 0.0) / samples + z * z / (4 * samples * samples)
+    half = (
+        z
+        / (1 + z * z / samples)
+        * math.sqrt(max(mean * (1 - mean), 0.0) / samples + z * z / (4 * samples * samples))
     )
     return max(0.0, centre - half), min(1.0, centre + half)
 
