@@ -74,6 +74,11 @@ def parse_role(text: str, where: str, source: str) -> OutputRole:
     `regression:where=SCORE` or `tensor`. Raises UsageError."""
     role, _, option = text.strip().partition(":")
     gate = option.startswith("where=") and role == REGRESSION
+    if option.startswith("where=") and not gate:
+        raise UsageError(
+            f"{where}: where=SCORE gates a regression output (a box or landmark head), found "
+            f"'{text}'; spell it NAME=regression:where=SCORE."
+        )
     if role not in ROLES or (option and role != BINARY and not gate):
         raise UsageError(
             f"{where}: expected one of {', '.join(ROLES)} (binary:THRESHOLD for another "
