@@ -31,7 +31,8 @@ SAMPLES, FRAMES, BINS = 200, 40, 24
 def _onsets(samples: int = SAMPLES) -> np.ndarray:
     """Sparse per-frame sigmoid maps [N, T, F]: about 3% of the elements above 0.5."""
     positive = RNG.random((samples, FRAMES, BINS)) < 0.03
-    return np.where(positive, RNG.uniform(0.7, 1.0, positive.shape), RNG.uniform(0, 0.2, positive.shape)).astype(np.float32)  # fmt: skip
+    high, low = RNG.uniform(0.7, 1.0, positive.shape), RNG.uniform(0, 0.2, positive.shape)
+    return np.where(positive, high, low).astype(np.float32)
 
 
 def _judge(want: np.ndarray, got: np.ndarray) -> tuple:
@@ -63,7 +64,7 @@ def test_a_map_whose_positives_are_kept_passes_and_one_that_loses_them_fails() -
         found = np.argwhere(sample > 0.5)
         for row, col in found[: len(found) // 3 + 1]:
             sample[row, col] = 0.1
-    report, check = _judge(want, lost)
+    report, _ = _judge(want, lost)
     assert report.verdict == "failed"
     f1 = sample_f1(want > 0.5, lost > 0.5)
     assert report.outputs["onset"].agreement == pytest.approx(np.mean(f1 >= MIN_SAMPLE_F1))
@@ -105,7 +106,8 @@ def test_a_gated_box_map_is_judged_only_where_the_score_says_a_face_is() -> None
     assert check.passed and f"n={holding};" in check.detail and bbox.agreement == 1.0
     assert f"judged where face_prob says an object is there ({holding} of 300" in check.detail
     # Ungated, the same boxes fail: background positions are off by 5.
-    ungated = compare(want, got, tolerance_for("int8"), roles={**roles, "bbox": OutputRole(REGRESSION, "option")})  # fmt: skip
+    everywhere = {**roles, "bbox": OutputRole(REGRESSION, "option")}
+    ungated = compare(want, got, tolerance_for("int8"), roles=everywhere)
     assert ungated.outputs["bbox"].agreement == 0.0 and not ungated.passed
     # Where there is a face, an error beyond the bound fails the sample.
     got["bbox"][faces] += 1.0

@@ -100,7 +100,8 @@ def resolution_note(samples: int, tolerance: Tolerance, checked: str | None = TO
     if checked != TOP1:
         short = f"samples short at {checked.removeprefix('a ')} >= "
     return (
-        f"{samples} search samples allow {allowed:.1f} {short}{minimum:g}: a step's verdict there is close to chance (held-out samples "
+        f"{samples} search samples allow {allowed:.1f} {short}{minimum:g}: a step's verdict "
+        "there is close to chance (held-out samples "
         "beyond --validate-samples, or more data, resolve it)"
     )
 

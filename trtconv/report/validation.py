@@ -219,6 +219,6 @@ def roles_of(
             output.role_source,
             output.threshold,
             where=gates[name].where if name in gates else None,
-        )  # fmt: skip
+        )
         for name, output in report.outputs.items()
     }
