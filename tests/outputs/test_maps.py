@@ -57,6 +57,7 @@ def test_an_all_zero_map_fails_although_it_agrees_on_almost_every_element() -> N
 def test_a_map_whose_positives_are_kept_passes_and_one_that_loses_them_fails() -> None:
     want = _onsets()
     report, check = _judge(want, want + np.float32(0.02))
+    assert "n=200;" in check.detail
     assert report.verdict == "passed" and report.outputs["onset"].agreement == 1.0
     # Lose a third of each sample's positives: F1 0.8 on every sample holding three or more.
     lost = want.copy()
