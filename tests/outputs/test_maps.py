@@ -29,8 +29,8 @@ SAMPLES, FRAMES, BINS = 200, 40, 24
 
 
 def _onsets(samples: int = SAMPLES) -> np.ndarray:
-    """Sparse per-frame sigmoid maps [N, T, F]: about 3% of the elements above 0.5."""
-    positive = RNG.random((samples, FRAMES, BINS)) < 0.03
+    """Sparse per-frame sigmoid maps [N, T, F]: about 1% of the elements above 0.5."""
+    positive = RNG.random((samples, FRAMES, BINS)) < 0.01
     high, low = RNG.uniform(0.7, 1.0, positive.shape), RNG.uniform(0, 0.2, positive.shape)
     return np.where(positive, high, low).astype(np.float32)
 
@@ -43,11 +43,11 @@ def _judge(want: np.ndarray, got: np.ndarray) -> tuple:
 
 
 def test_an_all_zero_map_fails_although_it_agrees_on_almost_every_element() -> None:
-    """Before: 'decision agreement at 0.5: 0.97 (n=192000)', passed. Predicting nothing agrees
-    on every negative element; it finds none of the positives."""
+    """Before: 'decision agreement at 0.5: 0.990 (0.989-0.991, n=192000)', passed. Predicting
+    nothing agrees on every negative element; it finds none of the positives."""
     want = _onsets()
     zero = np.zeros_like(want)
-    assert ((want > 0.5) == (zero > 0.5)).mean() > 0.96  # element agreement rewards nothing
+    assert ((want > 0.5) == (zero > 0.5)).mean() > 0.98  # element agreement rewards nothing
     report, check = _judge(want, zero)
     assert report.verdict == "failed" and report.outputs["onset"].agreement == 0.0
     assert "n=200;" in check.detail  # samples, not 192,000 elements
