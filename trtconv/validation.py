@@ -24,6 +24,7 @@ from trtconv.outputs.compare import (
     compare,
     output_roles,
     raise_if_failed,
+    rate_words,
     run_batched,
     undecidable_warning,
     validation_batches,
@@ -158,7 +159,7 @@ def _run_both(
     judging: Judging,
 ) -> tuple[ValidationReport, Evaluation, list[str]]:
     """(the report, the evaluation data it was judged on, the warnings so far: the data too
-    small to ever show the budget, said before the artifact runs, then the runner's): the
+    small to ever show the budget of the outputs' rate checks, then the runner's): the
     native `reference` and `artifact` run on the evaluation data the options and the manifest
     name, the artifact on `options.device` in batches inside its engines' profile."""
     recorded = (manifest.validation or {}).get("confidence", DEFAULT_CONFIDENCE)
@@ -172,15 +173,17 @@ def _run_both(
             options.split, options.samples or DEFAULT_VALIDATE_SAMPLES,
         )  # fmt: skip
         data = evaluation.data
-        too_few = undecidable_warning(len(data), tolerance, data.source)
-        if too_few:
-            log.warning("%s", too_few)
-            warnings.append(too_few)
         with registry.open_runner(artifact, RunOptions(device=options.device)) as candidate:
             report = validate_runners(
                 native, candidate, data, manifest.precision, batch_range=manifest.batch_range,
                 tolerance=tolerance, judging=judging,
             )  # fmt: skip
+            # Said once the roles are known: only outputs with a rate check can be undecidable.
+            checked = rate_words({name: out.role for name, out in report.outputs.items()})
+            too_few = undecidable_warning(len(data), tolerance, data.source, checked)
+            if too_few:
+                log.warning("%s", too_few)
+                warnings.append(too_few)
             for warning in candidate.warnings:
                 log.warning("%s", warning)
             return report, evaluation, [*warnings, *candidate.warnings]

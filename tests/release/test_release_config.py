@@ -279,11 +279,22 @@ def test_output_roles_preprocessing_and_split_are_read(tmp_path: Path) -> None:
     assert config.outputs.judging().roles["probabilities"].role == "classes"
 
 
+def test_a_gated_regression_role_is_read(tmp_path: Path) -> None:
+    """The release spelling of --output-role bbox=regression:where=face_prob (issue 24)."""
+    text = ZOO.format(target='roles = { probabilities = "regression:where=probabilities" }',
+                      extra="")  # fmt: skip
+    config = load_config(write(tmp_path, text))
+    role = config.outputs.judging(config.targets[0]).roles["probabilities"]
+    assert role.role == "regression" and role.where == "probabilities"
+
+
 @pytest.mark.parametrize(
     ("target", "extra", "message"),
     [
         ('roles = { probabilities = "boxes" }', "", r"^targets\[0\]\.roles\.probabilities: "
          "expected one of classes"),
+        ('roles = { probabilities = "regression:where=face" }', "",
+         r"^targets\[0\]\.roles\.probabilities: where=face: the model has no output 'face'"),
         ("", '[outputs]\nroles = { logits = "classes" }',
          r"^outputs\.roles\.logits: the model has no output 'logits' \(its outputs: "
          r"probabilities\)"),

@@ -23,8 +23,9 @@ OutputRoleOpt = Annotated[
     typer.Option(
         "--output-role",
         help="NAME=classes|binary|class_map|regression|tensor (binary:T for a threshold other "
-        "than 0.5): what an output holds, which decides how it is judged (default: inferred). "
-        "Repeatable.",
+        "than 0.5; regression:where=SCORE to judge a box or landmark head only where the output "
+        "SCORE says an object is there): what an output holds, which decides how it is judged "
+        "(default: inferred). Repeatable.",
     ),
 ]
 LabelsOutputOpt = Annotated[

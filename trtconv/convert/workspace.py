@@ -28,7 +28,13 @@ from trtconv.facts import library_versions, probe_cpu
 from trtconv.manifest import Manifest, read_manifest, write_manifest
 from trtconv.onnxlib.export import export_onnx, verify_export
 from trtconv.options import ConvertOptions
-from trtconv.outputs.compare import output_roles, run_batched, undecidable_warning
+from trtconv.outputs.compare import (
+    TOP1,
+    output_roles,
+    rate_words,
+    run_batched,
+    undecidable_warning,
+)
 from trtconv.outputs.roles import Roles
 from trtconv.outputs.tolerance import TOLERANCES, Tolerance, budget_for, tolerance_for
 from trtconv.outputs.validation_report import ValidationReport, roles_of
@@ -63,25 +69,31 @@ def open_workspace(
     output's role (set by the options, else inferred from the graph and the values). Warns
     first when the held-out data is too small to ever show the budget."""
     precisions = [plan.precision] if plan.precision else list(TOLERANCES)  # best: every one
-    for warning in too_few_warnings(plan.options, precisions, len(data.held_out), data):
-        log.warning("%s", warning)
     reference = run_batched(native, data.held_out)
     roles = output_roles(plan.saved_model, reference, plan.options.judging, native.signature.name)
+    checked = rate_words({name: role.role for name, role in roles.items()})
+    for warning in too_few_warnings(plan.options, precisions, len(data.held_out), data, checked):
+        log.warning("%s", warning)
     return Workspace(native, data, reference, roles, work)
 
 
 def too_few_warnings(
-    options: ConvertOptions, precisions: list[str], samples: int, data: ConversionData
+    options: ConvertOptions,
+    precisions: list[str],
+    samples: int,
+    data: ConversionData,
+    checked: str | None = TOP1,
 ) -> list[str]:
     """One warning per distinct budget of `precisions` that `samples` held-out samples can never
-    show at the options' confidence (trtconv.outputs.compare.undecidable_warning)."""
+    show at the options' confidence (trtconv.outputs.compare.undecidable_warning); none when no
+    output has a rate check (`checked` None: see rate_words)."""
     found: dict[str, list[str]] = {}
     for precision in precisions:
         budget = budget_for(
             precision, options.tolerance, options.min_top1_agreement, options.max_accuracy_drop,
             options.judging.tolerances, options.confidence,
         )  # fmt: skip
-        warning = undecidable_warning(samples, budget, data.held_out.source)
+        warning = undecidable_warning(samples, budget, data.held_out.source, checked)
         if warning:
             found.setdefault(warning, []).append(precision)
     if len(precisions) == 1:
@@ -117,7 +129,7 @@ def convert_into(
     report = _validate_staged(directory, plan, space)
     manifest.validation = report.to_json()
     manifest.status = report.verdict
-    manifest.judging = plan.options.judging.record(roles_of(report))
+    manifest.judging = plan.options.judging.record(roles_of(report, space.roles))
     write_manifest(directory, manifest)
     return manifest, report
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,7 +24,16 @@ from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
 from trtconv.outputs.confidence import percent, proportion_interval, samples_to_show
 from trtconv.outputs.judge import judge_output
-from trtconv.outputs.roles import BINARY, CLASS_MAP, CLASSES, Judging, Roles, resolve_roles
+from trtconv.outputs.maps import gate_of
+from trtconv.outputs.roles import (
+    BINARY,
+    CLASS_MAP,
+    CLASSES,
+    REGRESSION,
+    Judging,
+    Roles,
+    resolve_roles,
+)
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.outputs.validation_report import FAILED, INCONCLUSIVE, Check, ValidationReport
 from trtconv.savedmodel import SERVING_KEY
@@ -104,18 +114,55 @@ def compare(
     for name in sorted(set(reference) & set(candidate)):
         scored = labels if name == report.labels_output else None
         judgement = judge_output(
-            name, roles[name], reference[name], candidate[name], tolerance, scored
-        )
+            name, roles[name], reference[name], candidate[name], tolerance, scored,
+            _gate(name, roles, reference),
+        )  # fmt: skip
         report.outputs[name] = judgement.comparison
         report.checks += judgement.checks
     return report
 
 
-def undecidable_warning(samples: int, tolerance: Tolerance, data: str) -> str | None:
-    """The warning, before any work, that `samples` samples of `data` can never show the
-    tolerance's minimum agreement at its confidence (even all of them agreeing leaves the
-    interval below it); None when they can, or with point decisions (confidence 0)."""
+def _gate(name: str, roles: Roles, reference: Outputs) -> np.ndarray | None:
+    """Where output `name` is judged (its role's `where`: the reference's score output says an
+    object is there); None: everywhere."""
+    where = roles[name].where
+    if where is None or where not in reference:
+        return None
+    return gate_of(where, roles[where], np.asarray(reference[where]), np.asarray(reference[name]))
+
+
+TOP1 = "a top-1 agreement"
+# The rate each role's check measures against the budget's minimum (roles absent: no rate).
+RATE_WORDS = {
+    CLASSES: "top-1 agreement",
+    CLASS_MAP: "top-1 agreement",
+    BINARY: "decision agreement",
+    REGRESSION: "share of samples within tolerance",
+}
+
+
+def rate_words(roles: Mapping[str, str]) -> str | None:
+    """What the rate checks of outputs with these roles ({name: role}) measure, for a warning
+    about the budget: 'a top-1 agreement' when every one is one, else 'a rate (decision
+    agreement of onset, ...)'; None when no output has a rate check (nothing to warn about)."""
+    found = {name: RATE_WORDS[role] for name, role in sorted(roles.items()) if role in RATE_WORDS}
+    if not found:
+        return None
+    if set(found.values()) == {RATE_WORDS[CLASSES]}:
+        return TOP1
+    return "a rate (" + ", ".join(f"{words} of {name}" for name, words in found.items()) + ")"
+
+
+def undecidable_warning(
+    samples: int, tolerance: Tolerance, data: str, checked: str | None = TOP1
+) -> str | None:
+    """The warning that `samples` samples of `data` can never show the tolerance's minimum
+    agreement at its confidence (even all of them agreeing leaves the interval below it); None
+    when they can, with point decisions (confidence 0), or when no output has a rate check
+    (`checked` None; else what the checks measure, see rate_words)."""
     minimum, confidence = tolerance.min_top1_agreement, tolerance.confidence
+    if checked is None:
+        return None
     fewest = samples_to_show(minimum, confidence) if confidence > 0 else 0
     if fewest is not None and samples >= fewest:
         return None
@@ -126,7 +173,7 @@ def undecidable_warning(samples: int, tolerance: Tolerance, data: str) -> str | 
     )
     fix = f"at least {fewest} held-out samples can" if fewest else "no sample count can"
     return (
-        f"{samples} samples of {data} cannot show a top-1 agreement of {minimum:g} at "
+        f"{samples} samples of {data} cannot show {checked} of {minimum:g} at "
         f"{percent(confidence)} confidence ({ceiling}{fix}): the verdict will be inconclusive "
         "at best (--confidence 0 decides on the point figure)"
     )

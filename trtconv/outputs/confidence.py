@@ -60,6 +60,25 @@ def proportion_interval(successes: int, samples: int, level: float = CI95) -> In
     return float(found.low), float(found.high)
 
 
+def mean_interval(mean: float, samples: int, level: float = CI95) -> Interval | None:
+    """The Wilson score interval of a mean of `samples` per-sample values in [0, 1] (a class
+    map's per-sample agreement): Wilson's closed form at p = `mean`, n = `samples`. Values in
+    [0, 1] with mean p vary at most as p(1 - p), a 0/1 sample's, so the interval is at least as
+    wide as it must be. None without samples."""
+    if samples < 1:
+        return None
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + level / 2))
+    centre = (mean + z * z / (2 * samples)) / (1 + z * z / samples)
+    half = (
+        z
+        / (1 + z * z / samples)
+        * math.sqrt(max(mean * (1 - mean), 0.0) / samples + z * z / (4 * samples * samples))
+    )
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def paired_difference_interval(
     first: np.ndarray, second: np.ndarray, level: float = CI95
 ) -> Interval | None:
@@ -210,9 +229,11 @@ def _smallest(decides: Callable[[int], bool]) -> int | None:
 @dataclass(frozen=True)
 class Rate:
     """k of n samples: a measured rate, its 95% interval (reported) and its decision against a
-    bound at the `confidence` level (0: the point rule)."""
+    bound at the `confidence` level (0: the point rule). `successes` may be fractional: the sum
+    of per-sample values in [0, 1] (a class map's per-sample agreement), whose interval is
+    `mean_interval`'s."""
 
-    successes: int
+    successes: float
     samples: int
 
     @property
@@ -222,7 +243,9 @@ class Rate:
 
     def interval(self, level: float = CI95) -> Interval | None:
         """The Wilson interval at `level` (None without samples)."""
-        return proportion_interval(self.successes, self.samples, level)
+        if float(self.successes).is_integer():
+            return proportion_interval(int(self.successes), self.samples, level)
+        return mean_interval(self.value, self.samples, level)
 
     def decide(self, minimum: float, confidence: float) -> str:
         """PASSED, FAILED or INCONCLUSIVE against `minimum`, at `confidence` (0: point)."""

@@ -4,14 +4,19 @@ Every output gets a values line (max abs and rel error); it gates when the preci
 user) gives an absolute tolerance for the output. The role adds what matters to it:
 
 - classes: top-1 agreement (gating) and, with labels, the accuracy drop (gating);
-- binary: agreement of the decisions at the threshold (gating), accuracy drop with labels;
-- class_map: per-element top-1 agreement over the last (class) axis (gating), and with
-  per-element labels the pixel accuracy drop (gating) and the mean IoU (reported);
-- regression: the share of samples whose every value lies within tolerance (gating); without
-  an absolute tolerance (int8) the bound is REGRESSION_SPREAD of the reference's spread;
+- binary: agreement of the decisions at the threshold (gating), accuracy drop with labels; a
+  decision map (more than one decision per sample) by the share of samples whose F1 of the
+  positives is high enough (trtconv.outputs.maps);
+- class_map: per-element top-1 agreement over the last (class) axis, averaged per sample
+  (gating), and with per-element labels the pixel accuracy drop (gating) and the mean IoU
+  (reported);
+- regression: the share of samples whose values lie within tolerance (gating; maps.py says how,
+  and where a score output gates them); without an absolute tolerance (int8) the bound is
+  maps.REGRESSION_SPREAD of the reference's spread;
 - tensor: the values line only: without a tolerance the output is not judged.
 
-Rates (agreement, the share within tolerance, accuracies) and the accuracy drop carry their 95%
+Rates (agreement, the share within tolerance, accuracies) count samples, never elements (a
+map's elements are averaged per sample first), and they and the accuracy drop carry their 95%
 interval, and their checks are decided by the interval at the tolerance's confidence
 (trtconv.outputs.confidence): passed, failed, or inconclusive with the samples that would
 decide it.
@@ -37,6 +42,13 @@ from trtconv.outputs.confidence import (
     percent,
     samples_needed,
 )
+from trtconv.outputs.maps import (
+    MapRate,
+    decision_map_rate,
+    is_decision_map,
+    per_sample,
+    regression_rate,
+)
 from trtconv.outputs.roles import (
     BINARY,
     CLASS_MAP,
@@ -55,9 +67,6 @@ if TYPE_CHECKING:
 # Relative error divides by max(|reference|, REL_FLOOR): a probability of 1e-9 that becomes 2e-9
 # is not a 100% error worth reporting.
 REL_FLOOR = 1e-3
-# int8 regression outputs: a sample agrees when each of its values is within this fraction of
-# the reference output's standard deviation (its spread over the data) of the reference value.
-REGRESSION_SPREAD = 0.1
 INTERVAL_FIELDS = (
     "agreement_ci95", "accuracy_reference_ci95", "accuracy_candidate_ci95", "accuracy_drop_ci95",
 )  # fmt: skip
@@ -78,10 +87,12 @@ def judge_output(
     got: np.ndarray,
     tolerance: Tolerance,
     labels: np.ndarray | None = None,
+    gate: np.ndarray | None = None,
 ) -> Judgement:
     """Judge the converted output `got` against the reference `want` as `role` says; `labels`
-    (for the one output they score) adds accuracy. Raises UsageError for a role the output's
-    shape cannot have (classes on one float column)."""
+    (for the one output they score) adds accuracy; `gate` (a regression role's `where`: a
+    boolean array of `want`'s shape) says where its values are judged. Raises UsageError for a
+    role the output's shape cannot have (classes on one float column)."""
     atol = _atol(name, role, want, tolerance)
     if want.shape != got.shape:
         check = Check(f"{name} shape", False, f"expected {want.shape}, found {got.shape}", name)
@@ -92,7 +103,10 @@ def judge_output(
     values, max_abs, max_rel = _values_check(name, want, got, atol)
     checks = [values]
     figures: dict[str, Any] = {}
-    if role.role in DECISIONS:
+    if is_decision_map(role, want):
+        rate = decision_map_rate(want > _threshold(role), got > _threshold(role), _threshold(role))
+        checks.append(_map_check(name, rate, tolerance, figures))
+    elif role.role in DECISIONS:
         want_ids, got_ids = decisions(name, role, want), decisions(name, role, got)
         assert want_ids is not None and got_ids is not None  # a decision role
         checks += _decision_checks(name, want_ids, got_ids, tolerance, labels,
@@ -100,7 +114,8 @@ def judge_output(
         if role.role == CLASS_MAP and labels is not None:
             checks.append(_mean_iou_check(name, want, want_ids, got_ids, labels))
     elif role.role == REGRESSION:
-        checks.append(_within_check(name, want, got, atol, tolerance, figures))
+        rate = regression_rate(want, got, atol, gate, role.where)
+        checks.append(_map_check(name, rate, tolerance, figures))
     judged = any(check.gating for check in checks)
     if not judged:
         checks.append(Check(f"{name} not judged", False, _unjudged_reason(name, role), name, False))
@@ -225,8 +240,23 @@ def _decision_checks(
 
 
 def _rate(hits: np.ndarray) -> Rate:
-    """The share of True in `hits` as a Rate (k of n)."""
-    return Rate(int(np.count_nonzero(hits)), int(hits.size))
+    """The share of True in `hits` as a Rate over its samples (its first axis): k of n, or for
+    a map the sum of each sample's share over n (elements of one sample are not independent
+    samples)."""
+    if hits.ndim <= 1:
+        return Rate(int(np.count_nonzero(hits)), int(hits.size))
+    shares = per_sample(hits).mean(axis=1)
+    hit = int(np.count_nonzero(shares))
+    whole = hit == int(np.count_nonzero(shares == 1))  # every sample all or nothing
+    return Rate(hit if whole else float(shares.sum()), len(shares))
+
+
+def _map_check(name: str, found: MapRate, tolerance: Tolerance, figures: dict[str, Any]) -> Check:
+    """A rate over samples from trtconv.outputs.maps, as a check against the budget."""
+    figures["agreement"], figures["agreement_ci95"] = found.rate.value, found.rate.interval()
+    if found.bound is not None:
+        figures["tolerance"] = found.bound
+    return _rate_check(f"{name} {found.check}", name, found.rate, found.what, tolerance)
 
 
 def _rate_check(name: str, output: str, rate: Rate, what: str, tolerance: Tolerance) -> Check:
@@ -309,30 +339,6 @@ def _mean_iou_check(
     reference, candidate = mean_iou(want, truth, classes), mean_iou(got, truth, classes)
     detail = f"{reference:.4f} -> {candidate:.4f} over {classes} classes"
     return Check(f"{name} mean IoU", True, detail, name, False)
-
-
-def _within_check(
-    name: str,
-    want: np.ndarray,
-    got: np.ndarray,
-    atol: float | None,
-    tolerance: Tolerance,
-    figures: dict[str, Any],
-) -> Check:
-    """The share of samples whose every value lies within the bound of the reference's."""
-    want64 = want.astype(np.float64)
-    if atol is not None:
-        bound, why = atol, f"atol {atol:g}"
-    else:
-        spread = float(want64.std())
-        bound = REGRESSION_SPREAD * spread if spread > 0 else REL_FLOOR
-        why = f"{REGRESSION_SPREAD:g} x the reference's spread {spread:.3g}"
-    errors = np.abs(got.astype(np.float64) - want64).reshape(len(want64), -1).max(axis=1)
-    within = _rate(errors <= bound)
-    figures["agreement"], figures["tolerance"] = within.value, bound
-    figures["agreement_ci95"] = within.interval()
-    what = f" of samples within {bound:.3g}, {why}"
-    return _rate_check(f"{name} within tolerance", name, within, what, tolerance)
 
 
 def _unjudged_reason(name: str, role: OutputRole) -> str:

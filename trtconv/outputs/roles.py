@@ -7,7 +7,8 @@
 - `class_map`: class scores per element of a dense map (segmentation: `[N, H, W, K]`, the
   classes on the last axis): per-element top-1 agreement, pixel accuracy and mean IoU against
   per-element labels;
-- `regression`: values whose error matters: samples within tolerance;
+- `regression`: values whose error matters: samples within tolerance; `regression:where=SCORE`
+  judges them only where the output SCORE says an object is there (a box or landmark head);
 - `tensor`: anything else: the values against an absolute tolerance.
 
 A role is set by the user (`--output-role NAME=ROLE`, a release config, an artifact's manifest)
@@ -35,7 +36,8 @@ SUM_TO_ONE = 1e-3  # rows of probabilities sum to 1 within this
 
 @dataclass(frozen=True)
 class OutputRole:
-    """One output's role, where it came from, and (binary) the decision threshold."""
+    """One output's role, where it came from, (binary) the decision threshold, and
+    (regression) the score output that says where an object is (`where`)."""
 
     role: str
     source: str  # "option", "release config", "manifest" or "inferred: WHY"
@@ -43,17 +45,24 @@ class OutputRole:
     # The output the labels score (--labels-output); recorded as the judging block's
     # `labels_output`, not per role.
     labels: bool = False
+    where: str | None = None  # regression judged only where this score output says so
 
     def to_dict(self) -> dict[str, object]:
-        return {"role": self.role, "source": self.source, "threshold": self.threshold}
+        found: dict[str, object] = {
+            "role": self.role, "source": self.source, "threshold": self.threshold,
+        }  # fmt: skip
+        if self.where is not None:  # only when set: manifests written before read the same
+            found["where"] = self.where
+        return found
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object], source: str | None = None) -> OutputRole:
-        threshold = data.get("threshold")
+        threshold, where = data.get("threshold"), data.get("where")
         return cls(
             str(data["role"]),
             source or str(data.get("source", "")),
             None if threshold is None else float(threshold),  # type: ignore[arg-type]
+            where=None if where is None else str(where),
         )
 
 
@@ -61,18 +70,30 @@ Roles = dict[str, OutputRole]
 
 
 def parse_role(text: str, where: str, source: str) -> OutputRole:
-    """`classes`, `binary`, `binary:THRESHOLD`, `class_map`, `regression` or `tensor`. Raises
-    UsageError."""
-    role, _, threshold = text.strip().partition(":")
-    if role not in ROLES or (threshold and role != BINARY):
+    """`classes`, `binary`, `binary:THRESHOLD`, `class_map`, `regression`,
+    `regression:where=SCORE` or `tensor`. Raises UsageError."""
+    role, _, option = text.strip().partition(":")
+    gate = option.startswith("where=") and role == REGRESSION
+    if option.startswith("where=") and not gate:
+        raise UsageError(
+            f"{where}: where=SCORE gates a regression output (a box or landmark head), found "
+            f"'{text}'; spell it NAME=regression:where=SCORE."
+        )
+    if role not in ROLES or (option and role != BINARY and not gate):
         raise UsageError(
             f"{where}: expected one of {', '.join(ROLES)} (binary:THRESHOLD for another "
-            f"decision threshold), found '{text}'."
+            "decision threshold, regression:where=SCORE to judge only where the output SCORE "
+            f"says an object is there), found '{text}'."
         )
-    if not threshold:
+    if gate:
+        score = option.removeprefix("where=").strip()
+        if not score:
+            raise UsageError(f"{where}: 'where=' in '{text}' names no output.")
+        return OutputRole(role, source, where=score)
+    if not option:
         return OutputRole(role, source)
     try:
-        return OutputRole(role, source, float(threshold))
+        return OutputRole(role, source, float(option))
     except ValueError:
         raise UsageError(f"{where}: the threshold in '{text}' is not a number.") from None
 
@@ -160,7 +181,27 @@ def resolve_roles(
         else:
             others = [other for other in marked if other != name]
             roles[name] = infer_role(array, final_ops.get(name, ""), others)
+    for name, role in roles.items():
+        if role.where is not None:
+            check_gate(name, role, roles)
     return roles
+
+
+def check_gate(name: str, role: OutputRole, roles: Roles) -> None:
+    """Raise UsageError when `role.where` names no output of the model, or one that decides
+    nothing (the gate is a binary score or class scores)."""
+    gate = roles.get(role.where or "")
+    if gate is None:
+        raise UsageError(
+            f"Output '{name}' is judged where '{role.where}' says an object is there, but the "
+            f"model has no output '{role.where}'; its outputs are {', '.join(sorted(roles))}."
+        )
+    if gate.role not in DECISIONS:
+        raise UsageError(
+            f"Output '{name}' is judged where '{role.where}' says an object is there, but "
+            f"'{role.where}' is {gate.role} ({gate.source}): the gate must be a binary score or "
+            f"class scores (set --output-role {role.where}=binary)."
+        )
 
 
 def infer_role(array: np.ndarray, final_op: str = "", marked: Sequence[str] = ()) -> OutputRole:
@@ -180,6 +221,10 @@ def infer_role(array: np.ndarray, final_op: str = "", marked: Sequence[str] = ()
         # Integers are labels (class ids, counts): judged by agreement per element.
         why = f"inferred: {array.dtype} values of shape {_shape(array)} (labels per element)"
         return OutputRole(CLASSES, why)
+    if array.ndim > 2 and marked:
+        # A box or offset map beside a score map (a proposal net's): values whose error matters.
+        why = f"inferred: a {_shape(array)} map with no softmax or sigmoid, while "
+        return OutputRole(REGRESSION, why + f"{', '.join(marked)} ends in one")
     if array.ndim > 2:
         return OutputRole(TENSOR, f"inferred: shape {_shape(array)} (not one row per sample)")
     if columns == 1:
@@ -270,6 +315,8 @@ class Judging:
     def check_names(self, outputs: Sequence[str]) -> None:
         """Raise UsageError when a role or tolerance names an output the model lacks."""
         check_output_names(self.roles, outputs, "--output-role")
+        gates = [role.where for role in self.roles.values() if role.where]
+        check_output_names(gates, outputs, "--output-role NAME=regression:where=SCORE")
         check_output_names(self.tolerances, outputs, "--tolerance NAME=X")
         if self.labels_output:
             check_output_names([self.labels_output], outputs, "--labels-output")
@@ -301,5 +348,5 @@ class Judging:
         if self.labels_output is None or self.labels_output not in roles:
             return roles
         role = roles[self.labels_output]
-        labelled = OutputRole(role.role, role.source, role.threshold, labels=True)
+        labelled = OutputRole(role.role, role.source, role.threshold, True, role.where)
         return {**roles, self.labels_output: labelled}

@@ -20,6 +20,7 @@ report's `samples`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,9 +206,19 @@ class ValidationReport(JsonResult):
         return data
 
 
-def roles_of(report: ValidationReport) -> dict[str, OutputRole]:
-    """Each output's role as the report judged it: {name: OutputRole}."""
+def roles_of(
+    report: ValidationReport, gates: Mapping[str, OutputRole] | None = None
+) -> dict[str, OutputRole]:
+    """Each output's role as the report judged it: {name: OutputRole}, with the score output
+    that gated it (`where`) taken from `gates` (the roles judged by), which the report does not
+    carry."""
+    gates = gates or {}
     return {
-        name: OutputRole(output.role, output.role_source, output.threshold)
+        name: OutputRole(
+            output.role,
+            output.role_source,
+            output.threshold,
+            where=gates[name].where if name in gates else None,
+        )
         for name, output in report.outputs.items()
     }

@@ -35,6 +35,7 @@ from trtconv.core.errors import ConversionError
 from trtconv.core.model_io import CalibrationFeed
 from trtconv.core.progress import Progress
 from trtconv.options import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.outputs.compare import TOP1, rate_words
 from trtconv.outputs.confidence import INCONCLUSIVE, PASSED
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.quantize.qdq import QdqOptions, QdqQuantizer
@@ -157,7 +158,12 @@ class Ladder:
         self.scorer = SearchScorer(
             quantizer.source, settings.search, settings.tolerance, settings.roles
         )
-        self.note = resolution_note(len(settings.search), settings.tolerance)
+        checked = (
+            TOP1
+            if settings.roles is None
+            else rate_words({name: role.role for name, role in settings.roles.items()})
+        )
+        self.note = resolution_note(len(settings.search), settings.tolerance, checked)
         self.unshowable = unshowable(len(settings.search), settings.tolerance)
         if self.note:
             log.warning("int8 ladder: %s", self.note)
@@ -220,12 +226,13 @@ class Ladder:
         verdict = STEP_VERDICTS.get(score.verdict, "misses the budget")
         if not score.judged:
             verdict = "not judged"
+        # The check that decides, by name (a regression output has no top-1 agreement).
         log.info(
-            "int8 ladder step %d (%s: %s): top-1 agreement %s, %s (%.1f s)",
+            "int8 ladder step %d (%s: %s): %s, %s (%.1f s)",
             candidate.step,
             stage,
             change,
-            _fmt(score.top1_agreement),
+            score.deciding or "no check",
             verdict,
             seconds,
         )
@@ -402,7 +409,3 @@ def _layer(node: QuantizedNode) -> str:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.4g}")
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.4f}"

@@ -24,9 +24,10 @@ import numpy as np
 
 from trtconv.calib.sources import ArraySet
 from trtconv.onnxlib.session import OrtRunner
-from trtconv.outputs.compare import compare, run_batched
+from trtconv.outputs.compare import TOP1, compare, run_batched
 from trtconv.outputs.confidence import INCONCLUSIVE, percent, samples_to_show
 from trtconv.outputs.tolerance import Tolerance
+from trtconv.outputs.validation_report import ValidationReport
 
 # 512 samples show a 0.97 budget for a step agreeing 0.985 or more (95% Wilson interval).
 SEARCH_SAMPLES = 512
@@ -72,18 +73,22 @@ def split_for_search(
     return DataSplit(calibration, held_out, calibration.head(SEARCH_SAMPLES), CALIBRATION_SAMPLES)
 
 
-def resolution_note(samples: int, tolerance: Tolerance) -> str | None:
+def resolution_note(samples: int, tolerance: Tolerance, checked: str | None = TOP1) -> str | None:
     """A caveat when `samples` cannot resolve the agreement budget, else None: at a confidence,
     when even every sample agreeing leaves the interval below the minimum; with point
-    decisions, when the budget allows fewer than MIN_RESOLVED_DISAGREEMENTS disagreements."""
+    decisions, when the budget allows fewer than MIN_RESOLVED_DISAGREEMENTS disagreements.
+    `checked` says what the outputs' rate checks measure (compare.rate_words); None: no output
+    has one, and there is nothing to say."""
     minimum, confidence = tolerance.min_top1_agreement, tolerance.confidence
+    if checked is None:
+        return None
     if confidence > 0:
         if not unshowable(samples, tolerance):
             return None
         fewest = samples_to_show(minimum, confidence)
         can = f"at least {fewest} samples can" if fewest else "no sample count can"
         return (
-            f"{samples} search samples cannot show a top-1 agreement of {minimum:g} at "
+            f"{samples} search samples cannot show {checked} of {minimum:g} at "
             f"{percent(confidence)} confidence ({can}): no step can meet the budget there, so "
             "the ladder keeps the first step not shown to miss it (held-out samples beyond "
             "--validate-samples, or more data, resolve it)"
@@ -91,9 +96,12 @@ def resolution_note(samples: int, tolerance: Tolerance) -> str | None:
     allowed = (1.0 - minimum) * samples
     if allowed >= MIN_RESOLVED_DISAGREEMENTS:
         return None
+    short = "top-1 disagreements at agreement >= "
+    if checked != TOP1:
+        short = f"samples short at {checked.removeprefix('a ')} >= "
     return (
-        f"{samples} search samples allow {allowed:.1f} top-1 disagreements at agreement >= "
-        f"{minimum:g}: a step's verdict there is close to chance (held-out samples "
+        f"{samples} search samples allow {allowed:.1f} {short}{minimum:g}: a step's verdict "
+        "there is close to chance (held-out samples "
         "beyond --validate-samples, or more data, resolve it)"
     )
 
@@ -142,12 +150,33 @@ class Score:
     # Outputs no check could judge (a tensor with no tolerance): the ladder cannot climb on them.
     unjudged: tuple[str, ...] = ()
     judged: bool = True  # some output has a gating check
+    # The check that decides the step, in words (step_words): what the log names.
+    deciding: str = ""
 
     def key(self) -> tuple[bool, bool, float, float]:
         """Sort key, best last: meets the budget, then not shown to miss it, then agreement,
         then smaller output error."""
         undecided = self.verdict == INCONCLUSIVE
         return (self.passed, undecided, self.top1_agreement or 0.0, -self.output_error)
+
+
+def step_words(report: ValidationReport) -> str:
+    """The check that decides a step, in words: the first gating check that is not passed
+    ('bbox within tolerance: 0.412 (0.35-0.47, n=200; minimum 0.97) of samples ...'), else
+    the gating check of the lowest rate; '' when nothing gates."""
+    gating = [check for check in report.checks if check.gating]
+    short = [check for check in gating if not check.passed]
+    if short:
+        return f"{short[0].name}: {short[0].detail}"
+    rated = [(output.agreement, name) for name, output in report.outputs.items()
+             if output.judged and output.agreement is not None]  # fmt: skip
+    if rated:
+        lowest = min(rated)[1]
+        deciding = [check for check in gating
+                    if check.output == lowest and not check.name.endswith(" values")]  # fmt: skip
+        if deciding:
+            return f"{deciding[0].name}: {deciding[0].detail}"
+    return f"{gating[0].name}: {gating[0].detail}" if gating else ""
 
 
 def settles(score: Score, unshowable_slice: bool) -> bool:
@@ -201,6 +230,7 @@ class SearchScorer:
             verdict=report.verdict,
             unjudged=tuple(report.unjudged),
             judged=any(output.judged for output in report.outputs.values()),
+            deciding=step_words(report),
         )
 
     def error(self, model: Path, samples: int) -> float:

@@ -26,6 +26,7 @@ from trtconv.options import (
     INT8_TARGETS,
     SPLITS,
 )
+from trtconv.outputs.roles import parse_role
 from trtconv.release.settings import (
     BenchSettings,
     CalibrationSettings,
@@ -311,6 +312,18 @@ def _check_output_names(config: ReleaseConfig) -> None:
                     f"{where}.{key}.{unknown[0]}: the model has no output '{unknown[0]}' "
                     f"(its outputs: {', '.join(outputs)})."
                 )
+        _check_gates(where, roles, outputs)
+
+
+def _check_gates(where: str, roles: dict[str, str], outputs: list[str]) -> None:
+    """A role's `where=SCORE` must name an output the model has."""
+    for name, text in roles.items():
+        gate = parse_role(text, f"{where}.roles.{name}", "release config").where
+        if gate is not None and gate not in outputs:
+            raise UsageError(
+                f"{where}.roles.{name}: where={gate}: the model has no output '{gate}' "
+                f"(its outputs: {', '.join(outputs)})."
+            )
 
 
 def _check_data(key: str, spec: str | None) -> None:

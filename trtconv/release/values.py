@@ -129,7 +129,8 @@ def table_of(value: Validator) -> Validator:
 
 
 def role(path: str, value: Any) -> str:
-    """An output role: classes, binary (or binary:THRESHOLD), regression or tensor."""
+    """An output role: classes, binary (or binary:THRESHOLD), class_map, regression (or
+    regression:where=SCORE) or tensor."""
     text = string(path, value)
     parse_role(text, path, "release config")
     return text

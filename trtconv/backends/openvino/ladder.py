@@ -38,9 +38,10 @@ from trtconv.backends.openvino.runner import DEVICE, compile_config
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds
 from trtconv.onnxlib.tf_names import tf_origin
-from trtconv.outputs.compare import compare
+from trtconv.outputs.compare import compare, rate_words
 from trtconv.outputs.confidence import rate_to_show
 from trtconv.outputs.judge import decisions
+from trtconv.outputs.maps import sample_scores
 from trtconv.outputs.roles import resolve_roles
 from trtconv.protocol.request import ConversionRequest, SearchSlice
 from trtconv.quantize.isa import cpu_weight_range
@@ -51,6 +52,7 @@ from trtconv.quantize.search import (
     output_error,
     resolution_note,
     settles,
+    step_words,
     unshowable,
 )
 
@@ -121,9 +123,10 @@ class SliceScorer:
         outputs = self.outputs(compiled, indices)
         agree = np.ones(len(indices))
         for name, want in self.reference_decisions.items():
-            same = np.asarray(decisions(name, self.roles[name], outputs[name]) == want[indices])
-            # A class map decides per element: a sample scores the share of its elements.
-            agree = np.minimum(agree, same.reshape(len(indices), -1).mean(axis=1))
+            found = np.asarray(decisions(name, self.roles[name], outputs[name]))
+            # Per sample as validation judges it: a decision map's F1 of the positives, a class
+            # map's share of agreeing elements, one decision's 0 or 1.
+            agree = np.minimum(agree, sample_scores(self.roles[name], want[indices], found))
         return float(agree.mean()), [float(value) for value in agree]
 
     def score(self, model: Any, inference_precision: str | None = None) -> Score:
@@ -144,6 +147,7 @@ class SliceScorer:
             output_error(reference, candidate),
             report.passed,
             report.verdict,
+            deciding=step_words(report),
         )
 
 
@@ -169,7 +173,8 @@ class NncfLadder:
         self.outcome = ""
         self.kept_float: list[dict[str, Any]] = []
         self.control: dict[str, Any] | None = None
-        self.note = resolution_note(len(search.data), search.tolerance)
+        checked = rate_words({name: role.role for name, role in self.scorer.roles.items()})
+        self.note = resolution_note(len(search.data), search.tolerance, checked)
         self.unshowable = unshowable(len(search.data), search.tolerance)
         if self.note:
             log.warning("int8 ladder: %s", self.note)
@@ -254,9 +259,10 @@ class NncfLadder:
         seconds = time.perf_counter() - started
         kept = len(self.kept_float) if stage == CONTROL else 0
         self.steps.append(step_record(len(self.steps), stage, change, score, seconds, kept))
-        agreement = "n/a" if score is None or score.top1_agreement is None else score.top1_agreement
-        log.info("int8 ladder step %d (%s): top-1 agreement %s (%.1f s)", len(self.steps) - 1,
-                 change, agreement, seconds)  # fmt: skip
+        # The check that decides, by name (a regression output has no top-1 agreement).
+        deciding = "did not finish" if score is None else score.deciding or "no check"
+        log.info("int8 ladder step %d (%s): %s (%.1f s)", len(self.steps) - 1, change, deciding,
+                 seconds)  # fmt: skip
         return score if score is not None else Score(None, None, None, math.inf, False)
 
     def give_up(self, summary: dict[str, Any], score: Score, why: str) -> dict[str, Any]:

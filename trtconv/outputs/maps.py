@@ -1,0 +1,162 @@
+"""Dense outputs judged per sample: every figure is a rate over samples (windows, images),
+never over elements, whose values inside one sample are not independent.
+
+- A **decision map** (a binary output with more than one decision per sample: per-frame sigmoid
+  maps `[N, T, F]`, a score map `[N, H, W, 1]`) is judged by how well the converted model finds
+  the reference's positives: per sample, the F1 of its decisions at the threshold against the
+  reference's (1 when neither has a positive), and the rate is the share of samples whose F1 is
+  at least MIN_SAMPLE_F1. Element agreement would reward predicting nothing: an all-zero map
+  agrees with a sparse one on almost every element, while its F1 is 0 on every sample that
+  holds a positive.
+- A **class map** (`[N, H, W, K]`): per sample, the share of its elements whose top-1 class
+  agrees; the figure is their mean, its interval counts samples (`confidence.mean_interval`).
+- A **regression** output: a sample is within tolerance when at least WITHIN_SHARE of its values
+  lie within the bound of the reference's (all of them for a sample of fewer than 20 values).
+  The bound is the atol where one is given, else REGRESSION_SPREAD x the reference output's
+  spread (its standard deviation over every sample and element).
+- A head **gated** by a score output (`--output-role bbox=regression:where=face_prob`) is judged
+  only where the score output of the *reference* says an object is there: a binary score above
+  its threshold, or a class other than the first (index 0 is "nothing there"). A sample with no
+  object is not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trtconv.core.errors import UsageError
+from trtconv.outputs.confidence import Rate
+from trtconv.outputs.roles import BINARY, CLASS_MAP, CLASSES, OutputRole
+
+# A decision map's sample agrees when the F1 of its positives is at least this.
+MIN_SAMPLE_F1 = 0.9
+# A regression sample is within tolerance when at least this share of its values are.
+WITHIN_SHARE = 0.95
+# int8 regression outputs (no atol): the bound is this fraction of the reference's spread.
+REGRESSION_SPREAD = 0.1
+# The bound when the reference does not vary at all (its spread is 0).
+SPREAD_FLOOR = 1e-3
+
+
+def per_sample(array: np.ndarray) -> np.ndarray:
+    """`array` as [samples, elements]."""
+    return array.reshape(len(array), -1)
+
+
+def is_decision_map(role: OutputRole, array: np.ndarray) -> bool:
+    """A binary output deciding more than once per sample."""
+    return role.role == BINARY and per_sample(array).shape[1] > 1
+
+
+def sample_f1(want: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """Per sample, the F1 of the decisions `got` against `want` (both boolean maps): 2 x both
+    positive / (positives in want + positives in got); 1 when neither holds a positive."""
+    want2, got2 = per_sample(want).astype(bool), per_sample(got).astype(bool)
+    both = np.logical_and(want2, got2).sum(axis=1)
+    total = want2.sum(axis=1) + got2.sum(axis=1)
+    return np.where(total == 0, 1.0, 2.0 * both / np.maximum(total, 1))
+
+
+def pooled_f1(want: np.ndarray, got: np.ndarray) -> float:
+    """The F1 of every positive of every sample together (reported beside the rate)."""
+    both = int(np.logical_and(want, got).sum())
+    total = int(want.sum()) + int(got.sum())
+    return 1.0 if total == 0 else 2.0 * both / total
+
+
+@dataclass(frozen=True)
+class MapRate:
+    """A rate over samples and the words that say what it counts."""
+
+    rate: Rate
+    check: str  # what the check is called, after the output's name
+    what: str  # appended to the figure: ' of samples ...'
+    bound: float | None = None  # regression: the per-value bound
+
+
+def decision_map_rate(want: np.ndarray, got: np.ndarray, threshold: float) -> MapRate:
+    """The share of samples whose F1 of the decisions (`want`, `got`: boolean maps) at the
+    threshold is at least MIN_SAMPLE_F1."""
+    f1 = sample_f1(want, got)
+    holding = int(per_sample(want).any(axis=1).sum())
+    rate = Rate(int(np.count_nonzero(f1 >= MIN_SAMPLE_F1)), len(f1))
+    what = (
+        f" of samples with F1 >= {MIN_SAMPLE_F1:g}; {holding} of {len(f1)} samples hold "
+        f"positives, pooled F1 {pooled_f1(want, got):.3f}"
+    )
+    return MapRate(rate, f"sample F1 >= {MIN_SAMPLE_F1:g} at {threshold:g}", what)
+
+
+def class_map_rate(want: np.ndarray, got: np.ndarray) -> MapRate:
+    """The mean over samples of each sample's share of elements whose class agrees."""
+    shares = per_sample(want == got).mean(axis=1)
+    rate = Rate(float(shares.sum()), len(shares))
+    return MapRate(rate, "per-element top-1 agreement", " (per-sample mean)")
+
+
+def regression_bound(want: np.ndarray, atol: float | None) -> tuple[float, str]:
+    """(the per-value bound, what it is relative to)."""
+    if atol is not None:
+        return atol, f"atol {atol:g}"
+    spread = float(want.astype(np.float64).std())
+    bound = REGRESSION_SPREAD * spread if spread > 0 else SPREAD_FLOOR
+    return bound, f"{REGRESSION_SPREAD:g} x the reference's spread (std) {spread:.3g}"
+
+
+def regression_rate(
+    want: np.ndarray,
+    got: np.ndarray,
+    atol: float | None,
+    gate: np.ndarray | None = None,
+    gate_name: str | None = None,
+) -> MapRate:
+    """The share of samples at least WITHIN_SHARE of whose values (where `gate`, a boolean
+    array of `want`'s shape, says an object is there) lie within the bound; samples with no
+    value gated are not counted."""
+    bound, why = regression_bound(want if gate is None else want[gate], atol)
+    errors = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    inside = per_sample(errors <= bound)
+    counted = per_sample(np.ones(want.shape, bool) if gate is None else gate)
+    values = counted.sum(axis=1)
+    shares = (inside & counted).sum(axis=1) / np.maximum(values, 1)
+    judged = values > 0
+    rate = Rate(int(np.count_nonzero(shares[judged] >= WITHIN_SHARE)), int(judged.sum()))
+    share = "every value" if counted.shape[1] < 20 else f"{WITHIN_SHARE:.0%} of values"
+    what = f" of samples with {share} within {bound:.3g}, {why}"
+    if gate_name is not None:
+        what += f"; judged where {gate_name} says an object is there ({rate.samples} of "
+        what += f"{len(want)} samples)"
+    return MapRate(rate, "within tolerance", what, bound)
+
+
+def gate_of(name: str, role: OutputRole, scores: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Where the reference's score output `name` (its `role`, its `scores`) says an object is
+    there, broadcast to `target`'s shape. Raises UsageError when the two do not line up."""
+    if role.role == BINARY:
+        present = scores > (role.threshold if role.threshold is not None else 0.5)
+    elif role.role in (CLASSES, CLASS_MAP) and np.issubdtype(scores.dtype, np.floating):
+        present = scores.argmax(axis=-1) != 0
+    else:
+        raise UsageError(
+            f"where={name}: output '{name}' is {role.role}; a gate must be a binary score or "
+            "class scores (class 0 meaning nothing there)."
+        )
+    while present.ndim > 1 and present.shape[-1] == 1:
+        present = present[..., 0]
+    if target.shape[: present.ndim] != present.shape:
+        raise UsageError(
+            f"where={name}: its decisions of shape {list(present.shape)} do not line up with "
+            f"the judged output's shape {list(target.shape)} (the leading axes must match)."
+        )
+    extra = target.ndim - present.ndim
+    return np.broadcast_to(present.reshape(present.shape + (1,) * extra), target.shape)
+
+
+def sample_scores(role: OutputRole, want: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """One score in [0, 1] per sample for decisions `want` and `got` (what a search ranks
+    samples by): the F1 of a decision map's positives, else the share of decisions agreeing."""
+    if role.role == BINARY and per_sample(want).shape[1] > 1:
+        return sample_f1(want, got)
+    return per_sample(want == got).mean(axis=1)
