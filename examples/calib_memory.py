@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -112,11 +113,13 @@ def main() -> None:
         inputs = rng.random((args.samples, 256, 256, 8), dtype=np.float32)
         data = whole_batches(ArraySet({"x": inputs}, None, "random"), args.batch)
         feed = calibration_feed(data, args.batch)
+        started = time.perf_counter()
         with PeakRss() as memory:
             if args.way == "streaming":
                 calibrate(model, feed, args.method, work, "conv net")
             else:
                 one_shot(model, feed, args.method, work)
+        seconds = time.perf_counter() - started
         figures = {
             "way": args.way,
             "method": args.method,
@@ -127,6 +130,7 @@ def main() -> None:
             "batch_activations_mb": round(batch_activations_mb(model, next(feed()), work), 1),
             "peak_rss_mb": memory.peak_mb,
             "rss_growth_mb": memory.growth_mb,
+            "seconds": round(seconds, 1),
         }
         print(json.dumps(figures))
 

@@ -104,7 +104,7 @@ def test_streaming_ranges_match_one_pass_over_everything(tmp_path: Path, method:
 
 
 def test_span_ignores_empty_and_nan() -> None:
-    span = new_span(np.array([1.0, -2.0], dtype=np.float32))
+    span = new_span(np.array([1.0, -2.0], dtype=np.float32), absolute=True)
     span.widen(np.array([], dtype=np.float32))
     span.widen(np.array([np.nan, 3.0, -0.5], dtype=np.float32))
     assert (span.low, span.high, span.abs_low, span.abs_high) == (-2.0, 3.0, 0.5, 3.0)

@@ -8,14 +8,16 @@ batch, but each histogram then spans the first batch's range, widened as later b
 it: the bins and the ranges differ from one pass over everything.
 
 Here a first pass finds each tensor's range over every batch, the collector is primed with empty
-histograms over those ranges, and a second pass adds each batch's histogram. Histograms over a
-fixed range add up, so entropy gets the histogram one pass over everything gives, bin for bin
-(percentile's histogram of |x| too, up to how a value on a bin edge is placed); the model runs
-twice. MinMax needs none of this: its calibrator keeps a min and a max per tensor and batch.
+histograms over those ranges, and a second pass adds each batch's histogram, tensor by tensor,
+letting each go once counted. Histograms over a fixed range add up, so entropy gets the
+histogram one pass over everything gives, bin for bin (percentile's histogram of |x| too, up to
+how a value on a bin edge is placed); the model runs twice. MinMax needs none of this: its
+calibrator keeps a min and a max per tensor and batch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,8 @@ from trtconv.core.model_io import CalibrationFeed, Feeds
 
 @dataclass
 class Span:
-    """A tensor's values over every batch: signed and absolute extremes, and its dtype."""
+    """A tensor's values over every batch: its extremes (and, for symmetric percentile, those
+    of its magnitude; else None), and its dtype."""
 
     low: Any
     high: Any
@@ -39,47 +42,48 @@ class Span:
         """Take `array`'s values in (NaN ignored, as ONNX Runtime's collector ignores them)."""
         if array.size == 0:
             return
-        magnitude = np.abs(array)
-        self.low = np.fmin(self.low, np.nanmin(array))
-        self.high = np.fmax(self.high, np.nanmax(array))
-        self.abs_low = np.fmin(self.abs_low, np.nanmin(magnitude))
-        self.abs_high = np.fmax(self.abs_high, np.nanmax(magnitude))
+        other = new_span(array, self.abs_low is not None)
+        self.low, self.high = np.fmin(self.low, other.low), np.fmax(self.high, other.high)
+        if self.abs_low is not None:
+            self.abs_low = np.fmin(self.abs_low, other.abs_low)
+            self.abs_high = np.fmax(self.abs_high, other.abs_high)
 
 
-def new_span(array: np.ndarray) -> Span:
-    """The span of one array (zeros for an empty one, as ONNX Runtime's collector takes it)."""
-    zero = np.array(0, dtype=array.dtype)[()]
+def new_span(array: np.ndarray, absolute: bool) -> Span:
+    """The span of one array (zeros for an empty one, as ONNX Runtime's collector takes it);
+    `absolute`: with its magnitude's extremes (which cost a copy of the array)."""
     if array.size == 0:
-        return Span(zero, zero, zero, zero, array.dtype)
-    magnitude = np.abs(array)
-    return Span(np.nanmin(array), np.nanmax(array), np.nanmin(magnitude), np.nanmax(magnitude),
-                array.dtype)  # fmt: skip
+        zero = np.array(0, dtype=array.dtype)[()]
+        magnitude = zero if absolute else None
+        return Span(zero, zero, magnitude, magnitude, array.dtype)
+    low, high = np.nanmin(array), np.nanmax(array)
+    if not absolute:
+        return Span(low, high, None, None, array.dtype)
+    values = np.abs(array)
+    return Span(low, high, np.nanmin(values), np.nanmax(values), array.dtype)
 
 
-class _OneBatch:
-    """A calibration reader holding one batch: `collect_data` takes it, then the reader is dry."""
-
-    def __init__(self, batch: Feeds) -> None:
-        self.batch: Feeds | None = batch
-
-    def get_next(self) -> Feeds | None:
-        batch, self.batch = self.batch, None
-        return batch
-
-
-def spans(calibrator: Any, feed: CalibrationFeed) -> dict[str, Span]:
-    """Each calibrated tensor's span over every batch of `feed` (the first pass)."""
+def calibrated_outputs(calibrator: Any, batch: Feeds) -> Iterator[tuple[str, np.ndarray]]:
+    """(name, values) of each tensor `calibrator` calibrates, for one batch. The run's list lets
+    go of each array as it is handed out, so one batch's tensors are held at most."""
     names = [output.name for output in calibrator.infer_session.get_outputs()]
-    wanted = calibrator.tensors_to_calibrate
+    outputs: list[Any] = list(calibrator.infer_session.run(None, batch))
+    for index, name in enumerate(names):
+        value, outputs[index] = outputs[index], None
+        if name in calibrator.tensors_to_calibrate:
+            yield name, value
+        del value
+
+
+def spans(calibrator: Any, feed: CalibrationFeed, absolute: bool) -> dict[str, Span]:
+    """Each calibrated tensor's span over every batch of `feed` (the first pass)."""
     found: dict[str, Span] = {}
     for batch in feed():
-        for name, value in zip(names, calibrator.infer_session.run(None, batch), strict=True):
-            if name not in wanted:
-                continue
+        for name, value in calibrated_outputs(calibrator, batch):
             if name in found:
                 found[name].widen(value)
             else:
-                found[name] = new_span(value)
+                found[name] = new_span(value, absolute)
     return found
 
 
@@ -101,7 +105,6 @@ def collect_histograms(calibrator: Any, feed: CalibrationFeed, reader: Any) -> N
     holding one batch at a time: the spans from `feed`, then the histograms from `reader` (a
     calibration data reader over the same batches)."""
     calibrate = require("onnxruntime.quantization.calibrate")
-    found = spans(calibrator, feed)
     collector = calibrate.HistogramCollector(
         method=calibrator.method,
         symmetric=calibrator.symmetric,
@@ -112,8 +115,11 @@ def collect_histograms(calibrator: Any, feed: CalibrationFeed, reader: Any) -> N
     )
     absolute = collector.method == "percentile" and collector.symmetric
     collector.histogram_dict = {
-        name: primed_entry(span, calibrator.num_bins, absolute) for name, span in found.items()
+        name: primed_entry(span, calibrator.num_bins, absolute)
+        for name, span in spans(calibrator, feed, absolute).items()
     }
     calibrator.collector = collector
     while (batch := reader.get_next()) is not None:
-        calibrator.collect_data(_OneBatch(batch))
+        for name, value in calibrated_outputs(calibrator, batch):
+            # A flat view: the collector's np.asarray copies nothing then (its flatten does).
+            collector.collect({name: value.reshape(-1)})
