@@ -254,7 +254,8 @@ class NncfLadder:
         seconds = time.perf_counter() - started
         kept = len(self.kept_float) if stage == CONTROL else 0
         self.steps.append(step_record(len(self.steps), stage, change, score, seconds, kept))
-        agreement = "n/a" if score is None or score.top1_agreement is None else score.top1_agreement
+        figure = None if score is None else score.top1_agreement
+        agreement = "n/a" if figure is None else f"{figure:.4f}"  # as the ORT ladder logs it
         log.info("int8 ladder step %d (%s): top-1 agreement %s (%.1f s)", len(self.steps) - 1,
                  change, agreement, seconds)  # fmt: skip
         return score if score is not None else Score(None, None, None, math.inf, False)
