@@ -40,8 +40,11 @@ def test_export_matches_tensorflow_and_a_wrong_reference_fails(digits_saved_mode
     assert max_abs_error is not None and max_abs_error < 1e-5
     # The same check on a reference from other inputs must fail, naming what is off.
     shifted = {name: np.roll(array, 1, axis=0) for name, array in reference.items()}
-    with pytest.raises(ConversionError, match=r"disagrees with TensorFlow: probabilities values"):
+    with pytest.raises(ConversionError, match=r"disagrees with TensorFlow on 128 samples") as e:
         verify_export(onnx_path, held_out, shifted)
+    first, *checks = str(e.value).splitlines()  # a short sentence, then one line per check
+    assert "--tolerance NAME=X" in first and len(first) < 200
+    assert any(line.startswith("  - probabilities values: max abs error") for line in checks)
 
 
 def test_export_failure_is_one_conversion_error(tmp_path: Path, digits_saved_model: Path) -> None:

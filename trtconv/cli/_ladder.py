@@ -72,7 +72,7 @@ def render_ladder(ladder: dict[str, Any], console: Console) -> None:
     if ladder["search_data"].get("note"):
         note = escape(ladder["search_data"]["note"])
         console.print(f"    [yellow]note:[/yellow] {note}", highlight=False)
-    console.print(Padding(ladder_table(ladder), (0, 0, 0, 4)), highlight=False)
+    console.print(Padding(ladder_table(ladder), (0, 0, 0, 4), expand=False), highlight=False)
     if ladder["kept_float"]:
         kept = ", ".join(escape(kept_text(node)) for node in ladder["kept_float"])
         console.print(f"    kept in float: {kept}", highlight=False)

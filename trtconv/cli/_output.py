@@ -30,8 +30,23 @@ Result = JsonResult | dict[str, Any]
 R = TypeVar("R", bound=Result)
 
 
+# Columns of the human rendering when stdout is not a terminal (a pipe, a file, a CI log): rich
+# would fold every table to 80 columns there (`--backend best`'s table read one word per line);
+# this wide, every row and line stays whole, and a table takes only the width it needs.
+PIPED_WIDTH = 1000
+
+
 def stderr_console() -> Console:
     return Console(stderr=True)
+
+
+def stdout_console() -> Console:
+    """The console results are rendered on: the terminal's width, or PIPED_WIDTH when stdout is
+    not a terminal."""
+    console = Console()
+    if console.is_terminal:
+        return console
+    return Console(width=max(console.width, PIPED_WIDTH))
 
 
 @contextmanager
@@ -76,7 +91,7 @@ def emit_result(result: R, json_mode: bool, render: Callable[[R, Console], None]
         sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
         sys.stdout.flush()
     elif render is not None:
-        render(result, Console())
+        render(result, stdout_console())
 
 
 def emit_error(error_type: str, message: str, json_mode: bool) -> None:

@@ -12,6 +12,15 @@ if TYPE_CHECKING:
     from trtconv.core.results import JsonResult
 
 
+def itemised(sentence: str, items: list[str]) -> str:
+    """An error about several things (outputs, checks): `sentence` with its one item on the same
+    line, or, for several, `sentence` then one indented line per item, so that no line grows
+    with the number of outputs. `sentence` ends without a full stop; the result has one."""
+    if len(items) == 1:
+        return f"{sentence}: {items[0]}."
+    return f"{sentence}:" + "".join(f"\n  - {item}" for item in items)
+
+
 class TrtconvError(Exception):
     """Base of every error trtconv reports to users with a one-sentence message.
 

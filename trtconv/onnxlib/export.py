@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trtconv.core.errors import ConversionError
+from trtconv.core.errors import ConversionError, itemised
 from trtconv.core.lazy import TF_LOG_LEVEL, require
 from trtconv.core.model_io import ModelSignature
 from trtconv.onnxlib.session import CPU, OrtRunner
@@ -163,8 +163,11 @@ def verify_export(
     if not report.passed:
         what = f"The ONNX export of {source}" if source else f"ONNX export {onnx_path}"
         raise ConversionError(
-            f"{what} disagrees with TensorFlow: {report.failures()} (on {report.samples} "
-            "samples). A looser bound is --tolerance X (every output) or --tolerance NAME=X."
+            itemised(
+                f"{what} disagrees with TensorFlow on {report.samples} samples (a looser bound "
+                "is --tolerance X for every output, or --tolerance NAME=X)",
+                report.failure_lines(),
+            )
         )
     log.info("ONNX export matches TensorFlow on %d samples", report.samples)
     return report

@@ -18,7 +18,7 @@ import numpy as np
 
 from trtconv.calib.readers import batches
 from trtconv.calib.sources import ArraySet
-from trtconv.core.errors import AccuracyError, UsageError
+from trtconv.core.errors import AccuracyError, UsageError, itemised
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
@@ -256,7 +256,7 @@ def raise_if_failed(
     `report`, carrying the command's full `result` (the report itself by default)."""
     if not report.passed:
         why = WHY.get(report.verdict, "has outputs not judged")
-        message = f"{what} {why}: {report.failures()}."
+        message = itemised(f"{what} {why}", report.failure_lines())
         raise AccuracyError(message, report if result is None else result)
 
 

@@ -169,10 +169,15 @@ class ValidationReport(JsonResult):
             verdict == NOT_JUDGED and self.allow_unjudged and bool(self.outputs)
         )
 
+    def failure_lines(self) -> list[str]:
+        """'name: detail' of every failed gating check and every unjudged output, one each."""
+        return [f"{c.name}: {c.detail}" for c in self.checks if not c.passed] or [
+            "no output was compared"
+        ]
+
     def failures(self) -> str:
         """'name: detail; ...' of every failed gating check and every unjudged output."""
-        failed = [f"{c.name}: {c.detail}" for c in self.checks if not c.passed]
-        return "; ".join(failed) or "no output was compared"
+        return "; ".join(self.failure_lines())
 
     def to_json(self) -> dict[str, Any]:
         """The JSON `validation` block: the measured figures, then the derived ones (each with

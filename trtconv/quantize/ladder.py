@@ -38,6 +38,7 @@ from trtconv.options import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.outputs.compare import TOP1, rate_words
 from trtconv.outputs.confidence import INCONCLUSIVE, PASSED
 from trtconv.outputs.tolerance import Tolerance
+from trtconv.quantize.budget import CALIBRATE, PROBE, REQUANTIZE, TimeLimit
 from trtconv.quantize.qdq import QdqOptions, QdqQuantizer
 from trtconv.quantize.search import (
     Score,
@@ -48,7 +49,7 @@ from trtconv.quantize.search import (
     unshowable,
 )
 from trtconv.quantize.sensitivity import QuantizedNode, quantized_nodes, rank_by_sensitivity
-from trtconv.quantize.speed import CHOSEN, FP32, FULL_INT8, time_models
+from trtconv.quantize.speed import CHOSEN, FP32, FULL_INT8, speed_reserve_s, time_models
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +150,10 @@ class Ladder:
         self.settings = settings
         self.work = work
         self.work.mkdir(parents=True, exist_ok=True)
-        self.started = time.perf_counter()
+        self.clock = TimeLimit(
+            settings.time_limit_s, speed_reserve_s(settings.timed, settings.batch_sizes)
+        )
+        self.started = self.clock.started
         self.steps: list[dict[str, Any]] = []
         self.planned = 1
         self.ranking: list[tuple[QuantizedNode, float]] = []
@@ -168,8 +172,13 @@ class Ladder:
         if self.note:
             log.warning("int8 ladder: %s", self.note)
 
-    def out_of_time(self) -> bool:
-        return time.perf_counter() - self.started > self.settings.time_limit_s
+    def affords(self, kind: str) -> bool:
+        """Whether a step of `kind` should end within the time limit (trtconv.quantize.budget)."""
+        return self.clock.affords(kind)
+
+    def kind_of(self, options: QdqOptions) -> str:
+        """A step with `options` calibrates anew (its method's first use) or re-quantises."""
+        return REQUANTIZE if options.method in self.quantizer.caches else CALIBRATE
 
     def report(self, label: str) -> None:
         if self.settings.progress is not None:
@@ -198,7 +207,7 @@ class Ladder:
         variants = scheme_variants(base)
         self.planned += len(variants)
         for change, options in variants:
-            if self.out_of_time():
+            if not self.affords(self.kind_of(options)):
                 return self.give_up(best, "time limit reached during the scheme variants")
             candidate = self.attempt(options, SCHEME, change)
             if self.settled(candidate):
@@ -215,12 +224,13 @@ class Ladder:
         float_nodes: tuple[QuantizedNode, ...] = (),
     ) -> ScoredModel:
         """Quantise with `options`, score on the search slice, record the step."""
+        started, kind = time.perf_counter(), self.kind_of(options)
         self.report(f"{stage}: {change}")
-        started = time.perf_counter()
         path = self.work / f"step-{len(self.steps)}.onnx"
         summary = self.quantizer.quantize(path, options)
         score = self.scorer.score(path)
         seconds = time.perf_counter() - started
+        self.clock.record(kind, seconds)
         candidate = ScoredModel(len(self.steps), options, path, summary, score, list(float_nodes))
         self.steps.append(_step_record(candidate, stage, change, seconds))
         verdict = STEP_VERDICTS.get(score.verdict, "misses the budget")
@@ -268,7 +278,7 @@ class Ladder:
         self.planned += 2 * len(counts)
         failed, best = 0, base
         for count in counts:
-            if self.out_of_time():
+            if not self.affords(REQUANTIZE):
                 return self.give_up(best, "time limit reached while keeping layers in float")
             candidate = self.in_float(base, order, count, failed)
             if self.settled(candidate):
@@ -279,7 +289,7 @@ class Ladder:
             share = f"{most} of {len(order)} quantised nodes"
             return self.give_up(best, f"still outside it with {share} in float")
         passing = candidate
-        while len(passing.float_nodes) - failed > 1 and not self.out_of_time():
+        while len(passing.float_nodes) - failed > 1 and self.affords(REQUANTIZE):
             middle = (failed + len(passing.float_nodes)) // 2
             candidate = self.in_float(base, order, middle, failed)
             if self.settled(candidate):
@@ -316,7 +326,7 @@ class Ladder:
                 return None
             return self.scorer.error(probe, PROBE_SAMPLES)
 
-        self.ranking = rank_by_sensitivity(nodes, error_of, self.out_of_time, self.report)
+        self.ranking = rank_by_sensitivity(nodes, error_of, self.clock.steps_of(PROBE), self.report)
         probe.unlink(missing_ok=True)
         seconds = time.perf_counter() - started
         self.steps.append(
@@ -342,6 +352,7 @@ class Ladder:
         """The ladder for the manifest: budget, search data, steps, choice, float nodes, speed."""
         errors = {node.name: error for node, error in self.ranking}
         settings = self.settings
+        speed = self.speed(chosen)  # within the limit too: its time was kept in reserve
         return {
             **budget_and_search_data(
                 settings.tolerance,
@@ -364,7 +375,7 @@ class Ladder:
             "sensitivity": [
                 {**node.to_dict(), "output_error": _round(error)} for node, error in self.ranking
             ],
-            "speed": self.speed(chosen),
+            "speed": speed,
         }
 
     def speed(self, chosen: ScoredModel) -> dict[str, Any] | None:

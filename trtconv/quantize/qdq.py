@@ -24,10 +24,12 @@ import numpy as np
 
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.lazy import require
+from trtconv.core.memory import PeakRss
 from trtconv.core.model_io import CalibrationFeed
 from trtconv.onnxlib.export import op_counts
 from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD
 from trtconv.quantize.checks import require_tensorrt_qdq
+from trtconv.quantize.streaming import collect_histograms
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +137,7 @@ class QdqQuantizer:
         self.name = model_name or str(source)
         self.prepared: Path | None = None
         self.shape_inference = ""
-        self.caches: dict[str, tuple[Path, int]] = {}
+        self.caches: dict[str, Calibration] = {}
 
     def prepare(self) -> Path:
         """The pre-processed model (built on first use); raises ConversionError."""
@@ -147,8 +149,8 @@ class QdqQuantizer:
             )
         return self.prepared
 
-    def calibration(self, method: str) -> tuple[Path, int]:
-        """(calibration cache, samples seen) for `method`, calibrating on first use."""
+    def calibration(self, method: str) -> Calibration:
+        """The calibration for `method` (cache, samples seen, memory), made on first use."""
         if method not in self.caches:
             directory = self.work / f"calibration-{method}"
             directory.mkdir(parents=True, exist_ok=True)
@@ -166,8 +168,8 @@ class QdqQuantizer:
         with _onnxruntime_chatter():
             prepared = self.prepare()
             float_nodes = [*softmax_nodes(prepared), *options.keep_float]
-            cache, seen = self.calibration(options.method)
-            _quantize_static(prepared, output, cache, options, float_nodes, self.name)
+            calibration = self.calibration(options.method)
+            _quantize_static(prepared, output, calibration.cache, options, float_nodes, self.name)
         counts = op_counts(output)
         if not counts.get("QuantizeLinear") or not counts.get("DequantizeLinear"):
             raise ConversionError(f"The quantised model of {self.name} holds no Q/DQ nodes.")
@@ -184,7 +186,10 @@ class QdqQuantizer:
             "calibration": _method_detail(options.method),
             "shape_inference": self.shape_inference,
             "kept_float": float_nodes,
-            "calibration_samples_seen": seen,
+            "calibration_samples_seen": calibration.samples,
+            # The process's peak RSS while calibrating, and its growth over the RSS before.
+            "calibration_peak_rss_mb": calibration.peak_rss_mb,
+            "calibration_rss_growth_mb": calibration.rss_growth_mb,
             "quantize_seconds": round(time.perf_counter() - started, 3),
         }
 
@@ -250,16 +255,28 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """A calibration cache, the samples it saw, and the process's memory while calibrating:
+    the peak RSS and its growth over the RSS before (MiB, None where /proc is absent)."""
+
+    cache: Path
+    samples: int
+    peak_rss_mb: float | None = None
+    rss_growth_mb: float | None = None
+
+
 def calibrate(
     model: Path, feed: CalibrationFeed, method: str, work: Path, model_name: str
-) -> tuple[Path, int]:
+) -> Calibration:
     """Run the calibrator over `feed` once; save the tensor ranges as ONNX Runtime's calibration
-    cache in `work`. Returns (cache path, samples seen); raises ConversionError.
+    cache in `work`. Raises ConversionError.
 
     Calibrating here rather than inside `quantize_static` is what lets entropy use enough
     histogram bins: `quantize_static` passes none, and ORT's default of 128 bins with 128
     quantised bins leaves one candidate threshold, the full range: entropy gave bit-identical
-    models to minmax.
+    models to minmax. Histogram methods run batch by batch (trtconv.quantize.streaming), so
+    memory stays bounded by one batch's activations, not the data set's.
     """
     quantization = require("onnxruntime.quantization")
     from onnxruntime.quantization.calibrate import save_tensors_data
@@ -268,27 +285,31 @@ def calibrate(
     if method == "entropy":
         extra = {"num_bins": ENTROPY_BINS, "num_quantized_bins": ENTROPY_QUANTIZED_BINS}
     reader = _calibration_reader(feed)
-    try:
-        calibrator = quantization.create_calibrator(
-            model,
-            [],  # every float tensor: quantize_static picks the ones it quantises
-            augmented_model_path=str(work / "augmented.onnx"),
-            calibrate_method=_calibration_method(quantization, method),
-            extra_options=extra,
-        )
-        calibrator.collect_data(reader)
-        ranges = calibrator.compute_data()
-    except Exception as exc:
-        if reader.count == 0:
-            raise ConversionError(f"INT8 calibration of {model_name} saw no samples.") from exc
-        raise ConversionError(
-            f"INT8 calibration of {model_name} failed: {_first_line(exc)}"
-        ) from exc
+    with PeakRss() as memory:
+        try:
+            calibrator = quantization.create_calibrator(
+                model,
+                [],  # every float tensor: quantize_static picks the ones it quantises
+                augmented_model_path=str(work / "augmented.onnx"),
+                calibrate_method=_calibration_method(quantization, method),
+                extra_options=extra,
+            )
+            if method == "minmax":  # keeps a min and a max per tensor and batch: small
+                calibrator.collect_data(reader)
+            else:
+                collect_histograms(calibrator, feed, reader)
+            ranges = calibrator.compute_data()
+        except Exception as exc:
+            if reader.count == 0:
+                raise ConversionError(f"INT8 calibration of {model_name} saw no samples.") from exc
+            raise ConversionError(
+                f"INT8 calibration of {model_name} failed: {_first_line(exc)}"
+            ) from exc
     if reader.count == 0:
         raise ConversionError(f"INT8 calibration of {model_name} saw no samples.")
     cache = work / "calibration.json"
     save_tensors_data(ranges, cache)
-    return cache, reader.count
+    return Calibration(cache, reader.count, memory.peak_mb, memory.growth_mb)
 
 
 def prepare_for_quantization(

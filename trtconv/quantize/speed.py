@@ -50,6 +50,13 @@ def median_latency_ms(runner: Any, feeds: dict[str, np.ndarray]) -> float:
     return statistics.median(times) * 1000.0
 
 
+def speed_reserve_s(timed: bool, batch_sizes: Sequence[int]) -> float:
+    """Seconds the ladder keeps for `time_models` at its end (none when not `timed`): up to three
+    models at each batch size, each timed for MIN_SECONDS, with as long again for sessions,
+    warm-up and runs slower than the timing window."""
+    return 3 * len(batch_sizes) * 2 * MIN_SECONDS if timed else 0.0
+
+
 def time_models(
     models: dict[str, Path], data: ArraySet, batch_sizes: tuple[int, ...]
 ) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trtconv.core.numbers import human, human_against
 from trtconv.outputs.confidence import (
     FAILED,
     INCONCLUSIVE,
@@ -83,7 +84,8 @@ def _numeric_gate(
     if measured is None:
         return GateResult(name, comparison, threshold, None, False, f"{what} was not measured")
     passed = measured <= threshold if comparison == "<=" else measured >= threshold
-    detail = f"{what} {measured:.6g} {'meets' if passed else 'misses'} {comparison} {threshold:g}"
+    shown = human_against(measured, threshold)
+    detail = f"{what} {shown} {'meets' if passed else 'misses'} {comparison} {threshold:g}"
     return GateResult(name, comparison, threshold, measured, passed, detail)
 
 
@@ -190,7 +192,8 @@ def _interval_gate(
     words = {PASSED: "meets", FAILED: "misses", INCONCLUSIVE: "straddles"}
     rounds = f" over {measures.rounds} rounds" if measures.rounds else ""
     detail = (
-        f"{what} {measured:.6g}, 95% interval {low:.6g}-{high:.6g}{rounds}, "
+        f"{what} {human(measured)}, 95% interval {human_against(low, threshold)}-"
+        f"{human_against(high, threshold)}{rounds}, "
         f"{words[verdict]} {comparison} {threshold:g}"
     )
     passed = verdict == PASSED

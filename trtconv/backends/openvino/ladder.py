@@ -44,6 +44,7 @@ from trtconv.outputs.judge import decisions
 from trtconv.outputs.maps import sample_scores
 from trtconv.outputs.roles import resolve_roles
 from trtconv.protocol.request import ConversionRequest, SearchSlice
+from trtconv.quantize.budget import CALIBRATE, PROBE, TimeLimit
 from trtconv.quantize.isa import cpu_weight_range
 from trtconv.quantize.ladder import MAX_FLOAT_SHARE
 from trtconv.quantize.search import (
@@ -168,7 +169,8 @@ class NncfLadder:
         self.feed = feed
         self.options = options
         self.scorer = SliceScorer(search)
-        self.started = time.perf_counter()
+        self.clock = TimeLimit(search.time_limit_s)
+        self.started = self.clock.started
         self.steps: list[dict[str, Any]] = []
         self.outcome = ""
         self.kept_float: list[dict[str, Any]] = []
@@ -178,9 +180,6 @@ class NncfLadder:
         self.unshowable = unshowable(len(search.data), search.tolerance)
         if self.note:
             log.warning("int8 ladder: %s", self.note)
-
-    def out_of_time(self) -> bool:
-        return time.perf_counter() - self.started > self.search.time_limit_s
 
     def climb(self, model: Any) -> tuple[Any, dict[str, Any]]:
         """(the model to ship, its quantisation summary with the ladder record)."""
@@ -222,7 +221,7 @@ class NncfLadder:
         """Why accuracy control cannot run ('' when it can)."""
         if not self.scorer.reference_decisions:
             return "no output decides anything, and accuracy control scores top-1 agreement"
-        if self.out_of_time():
+        if not self.clock.affords(CALIBRATE):  # it quantises once more at the least
             return "time limit reached before accuracy control"
         return ""
 
@@ -243,8 +242,10 @@ class NncfLadder:
                         "max_num_iterations": iterations, "ranking_subset_size": ranking,
                         "metric": "top-1 agreement with the native model"}  # fmt: skip
 
+        out_of_time = self.clock.steps_of(PROBE)  # each evaluation fits, or none starts
+
         def metric(compiled: Any, items: Iterable[Any]) -> tuple[float, list[float]]:
-            if self.out_of_time():
+            if out_of_time():
                 raise StopAccuracyControl
             return self.scorer.agreement(compiled, items)
 
@@ -257,6 +258,7 @@ class NncfLadder:
     def add_step(self, stage: str, change: str, score: Score | None, started: float) -> Score:
         """Record a step (score None: it did not finish); returns its score."""
         seconds = time.perf_counter() - started
+        self.clock.record(CALIBRATE, seconds)
         kept = len(self.kept_float) if stage == CONTROL else 0
         self.steps.append(step_record(len(self.steps), stage, change, score, seconds, kept))
         # The check that decides, by name (a regression output has no top-1 agreement).
