@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trtconv.facts",
             "trtconv.environment",
             "trtconv.savedmodel",
+            "trtconv.signature_graph",
             "trtconv.model_paths",
             "trtconv.manifest",
         ),

@@ -29,6 +29,7 @@ from trtconv.model_paths import (
     saved_model_in,
 )
 from trtconv.savedmodel import SERVING_KEY, check_saved_model_dir, read_model_card, signature_of
+from trtconv.signature_graph import revive
 
 log = logging.getLogger(__name__)
 
@@ -162,12 +163,7 @@ def inspect_saved_model(path: Path, signature: str | None = None) -> SavedModelI
     `signature` names a signature it does not have.
     """
     path = check_saved_model_dir(path)
-    tf = require("tensorflow")
-    try:
-        loaded = tf.saved_model.load(str(path))
-    except Exception as exc:  # corrupt protobufs and missing variables surface as many types
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise InputError(f"SavedModel {path} could not be loaded: {first[:200]}") from exc
+    loaded = revive(path)  # through tf_keras or its signature graphs where objects fail
     signatures = {
         key: signature_of(function, key, path).to_dict()
         for key, function in sorted(dict(loaded.signatures).items())
