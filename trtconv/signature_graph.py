@@ -83,10 +83,9 @@ def revive(path: Path) -> Any:
     loaded, why = _revive_objects(path)
     if loaded is not None:
         return loaded
-    with tempfile.TemporaryDirectory(prefix="trtconv-graph-") as work:
-        # The frozen copy holds no variables and no assets: nothing the loaded model reads later.
-        with signature_graphs_of(path, why, Path(work)) as copy:
-            return tf.saved_model.load(str(copy))
+    # The frozen copy holds no variables and no assets: nothing the loaded model reads later.
+    with signature_graphs_of(path, why) as copy:
+        return tf.saved_model.load(str(copy))
 
 
 @contextmanager
@@ -106,9 +105,8 @@ def revivable(path: Path) -> Iterator[Path]:
         del loaded
         yield path
         return
-    with tempfile.TemporaryDirectory(prefix="trtconv-graph-") as work:
-        with signature_graphs_of(path, why, Path(work)) as copy:
-            yield copy
+    with signature_graphs_of(path, why) as copy:
+        yield copy
 
 
 def _revive_objects(path: Path) -> tuple[Any, str]:
@@ -147,31 +145,38 @@ def _tf_keras_missing() -> bool:
 
 
 @contextmanager
-def signature_graphs_of(path: Path, why: str, work: Path) -> Iterator[Path]:
-    """A v1 SavedModel under `work` holding `path`'s signature graphs with their variables
-    frozen in (the v1 loader reads the graph and variables, no Python objects); logs the line
-    that says what happened and why.
+def signature_graphs_of(path: Path, why: str) -> Iterator[Path]:
+    """A v1 SavedModel in a temporary directory (removed on exit) holding `path`'s signature
+    graphs with their variables frozen in (the v1 loader reads the graph and variables, no
+    Python objects); logs the line that says what happened and why.
 
     Raises InputError naming the fix when the v1 loader cannot load it either.
     """
-    output = work / "saved_model"
+    with tempfile.TemporaryDirectory(prefix="trtconv-graph-") as work:
+        output = Path(work) / "saved_model"
+        signatures = _frozen_or_fix(path, why, output)
+        missing = _tf_keras_missing()
+        keras = "; tf_keras, which would revive them, is not installed" if missing else ""
+        log.warning(
+            "SavedModel %s: TensorFlow could not revive its objects (%s%s); running its "
+            "signature graphs (%s) as TensorFlow's v1 loader reads them, variables frozen in.",
+            path,
+            why,
+            keras,
+            ", ".join(signatures),
+        )
+        yield output
+
+
+def _frozen_or_fix(path: Path, why: str, output: Path) -> list[str]:
+    """`freeze_signature_graphs(path, output)`, or InputError naming the fix."""
     try:
-        signatures = freeze_signature_graphs(path, output)
+        return freeze_signature_graphs(path, output)
     except Exception as exc:  # the v1 loader's errors come in many types
         log.debug("the v1 loader could not load %s either: %s", path, exc)
         fix = _tf_keras_missing() and holds_optimizer_state(path)
         hint = f"; {RESAVE_HOWTO}" if fix else ""
         raise InputError(f"SavedModel {path} could not be loaded: {why}{hint}.") from exc
-    keras = "; tf_keras, which would revive them, is not installed" if _tf_keras_missing() else ""
-    log.warning(
-        "SavedModel %s: TensorFlow could not revive its objects (%s%s); running its signature "
-        "graphs (%s) as TensorFlow's v1 loader reads them, variables frozen in.",
-        path,
-        why,
-        keras,
-        ", ".join(signatures),
-    )
-    yield output
 
 
 def freeze_signature_graphs(path: Path, output: Path) -> list[str]:

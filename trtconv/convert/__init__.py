@@ -16,8 +16,8 @@ from trtconv.convert.plan import check_options, fit_to_model
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.single import convert_single
 from trtconv.core.progress import Progress
-from trtconv.options import ConvertOptions
 from trtconv.model_paths import saved_model_in
+from trtconv.options import ConvertOptions
 from trtconv.savedmodel import saved_model_for
 
 
