@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +75,22 @@ def saved_model_for(path: Path) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="trtconv-keras-") as work:
         yield export_keras(path, Path(work) / "saved_model")
+
+
+@contextmanager
+def keras_exported(paths: Iterable[Path]) -> Iterator[dict[Path, Path]]:
+    """{Keras file: the SavedModel exported from it} for each Keras file among `paths`, in a
+    temporary directory removed on exit; each at .../STEM/saved_model, so that it is labelled
+    after the file. Raises InputError for a Keras file Keras cannot load."""
+    files = list(dict.fromkeys(Path(p) for p in paths if is_keras_file(Path(p))))
+    if not files:
+        yield {}
+        return
+    with tempfile.TemporaryDirectory(prefix="trtconv-keras-") as work:
+        yield {
+            file: export_keras(file, Path(work) / str(index) / file.stem / "saved_model")
+            for index, file in enumerate(files)
+        }
 
 
 def export_keras(path: Path, output: Path) -> Path:
