@@ -44,7 +44,8 @@ from trtconv.report.writers import table_headers, table_rows
 Models = Annotated[
     list[Path],
     typer.Argument(
-        help="SavedModel directories and/or trtconv artifact directories.", show_default=False
+        help="SavedModel directories, Keras files and/or trtconv artifact directories.",
+        show_default=False,
     ),
 ]
 Warmup = Annotated[
