@@ -163,3 +163,17 @@ def test_converts_validates_and_benches_without_resaving(
     rows = {row.label: row for row in bench.results}
     assert rows["ort"].top1_agreement == pytest.approx(1.0, abs=0.01)
     assert json.dumps(bench.to_json())  # serialises
+
+
+def test_openvino_converts_its_signature_graph(
+    keras2_model: tuple[Path, np.ndarray], no_tf_keras: Path, tmp_path: Path
+) -> None:
+    """OpenVINO reads the frozen v1 copy from its directory (it cannot read a v1 graph's
+    loaded function)."""
+    pytest.importorskip("openvino")
+    options = api.ConvertOptions(
+        keras2_model[0], "fp32", backend="openvino", output=tmp_path / "ov",
+        calib_data="digits", confidence=0,
+    )  # fmt: skip
+    converted = api.convert(options)
+    assert converted.validation is not None and converted.validation.verdict == "passed"
