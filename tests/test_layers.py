@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trtconv.environment",
             "trtconv.savedmodel",
             "trtconv.savedmodel_pb",
+            "trtconv.signature_graph",
             "trtconv.model_paths",
             "trtconv.manifest",
         ),

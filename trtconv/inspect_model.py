@@ -28,7 +28,15 @@ from trtconv.model_paths import (
     require_exists,
     saved_model_in,
 )
-from trtconv.savedmodel import SERVING_KEY, check_saved_model_dir, read_model_card, signature_of
+from trtconv.savedmodel import (
+    SERVING_KEY,
+    check_saved_model_dir,
+    is_keras_file,
+    read_model_card,
+    saved_model_for,
+    signature_of,
+)
+from trtconv.signature_graph import revive
 
 log = logging.getLogger(__name__)
 
@@ -162,12 +170,7 @@ def inspect_saved_model(path: Path, signature: str | None = None) -> SavedModelI
     `signature` names a signature it does not have.
     """
     path = check_saved_model_dir(path)
-    tf = require("tensorflow")
-    try:
-        loaded = tf.saved_model.load(str(path))
-    except Exception as exc:  # corrupt protobufs and missing variables surface as many types
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise InputError(f"SavedModel {path} could not be loaded: {first[:200]}") from exc
+    loaded = revive(path)  # through tf_keras or its signature graphs where objects fail
     signatures = {
         key: signature_of(function, key, path).to_dict()
         for key, function in sorted(dict(loaded.signatures).items())
@@ -267,9 +270,20 @@ def inspect_artifact(path: Path) -> ArtifactInspection:
     )
 
 
+def inspect_keras_file(path: Path, signature: str | None = None) -> SavedModelInspection:
+    """A Keras file described as the SavedModel exported from it (its serving signature and
+    graph), with the file's own path and size."""
+    with saved_model_for(path) as saved_model:
+        inspection = inspect_saved_model(saved_model, signature)
+    inspection.path = path
+    inspection.size_bytes = path.stat().st_size
+    return inspection
+
+
 def inspect_path(path: Path, signature: str | None = None) -> InspectResult:
     """Describe a trtconv artifact directory, a SavedModel directory (the op histogram of
-    `signature`, default serving_default) or an `.onnx` file.
+    `signature`, default serving_default), a Keras file (as the SavedModel Keras exports from
+    it, which is what convert converts) or an `.onnx` file.
 
     Raises UsageError when `path` does not exist or lacks `signature`, and InputError when it is
     none of those.
@@ -279,10 +293,12 @@ def inspect_path(path: Path, signature: str | None = None) -> InspectResult:
         return inspect_artifact(path)
     if path.is_file() and path.suffix == ".onnx":
         return inspect_onnx(path)
+    if is_keras_file(path):
+        return inspect_keras_file(path, signature)
     path = saved_model_in(path)  # a `trtconv train` output names the SavedModel inside it
     if is_saved_model_dir(path):
         return inspect_saved_model(path, signature)
     raise InputError(
-        f"{path} is not a SavedModel (saved_model.pb), a trtconv artifact (manifest.json) or "
-        "an .onnx file."
+        f"{path} is not a SavedModel (saved_model.pb), a trtconv artifact (manifest.json), a "
+        "Keras file (.keras, .h5, .hdf5) or an .onnx file."
     )

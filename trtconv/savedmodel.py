@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +15,7 @@ from trtconv.core.errors import InputError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import ModelSignature, TensorSpec, missing_signature, unknown_rank
 from trtconv.model_paths import require_exists, saved_model_in
+from trtconv.signature_graph import revivable, revive
 
 log = logging.getLogger(__name__)
 
@@ -60,16 +61,36 @@ def is_keras_file(path: Path) -> bool:
 @contextmanager
 def saved_model_for(path: Path) -> Iterator[Path]:
     """The SavedModel directory `path` names (checked by `check_saved_model_dir`); for a Keras
-    file, a SavedModel exported from it into a temporary directory that is removed on exit.
+    file, a SavedModel exported from it into a temporary directory that is removed on exit; for
+    a SavedModel TensorFlow cannot revive, its signature graphs as the v1 loader reads them
+    (`signature_graph.revivable`), likewise temporary: what tf2onnx, OpenVINO and TF-TRT load.
 
-    Raises what `check_saved_model_dir` raises, and InputError for a Keras file Keras cannot load.
+    Raises what `check_saved_model_dir` raises, and InputError for a Keras file Keras cannot load
+    or a SavedModel nothing loads.
     """
     path = require_exists(Path(path), "SavedModel")
     if not is_keras_file(path):
-        yield check_saved_model_dir(path)
+        with revivable(check_saved_model_dir(path)) as loadable:
+            yield loadable
         return
     with tempfile.TemporaryDirectory(prefix="trtconv-keras-") as work:
         yield export_keras(path, Path(work) / "saved_model")
+
+
+@contextmanager
+def keras_exported(paths: Iterable[Path]) -> Iterator[dict[Path, Path]]:
+    """{Keras file: the SavedModel exported from it} for each Keras file among `paths`, in a
+    temporary directory removed on exit; each at .../STEM/saved_model, so that it is labelled
+    after the file. Raises InputError for a Keras file Keras cannot load."""
+    files = list(dict.fromkeys(Path(p) for p in paths if is_keras_file(Path(p))))
+    if not files:
+        yield {}
+        return
+    with tempfile.TemporaryDirectory(prefix="trtconv-keras-") as work:
+        yield {
+            file: export_keras(file, Path(work) / str(index) / file.stem / "saved_model")
+            for index, file in enumerate(files)
+        }
 
 
 def export_keras(path: Path, output: Path) -> Path:
@@ -95,16 +116,14 @@ def export_keras(path: Path, output: Path) -> Path:
 def load_saved_model(path: Path, signature_key: str = SERVING_KEY) -> LoadedSavedModel:
     """Load a SavedModel and its `signature_key` signature.
 
+    A SavedModel TensorFlow cannot revive (written by TF/Keras 2 with its optimizer) is loaded
+    through tf_keras or as its signature graphs (`signature_graph.revive`, said in the log).
+
     Raises InputError for a missing or corrupt SavedModel and UsageError (exit 2) when it has no
     such signature, naming those it has.
     """
     path = check_saved_model_dir(path)
-    tf = require("tensorflow")
-    try:
-        loaded = tf.saved_model.load(str(path))
-    except Exception as exc:  # protobuf DecodeError, OSError, ValueError... all mean "corrupt"
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"SavedModel {path} could not be loaded: {first_line[:200]}") from exc
+    loaded = revive(path)
     signatures = dict(loaded.signatures)
     if signature_key not in signatures:
         raise missing_signature(path, signature_key, list(signatures))

@@ -18,7 +18,7 @@ from trtconv.calib.evaluation import Evaluation, evaluation_data, scale_warning
 from trtconv.calib.sources import ArraySet
 from trtconv.core.model_io import Outputs
 from trtconv.manifest import Manifest, read_manifest
-from trtconv.model_paths import require_exists
+from trtconv.model_paths import require_exists, saved_model_in
 from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
 from trtconv.outputs.compare import (
     compare,
@@ -35,7 +35,7 @@ from trtconv.outputs.tolerance import Tolerance, tolerance_for
 from trtconv.outputs.validation_report import ValidationReport
 from trtconv.protocol.runner import Runner, RunOptions
 from trtconv.quantize.isa import cpu_int8_class, portability_warning
-from trtconv.savedmodel import is_keras_file, saved_model_for
+from trtconv.savedmodel import saved_model_for
 
 log = logging.getLogger(__name__)
 
@@ -135,9 +135,10 @@ def validate(options: ValidateOptions) -> ValidateResult:
     named = Path(options.reference or manifest.source_model["path"])
     judging = options.judging.over(manifest.judging)
     judging.check_names(manifest.model_signature.output_names)
-    # A Keras source (convert m.keras) is exported again, for this validation only.
+    # A Keras source (convert m.keras) is exported again, and a SavedModel TensorFlow cannot
+    # revive loaded as its signature graphs, for this validation only: the result names the user's.
     with saved_model_for(named) as saved_model:
-        reference = named if is_keras_file(named) else saved_model
+        reference = saved_model if saved_model == saved_model_in(named) else named
         run = _run_both(options, artifact, saved_model, manifest, judging)
     report, evaluation, warnings = run
     for warning in _manifest_warnings(manifest, artifact, report, evaluation):

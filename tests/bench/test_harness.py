@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -329,3 +330,20 @@ def test_a_model_that_fails_in_its_worker_names_the_model(
     line = one_error_line(completed)
     assert "Benchmark of broken-ort failed" in line and "could not load" in line
     assert json.loads(completed.stdout)["error"]["type"] == "InputError"
+
+
+def test_each_artifact_is_judged_by_its_own_roles(ort_artifact: Path, tmp_path: Path) -> None:
+    """An artifact converted with other roles (here its output judged as a regression, which has
+    no top-1 check) named first must not take the next artifact's top-1 agreement away."""
+    regression = tmp_path / "as-regression"
+    shutil.copytree(ort_artifact, regression)
+    manifest = json.loads((regression / "manifest.json").read_text())
+    for role in manifest["judging"]["roles"].values():
+        role.update(role="regression", source="option", threshold=None)
+    (regression / "manifest.json").write_text(json.dumps(manifest))
+    options = BenchOptions(
+        (regression, ort_artifact), batch_sizes=(2,), data="digits", eval_data="digits", **QUICK
+    )
+    rows = {row.label: row for row in api.bench(options).results}
+    assert rows["as-regression"].top1_agreement is None
+    assert rows["digits-ort-fp32"].top1_agreement == pytest.approx(1.0, abs=0.01)

@@ -25,11 +25,18 @@ from trtconv.outputs.validation_report import FAILED, NOT_JUDGED
 
 @dataclass
 class BenchEvaluation:
-    """The evaluation set and how its models are judged."""
+    """The evaluation set and how its models are judged: `judging` for models that recorded
+    none (the native SavedModels), `by_model` (label -> judging) for artifacts, each by its own
+    manifest's roles (an fp32 and an int8 artifact may have been given different roles)."""
 
     data: ArraySet
     contract: dict[str, Any]
     judging: Judging = field(default_factory=Judging)
+    by_model: dict[str, Judging] = field(default_factory=dict)
+
+    def judging_of(self, label: str) -> Judging:
+        """How the model `label` is judged."""
+        return self.by_model.get(label, self.judging)
 
 
 def recorded_contract(plan: BenchPlan) -> dict[str, Any] | None:
@@ -81,16 +88,19 @@ def prepare(
     judging: Judging | None,
 ) -> BenchEvaluation:
     """The evaluation set (held-out unless `split` is "all"), read by the recorded contract,
-    and the judging: `judging` over what the first artifact's manifest recorded."""
+    and the judging: `judging` over what each artifact's manifest recorded (over the first
+    artifact's for the models that recorded none)."""
     evaluation = evaluation_data(
         plan.baseline.signature, source, None, spec, options, split,
         contract=recorded_contract(plan),
     )  # fmt: skip
     recorded = next((m.judging for m in plan.models if m.judging), None)
     names = plan.baseline.signature.output_names
-    merged = (judging or Judging()).over(recorded)
+    given = judging or Judging()
+    merged = given.over(recorded)
     merged.check_names(names)
-    return BenchEvaluation(evaluation.data, evaluation.contract, merged)
+    by_model = {m.label: given.over(m.judging) for m in plan.models if m.judging}
+    return BenchEvaluation(evaluation.data, evaluation.contract, merged, by_model)
 
 
 def judge_models(
@@ -105,12 +115,13 @@ def judge_models(
     reference = outputs.get(baseline.label)
     if reference is None:
         return
-    roles = output_roles(source, reference, evaluation.judging)
     for info in infos:
         mine = outputs.get(info.label)
         if mine is None:
             continue
-        tolerance = tolerance_for(info.precision, None, evaluation.judging.tolerances)
+        judging = evaluation.judging_of(info.label)
+        roles = output_roles(source, reference, judging)
+        tolerance = tolerance_for(info.precision, None, judging.tolerances)
         report = compare(reference, mine, tolerance, evaluation.data.labels, "", roles)
         info.eval_samples = report.samples
         info.accuracy = report.accuracy_candidate

@@ -36,6 +36,7 @@ from trtconv.bench.models import (
     BenchPlan,
     ModelEntry,
     check_batch_sizes,
+    keras_sources,
     plan_models,
     portability_warnings,
 )
@@ -60,6 +61,7 @@ from trtconv.model_paths import SAVED_MODEL
 from trtconv.options import DEFAULT_DURATION_S, DEFAULT_WARMUP_ITERATIONS, BenchOptions
 from trtconv.quantize.speed import bench_no_gain_warnings
 from trtconv.report.writers import write_report
+from trtconv.savedmodel import keras_exported
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +162,7 @@ def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -
     """The model as its worker measured it (accuracy and agreement come with the result)."""
     return ModelInfo(
         label=entry.label,
-        model=str(entry.path),
+        model=str(entry.shown or entry.path),
         backend=entry.backend,
         precision=entry.precision,
         xla=entry.xla,
@@ -419,7 +421,7 @@ def assemble(
     overheads = [m.harness_overhead_ms for m in models if m.harness_overhead_ms is not None]
     return BenchResult(
         baseline=plan.baseline.label,
-        baseline_model=str(plan.baseline.path),
+        baseline_model=str(plan.baseline.shown or plan.baseline.path),
         baseline_reason=plan.baseline_reason,
         order=[model.label for model in models],
         models=models,
@@ -448,10 +450,19 @@ def bench(options: BenchOptions, progress: Progress | None = None) -> BenchResul
     (atomically; an existing non-empty directory needs `force`); the written files are listed
     in the result's `report`. Raises UsageError (missing model path, batch size the model
     cannot take, existing report) and InputError (not a model, data that does not fit) before
-    any worker starts, and the worker's error type when a model fails.
+    any worker starts, and the worker's error type when a model fails. A Keras file (given, or
+    an artifact's source) is exported to a SavedModel for this run and measured as one.
     """
     force = _check_report(options.report, options.force)
-    plan = _plan(options)
+    with keras_exported(keras_sources(options.models)) as exported:
+        return _bench(options, progress, force, exported)
+
+
+def _bench(
+    options: BenchOptions, progress: Progress | None, force: bool, exported: dict[Path, Path]
+) -> BenchResult:
+    """`bench` once Keras files are exported (`exported`: file -> SavedModel)."""
+    plan = _plan(options, exported)
     options = replace(options, batch_sizes=plan.batch_sizes)  # a fixed batch's, if any
     source = _source(plan)
     prep = model_preprocessing(
@@ -470,9 +481,9 @@ def bench(options: BenchOptions, progress: Progress | None = None) -> BenchResul
     return result
 
 
-def _plan(options: BenchOptions) -> BenchPlan:
+def _plan(options: BenchOptions, exported: dict[Path, Path] | None = None) -> BenchPlan:
     """The models in measuring order, their batch sizes checked, and the planning warnings."""
-    plan = plan_models(options.models, options.xla, options.throughput, options.signature)
+    plan = plan_models(options.models, options.xla, options.throughput, options.signature, exported)
     plan.batch_sizes = check_batch_sizes(plan.models, options.batch_sizes)
     measured_here = options.eval_data is not None
     plan.warnings += portability_warnings(plan.models, measured_here=measured_here)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,13 +20,14 @@ from trtconv.manifest import read_manifest
 from trtconv.model_paths import (
     ARTIFACT,
     SAVED_MODEL,
+    is_artifact_dir,
     is_saved_model_dir,
     model_kind,
     saved_model_in,
 )
 from trtconv.options import DEFAULT_BATCH_SIZES
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
-from trtconv.savedmodel import SERVING_KEY
+from trtconv.savedmodel import SERVING_KEY, is_keras_file
 from trtconv.savedmodel_pb.signature import read_signature
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class ModelEntry:
     calibration: dict[str, Any] | None = None  # int8: the calibration block (input spread)
     # The batch sizes its engines were built for (TensorRT, TF-TRT), None when any batch runs.
     batch_range: tuple[int, int] | None = None
+    # The user's Keras file when `path` is the SavedModel exported from it (what results name).
+    shown: Path | None = None
 
 
 @dataclass
@@ -118,10 +121,36 @@ def has_throughput_mode(entry: ModelEntry) -> bool:
     return entry.kind == ARTIFACT and registry.get(entry.backend).throughput_mode
 
 
-def resolve_entry(path: Path, signature_key: str | None = None) -> ModelEntry:
-    """A SavedModel (its signature `signature_key`) or artifact entry. Missing path or
-    signature: UsageError; neither kind: InputError."""
+def keras_sources(paths: Sequence[Path | str]) -> list[Path]:
+    """The Keras files bench must export to SavedModels: those given, and the first artifact's
+    source model when it is one and no native model is given (it becomes the baseline)."""
+    given = [Path(p) for p in paths]
+    files = [p for p in given if is_keras_file(p)]
+    native = files or [p for p in given if is_saved_model_dir(saved_model_in(p))]
+    if not native and given and is_artifact_dir(given[0]):
+        source = read_manifest(given[0]).source_model.get("path")
+        if source and is_keras_file(Path(source)):
+            files.append(Path(source))
+    return files
+
+
+def _keras_entry(
+    path: Path, exported: Mapping[Path, Path], signature_key: str | None
+) -> ModelEntry:
+    """The SavedModel exported from the Keras file `path`, named after the file."""
+    entry = saved_model_entry(exported[path], signature_key=signature_key)
+    entry.shown = path
+    return entry
+
+
+def resolve_entry(
+    path: Path, signature_key: str | None = None, exported: Mapping[Path, Path] | None = None
+) -> ModelEntry:
+    """A SavedModel (its signature `signature_key`), Keras file (its SavedModel in `exported`)
+    or artifact entry. Missing path or signature: UsageError; neither kind: InputError."""
     path = Path(path)
+    if exported and path in exported:
+        return _keras_entry(path, exported, signature_key)
     if model_kind(path) == ARTIFACT:
         return artifact_entry(path)
     return saved_model_entry(saved_model_in(path), signature_key=signature_key)
@@ -141,6 +170,7 @@ def plan_models(
     xla: bool = False,
     throughput: bool = False,
     signature: str | None = None,
+    exported: Mapping[Path, Path] | None = None,
 ) -> BenchPlan:
     """Resolve every model path, choose the baseline and fix the measuring order.
 
@@ -148,16 +178,19 @@ def plan_models(
     (put first and measured too, with the signature the artifact was converted from). SavedModels
     run `signature` (default serving_default). With --xla each SavedModel is followed by an XLA
     variant; with `throughput` each artifact whose backend has a throughput mode by a run in it.
+    Keras files (given, or an artifact's source) run as the SavedModels `exported` from them.
     """
     if not paths:
         raise UsageError("Give at least one model (a SavedModel or a trtconv artifact directory).")
-    given = [resolve_entry(Path(p), signature) for p in paths]
+    exported = exported or {}
+    given = [resolve_entry(Path(p), signature, exported) for p in paths]
     warnings: list[str] = []
     models: list[ModelEntry] = []
     for entry in given:
         models.append(entry)
         if xla and entry.kind == SAVED_MODEL:
-            models.append(saved_model_entry(entry.path, True, entry.signature.name))
+            xla_entry = saved_model_entry(entry.path, True, entry.signature.name)
+            models.append(replace(xla_entry, shown=entry.shown))
         if throughput and has_throughput_mode(entry):
             models.append(throughput_entry(entry))
     native = [m for m in models if m.kind == SAVED_MODEL and not m.xla]
@@ -166,13 +199,15 @@ def plan_models(
     else:
         first = models[0]
         source = first.source_model
-        if source is not None and is_saved_model_dir(source):
+        runs = exported.get(source, source) if source is not None else None
+        if runs is not None and is_saved_model_dir(runs):
             key = signature or first.signature.name
-            baseline = saved_model_entry(source, signature_key=key)
+            baseline = saved_model_entry(runs, signature_key=key)
+            baseline.shown = source if runs != source else None
             reason = f"the source model of artifact {first.path}"
             models.insert(0, baseline)
             if xla:
-                models.insert(1, saved_model_entry(source, True, key))
+                models.insert(1, replace(saved_model_entry(runs, True, key), shown=baseline.shown))
         else:
             baseline, reason = first, "the first model given (its source model was not found)"
             warnings.append(

@@ -23,7 +23,7 @@ from trtconv.calib.contract import (
     check_split,
 )
 from trtconv.calib.readers import ALL, VALIDATION, card_preprocessing, read_model_data
-from trtconv.calib.sources import ArraySet, input_stats
+from trtconv.calib.sources import ArraySet, input_stats, recorded_spec
 from trtconv.core.model_io import ModelSignature
 from trtconv.savedmodel import read_model_card
 
@@ -117,7 +117,12 @@ def record_contract(
         block["summary"] = (
             f"none applied (arrays fed as given; raw pixels would be {block['summary']})"
         )
-    return {"data": spec, "split": split, "preprocessing": block, "preprocessing_applied": applied}
+    return {
+        "data": recorded_spec(spec),
+        "split": split,
+        "preprocessing": block,
+        "preprocessing_applied": applied,
+    }
 
 
 def scale_warning(

@@ -47,6 +47,7 @@ from trtconv.calib.sources import (
     input_stats,
     load_digits,
     load_file,
+    recorded_spec,
     split_holdout,
 )
 from trtconv.core.errors import InputError, UsageError
@@ -327,7 +328,7 @@ def describe(data: ArraySet, spec: str, method: str | None = None) -> dict[str, 
     """The manifest's calibration block: {source, part, samples, method, sha256, input_stats}
     (the inputs' spread lets validate see data on another scale)."""
     return {
-        "source": spec,
+        "source": recorded_spec(spec),
         "part": data.source,
         "samples": len(data),
         "method": method,

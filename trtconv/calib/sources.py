@@ -7,6 +7,7 @@ data set has one seeded hold-out split (`split_holdout`), shared by train, conve
 
 from __future__ import annotations
 
+import os
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -263,6 +264,15 @@ def check_input_shape(
             f"{data.source}: input '{name}' has samples of shape {'x'.join(map(str, found))}, "
             f"but the {what} expects {want}."
         )
+
+
+def recorded_spec(spec: str) -> str:
+    """`spec` as a manifest records it: a data path made absolute, so that `validate` and
+    `bench` read the same data from any directory (a relative path meant the directory the
+    conversion ran in); "digits", "random" and other names as given."""
+    if spec in (DIGITS, "random") or not Path(spec).exists():
+        return spec
+    return os.path.abspath(spec)
 
 
 def load_file(

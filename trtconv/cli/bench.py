@@ -53,7 +53,8 @@ from trtconv.serving.options import DEFAULT_SEARCH_RUNS, SCENARIOS
 Models = Annotated[
     list[Path],
     typer.Argument(
-        help="SavedModel directories and/or trtconv artifact directories.", show_default=False
+        help="SavedModel directories, Keras files and/or trtconv artifact directories.",
+        show_default=False,
     ),
 ]
 Warmup = Annotated[

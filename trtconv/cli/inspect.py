@@ -1,4 +1,4 @@
-"""`trtconv inspect`: describe a SavedModel, a trtconv artifact or an ONNX file."""
+"""`trtconv inspect`: describe a SavedModel, a Keras file, a trtconv artifact or an ONNX file."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from trtconv.inspect_model import (
 
 TOP_OPS = 15  # the human view shows the most common ops; --json has them all
 ModelArg = Annotated[
-    Path, typer.Argument(help="SavedModel dir, trtconv artifact dir or .onnx file.")
+    Path, typer.Argument(help="SavedModel dir, Keras file, trtconv artifact dir or .onnx file.")
 ]
 
 

@@ -16,8 +16,9 @@ from trtconv.convert.plan import check_options, fit_to_model
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.single import convert_single
 from trtconv.core.progress import Progress
+from trtconv.model_paths import saved_model_in
 from trtconv.options import ConvertOptions
-from trtconv.savedmodel import is_keras_file, saved_model_for
+from trtconv.savedmodel import saved_model_for
 
 
 def convert(options: ConvertOptions, progress: Progress | None = None) -> ConvertResult:
@@ -30,9 +31,10 @@ def convert(options: ConvertOptions, progress: Progress | None = None) -> Conver
     the error carries the whole result.
     """
     check_options(options)
-    # A Keras file is exported to a SavedModel for this conversion; the manifest names the file.
-    source = options.saved_model if is_keras_file(options.saved_model) else None
+    # A Keras file is exported to a SavedModel for this conversion, and a SavedModel TensorFlow
+    # cannot revive is converted from its signature graphs: the manifest names the user's model.
     with saved_model_for(options.saved_model) as saved_model:
+        source = None if saved_model == saved_model_in(options.saved_model) else options.saved_model
         options, signature = fit_to_model(replace(options, saved_model=saved_model))
         if options.backend == registry.BEST:
             return convert_best(options, signature, progress, source)

@@ -60,7 +60,7 @@ from trtconv.release.values import (
     table_of,
     unknown_key,
 )
-from trtconv.savedmodel import SERVING_KEY
+from trtconv.savedmodel import SERVING_KEY, is_keras_file
 from trtconv.savedmodel_pb.signature import read_signature
 from trtconv.train.amp import AMP_DTYPES
 from trtconv.train.export import OUTPUT_NAME
@@ -208,11 +208,14 @@ def _model(raw: dict[str, Any]) -> ModelSettings:
             raise UsageError("model.signature: only with model.path (a zoo model serves one).")
         return ModelSettings(zoo=values["zoo"])
     model_path = Path(values["path"])
-    if not (model_path / "saved_model.pb").is_file():
+    keras = is_keras_file(model_path)  # exported to a SavedModel by each step, as convert does
+    if not keras and not (model_path / "saved_model.pb").is_file():
         what = "does not exist" if not model_path.exists() else "holds no saved_model.pb"
-        raise UsageError(f"model.path: SavedModel {model_path} {what}.")
+        raise UsageError(
+            f"model.path: SavedModel {model_path} {what} (a Keras file ends .keras, .h5 or .hdf5)."
+        )
     signature = values.get("signature")
-    if signature is not None:
+    if signature is not None and not keras:
         try:  # a missing signature fails here, in a second, not after a conversion
             read_signature(model_path, signature)
         except UsageError as exc:
@@ -297,6 +300,8 @@ def _check_output_names(config: ReleaseConfig) -> None:
     if not labelled and not any(roles or tolerances for _, roles, tolerances in named):
         return
     path = config.model.path
+    if path is not None and is_keras_file(path):
+        return  # read when convert exports it: its names are checked there, before any work
     signature = config.model.signature or SERVING_KEY
     outputs = read_signature(path, signature).output_names if path is not None else [OUTPUT_NAME]
     if labelled and labelled not in outputs:

@@ -10,7 +10,10 @@ the loaded object stays referenced while OpenVINO reads the function, whose vari
 OpenVINO's constants would share the variables' memory by default; they are copied
 (`share_weights=False`), so the model stays valid once TensorFlow frees the loaded object (shared
 weights came out as garbage ranges in NNCF's statistics and a 0.11 top-1 agreement: freed memory,
-reused).
+reused). A v1 SavedModel (graphs and signatures only, such as the frozen signature graphs
+trtconv loads a SavedModel TensorFlow cannot revive through) is the exception: OpenVINO reads its
+serving_default from the directory, and cannot read its loaded function (a v1 graph's calls of
+its function library).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Any
 from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import ModelSignature
-from trtconv.savedmodel import load_saved_model
+from trtconv.savedmodel import SERVING_KEY, load_saved_model
+from trtconv.signature_graph import is_graph_only
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +44,14 @@ def model_from_saved_model(saved_model: Path, signature: ModelSignature) -> Any:
     """
 
     ov = require("openvino")
-    loaded = load_saved_model(saved_model, signature.name)
+    if is_graph_only(saved_model) and signature.name == SERVING_KEY:
+        loaded = None
+        source: Any = str(saved_model)
+    else:
+        loaded = load_saved_model(saved_model, signature.name)
+        source = loaded.function
     try:
-        model = ov.convert_model(loaded.function, share_weights=False)
+        model = ov.convert_model(source, share_weights=False)
     except Exception as exc:
         raise ConversionError(
             f"OpenVINO could not convert {saved_model}: {first_line(exc)}"

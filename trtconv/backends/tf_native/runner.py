@@ -43,6 +43,7 @@ class SavedModelRunner(Runner):
         self.tf32 = tf32
         self._model: LoadedSavedModel | None = None
         self._call: Any = None
+        self._tensor: Any = None  # tf.convert_to_tensor
         self._on_gpu = False
 
     def activate_impl(self) -> ModelSignature:
@@ -50,6 +51,7 @@ class SavedModelRunner(Runner):
         if self.threads is not None:
             set_threads(tf, self.threads)
         self._model = load_saved_model(self.path, self.signature_key)
+        self._tensor = tf.convert_to_tensor
         self._on_gpu = (
             registry.facts_here().has_gpu
         )  # TF32 exists only there: no switching on a CPU
@@ -71,7 +73,9 @@ class SavedModelRunner(Runner):
             return self._run(feeds)
 
     def _run(self, feeds: Feeds) -> Outputs:
-        outputs = self._call(**feeds)
+        # Tensors, not arrays: a v1 graph's function (a SavedModel loaded as its signature
+        # graphs) takes nothing else; a revived one converts arrays itself just the same.
+        outputs = self._call(**{name: self._tensor(value) for name, value in feeds.items()})
         # .numpy() copies device results to host: this is also the synchronisation point.
         return {name: tensor.numpy() for name, tensor in outputs.items()}
 
