@@ -47,6 +47,7 @@ from trtconv.options import (
     ConvertOptions,
 )
 from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
+from trtconv.quantize.ladder_record import LadderRecord
 
 MARKS = {
     (True, True): "[green]✓[/green]",
@@ -150,8 +151,9 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
         f"{(result.artifact_size_bytes or 0) / 1e6:.2f} MB: {result.artifact}",
         highlight=False,
     )
-    if result.quantization.get("ladder"):
-        render_ladder(result.quantization["ladder"], console)
+    ladder = LadderRecord.read(result.quantization.get("ladder"))
+    if ladder is not None:
+        render_ladder(ladder, console)
     if result.fp16:
         render_fp16(result.fp16, console)
     render_validation(result.validation.to_json(), console)
