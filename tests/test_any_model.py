@@ -85,7 +85,7 @@ def test_a_fixed_batch_of_one_converts_validates_and_benches(
     assert manifest.conversion_summary["batch_sizes"] == [1]
     assert manifest.model_signature.inputs[0].shape == (1, DIGITS32, DIGITS32, 3)
     if precision == "int8":  # calibrated (and its ladder scored) in batches of 1
-        assert manifest.calibration is not None and manifest.calibration["samples"] > 32
+        assert manifest.calibration is not None and manifest.calibration.samples > 32
     validated = api.validate(ValidateOptions(tmp_path / "a", confidence=POINT))
     assert validated.passed and validated.batch_size == 1
     benched = api.bench(BenchOptions((model, tmp_path / "a"), warmup=1, iterations=3))

@@ -97,9 +97,9 @@ def test_digits_int8_qdq_artifact(digits_int8: dict[str, Any]) -> None:
     manifest = _check_artifact(digits_int8, "int8")
     calibration = manifest.calibration
     assert calibration is not None
-    assert calibration["source"] == "digits" and calibration["part"] == "digits[train]"
-    assert calibration["samples"] == 480 and calibration["method"] == "minmax"
-    assert len(calibration["sha256"]) == 64
+    assert calibration.source == "digits" and calibration.part == "digits[train]"
+    assert calibration.samples == 480 and calibration.method == "minmax"
+    assert len(calibration.sha256) == 64
     summary = manifest.conversion_summary
     assert summary["quantization"]["scheme"] == "u8s8"
     assert summary["op_counts"]["QuantizeLinear"] > 0
@@ -149,7 +149,7 @@ def test_small_resnet_on_npz_data(
     assert validation["top1_agreement"] >= min_top1
     if precision == "int8":
         assert manifest.calibration is not None
-        assert manifest.calibration["part"].endswith("[calibration]")
+        assert manifest.calibration.part.endswith("[calibration]")
         assert manifest.conversion_summary["op_counts"]["QuantizeLinear"] > 0
 
 

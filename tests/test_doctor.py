@@ -35,22 +35,23 @@ def rows(conversions: list[dict[str, Any]], backend: str) -> dict[str, dict[str,
 @pytest.mark.no_gpu
 def test_report_on_this_machine() -> None:
     report = api.doctor(deep=False)
-    assert report.tensorflow["is_tensorrt_build"] is True
+    assert report.tensorflow.is_tensorrt_build is True
     assert report.sections["tf_trt"]["usable"] is False
     assert "libnvinfer.so.8.6.1" in report.sections["tf_trt"]["reason"]
     assert report.gpus == []
     assert report.sections["tensorrt"]["version"] is None
     assert "CPUExecutionProvider" in report.sections["onnxruntime"]["providers"]
     # Every feature of note has a yes/no, whatever this CPU has.
-    features = report.cpu["features"]
+    features = report.cpu.features
     assert set(features) >= {"avx2", "avx512f", "avx512_vnni", "avx512_bf16"}
     assert all(isinstance(present, bool) for present in features.values())
-    ort = rows(report.conversions, "ort")
+    conversions = [support.to_dict() for support in report.conversions]
+    ort = rows(conversions, "ort")
     assert ort["fp32"]["ok"] and ort["int8"]["ok"]
     assert ort["fp16"]["ok"] and not ort["fp16"]["runs_here"]  # converts for a GPU
     assert not ort["tf32"]["ok"] and "trtconv[gpu]" in ort["tf32"]["fix"]
-    assert not any(r["ok"] for r in rows(report.conversions, "tftrt").values())
-    assert all(r["reason"] and r["fix"] for r in report.conversions if not r["ok"])
+    assert not any(r["ok"] for r in rows(conversions, "tftrt").values())
+    assert all(r.reason and r.fix for r in report.conversions if not r.ok)
 
 
 def test_json_is_one_document_and_exit_0() -> None:
@@ -98,7 +99,7 @@ def test_missing_tensorflow_is_reported(monkeypatch: pytest.MonkeyPatch) -> None
     facts.probe.cache_clear()  # probe again with the version lookup above, then forget it
     monkeypatch.setattr(registry, "probe", facts.probe.__wrapped__)
     report = doctor_module.doctor(deep=True)  # deep: still must not ask a missing TensorFlow
-    assert report.tensorflow["version"] is None
+    assert report.tensorflow.version is None
     assert "not installed" in report.sections["tf_trt"]["reason"]
     assert report.sections["tf_trt"]["asked_tensorflow"] is False
 

@@ -65,3 +65,42 @@ def test_other_schema_version_is_rejected(tmp_path: Path) -> None:
 def test_a_manifest_loads_back_as_the_same_type() -> None:
     manifest = _manifest()
     assert Manifest.from_json(manifest.to_json()) == manifest
+
+
+def test_typed_blocks_write_the_recorded_json_and_old_manifests_load(tmp_path: Path) -> None:
+    (tmp_path / "model.onnx").write_bytes(b"onnx")
+    calibration = {
+        "source": "digits",
+        "part": "digits[train]",
+        "samples": 64,
+        "method": "entropy",
+        "sha256": "cd" * 32,
+        "input_stats": {"image": {"mean": 0.5, "std": 0.25, "min": 0.0, "max": 1.0}},
+    }
+    judging = {
+        "roles": {"probabilities": {"role": "classes", "source": "inferred", "threshold": None}},
+        "tolerances": {"probabilities": 0.01},
+        "allow_unjudged": False,
+        "labels_output": "probabilities",
+    }
+    document = _manifest().to_json() | {"calibration": calibration, "judging": judging}
+    (tmp_path / MANIFEST).write_text(json.dumps(document, indent=2))
+    loaded = read_manifest(tmp_path)
+    assert loaded.calibration is not None and loaded.calibration.input_stats["image"].std == 0.25
+    assert loaded.judging is not None and loaded.judging.roles["probabilities"].role == "classes"
+    assert json.dumps(loaded.to_json(), indent=2) == json.dumps(document, indent=2)
+    # Written before the calibration part, input spread and labels output were recorded.
+    old = {key: calibration[key] for key in ("source", "samples", "method", "sha256")}
+    judged = {key: value for key, value in judging.items() if key != "labels_output"}
+    (tmp_path / MANIFEST).write_text(json.dumps(document | {"calibration": old, "judging": judged}))
+    loaded = read_manifest(tmp_path)
+    assert loaded.calibration is not None and loaded.calibration.input_stats == {}
+    assert loaded.judging is not None and loaded.judging.labels_output is None
+    assert "labels_output" not in loaded.to_json()["judging"]
+
+
+def test_unknown_keys_do_not_match_the_schema(tmp_path: Path) -> None:
+    (tmp_path / "model.onnx").write_bytes(b"onnx")
+    (tmp_path / MANIFEST).write_text(json.dumps(_manifest().to_json() | {"surprise": 1}))
+    with pytest.raises(InputError, match=r"does not match the manifest schema.*surprise"):
+        read_manifest(tmp_path)

@@ -16,12 +16,67 @@ from trtconv.backends import registry
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.environment import git_commit
 from trtconv.facts import Facts
+from trtconv.protocol.support import Support
 from trtconv.quantize.isa import cpu_int8_class, int8_note
 from trtconv.serving.status import doctor_section as serving_section
 
 DOCTOR_SCHEMA_VERSION = 1
 # The report's keys after the backends' sections, in the document's order.
 TAIL_KEYS = ("gpus", "cpu", "conversions", "libraries", "commit")
+
+
+@dataclass(frozen=True)
+class PythonInfo:
+    """The interpreter trtconv runs on."""
+
+    version: str
+    executable: str
+
+
+@dataclass(frozen=True)
+class Library:
+    """A library's version (None: not installed)."""
+
+    version: str | None
+
+
+@dataclass(frozen=True)
+class TensorFlowInfo:
+    """TensorFlow's build (`reason`: why it could not be read) and the GPUs it sees (None: not
+    asked)."""
+
+    version: str | None
+    is_cuda_build: bool
+    is_tensorrt_build: bool
+    cuda_version: str | None
+    cudnn_version: str | None
+    gpus_seen: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """A GPU, its compute capability ("8.6") and which reduced precisions run fast on it."""
+
+    name: str
+    compute_capability: str
+    memory_mb: float
+    driver: str
+    tf32: bool
+    fp16: bool
+    int8: bool
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    """The CPU, its features of note (name: present) and its int8 class with what it means."""
+
+    model: str
+    arch: str
+    logical_cores: int
+    features: dict[str, bool]
+    int8_class: str
+    int8_note: str
 
 
 @dataclass(kw_only=True)
@@ -36,15 +91,15 @@ class DoctorReport(JsonResult):
     """
 
     schema_version: int = DOCTOR_SCHEMA_VERSION
-    python: dict[str, Any]
-    tensorflow: dict[str, Any]
-    onnx: dict[str, Any]
-    tf2onnx: dict[str, Any]
+    python: PythonInfo
+    tensorflow: TensorFlowInfo
+    onnx: Library
+    tf2onnx: Library
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
-    gpus: list[dict[str, Any]]
-    cpu: dict[str, Any]
-    conversions: list[dict[str, Any]]
-    libraries: dict[str, Any]
+    gpus: list[GpuInfo]
+    cpu: CpuInfo
+    conversions: list[Support]
+    libraries: dict[str, str | None]
     commit: str | None
 
     def to_json(self) -> dict[str, Any]:
@@ -75,21 +130,21 @@ def doctor(deep: bool = True) -> DoctorReport:
             sections.update(backend.doctor(facts))
     sections.update(serving_section())
     return DoctorReport(
-        python={"version": facts.python, "executable": sys.executable},
-        tensorflow=facts.tensorflow.to_dict(),
-        onnx={"version": facts.version("onnx")},
-        tf2onnx={"version": facts.version("tf2onnx")},
+        python=PythonInfo(facts.python, sys.executable),
+        tensorflow=TensorFlowInfo(**facts.tensorflow.to_dict()),
+        onnx=Library(facts.version("onnx")),
+        tf2onnx=Library(facts.version("tf2onnx")),
         sections=sections,
-        gpus=[gpu.to_dict() for gpu in facts.gpus],
+        gpus=[GpuInfo(**gpu.to_dict()) for gpu in facts.gpus],
         cpu=_cpu(facts),
-        conversions=[verdict.to_dict() for verdict in registry.support_matrix(facts)],
+        conversions=registry.support_matrix(facts),
         libraries=dict(facts.libraries),
         commit=git_commit(),
     )
 
 
-def _cpu(facts: Facts) -> dict[str, Any]:
+def _cpu(facts: Facts) -> CpuInfo:
     """The CPU with its int8 class: which int8 artifacts run on it exactly."""
     cpu = facts.cpu.to_dict()
     int8_class = cpu_int8_class(cpu)
-    return {**cpu, "int8_class": int8_class, "int8_note": int8_note(int8_class)}
+    return CpuInfo(**cpu, int8_class=int8_class, int8_note=int8_note(int8_class))

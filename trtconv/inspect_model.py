@@ -21,7 +21,7 @@ from trtconv.core.fsutil import dir_size_bytes
 from trtconv.core.lazy import require
 from trtconv.core.model_io import missing_signature
 from trtconv.core.results import JsonResult, optional_key
-from trtconv.manifest import read_manifest
+from trtconv.manifest import CalibrationRecord, read_manifest
 from trtconv.model_paths import (
     is_artifact_dir,
     is_saved_model_dir,
@@ -106,7 +106,7 @@ class ArtifactInspection(InspectResult):
     status: str
     source_model: dict[str, Any]
     signature: dict[str, Any]
-    calibration: dict[str, Any] | None
+    calibration: CalibrationRecord | None
     conversion_seconds: float
     conversion_summary: dict[str, Any]
     created_at: str

@@ -4,17 +4,69 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from trtconv.core.errors import InputError
 from trtconv.core.model_io import ModelSignature
-from trtconv.core.results import JsonResult
+from trtconv.core.results import JsonResult, optional_key
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
 STATUSES = ("passed", "failed", "not judged", "unvalidated")
+
+
+@dataclass(frozen=True)
+class InputStats:
+    """The spread of one float input's values in the calibration data."""
+
+    mean: float
+    std: float
+    min: float
+    max: float
+
+
+@dataclass
+class CalibrationRecord(JsonResult):
+    """The data an int8 artifact was calibrated on: the `source` given, the `part` of it used,
+    how many samples, the method, the data's sha256 and each input's spread (which lets
+    validate see data on another scale). Manifests written before `part` and `input_stats`
+    read back with them empty."""
+
+    source: str
+    samples: int
+    method: str | None
+    sha256: str
+    part: str = ""
+    input_stats: dict[str, InputStats] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        document = super().to_json()
+        order = ("source", "part", "samples", "method", "sha256", "input_stats")
+        return {key: document[key] for key in order}
+
+
+@dataclass(frozen=True)
+class RoleRecord:
+    """How one output was judged: its role, where the role came from, its binary threshold,
+    and (regression) the score output that gated it."""
+
+    role: str
+    source: str
+    threshold: float | None = None
+    where: str | None = optional_key()  # only when set: manifests written before read the same
+
+
+@dataclass
+class JudgingRecord(JsonResult):
+    """How an artifact's outputs were judged: each output's role, the per-output tolerances,
+    whether unjudged outputs were allowed, and the output labels were scored on (when set)."""
+
+    roles: dict[str, RoleRecord] = field(default_factory=dict)
+    tolerances: dict[str, float] = field(default_factory=dict)
+    allow_unjudged: bool = False
+    labels_output: str | None = optional_key()
 
 
 @dataclass
@@ -31,13 +83,12 @@ class Manifest(JsonResult):
     tools: dict[str, Any]
     conversion_seconds: float
     conversion_summary: dict[str, Any] = field(default_factory=dict)
-    calibration: dict[str, Any] | None = None  # {"source", "samples", "method", "sha256"}
+    calibration: CalibrationRecord | None = None
     validation: dict[str, Any] | None = None
     status: str = "unvalidated"  # the validation's verdict: passed, failed or not judged
     # The model's data contract as convert used it: {data, split, preprocessing (with sources)}.
     data_contract: dict[str, Any] | None = None
-    # How outputs were judged: {roles: {name: {role, source, threshold}}, tolerances, ...}.
-    judging: dict[str, Any] | None = None
+    judging: JudgingRecord | None = None  # how outputs were judged
     backend_reason: str = ""
     created_at: str = ""
     schema_version: int = MANIFEST_SCHEMA_VERSION
@@ -82,9 +133,12 @@ def read_manifest(directory: Path) -> Manifest:
             f"Manifest {path} has schema_version {version}; this trtconv reads "
             f"{MANIFEST_SCHEMA_VERSION}."
         )
+    unknown = sorted(set(data) - {spec.name for spec in fields(Manifest)})
     try:
-        manifest = Manifest(**data)
-    except TypeError as exc:
+        if unknown:
+            raise TypeError(f"unexpected keys {', '.join(unknown)}")
+        manifest = Manifest.from_json(data)
+    except (TypeError, KeyError, AttributeError) as exc:
         raise InputError(f"Manifest {path} does not match the manifest schema ({exc}).") from exc
     if not (Path(directory) / manifest.payload).exists():
         raise InputError(

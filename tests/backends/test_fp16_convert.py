@@ -85,7 +85,9 @@ def test_ort_fp16_keeps_the_overflow_in_float32_and_holds(
     artifact = tmp_path / "fp16" / "model.onnx"
     assert agreement(independent_emulation(artifact), saved_model) >= 0.99
     text = io.StringIO()
-    render_fp16(ConvertResult.from_json(document).fp16, Console(file=text, width=200))
+    fp16 = ConvertResult.from_json(document).fp16
+    assert fp16 is not None and fp16.to_json() == block  # the record reads back as written
+    render_fp16(fp16, Console(file=text, width=200))
     assert "kept float32" in text.getvalue() and "wide_1: MatMul, Add, Relu" in text.getvalue()
 
 

@@ -21,7 +21,8 @@ from trtconv.convert import ConvertResult
 from trtconv.core.errors import AccuracyError
 from trtconv.options import ConvertOptions
 from trtconv.outputs.confidence import rate_to_show
-from trtconv.release.markdown import _ladder_section
+from trtconv.quantize.ladder_record import NncfLadderRecord
+from trtconv.release.markdown import _ladder_lines
 from trtconv.release.schema import release_schema
 
 pytestmark = [pytest.mark.slow, pytest.mark.converts("openvino")]
@@ -60,7 +61,9 @@ def _rendered(result: dict[str, Any]) -> tuple[str, str]:
     ladder = _quantization(result)["ladder"]
     schema = release_schema()
     jsonschema.validate(ladder, {**schema["$defs"]["ladder"], "$defs": schema["$defs"]})
-    markdown = "\n".join(_ladder_section({"targets": [{"id": "ov-int8", "ladder": ladder}]}))
+    record = NncfLadderRecord.from_json(ladder)
+    assert json.dumps(record.to_json()) == json.dumps(ladder)  # writes the block it read
+    markdown = "\n".join(_ladder_lines("ov-int8", record))
     return console.file.getvalue(), markdown  # type: ignore[attr-defined]
 
 

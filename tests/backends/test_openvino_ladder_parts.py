@@ -36,4 +36,4 @@ def test_step_lines_round_the_agreement(caplog: pytest.LogCaptureFixture) -> Non
     assert "top-1 agreement" in caplog.text, caplog.text
     assert repr(agreement) not in caplog.text
     assert not re.search(r"\d\.\d{5,}", caplog.text), caplog.text
-    assert ladder.steps[0]["top1_agreement"] == agreement  # JSON: full precision
+    assert ladder.steps[0].top1_agreement == agreement  # JSON: full precision

@@ -54,11 +54,11 @@ def artifact(
 
 
 def test_doctor_lists_it(backend: Backend) -> None:
-    rows = [r for r in api.doctor(deep=False).conversions if r["backend"] == NAME]
-    assert [(r["precision"], r["ok"]) for r in rows] == [
+    rows = [r for r in api.doctor(deep=False).conversions if r.backend == NAME]
+    assert [(r.precision, r.ok) for r in rows] == [
         ("fp32", True), ("tf32", False), ("fp16", False), ("bf16", False), ("int8", False)
     ]  # fmt: skip
-    assert "reference evaluator" in rows[0]["reason"]
+    assert "reference evaluator" in rows[0].reason
     table = CliRunner().invoke(app, ["doctor", "--quick"])
     assert table.exit_code == 0 and NAME in table.output
 

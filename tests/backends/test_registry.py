@@ -46,7 +46,7 @@ def test_every_converter_has_a_conversion_test() -> None:
 
 def test_every_converter_is_a_row_of_doctors_table() -> None:
     report = api.doctor(deep=False)
-    rows = [(row["backend"], row["precision"]) for row in report.conversions]
+    rows = [(row.backend, row.precision) for row in report.conversions]
     assert rows == [(b.name, p) for b in registry.converters() for p in PRECISIONS]
     table = CliRunner().invoke(app, ["doctor", "--quick"])
     assert table.exit_code == 0

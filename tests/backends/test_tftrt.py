@@ -270,7 +270,7 @@ def graph_def(engines: dict[str, int], other_ops: int) -> Any:
 
 def test_summary_counts_engines_and_converted_ops() -> None:
     summary = tftrt.summarize_graph(graph_def({"TRTEngineOp_000_000": 5}, other_ops=2))
-    assert summary == {
+    assert summary.to_json() == {
         "trt_engine_ops": 1,
         "ops_converted": 5,
         "ops_total": 7,
@@ -290,9 +290,10 @@ def test_an_engine_that_failed_to_build_is_not_counted_as_converted(
     assert built == {"TRTEngineOp_000_000"}
     graph = graph_def({"TRTEngineOp_000_000": 5, "TRTEngineOp_000_001": 3}, other_ops=2)
     summary = tftrt.summarize_graph(graph, built)
-    assert summary["ops_converted"] == 5 and summary["ops_total"] == 10
-    assert summary["percent_ops_converted"] == 50.0
-    assert summary["engines_built"] == 1 and summary["engines_failed"] == ["TRTEngineOp_000_001"]
+    assert list(summary.to_json())[-2:] == ["engines_built", "engines_failed"]
+    assert summary.ops_converted == 5 and summary.ops_total == 10
+    assert summary.percent_ops_converted == 50.0
+    assert summary.engines_built == 1 and summary.engines_failed == ["TRTEngineOp_000_001"]
     request = ConversionRequest(Path("m"), None, "fp32", Path("o"))  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="trtconv"):
         tftrt._warn_if_engines_failed(summary, request)
@@ -301,7 +302,7 @@ def test_an_engine_that_failed_to_build_is_not_counted_as_converted(
 
 def test_nothing_converted_is_a_loud_warning(caplog: pytest.LogCaptureFixture) -> None:
     summary = tftrt.summarize_graph(graph_def({}, other_ops=4))
-    assert summary["trt_engine_ops"] == 0 and summary["percent_ops_converted"] == 0.0
+    assert summary.trt_engine_ops == 0 and summary.percent_ops_converted == 0.0
     request = ConversionRequest(Path("m"), None, "fp32", Path("o"))  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="trtconv"):
         tftrt._warn_if_nothing_converted(summary, request)

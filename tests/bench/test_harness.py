@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.release.conversions import passing_validation
 from trtconv import api
 from trtconv.measure.bench_result import (
     MODEL_KEYS,
@@ -158,8 +159,8 @@ def test_speedup_interval_and_a_gate_inside_it_is_inconclusive(result: dict[str,
     assert row["latency_ms_p99_ci95"][0] <= row["latency_ms_p99"] <= row["latency_ms_p99_ci95"][1]
     inside = (low + high) / 2
     settings = GateSettings(min_speedup=inside, gate_batch_size=4)
-    conversion = {"validation": {"passed": True}}
-    [validated, gate] = evaluate_gates(settings, measures_for(conversion, None, row))
+    measured = measures_for(passing_validation(), None, BenchRow.from_json(row))
+    [validated, gate] = evaluate_gates(settings, measured)
     assert validated.passed and gate.name == "min_speedup"
     assert gate.verdict == "inconclusive" and not gate.passed
     assert list(gate.measured_ci95 or ()) == [low, high]

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from trtconv.bench.messages import RoundSamples
 from trtconv.bench.rounds import REWARM_CALLS, Schedule, goal_verdicts, rewarm
 from trtconv.measure import stats
 from trtconv.measure.bench_result import Settings
+from trtconv.measure.budget import Budget
 from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED, at_least, at_most
 
@@ -138,35 +140,30 @@ def settings(**budget: Any) -> Settings:
 
 
 def test_the_budget_is_split_between_rounds() -> None:
-    calls = [b["iterations"] for b in settings(iterations=25, rounds=10).round_budgets()]
-    assert calls == [3] * 5 + [2] * 5 and sum(calls) == 25
-    assert settings(iterations=5, rounds=10).round_budgets() == [{"iterations": 1}] * 5
+    calls = [b.iterations for b in settings(iterations=25, rounds=10).round_budgets()]
+    assert calls == [3] * 5 + [2] * 5 and sum(c or 0 for c in calls) == 25
+    assert settings(iterations=5, rounds=10).round_budgets() == [Budget(iterations=1)] * 5
     timed = settings(duration_s=3.0, rounds=10).round_budgets()
-    assert timed == [{"seconds": pytest.approx(0.3), "min_iterations": 1}] * 10
+    assert [(b.seconds, b.min_iterations) for b in timed] == [(pytest.approx(0.3), 1)] * 10
     assert settings(duration_s=3.0, rounds=1).round_budgets() == [
-        {"seconds": 3.0, "min_iterations": 10}
+        Budget(seconds=3.0, min_iterations=10)
     ]
 
 
 def test_rounds_are_rewarmed_unless_that_costs_a_slow_model_too_much() -> None:
-    fast = {"latencies_ms": [0.05] * 100}
-    slow = {"latencies_ms": [200.0] * 2}
-    budget = {"seconds": 0.3, "min_iterations": 1}
-    assert rewarm(fast, budget) == {"iterations": REWARM_CALLS}
-    assert rewarm(slow, budget) == {"iterations": 0}
-    assert rewarm(slow, {"iterations": 100}) == {"iterations": REWARM_CALLS}
+    fast = RoundSamples(1, [0.05] * 100, 5_000_000, 0)
+    slow = RoundSamples(1, [200.0] * 2, 400_000_000, 0)
+    budget = Budget(seconds=0.3, min_iterations=1)
+    assert rewarm(fast, budget) == Budget(iterations=REWARM_CALLS)
+    assert rewarm(slow, budget) == Budget(iterations=0)
+    assert rewarm(slow, Budget(iterations=100)) == Budget(iterations=REWARM_CALLS)
 
 
 def synthetic_round(
     batch_size: int, latency_ms: float, rng: np.random.Generator, calls: int = 20
-) -> dict[str, Any]:
+) -> RoundSamples:
     latencies = list(rng.normal(latency_ms, latency_ms * 0.05, calls))
-    return {
-        "batch_size": batch_size,
-        "latencies_ms": latencies,
-        "wall_ns": int(sum(latencies) * 1e6),
-        "warmup_iterations": 0,
-    }
+    return RoundSamples(batch_size, latencies, int(sum(latencies) * 1e6), 0)
 
 
 def test_goal_verdicts_of_a_clearly_faster_model() -> None:
@@ -191,7 +188,7 @@ class StandIn:
         self.label, self.latency_ms, self.swing, self.calls = label, latency_ms, swing, 0
         self.rng = np.random.default_rng(len(label))
 
-    def round(self, batch_size: int, warmup: Any, measure: Any) -> dict[str, Any]:
+    def round(self, batch_size: int, warmup: Any, measure: Any) -> RoundSamples:
         self.calls += 1
         factor = 1 + self.swing * (-1) ** self.calls
         return synthetic_round(batch_size, self.latency_ms * factor, self.rng)
@@ -205,7 +202,7 @@ def test_a_goal_that_stays_undecided_stops_at_its_time_limit() -> None:
     )
     schedule = Schedule(workers, plan, "native")  # type: ignore[arg-type]
     measured = schedule.run()
-    at_8 = [r for r in measured["ort"] if r["batch_size"] == 8]
+    at_8 = [r for r in measured["ort"] if r.batch_size == 8]
     assert len(at_8) == 4  # the limit left no time for extra rounds
     assert schedule.notes and "ort: still undecided" in schedule.notes[0]
 
@@ -223,4 +220,4 @@ def test_a_goal_adds_rounds_until_decided() -> None:
     assert not schedule.notes
     assert not schedule.undecided(goal)
     assert len(measured["ort"]) > 2 and len(measured["native"]) == len(measured["ort"])
-    assert all(r["batch_size"] == 8 for r in measured["ort"])
+    assert all(r.batch_size == 8 for r in measured["ort"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import resource
 import subprocess
 import sys
@@ -10,9 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtconv.bench.worker import Budget, NullRunner, make_batches, measure_batch, time_loop
+from trtconv.bench.messages import WorkerReport
+from trtconv.bench.worker import NullRunner, make_batches, measure_batch, time_loop
 from trtconv.core.errors import InputError
 from trtconv.core.model_io import ModelSignature, TensorSpec
+from trtconv.measure.budget import Budget
 from trtconv.protocol.runner import CallTimings
 
 SIGNATURE = ModelSignature(
@@ -111,19 +114,21 @@ def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> No
     from trtconv.bench.models import ModelEntry
     from trtconv.measure.bench_result import Settings
 
-    spec = {"warmup": {"iterations": 1}, "measure": {"iterations": 4}}
-    measured = measure_batch(DeviceRunner(SIGNATURE), batches(2), spec)
-    assert measured["transfer_ms"] == [0.75] * 4  # host-to-device + device-to-host, per call
+    warmup, measure = Budget(iterations=1), Budget(iterations=4)
+    measured = measure_batch(DeviceRunner(SIGNATURE), batches(2), warmup, measure)
+    assert measured.transfer_ms == [0.75] * 4  # host-to-device + device-to-host, per call
     document = {
-        "pid": 1, "load_ms": 1.0, "first_inference_ms": 2.0, "peak_rss_mb": 3.0,
-        "harness_overhead_ms": 0.001, "batches": [measured],
+        "label": "engine", "pid": 1, "load_ms": 1.0, "first_inference_ms": 2.0,
+        "peak_rss_mb": 3.0, "harness_overhead_ms": 0.001, "batches": [measured.to_json()],
     }  # fmt: skip
+    report = WorkerReport.from_json(json.loads(json.dumps(document)))  # as a worker prints it
+    assert report.batches == [measured] and report.finished.warnings == []
     entry = ModelEntry("engine", Path("engine"), "artifact", "trt", "fp16", SIGNATURE)
     settings = Settings(
         batch_sizes=(2,), warmup_iterations=1, iterations=4, data="random", device="auto"
     )
-    assert (settings.warmup, settings.measure) == (spec["warmup"], spec["measure"])
-    [row] = model_rows(model_info(entry, document, False), document, settings)
+    assert (settings.warmup, settings.measure) == (warmup, measure)
+    [row] = model_rows(model_info(entry, report, False), report, settings)
     assert row.transfer_ms_mean == 0.75
 
 
@@ -148,7 +153,7 @@ def test_the_machine_is_probed_before_the_load_is_timed(monkeypatch: pytest.Monk
 
     calls: list[str] = []
     monkeypatch.setattr(registry, "probe", lambda deep=False, packages=(): calls.append("probe"))
-    worker.import_backend({"backend": "ort"})
+    worker.import_backend("ort")
     assert calls == ["probe"]
 
 

@@ -148,4 +148,7 @@ def test_batches_whole_batches_and_describe() -> None:
     feed = calibration_feed(trimmed, 32)
     assert [len(b["image"]) for b in feed()] == [32, 32] == [len(b["image"]) for b in feed()]
     block = describe(trimmed, "digits", "entropy")
-    assert block["samples"] == 64 and block["method"] == "entropy" and len(block["sha256"]) == 64
+    assert block.samples == 64 and block.method == "entropy" and len(block.sha256) == 64
+    # The manifest's block, keys in their recorded order.
+    assert list(block.to_json()) == ["source", "part", "samples", "method", "sha256", "input_stats"]
+    assert set(block.to_json()["input_stats"]["image"]) == {"mean", "std", "min", "max"}

@@ -11,6 +11,7 @@ from rich.console import Console
 from trtconv.cli._ladder import render_ladder
 from trtconv.cli._output import PIPED_WIDTH, emit_result, stdout_console
 from trtconv.cli.convert import render_tournament
+from trtconv.quantize.ladder_record import LadderRecord
 
 REASON = (
     "slower than the winner at batch 8 by 1.37x; its int8 validation passed on 512 held-out "
@@ -48,17 +49,21 @@ def test_the_console_is_wide_only_when_piped(capsys: pytest.CaptureFixture[str])
 
 
 def _ladder() -> dict[str, Any]:
-    step = {"stage": "scheme", "accuracy": None, "seconds": 12.345, "meets_budget": False}
+    step = {"stage": "scheme", "accuracy": None, "seconds": 12.345, "meets_budget": False,
+            "kept_float": 0}  # fmt: skip
     return {
         "outcome": "budget not met: time limit reached during the scheme variants",
         "seconds": 598.2,
         "time_limit_s": 600.0,
         "budget": {"min_top1_agreement": 0.97, "max_accuracy_drop": 0.02, "atol": None},
         "search_data": {"samples": 512, "part": "digits[train][300:812]", "note": None,
-                        "drawn_from": "held-out samples beyond those validated on"},
+                        "drawn_from": "held-out samples beyond those validated on",
+                        "reference": "the float ONNX export"},
         "steps": [{**step, "step": 0, "change": "u8s8, minmax", "top1_agreement": 0.9885579},
                   {**step, "step": 1, "change": "7-bit weights", "top1_agreement": 0.9612}],
         "chosen_step": 0,
+        "scheme": "u8s8, minmax",
+        "met_budget": False,
         "kept_float": [],
         "speed": None,
     }  # fmt: skip
@@ -66,7 +71,7 @@ def _ladder() -> dict[str, Any]:
 
 def test_piped_ladder_lines_carry_no_padding(capsys: pytest.CaptureFixture[str]) -> None:
     def render(result: dict[str, Any], console: Console) -> None:
-        render_ladder(result, console)
+        render_ladder(LadderRecord.from_json(result), console)
 
     emit_result(_ladder(), False, render)
     lines = capsys.readouterr().out.splitlines()

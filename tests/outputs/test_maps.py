@@ -115,7 +115,8 @@ def test_a_gated_box_map_is_judged_only_where_the_score_says_a_face_is() -> None
     assert not compare(want, got, tolerance_for("int8"), roles=roles).passed
     # The manifest keeps the gate: validate judges the artifact the same way.
     recorded = Judging().record(roles_of(report, roles))
-    assert recorded["roles"]["bbox"]["where"] == "face_prob"
+    assert recorded.roles["bbox"].where == "face_prob"
+    assert recorded.to_json()["roles"]["bbox"]["where"] == "face_prob"
     assert Judging().over(recorded).roles["bbox"].where == "face_prob"
 
 

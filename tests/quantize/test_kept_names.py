@@ -4,7 +4,9 @@ leaves in tf2onnx names (".../PartitionedCall/PartitionedCall/...") are no layer
 from __future__ import annotations
 
 from trtconv.cli._fp16 import kept_by_layer
+from trtconv.onnxlib.fp16_record import KeptNode
 from trtconv.onnxlib.tf_names import tf_origin
+from trtconv.quantize.ladder_record import float_node
 from trtconv.quantize.ladder_text import kept_text
 from trtconv.quantize.sensitivity import QuantizedNode
 
@@ -27,8 +29,10 @@ def test_function_calls_inside_a_name_are_no_layer() -> None:
 
 def test_the_ladder_and_fp16_print_the_keras_layer() -> None:
     node = QuantizedNode(f"{NESTED}/Conv2D", "Conv", (f"{NESTED}/Conv2D/ReadVariableOp:0",))
-    assert kept_text(node.to_dict()) == "model_1/cq_t2010v2_1 (Conv)"
-    kept = [{**node.to_dict(), "why": "underflow: 100% of its input below 6.1e-05"}]
+    assert kept_text(float_node(node.to_dict(), None)) == "model_1/cq_t2010v2_1 (Conv)"
+    origin = node.to_dict()
+    why = "underflow: 100% of its input below 6.1e-05"
+    kept = [KeptNode(origin["node"], origin["op_type"], origin["tf_op"], origin["tf_layer"], why)]
     assert kept_by_layer(kept) == [
         "model_1/cq_t2010v2_1: Conv (underflow: 100% of its input below 6.1e-05)"
     ]

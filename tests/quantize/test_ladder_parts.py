@@ -10,6 +10,7 @@ from trtconv.core.errors import UsageError
 from trtconv.onnxlib.tf_names import tf_origin
 from trtconv.outputs.tolerance import budget_for
 from trtconv.quantize.ladder import describe, doubling, scheme_variants
+from trtconv.quantize.ladder_record import SpeedRow
 from trtconv.quantize.qdq import QdqOptions
 from trtconv.quantize.search import (
     CALIBRATION_SAMPLES,
@@ -155,9 +156,15 @@ def test_budget_replaces_the_precision_limits() -> None:
 
 def test_int8_that_buys_nothing_is_named_per_batch_size() -> None:
     rows = [
-        {"batch_size": 1, "speedup_vs_fp32": 1.26},
-        {"batch_size": 8, "speedup_vs_fp32": 1.0},
-        {"batch_size": 32, "speedup_vs_fp32": 0.7},
+        SpeedRow(
+            batch_size=size,
+            fp32_latency_ms=1.0,
+            full_int8_latency_ms=1.0 / speedup,
+            speedup_vs_fp32=speedup,
+            full_int8_speedup_vs_fp32=speedup,
+            slowdown_vs_full_int8=1.0,
+        )
+        for size, speedup in ((1, 1.26), (8, 1.0), (32, 0.7))
     ]
     [note] = no_gain_notes(rows)
     assert "batch 8 (1.00x fp32), 32 (0.70x fp32) in" in note and "batch 1 " not in note

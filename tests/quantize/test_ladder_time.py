@@ -124,6 +124,6 @@ def test_the_ladder_stops_before_a_step_that_would_pass_the_limit(
     chosen = ladder.climb(QdqOptions())
     record = ladder.record(chosen)
     # Full int8 (10 s), then one variant (20 s); a third step would end at 30 s, past 25.
-    assert [step["seconds"] for step in record["steps"]] == [STEP_S, STEP_S]
-    assert record["seconds"] == 2 * STEP_S <= LIMIT_S
-    assert not record["met_budget"] and "time limit" in record["outcome"], record["outcome"]
+    assert [step.seconds for step in record.steps] == [STEP_S, STEP_S]
+    assert record.seconds == 2 * STEP_S <= LIMIT_S
+    assert not record.met_budget and "time limit" in record.outcome, record.outcome

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.release.conversions import bench_row, converted
 from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
 from trtconv.release.command_options import speed_goal
@@ -183,13 +184,11 @@ def test_a_release_undecided_on_speed_is_inconclusive_in_one_sentence(tmp_path: 
     }
     config = parse_config(raw, tmp_path / "release.toml")
     assert speed_goal(config) == SpeedGoal(8, 1.05, None, 30.0)
-    validation = {"passed": True, "accuracy_drop": 0.0, "top1_agreement": 1.0}
-    conversion = {"status": "converted", "backend": "ort", "precision": "int8"}
-    row = {
-        "batch_size": 8, "throughput_per_s": 900.0, "speedup_vs_baseline": 1.06,
-        "speedup_vs_baseline_ci95": [1.01, 1.11], "rounds": 30,
-    }  # fmt: skip
-    target = TargetEntry("ort-int8", "ort", "int8", {**conversion, "validation": validation})
+    row = bench_row(
+        batch_size=8, throughput_per_s=900.0, speedup_vs_baseline=1.06,
+        speedup_vs_baseline_ci95=(1.01, 1.11), rounds=30,
+    )  # fmt: skip
+    target = TargetEntry("ort-int8", "ort", "int8", converted("ort", "int8"))
     target.bench = [row]
     recommendation, reason = judge_targets(config, [target])
     assert recommendation is None and target.inconclusive and not target.passed
@@ -197,11 +196,11 @@ def test_a_release_undecided_on_speed_is_inconclusive_in_one_sentence(tmp_path: 
     assert "ort-int8 min_speedup 1.01-1.11 (>= 1.05) at batch 8" in reason
     assert "30 s (gates.speed_time_limit_s)" in reason and reason.count(". ") == 0
     document = ReleaseDocument(
-        config=config, config_sha256="", release_dir="", source_model={}, targets=[target],
-        bench={}, plots=[], steps=[], environment={}, created_at="",
+        config=config, config_sha256="", release_dir="", source_model=None, targets=[target],
+        bench=None, plots=[], steps=[], environment={}, created_at="",
     )  # fmt: skip
     assert (document.verdict, document.exit_code) == (INCONCLUSIVE, 4)
     # Any failed gate makes it failed, not inconclusive.
-    target.bench = [{**row, "speedup_vs_baseline_ci95": [0.9, 1.0]}]
+    target.bench = [replace(row, speedup_vs_baseline_ci95=(0.9, 1.0))]
     judge_targets(config, [target])
     assert document.verdict == FAILED

@@ -9,8 +9,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.release.conversions import bench_row, converted
+from trtconv.measure.bench_result import BenchResult, BenchRow, Settings
 from trtconv.release.config import load_config
-from trtconv.release.document import ReleaseDocument, ReleaseResult, StepEntry, TargetEntry
+from trtconv.release.document import (
+    ReleaseDocument,
+    ReleaseResult,
+    SourceModel,
+    StepEntry,
+    TargetEntry,
+)
 from trtconv.release.verdict import judge_targets
 
 KEYS = json.loads(Path(__file__).with_name("release_keys.json").read_text())
@@ -27,26 +35,40 @@ def judged_document(tmp_path: Path) -> ReleaseDocument:
         "[gates]\nmin_speedup = 1.0\nmax_accuracy_drop = 0.01\n"
     )
     release = load_config(config)
-    validation = {"passed": True, "accuracy_drop": 0.0, "top1_agreement": 1.0}
-    conversion = {"status": "converted", "backend": "ort", "precision": "fp32"}
-    row = {"batch_size": 8, "throughput_per_s": 900.5, "speedup_vs_baseline": 2.0}
-    target = TargetEntry("ort-fp32", "ort", "fp32", {**conversion, "validation": validation})
+    row = bench_row(batch_size=8, throughput_per_s=900.5, speedup_vs_baseline=2.0)
+    target = TargetEntry("ort-fp32", "ort", "fp32", converted("ort", "fp32"))
     target.artifact, target.artifact_sha256, target.bench = "artifacts/ort-fp32", "ab", [row]
     document = ReleaseDocument(
         config=release,
         config_sha256="cd",
         release_dir=str(tmp_path / "out"),
-        source_model={"path": str(model), "sha256": "ef", "trained": False, "test_accuracy": None},
+        source_model=SourceModel(str(model), "ef", False, None),
         targets=[target],
-        bench={"results": [row]},
+        bench=bench_of([row]),
         plots=[],
         steps=[StepEntry("convert-ort-fp32", False, "not run before", 1.25, 1.25)],
         environment={},
         created_at="2024-01-01T00:00:00Z",
-        native_bench=[{"batch_size": 8, "throughput_per_s": 450.25}],
+        native_bench=[bench_row(batch_size=8, throughput_per_s=450.25)],
     )
     document.recommendation, document.recommendation_reason = judge_targets(release, [target])
     return document
+
+
+def bench_of(rows: list[BenchRow]) -> BenchResult:
+    """A bench document holding `rows` (no models, default settings)."""
+    settings = Settings(batch_sizes=(8,), data="random", device="cpu")
+    return BenchResult(
+        baseline="native",
+        baseline_model="model",
+        baseline_reason="the first SavedModel given",
+        order=[],
+        models=[],
+        results=rows,
+        harness_overhead_ms=None,
+        settings=settings,
+        threads=None,
+    )
 
 
 def test_release_json_has_the_recorded_keys_in_their_order(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from trtconv.bench.evaluation import (
     validation_warnings,
 )
 from trtconv.bench.inputs import check_entry_fits, input_map, load_inputs, save_arrays
+from trtconv.bench.messages import WorkerFailure, WorkerReport, WorkerSpec
 from trtconv.bench.models import (
     BenchPlan,
     ModelEntry,
@@ -111,55 +112,56 @@ def worker_spec(
     eval_path: Path | None,
     mapping: dict[str, str],
     outputs_path: Path | None = None,
-) -> dict[str, Any]:
-    """The JSON spec one worker process reads: what to load, how to time it, and where to write
+) -> WorkerSpec:
+    """The spec one worker process reads: what to load, how to time it, and where to write
     its outputs on the evaluation data."""
-    return {
-        "label": entry.label,
-        "backend": entry.backend,
-        "model": str(entry.path),
-        "xla": entry.xla,
-        "throughput": entry.throughput,
-        "threads": settings.threads,
-        "batch_sizes": list(settings.batch_sizes),
-        "warmup": settings.warmup,
-        "measure": settings.measure,
-        "data": str(data_path),
-        "eval": str(eval_path) if eval_path else None,
-        "eval_outputs": str(outputs_path) if outputs_path else None,
-        "input_map": mapping,
-        "signature": entry.signature.name if entry.kind == SAVED_MODEL else None,
+    return WorkerSpec(
+        label=entry.label,
+        backend=entry.backend,
+        model=str(entry.path),
+        xla=entry.xla,
+        throughput=entry.throughput,
+        threads=settings.threads,
+        batch_sizes=list(settings.batch_sizes),
+        warmup=settings.warmup,
+        measure=settings.measure,
+        data=str(data_path),
+        eval=str(eval_path) if eval_path else None,
+        eval_outputs=str(outputs_path) if outputs_path else None,
+        input_map=mapping,
+        signature=entry.signature.name if entry.kind == SAVED_MODEL else None,
         # --device is where artifacts run; SavedModels run where TensorFlow places them.
-        "device": settings.device if entry.kind != SAVED_MODEL else "auto",
-    }
+        device=settings.device if entry.kind != SAVED_MODEL else "auto",
+    )
 
 
-def run_worker(spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any]:
+def run_worker(spec: WorkerSpec, workdir: Path, index: int) -> WorkerReport:
     """Run one model in a fresh Python process, each batch size in one timed loop (no rounds);
-    return its JSON document or raise its error."""
+    return its report or raise its error."""
     command = rounds.worker_command(spec, workdir, index)
     log.debug("running %s", " ".join(command))
     env = rounds.worker_environment()
     completed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if completed.stderr:
-        log.debug("worker %s stderr:\n%s", spec["label"], completed.stderr)
+        log.debug("worker %s stderr:\n%s", spec.label, completed.stderr)
     document = rounds.last_document(completed.stdout)
     if document is None:
         tail = completed.stderr.strip().splitlines()[-1:] or ["no output"]
         raise TrtconvError(
-            f"The benchmark worker for {spec['label']} exited with code {completed.returncode} "
+            f"The benchmark worker for {spec.label} exited with code {completed.returncode} "
             f"and no result (last message: {tail[0][:200]})."
         )
     if "error" in document:
-        raise rounds.worker_error(document, spec["label"])
-    return document
+        raise rounds.worker_error(WorkerFailure.from_json(document), spec.label)
+    return WorkerReport.from_json(document)
 
 
 # ---------------------------------------------------------------------------- results
 
 
-def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -> ModelInfo:
+def model_info(entry: ModelEntry, report: WorkerReport, is_baseline: bool) -> ModelInfo:
     """The model as its worker measured it (accuracy and agreement come with the result)."""
+    loaded, finished = report.loaded, report.finished
     return ModelInfo(
         label=entry.label,
         model=str(entry.shown or entry.path),
@@ -169,33 +171,33 @@ def model_info(entry: ModelEntry, document: dict[str, Any], is_baseline: bool) -
         throughput_mode=entry.throughput,
         kind=entry.kind,
         is_baseline=is_baseline,
-        worker_pid=int(document["pid"]),
-        load_ms=float(document["load_ms"]),
-        first_inference_ms=float(document["first_inference_ms"]),
-        peak_rss_mb=float(document["peak_rss_mb"]),
-        gpu_memory_mb=document.get("gpu_memory_mb"),
-        harness_overhead_ms=float(document["harness_overhead_ms"]),
-        device=document.get("device"),
+        worker_pid=loaded.pid,
+        load_ms=loaded.load_ms,
+        first_inference_ms=loaded.first_inference_ms,
+        peak_rss_mb=finished.peak_rss_mb,
+        gpu_memory_mb=finished.gpu_memory_mb,
+        harness_overhead_ms=loaded.harness_overhead_ms,
+        device=loaded.device,
         validation=entry.validation,
     )
 
 
-def by_batch_size(document: dict[str, Any]) -> dict[int, list[Round]]:
-    """A worker document's rounds (`batches`: one entry per round, or per batch size from a
-    single-loop worker) grouped by batch size, in the order they ran."""
+def by_batch_size(report: WorkerReport) -> dict[int, list[Round]]:
+    """A worker's rounds (`batches`: one entry per round, or per batch size from a single-loop
+    worker) grouped by batch size, in the order they ran."""
     grouped: dict[int, list[Round]] = {}
-    for measured in document["batches"]:
-        grouped.setdefault(int(measured["batch_size"]), []).append(measured)
+    for measured in report.batches:
+        grouped.setdefault(measured.batch_size, []).append(measured)
     return grouped
 
 
-def model_rows(info: ModelInfo, document: dict[str, Any], settings: Settings) -> list[BenchRow]:
+def model_rows(info: ModelInfo, report: WorkerReport, settings: Settings) -> list[BenchRow]:
     """One row per batch size from a worker's raw samples, its rounds pooled, with intervals
     over rounds (no comparison with the baseline yet: see `compared`)."""
     model = {key: getattr(info, key) for key in ROW_KEYS_OF_MODEL}
     return [
         _row(model, info, batch_size, measured, settings)
-        for batch_size, measured in by_batch_size(document).items()
+        for batch_size, measured in by_batch_size(report).items()
     ]
 
 
@@ -208,17 +210,17 @@ def _row(
 ) -> BenchRow:
     """The row of one model at one batch size from its rounds: the figures over every call of
     every round, and the intervals of throughput and p50/p99 latency over rounds."""
-    latencies = [r["latencies_ms"] for r in measured]
+    latencies = [r.latencies_ms for r in measured]
     summary = stats.summarize(np.concatenate(latencies))
     calls, walls = rounds.totals(measured)
     wall_ns = sum(walls)
-    transfers = [t for r in measured for t in r.get("transfer_ms") or []]
-    computes = [c for r in measured for c in r.get("compute_ms") or []]
+    transfers = [t for r in measured for t in r.transfer_ms or []]
+    computes = [c for r in measured for c in r.compute_ms or []]
     overhead, p50 = info.harness_overhead_ms or 0.0, summary.p50
     return BenchRow(
         **model,
         batch_size=batch_size,
-        warmup_iterations=int(measured[0]["warmup_iterations"]),
+        warmup_iterations=measured[0].warmup_iterations,
         timed_s=wall_ns / 1e9,
         **summary.to_dict(),  # iterations, cv_percent, latency_ms_{min,...,max,std}
         throughput_per_s=stats.throughput_per_s(batch_size, summary.count, wall_ns),
@@ -234,9 +236,9 @@ def _row(
     )
 
 
-def round_totals(label: str, document: dict[str, Any]) -> RoundTotals:
+def round_totals(label: str, report: WorkerReport) -> RoundTotals:
     """Calls and wall nanoseconds of each round of one model, by (label, batch size)."""
-    return {(label, b): rounds.totals(measured) for b, measured in by_batch_size(document).items()}
+    return {(label, b): rounds.totals(measured) for b, measured in by_batch_size(report).items()}
 
 
 def compared(
@@ -363,13 +365,13 @@ def measure(
             )
             for index, entry in enumerate(plan.models)
         ]  # fmt: skip
-        documents = run_rounds(plan, settings, specs, workdir, progress)
-        for entry, document in zip(plan.models, documents, strict=True):
-            models.append(model_info(entry, document, entry is plan.baseline))
-            rows += model_rows(models[-1], document, settings)
-            totals.update(round_totals(entry.label, document))
-            outputs[entry.label] = load_outputs(document.get("eval_outputs"))
-            plan.warnings += list(document.get("warnings") or [])
+        reports = run_rounds(plan, settings, specs, workdir, progress)
+        for entry, report in zip(plan.models, reports, strict=True):
+            models.append(model_info(entry, report, entry is plan.baseline))
+            rows += model_rows(models[-1], report, settings)
+            totals.update(round_totals(entry.label, report))
+            outputs[entry.label] = load_outputs(report.finished.eval_outputs)
+            plan.warnings += report.finished.warnings
     if evaluation is not None:
         baseline = next(info for info in models if info.is_baseline)
         judge_models(models, baseline, outputs, evaluation, _source(plan))
@@ -379,31 +381,31 @@ def measure(
 def run_rounds(
     plan: BenchPlan,
     settings: Settings,
-    specs: list[dict[str, Any]],
+    specs: list[WorkerSpec],
     workdir: Path,
     progress: Progress | None = None,
-) -> list[dict[str, Any]]:
+) -> list[WorkerReport]:
     """Load every model in its own worker (one after the other), time them in interleaved
-    rounds, then let each finish (memory, evaluation outputs). Returns one document per model,
-    as a single-loop worker prints it, its `batches` holding every round; notes about speed
+    rounds, then let each finish (memory, evaluation outputs). Returns one report per model,
+    as a single-loop worker gives it, its `batches` holding every round; notes about speed
     goals left undecided are added to `plan.warnings`."""
     planned = len(settings.batch_sizes) * len(settings.round_budgets())
     steps = Steps(progress, len(specs) + planned + 1)
     with ExitStack() as stack:
         workers: list[Worker] = []
         for index, spec in enumerate(specs):
-            steps.start(f"load {spec['label']}")
+            steps.start(f"load {spec.label}")
             workers.append(stack.enter_context(Worker(spec, workdir, index)))
         schedule = Schedule(workers, settings, plan.baseline.label, steps.start)
         measured = schedule.run()
         plan.warnings += schedule.notes
         steps.start("finish")
-        documents = [
-            {**worker.loaded, **worker.finish(), "batches": measured[worker.label]}
+        reports = [
+            WorkerReport(worker.ready(), worker.finish(), measured[worker.label])
             for worker in workers
         ]
     steps.finish()
-    return documents
+    return reports
 
 
 def assemble(

@@ -16,7 +16,7 @@ from typing import Any
 from trtconv.backends import registry
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature
-from trtconv.manifest import read_manifest
+from trtconv.manifest import CalibrationRecord, JudgingRecord, read_manifest
 from trtconv.model_paths import (
     ARTIFACT,
     SAVED_MODEL,
@@ -53,8 +53,8 @@ class ModelEntry:
     # contract and the judging they were converted with.
     validation: str | None = None
     data_contract: dict[str, Any] | None = None
-    judging: dict[str, Any] | None = None
-    calibration: dict[str, Any] | None = None  # int8: the calibration block (input spread)
+    judging: JudgingRecord | None = None
+    calibration: CalibrationRecord | None = None  # int8: the calibration block (input spread)
     # The batch sizes its engines were built for (TensorRT, TF-TRT), None when any batch runs.
     batch_range: tuple[int, int] | None = None
     # The user's Keras file when `path` is the SavedModel exported from it (what results name).

@@ -30,11 +30,22 @@ from typing import IO, Any
 import numpy as np
 
 from trtconv.backends import registry
+from trtconv.bench.messages import (
+    FINISH,
+    ROUND,
+    Finished,
+    Loaded,
+    Request,
+    RoundSamples,
+    WorkerFailure,
+    WorkerSpec,
+)
 from trtconv.core import errors
 from trtconv.core.errors import TrtconvError
 from trtconv.core.lazy import TF_LOG_LEVEL
 from trtconv.measure import stats
 from trtconv.measure.bench_result import Settings
+from trtconv.measure.budget import Budget
 from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import INCONCLUSIVE, at_least, at_most
 
@@ -52,19 +63,18 @@ MIN_EXTRA_BLOCK = 2
 # the round (a slow model: its wake-up is a small part of one call).
 REWARM_CALLS = 2
 REWARM_SHARE = 0.05
-NO_WARMUP: dict[str, Any] = {"iterations": 0}
+NO_WARMUP = Budget(iterations=0)
 
 # One round of one model, as the worker reports it (trtconv.bench.worker.measure_batch).
-Round = dict[str, Any]
+Round = RoundSamples
 
 
-def worker_error(document: dict[str, Any], label: str) -> TrtconvError:
-    """The error a worker reported (`{"error": {"type", "message"}}`), as its trtconv type."""
-    error = document["error"]
-    cls = getattr(errors, error.get("type", ""), None)
+def worker_error(failure: WorkerFailure, label: str) -> TrtconvError:
+    """The error a worker reported, as its trtconv type."""
+    cls = getattr(errors, failure.error.type, None)
     if not (isinstance(cls, type) and issubclass(cls, TrtconvError)):
         cls = TrtconvError
-    return cls(f"Benchmark of {label} failed: {error.get('message')}")
+    return cls(f"Benchmark of {label} failed: {failure.error.message}")
 
 
 def last_document(stdout: str) -> dict[str, Any] | None:
@@ -79,10 +89,10 @@ def last_document(stdout: str) -> dict[str, Any] | None:
     return document
 
 
-def worker_command(spec: dict[str, Any], workdir: Path, index: int, *flags: str) -> list[str]:
+def worker_command(spec: WorkerSpec, workdir: Path, index: int, *flags: str) -> list[str]:
     """The command line of the worker for `spec` (written to workdir/spec-INDEX.json)."""
     spec_path = workdir / f"spec-{index}.json"
-    spec_path.write_text(json.dumps(spec))
+    spec.save(spec_path)
     return [sys.executable, "-m", WORKER_MODULE, str(spec_path), *flags]
 
 
@@ -100,8 +110,8 @@ class Worker:
     the parent is interrupted. `loaded` holds what the worker reported once loaded.
     """
 
-    def __init__(self, spec: dict[str, Any], workdir: Path, index: int) -> None:
-        self.label: str = spec["label"]
+    def __init__(self, spec: WorkerSpec, workdir: Path, index: int) -> None:
+        self.label = spec.label
         self.log_path = workdir / f"worker-{index}.log"
         command = worker_command(spec, workdir, index, "--serve")
         log.debug("running %s", " ".join(command))
@@ -110,11 +120,11 @@ class Worker:
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                 text=True, env=worker_environment(),
             )  # fmt: skip
-        self.loaded: dict[str, Any] = {}
+        self.loaded: Loaded | None = None
 
     def __enter__(self) -> Worker:
         try:
-            self.loaded = self._read()
+            self.loaded = Loaded.from_json(self._read())
         except BaseException:  # a load error or an interrupt: the process must not outlive us
             self.close(kill=True)
             raise
@@ -128,26 +138,30 @@ class Worker:
     ) -> None:
         self.close()
 
-    def request(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Send one request; return the worker's reply. Raises the worker's error."""
+    def request(self, message: Request) -> dict[str, Any]:
+        """Send one request; return the worker's reply (its JSON). Raises the worker's error."""
         stdin: IO[str] | None = self.process.stdin
         try:
             assert stdin is not None
-            stdin.write(json.dumps(message) + "\n")
+            stdin.write(json.dumps(message.to_json()) + "\n")
             stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # it died: _read says why
         return self._read()
 
-    def round(self, batch_size: int, warmup: dict[str, Any], measure: dict[str, Any]) -> Round:
-        """One timed round at `batch_size`: its raw samples."""
-        return self.request(
-            {"op": "round", "batch_size": batch_size, "warmup": warmup, "measure": measure}
-        )
+    def ready(self) -> Loaded:
+        """What the worker reported once loaded (it is loaded inside the `with` block)."""
+        assert self.loaded is not None, "the worker is used inside its with block"
+        return self.loaded
 
-    def finish(self) -> dict[str, Any]:
+    def round(self, batch_size: int, warmup: Budget, measure: Budget) -> Round:
+        """One timed round at `batch_size`: its raw samples."""
+        request = Request(op=ROUND, batch_size=batch_size, warmup=warmup, measure=measure)
+        return RoundSamples.from_json(self.request(request))
+
+    def finish(self) -> Finished:
         """Peak memory, the evaluation outputs' file, warnings; the worker then exits."""
-        return self.request({"op": "finish"})
+        return Finished.from_json(self.request(Request(op=FINISH)))
 
     def _read(self) -> dict[str, Any]:
         stdout: IO[str] | None = self.process.stdout
@@ -161,7 +175,7 @@ class Worker:
                 f"(last message: {tail[0][:200]})."
             )
         if "error" in document:
-            raise worker_error(document, self.label)
+            raise worker_error(WorkerFailure.from_json(document), self.label)
         return document
 
     def close(self, kill: bool = False) -> None:
@@ -208,7 +222,7 @@ class Schedule:
                 self.extend(goal, budgets[0])
         return self.measured
 
-    def one_round(self, batch_size: int, budget: dict[str, Any], first: bool = False) -> None:
+    def one_round(self, batch_size: int, budget: Budget, first: bool = False) -> None:
         """Each model once, in order: the full warm-up in the `first` round of a batch size,
         else a re-warm-up (`rewarm`)."""
         begun = time.monotonic()
@@ -218,7 +232,7 @@ class Schedule:
             done.append(worker.round(batch_size, warmup, budget))
         self.last_round_s = time.monotonic() - begun
 
-    def extend(self, goal: SpeedGoal, budget: dict[str, Any]) -> None:
+    def extend(self, goal: SpeedGoal, budget: Budget) -> None:
         """Add rounds at the goal's batch size while some model's figure is undecided and the
         next block of rounds (timed like the last round) still fits in the goal's time limit;
         a note names the models still undecided at the end."""
@@ -254,27 +268,27 @@ class Schedule:
         return found
 
 
-def rewarm(previous: Round, budget: dict[str, Any]) -> dict[str, Any]:
+def rewarm(previous: Round, budget: Budget) -> Budget:
     """The warm-up of a round after the first: REWARM_CALLS calls, unless at the previous round's
     median latency they would take more than REWARM_SHARE of the round's budget."""
-    median_ms = float(np.median(previous["latencies_ms"]))
-    if "iterations" in budget:
-        round_ms = budget["iterations"] * median_ms
+    median_ms = float(np.median(previous.latencies_ms))
+    if budget.iterations is not None:
+        round_ms = budget.iterations * median_ms
     else:
-        round_ms = max(budget["seconds"] * 1000, budget["min_iterations"] * median_ms)
+        round_ms = max((budget.seconds or 0.0) * 1000, budget.min_iterations * median_ms)
     if REWARM_CALLS * median_ms > REWARM_SHARE * round_ms:
         return NO_WARMUP
-    return {"iterations": REWARM_CALLS}
+    return Budget(iterations=REWARM_CALLS)
 
 
 def rounds_at(measured: list[Round], batch_size: int) -> list[Round]:
     """The rounds of one model at `batch_size`, in order."""
-    return [r for r in measured if int(r["batch_size"]) == batch_size]
+    return [r for r in measured if r.batch_size == batch_size]
 
 
 def totals(rounds: list[Round]) -> tuple[list[int], list[int]]:
     """Calls and wall nanoseconds of each round."""
-    return [len(r["latencies_ms"]) for r in rounds], [int(r["wall_ns"]) for r in rounds]
+    return [len(r.latencies_ms) for r in rounds], [r.wall_ns for r in rounds]
 
 
 def goal_verdicts(goal: SpeedGoal, rounds: list[Round], baseline: list[Round]) -> dict[str, str]:
@@ -286,7 +300,7 @@ def goal_verdicts(goal: SpeedGoal, rounds: list[Round], baseline: list[Round]) -
         if interval is not None:
             verdicts["min_speedup"] = at_least(interval[0], interval, goal.min_speedup)
     if goal.max_latency_ms_p99 is not None:
-        interval = stats.percentile_interval([r["latencies_ms"] for r in rounds], 99)
+        interval = stats.percentile_interval([r.latencies_ms for r in rounds], 99)
         if interval is not None:
             limit = goal.max_latency_ms_p99
             verdicts["max_latency_ms_p99"] = at_most(interval[1], interval, limit)

@@ -5,7 +5,8 @@ The worker loads the model, times `infer()` + `sync()` with `time.perf_counter_n
 prepared before timing, and prints JSON lines on stdout: the raw samples (statistics are computed
 by the parent, in one place) or `{"error": {"type", "message"}}`. `run` times each batch size in
 one loop and prints one document; `serve` (`--serve`) keeps the model loaded and times one round
-at a time as the parent asks, so that bench can interleave the models round by round.
+at a time as the parent asks, so that bench can interleave the models round by round. The
+messages are typed in trtconv.bench.messages.
 """
 
 from __future__ import annotations
@@ -19,40 +20,30 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import numpy as np
 
 from trtconv import facts
 from trtconv.backends import registry
+from trtconv.bench.messages import (
+    FINISH,
+    Finished,
+    Loaded,
+    Request,
+    RoundSamples,
+    WorkerReport,
+    WorkerSpec,
+)
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs
+from trtconv.core.results import JsonResult
+from trtconv.measure.budget import Budget
 from trtconv.protocol.runner import Runner, RunOptions
 
 # The null runner is timed over this many calls (after as many warm-up calls): short enough to
 # cost ~10 ms, long enough for a stable median of a ~µs operation.
 OVERHEAD_CALLS = 2000
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How long a loop runs: `iterations` calls, or `seconds` (and at least `min_iterations`)."""
-
-    iterations: int | None = None
-    seconds: float | None = None
-    min_iterations: int = 1
-
-    def done(self, calls: int, elapsed_ns: int) -> bool:
-        """True when the loop has made enough calls for this budget."""
-        if self.iterations is not None:
-            return calls >= self.iterations
-        seconds = self.seconds or 0.0
-        return calls >= self.min_iterations and elapsed_ns >= seconds * 1e9
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Budget:
-        """A budget from its spec form: {"iterations"} or {"seconds", "min_iterations"}."""
-        return cls(data.get("iterations"), data.get("seconds"), data.get("min_iterations", 1))
 
 
 @dataclass
@@ -133,10 +124,10 @@ def make_batches(inputs: dict[str, np.ndarray], batch_size: int, max_batches: in
     return batches
 
 
-def import_backend(spec: dict[str, Any]) -> None:
+def import_backend(backend: str) -> None:
     """Import the backend's library and probe the machine's facts (nvidia-smi, TensorFlow asked
     in a subprocess): process start-up, not model loading, so neither counts in `load_ms`."""
-    require(registry.get(spec["backend"]).library)
+    require(registry.get(backend).library)
     registry.facts_here()
 
 
@@ -209,22 +200,22 @@ def measure_overhead(runner: Runner, batches: list[Feeds]) -> float:
     return float(np.median(timing.latencies_ns)) / 1e6
 
 
-def load(spec: dict[str, Any], first_batch: Feeds) -> tuple[Runner, float, float]:
+def load(spec: WorkerSpec, first_batch: Feeds) -> tuple[Runner, float, float]:
     """The activated runner, its load time and its load + first call time, in ms.
 
     Importing TensorFlow or ONNX Runtime is left out: it is process start-up, seconds that every
     caller pays once whatever the model.
     """
-    import_backend(spec)
+    import_backend(spec.backend)
     options = RunOptions(
-        threads=spec.get("threads"),
-        xla=bool(spec.get("xla")),
-        device=str(spec.get("device") or "auto"),
-        throughput=bool(spec.get("throughput")),
-        signature=spec.get("signature"),
+        threads=spec.threads,
+        xla=spec.xla,
+        device=spec.device or "auto",
+        throughput=spec.throughput,
+        signature=spec.signature,
     )
     started = time.perf_counter_ns()
-    runner = registry.open_runner(Path(spec["model"]), options)
+    runner = registry.open_runner(Path(spec.model), options)
     runner.activate()
     loaded = time.perf_counter_ns()
     runner.infer(first_batch)
@@ -233,79 +224,73 @@ def load(spec: dict[str, Any], first_batch: Feeds) -> tuple[Runner, float, float
     return runner, (loaded - started) / 1e6, (first - started) / 1e6
 
 
-def measure_batch(runner: Runner, batches: list[Feeds], spec: dict[str, Any]) -> dict[str, Any]:
+def measure_batch(
+    runner: Runner, batches: list[Feeds], warmup: Budget, measure: Budget
+) -> RoundSamples:
     """The raw samples of one batch size: latencies, wall time, warm-up calls, transfers."""
-    warmup = Budget.from_dict(spec["warmup"])
-    measure = Budget.from_dict(spec["measure"])
     timing = time_loop(runner, batches, warmup, measure)
-    return {
-        "batch_size": len(next(iter(batches[0].values()))),
-        "latencies_ms": [ns / 1e6 for ns in timing.latencies_ns],
-        "wall_ns": timing.wall_ns,
-        "warmup_iterations": timing.warmup_iterations,
-        "transfer_ms": timing.transfer_ms or None,
-        "compute_ms": timing.compute_ms or None,
-    }
+    return RoundSamples(
+        batch_size=len(next(iter(batches[0].values()))),
+        latencies_ms=[ns / 1e6 for ns in timing.latencies_ns],
+        wall_ns=timing.wall_ns,
+        warmup_iterations=timing.warmup_iterations,
+        transfer_ms=timing.transfer_ms or None,
+        compute_ms=timing.compute_ms or None,
+    )
 
 
 @dataclass
 class Session:
     """One loaded model in a worker: its runner, batches per batch size and load figures."""
 
-    spec: dict[str, Any]
+    spec: WorkerSpec
     runner: Runner
     batches: dict[int, list[Feeds]]
     load_ms: float
     first_inference_ms: float
     overhead_ms: float = 0.0
 
-    def loaded(self) -> dict[str, Any]:
+    def loaded(self) -> Loaded:
         """What is known once the model is loaded: process, load times, harness floor."""
-        return {
-            "label": self.spec["label"],
-            "pid": os.getpid(),
-            "load_ms": self.load_ms,
-            "first_inference_ms": self.first_inference_ms,
-            "harness_overhead_ms": self.overhead_ms,
-            "device": self.runner.device,
-        }
+        return Loaded(
+            self.spec.label,
+            os.getpid(),
+            self.load_ms,
+            self.first_inference_ms,
+            self.overhead_ms,
+            self.runner.device,
+        )
 
-    def measure(self, batch_size: int, warmup: dict[str, Any], measure: dict[str, Any]) -> dict:
+    def measure(self, batch_size: int, warmup: Budget, measure: Budget) -> RoundSamples:
         """The raw samples of one timed loop (a round) at `batch_size`."""
-        spec = {"warmup": warmup, "measure": measure}
-        return measure_batch(self.runner, self.batches[batch_size], spec)
+        return measure_batch(self.runner, self.batches[batch_size], warmup, measure)
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self) -> Finished:
         """Peak memory (of the timed runs: read before evaluation), the outputs on the
         evaluation data when the spec asks for them, and the runner's warnings."""
         peak, gpu_memory = peak_rss_mb(), gpu_memory_mb(os.getpid())
         written = None
-        if self.spec.get("eval"):
-            eval_inputs = load_arrays(self.spec["eval"], self.spec.get("input_map"))
+        if self.spec.eval and self.spec.eval_outputs:
+            eval_inputs = load_arrays(self.spec.eval, self.spec.input_map)
             outputs = eval_outputs(self.runner, eval_inputs, max(self.batches))
-            written = self.spec["eval_outputs"]
+            written = self.spec.eval_outputs
             np.savez(written, **outputs)
-        return {
-            "peak_rss_mb": peak,
-            "gpu_memory_mb": gpu_memory,
-            "eval_outputs": written,
-            "warnings": self.runner.warnings,
-        }
+        return Finished(peak, gpu_memory, written, list(self.runner.warnings))
 
 
-def open_session(spec: dict[str, Any]) -> Session:
+def open_session(spec: WorkerSpec) -> Session:
     """Load the model `spec` names, prepare its batches and time the harness's own floor.
     The caller closes `session.runner` (a context manager) when done."""
-    inputs = load_arrays(spec["data"], spec.get("input_map"))
-    batch_sizes = [int(b) for b in spec["batch_sizes"]]
-    all_batches = {b: make_batches(inputs, b, int(spec.get("max_batches", 8))) for b in batch_sizes}
+    inputs = load_arrays(spec.data, spec.input_map)
+    batch_sizes = [int(b) for b in spec.batch_sizes]
+    all_batches = {b: make_batches(inputs, b, spec.max_batches) for b in batch_sizes}
     runner, load_ms, first_inference_ms = load(spec, all_batches[batch_sizes[0]][0])
     session = Session(spec, runner, all_batches, load_ms, first_inference_ms)
     session.overhead_ms = measure_overhead(runner, all_batches[batch_sizes[0]])
     return session
 
 
-def run(spec: dict[str, Any], progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run(spec: WorkerSpec, progress: Callable[[str], None] | None = None) -> WorkerReport:
     """Benchmark one model as `spec` says, each batch size in one timed loop; return the raw
     measurements (one JSON document)."""
     note = progress or (lambda _message: None)
@@ -315,24 +300,22 @@ def run(spec: dict[str, Any], progress: Callable[[str], None] | None = None) -> 
         measured = []
         for batch_size in session.batches:
             note(f"batch {batch_size}")
-            measured.append(session.measure(batch_size, spec["warmup"], spec["measure"]))
+            measured.append(session.measure(batch_size, spec.warmup, spec.measure))
         finished = session.finish()
-    return {**session.loaded(), **finished, "batches": measured}
+    return WorkerReport(session.loaded(), finished, measured)
 
 
-def serve(spec: dict[str, Any], requests: TextIO, reply: Callable[[dict[str, Any]], None]) -> None:
+def serve(spec: WorkerSpec, requests: TextIO, reply: Callable[[JsonResult], None]) -> None:
     """Keep one model loaded and time it a round at a time, as the parent asks (bench's
-    interleaved rounds). Replies `loaded()` first; then reads one JSON request per line:
-    {"op": "round", "batch_size", "warmup", "measure"} is answered with that round's raw samples,
-    {"op": "finish"} with `finish()`, after which it returns; so does the end of `requests`
-    (the parent is gone)."""
+    interleaved rounds). Replies `loaded()` first; then reads one `Request` per line: a round
+    is answered with its raw samples, finish with `finish()`, after which it returns; so does
+    the end of `requests` (the parent is gone)."""
     session = open_session(spec)
     with session.runner:
         reply(session.loaded())
         for line in requests:
-            request = json.loads(line)
-            if request["op"] == "finish":
+            request = Request.from_json(json.loads(line))
+            if request.op == FINISH:
                 reply(session.finish())
                 return
-            batch_size = int(request["batch_size"])
-            reply(session.measure(batch_size, request["warmup"], request["measure"]))
+            reply(session.measure(request.batch_size, request.warmup, request.measure))

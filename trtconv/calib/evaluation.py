@@ -28,7 +28,7 @@ from trtconv.core.model_io import ModelSignature
 from trtconv.savedmodel import read_model_card
 
 if TYPE_CHECKING:
-    from trtconv.manifest import Manifest
+    from trtconv.manifest import CalibrationRecord, Manifest
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,9 @@ def data_spec(
     contract = (manifest.data_contract if manifest else None) or {}
     if contract.get("data") and contract["data"] != RANDOM:
         return str(contract["data"]), MANIFEST
-    calibration = (manifest.calibration if manifest else None) or {}
-    if calibration.get("source") and calibration["source"] != RANDOM:
-        return str(calibration["source"]), f"{MANIFEST} (calibration)"
+    calibration = manifest.calibration if manifest else None
+    if calibration is not None and calibration.source and calibration.source != RANDOM:
+        return calibration.source, f"{MANIFEST} (calibration)"
     card = read_model_card(saved_model) if saved_model is not None else None
     source = ((card or {}).get("data") or {}).get("source")
     if source:
@@ -126,7 +126,7 @@ def record_contract(
 
 
 def scale_warning(
-    calibration: dict[str, Any] | None,
+    calibration: CalibrationRecord | None,
     data: ArraySet,
     what: str,
     here: dict[str, dict[str, float]] | None = None,
@@ -134,15 +134,15 @@ def scale_warning(
     """A warning when `data`'s inputs spread SCALE_RATIO times more or less than the
     calibration data's (recorded in a manifest's calibration block), else None. `here`:
     `input_stats(data)` when the caller has it (one pass over the data for many artifacts)."""
-    recorded = (calibration or {}).get("input_stats") or {}
+    recorded = calibration.input_stats if calibration else {}
     here = input_stats(data) if here is None else here
     for name, stats in recorded.items():
-        if name not in here or not stats.get("std") or not here[name]["std"]:
+        if name not in here or not stats.std or not here[name]["std"]:
             continue
-        ratio = here[name]["std"] / stats["std"]
+        ratio = here[name]["std"] / stats.std
         if ratio > SCALE_RATIO or ratio < 1 / SCALE_RATIO:
             return (
-                f"{what} was calibrated on input '{name}' values with spread {stats['std']:.3g}; "
+                f"{what} was calibrated on input '{name}' values with spread {stats.std:.3g}; "
                 f"{data.source} spreads {here[name]['std']:.3g} ({ratio:.3g}x): the two are on "
                 "different scales, and the int8 ranges fit the calibration data only (check the "
                 "calibration data and --image-scale/--image-offset)."

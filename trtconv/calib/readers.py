@@ -52,6 +52,7 @@ from trtconv.calib.sources import (
 )
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, TensorSpec, numpy_dtype
+from trtconv.manifest import CalibrationRecord, InputStats
 from trtconv.savedmodel import read_model_card
 
 log = logging.getLogger(__name__)
@@ -324,14 +325,10 @@ def calibration_feed(data: ArraySet, batch_size: int) -> CalibrationFeed:
     return feed
 
 
-def describe(data: ArraySet, spec: str, method: str | None = None) -> dict[str, Any]:
-    """The manifest's calibration block: {source, part, samples, method, sha256, input_stats}
-    (the inputs' spread lets validate see data on another scale)."""
-    return {
-        "source": recorded_spec(spec),
-        "part": data.source,
-        "samples": len(data),
-        "method": method,
-        "sha256": data.sha256(),
-        "input_stats": input_stats(data),
-    }
+def describe(data: ArraySet, spec: str, method: str | None = None) -> CalibrationRecord:
+    """The manifest's calibration block (the inputs' spread lets validate see data on another
+    scale)."""
+    stats = {name: InputStats(**figures) for name, figures in input_stats(data).items()}
+    return CalibrationRecord(
+        recorded_spec(spec), len(data), method, data.sha256(), data.source, stats
+    )

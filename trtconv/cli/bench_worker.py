@@ -13,11 +13,13 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
+from trtconv.bench.messages import ErrorInfo, WorkerFailure, WorkerSpec
 from trtconv.bench.worker import run, serve
 from trtconv.core.errors import TrtconvError
 from trtconv.core.lazy import tensorflow_environment
+from trtconv.core.results import JsonResult
 
 SERVE = "--serve"
 
@@ -42,22 +44,22 @@ def main(argv: list[str] | None = None) -> int:
     tensorflow_environment()
     out = _claim_stdout()
 
-    def reply(document: dict[str, Any]) -> None:
-        out.write(json.dumps(document) + "\n")
+    def reply(message: JsonResult) -> None:
+        out.write(json.dumps(message.to_json()) + "\n")
         out.flush()
 
     try:
-        spec = json.loads(Path(args[0]).read_text())
+        spec = WorkerSpec.load(Path(args[0]))
         if SERVE in args[1:]:
             serve(spec, sys.stdin, reply)
         else:
             reply(run(spec, progress=_note))
         return 0
     except TrtconvError as exc:
-        reply({"error": {"type": type(exc).__name__, "message": str(exc)}})
+        reply(WorkerFailure(ErrorInfo(type(exc).__name__, str(exc))))
     except Exception as exc:  # reported to the parent, which names the model
         traceback.print_exc(file=sys.stderr)
-        reply({"error": {"type": "InternalError", "message": f"{type(exc).__name__}: {exc}"}})
+        reply(WorkerFailure(ErrorInfo("InternalError", f"{type(exc).__name__}: {exc}")))
     return 1
 
 

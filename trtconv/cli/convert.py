@@ -47,6 +47,8 @@ from trtconv.options import (
     ConvertOptions,
 )
 from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
+from trtconv.outputs.validation_report import Check, ValidationReport
+from trtconv.quantize.ladder_record import LadderRecord
 
 MARKS = {
     (True, True): "[green]✓[/green]",
@@ -62,34 +64,34 @@ VERDICTS = {
 INCONCLUSIVE_MARK = "[yellow]~[/yellow]"  # neither passed nor failed: its interval straddles
 
 
-def render_validation(validation: dict[str, Any], console: Console) -> None:
+def render_validation(validation: ValidationReport, console: Console) -> None:
     """Each output with its role and its checks (✓ ✗ gating, ~ inconclusive, · reported, ? not
     judged), then the verdict (shared with `trtconv validate`)."""
     console.print(
-        f"  validation on {validation['samples']} samples of {escape(validation['data_source'])}:"
+        f"  validation on {validation.samples} samples of {escape(validation.data_source)}:"
     )
-    checks = validation["checks"]
-    for check in (c for c in checks if c.get("output") is None):
-        _print_check(console, check, check["name"], "    ")
-    for name, output in validation["outputs"].items():
+    checks = validation.checks
+    for check in (c for c in checks if c.output is None):
+        _print_check(console, check, check.name, "    ")
+    for name, output in validation.outputs.items():
         console.print(
-            f"    [bold]{escape(name)}[/bold]: {output['role']} ({escape(output['role_source'])})",
+            f"    [bold]{escape(name)}[/bold]: {output.role} ({escape(output.role_source)})",
             highlight=False,
         )
-        for check in (c for c in checks if c.get("output") == name):
-            _print_check(console, check, check["name"].removeprefix(name).strip(), "      ")
-    verdict = validation.get("verdict", "passed" if validation["passed"] else "failed")
+        for check in (c for c in checks if c.output == name):
+            _print_check(console, check, check.name.removeprefix(name).strip(), "      ")
+    verdict = validation.verdict
     text = VERDICTS.get(verdict, f"[yellow]{verdict.upper()}[/yellow]")
-    if verdict == "not judged" and validation["passed"]:
+    if verdict == "not judged" and validation.passed:
         text = "[yellow]not judged[/yellow] (allowed by --allow-unjudged)"
     console.print(f"  {text}")
 
 
-def _print_check(console: Console, check: dict[str, Any], name: str, indent: str) -> None:
-    mark = MARKS[(check.get("gating", True), check["passed"])]
-    if check.get("inconclusive"):
+def _print_check(console: Console, check: Check, name: str, indent: str) -> None:
+    mark = MARKS[(check.gating, check.passed)]
+    if check.inconclusive:
         mark = INCONCLUSIVE_MARK
-    console.print(f"{indent}{mark} {escape(name)}: {escape(check['detail'])}", highlight=False)
+    console.print(f"{indent}{mark} {escape(name)}: {escape(check.detail)}", highlight=False)
 
 
 def render_tournament(table: dict[str, Any], console: Console) -> None:
@@ -150,11 +152,12 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
         f"{(result.artifact_size_bytes or 0) / 1e6:.2f} MB: {result.artifact}",
         highlight=False,
     )
-    if result.quantization.get("ladder"):
-        render_ladder(result.quantization["ladder"], console)
+    ladder = LadderRecord.read(result.quantization.get("ladder"))
+    if ladder is not None:
+        render_ladder(ladder, console)
     if result.fp16:
         render_fp16(result.fp16, console)
-    render_validation(result.validation.to_json(), console)
+    render_validation(result.validation, console)
 
 
 SavedModelArg = Annotated[

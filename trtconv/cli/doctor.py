@@ -12,6 +12,7 @@ from rich.table import Table
 from trtconv.cli._options import JsonOpt
 from trtconv.cli._output import run_command
 from trtconv.doctor import DoctorReport, doctor
+from trtconv.protocol.support import Support
 
 YES, NO = "[green]yes[/green]", "[red]no[/red]"
 QuickOpt = Annotated[
@@ -38,14 +39,14 @@ def _libraries_table(report: DoctorReport) -> Table:
     table.add_column("component")
     table.add_column("version / state")
     table.add_column("details", overflow="fold")
-    table.add_row("Python", report.python["version"], report.python["executable"])
+    table.add_row("Python", report.python.version, report.python.executable)
     build = (
-        f"is_cuda_build={tf['is_cuda_build']} is_tensorrt_build={tf['is_tensorrt_build']} "
-        f"CUDA {tf['cuda_version']} cuDNN {tf['cudnn_version']}"
+        f"is_cuda_build={tf.is_cuda_build} is_tensorrt_build={tf.is_tensorrt_build} "
+        f"CUDA {tf.cuda_version} cuDNN {tf.cudnn_version}"
     )
-    if tf["gpus_seen"] is not None:
-        build += f"; sees {tf['gpus_seen']} GPU(s)"
-    table.add_row("TensorFlow", _text(tf["version"]), escape(tf["reason"] or build))
+    if tf.gpus_seen is not None:
+        build += f"; sees {tf.gpus_seen} GPU(s)"
+    table.add_row("TensorFlow", _text(tf.version), escape(tf.reason or build))
     linked = tftrt["linked_tensorrt"] or "? (--quick: TensorFlow not asked)"
     versions = f"links TensorRT {linked}"
     if tftrt["loaded_tensorrt"]:
@@ -54,8 +55,8 @@ def _libraries_table(report: DoctorReport) -> Table:
         "TF-TRT", YES if tftrt["usable"] else NO, escape(f"{versions}: {tftrt['reason']}")
     )
     table.add_row("TensorRT (python)", _text(trt["version"]), escape(trt["reason"] or "usable"))
-    table.add_row("ONNX", _text(report.onnx["version"]), "")
-    table.add_row("tf2onnx", _text(report.tf2onnx["version"]), "")
+    table.add_row("ONNX", _text(report.onnx.version), "")
+    table.add_row("tf2onnx", _text(report.tf2onnx.version), "")
     providers = ", ".join(ort["providers"]) or "none"
     packages = ", ".join(f"{name} {version}" for name, version in ort["packages"].items())
     notes = f"; {ort['notes']}" if ort["notes"] else ""
@@ -75,44 +76,42 @@ def _devices_table(report: DoctorReport) -> Table:
         table.add_column(column)
     for gpu in report.gpus:
         table.add_row(
-            escape(gpu["name"]),
-            gpu["compute_capability"],
-            YES if gpu["tf32"] else NO,
-            YES if gpu["fp16"] else NO,
-            YES if gpu["int8"] else NO,
-            f"{gpu['memory_mb']:.0f} MB, driver {gpu['driver']}",
+            escape(gpu.name),
+            gpu.compute_capability,
+            YES if gpu.tf32 else NO,
+            YES if gpu.fp16 else NO,
+            YES if gpu.int8 else NO,
+            f"{gpu.memory_mb:.0f} MB, driver {gpu.driver}",
         )
     if not report.gpus:
         table.add_row("GPU", "-", "-", "-", "-", "[red]none (nvidia-smi lists no GPU)[/red]")
     cpu = report.cpu
-    features = ", ".join(name for name, present in cpu["features"].items() if present)
-    table.add_row(
-        "CPU", "-", "-", "-", "-", escape(f"{cpu['model']}, {cpu['logical_cores']} cores")
-    )
+    features = ", ".join(name for name, present in cpu.features.items() if present)
+    table.add_row("CPU", "-", "-", "-", "-", escape(f"{cpu.model}, {cpu.logical_cores} cores"))
     table.add_row("", "", "", "", "", f"features: {features or 'none of note'}")
-    table.add_row("", "", "", "", "", escape(f"int8: {cpu['int8_class']}: {cpu['int8_note']}"))
+    table.add_row("", "", "", "", "", escape(f"int8: {cpu.int8_class}: {cpu.int8_note}"))
     return table
 
 
-def _conversions_table(conversions: list[dict[str, Any]]) -> Table:
+def _conversions_table(conversions: list[Support]) -> Table:
     """One row per backend, one column per precision; each distinct refusal said once."""
-    precisions = list(dict.fromkeys(row["precision"] for row in conversions))
+    precisions = list(dict.fromkeys(row.precision for row in conversions))
     table = Table(title="Conversions possible here", title_justify="left")
     table.add_column("backend")
     for precision in precisions:
         table.add_column(precision)
     table.add_column("why not, and the fix", overflow="fold")
-    for backend in dict.fromkeys(row["backend"] for row in conversions):
-        rows = [row for row in conversions if row["backend"] == backend]
+    for backend in dict.fromkeys(row.backend for row in conversions):
+        rows = [row for row in conversions if row.backend == backend]
         refusals: dict[tuple[str, str], list[str]] = {}
         for row in rows:
-            if not row["ok"]:
-                refusals.setdefault((row["reason"], row["fix"]), []).append(row["precision"])
+            if not row.ok:
+                refusals.setdefault((row.reason, row.fix), []).append(row.precision)
         notes = [
             f"[bold]{', '.join(which)}[/bold]: {escape(reason)}\n  [bold]fix:[/bold] {escape(fix)}"
             for (reason, fix), which in refusals.items()
         ]
-        marks = [YES if row["ok"] else NO for row in rows]
+        marks = [YES if row.ok else NO for row in rows]
         table.add_row(backend, *marks, "\n".join(notes) or "")
     return table
 

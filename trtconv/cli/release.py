@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 from rich.console import Console
@@ -29,14 +28,14 @@ def _verdict_line(result: ReleaseResult) -> str:
 def _target_line(target: TargetResult, batch: int) -> str:
     """One target: its speed at the gate batch size and its gates, or why it failed."""
     if target.status != "converted":
-        message = escape(str((target.error or {}).get("message")))
+        message = escape(str(target.error.message if target.error else None))
         return f"  {target.id:<14} failed: {message}"
-    row: dict[str, Any] = next((r for r in target.bench if r["batch_size"] == batch), {})
+    row = next((r for r in target.bench if r.batch_size == batch), None)
     failed = [gate.name for gate in target.gates if not gate.passed]
     verdict = "passed every gate" if not failed else "failed " + ", ".join(failed)
-    speedup = row.get("speedup_vs_baseline")
+    speedup = row.speedup_vs_baseline if row else None
     return (
-        f"  {target.id:<14} {row.get('throughput_per_s', 0):>10.1f}/s @{batch}  "
+        f"  {target.id:<14} {row.throughput_per_s if row else 0:>10.1f}/s @{batch}  "
         f"{'' if speedup is None else f'{speedup:.2f}x native  '}{verdict}"
     )
 

@@ -67,7 +67,7 @@ def render(result: ValidateResult, console: Console) -> None:
         highlight=False,
     )
     render_contract(result.data_contract, console)
-    render_validation(result.to_json(), console)
+    render_validation(result, console)
     status = result.manifest_status
     if status not in ("unvalidated", result.verdict):
         console.print(

@@ -7,6 +7,7 @@ from typing import Any
 
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.manifest import Manifest
+from trtconv.onnxlib.fp16_record import Fp16Summary
 from trtconv.outputs.validation_report import ValidationReport
 
 RESULT_SCHEMA_VERSION = 1
@@ -37,8 +38,8 @@ class ConvertResult(JsonResult):
         return (self.manifest.quantization if self.manifest else None) or {}
 
     @property
-    def fp16(self) -> dict[str, Any]:
-        """The manifest's mixed float16 block ({} when there is none)."""
+    def fp16(self) -> Fp16Summary | None:
+        """The manifest's mixed float16 block (None when there is none)."""
         summary = self.manifest.conversion_summary if self.manifest else {}
-        block: dict[str, Any] = summary.get("fp16") or {}
-        return block
+        block = summary.get("fp16")
+        return Fp16Summary.from_json(block) if block else None

@@ -63,7 +63,11 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, JsonResult):
         return value.to_json()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            f.name: to_jsonable(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not (getattr(value, f.name) is None and f.metadata.get(_OMIT_NONE))
+        }
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, Path):

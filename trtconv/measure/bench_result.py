@@ -13,6 +13,7 @@ from typing import Any
 
 import trtconv.measure.stats as stats
 from trtconv.core.results import JsonResult, optional_key
+from trtconv.measure.budget import Budget
 from trtconv.options import SpeedGoal
 
 SCHEMA_VERSION = 1
@@ -141,35 +142,35 @@ class Settings:
     goal: SpeedGoal | None = None
 
     @property
-    def warmup(self) -> dict[str, Any]:
-        """The worker's warm-up budget: {"iterations"} or {"seconds", "min_iterations"}."""
+    def warmup(self) -> Budget:
+        """The worker's warm-up budget: calls, or seconds (and at least one call)."""
         if self.warmup_s is not None:
-            return {"seconds": self.warmup_s, "min_iterations": 1}
-        return {"iterations": self.warmup_iterations}
+            return Budget(seconds=self.warmup_s, min_iterations=1)
+        return Budget(iterations=self.warmup_iterations)
 
     @property
-    def measure(self) -> dict[str, Any]:
-        """The worker's timed budget: {"iterations"} or {"seconds", "min_iterations"}."""
+    def measure(self) -> Budget:
+        """The worker's timed budget: calls, or seconds and at least `min_iterations`."""
         if self.iterations is not None:
-            return {"iterations": self.iterations}
-        return {"seconds": self.duration_s, "min_iterations": self.min_iterations}
+            return Budget(iterations=self.iterations)
+        return Budget(seconds=self.duration_s, min_iterations=self.min_iterations or 1)
 
     @property
     def planned_rounds(self) -> int:
         """The rounds each batch size is timed in (a speed goal may add some at its own)."""
         return len(self.round_budgets())
 
-    def round_budgets(self) -> list[dict[str, Any]]:
+    def round_budgets(self) -> list[Budget]:
         """The timed budget of each round: `iterations` split as evenly as whole calls allow
         (never more rounds than calls), or `duration_s` and `min_iterations` split `rounds`
         ways (at least one call per round)."""
         if self.iterations is not None:
             count = min(self.rounds, self.iterations)
             share, left = divmod(self.iterations, count)
-            return [{"iterations": share + (index < left)} for index in range(count)]
+            return [Budget(iterations=share + (index < left)) for index in range(count)]
         seconds = (self.duration_s or 0.0) / self.rounds
         calls = max(1, -(-(self.min_iterations or 1) // self.rounds))
-        return [{"seconds": seconds, "min_iterations": calls}] * self.rounds
+        return [Budget(seconds=seconds, min_iterations=calls)] * self.rounds
 
 
 @dataclass(kw_only=True)

@@ -48,6 +48,7 @@ import numpy as np
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds
 from trtconv.onnxlib.fp16 import emulate_float16, emulation_session, tensor_types, to_mixed_float16
+from trtconv.onnxlib.fp16_record import OutputError
 
 FLOAT16_MAX = 65504.0
 RANGE_HEADROOM = 8.0
@@ -144,15 +145,15 @@ class TensorStats:
             return 0.0 if self.squared_error == 0.0 else math.inf
         return math.sqrt(self.squared_error / self.squared_reference)
 
-    def summary(self) -> dict[str, Any]:
-        """{relative_error, max_abs_error, nonfinite, top1_agreement}: JSON-safe (inf -> None)."""
+    def summary(self) -> OutputError:
+        """The record of these figures: JSON-safe (inf -> None), rounded."""
         relative = self.relative_error
-        return {
-            "relative_error": None if math.isinf(relative) else round(relative, 6),
-            "max_abs_error": round(self.max_abs_error, 6),
-            "nonfinite": self.nonfinite,
-            "top1_agreement": round(self.top1_agree / self.rows, 4) if self.rows else None,
-        }
+        return OutputError(
+            relative_error=None if math.isinf(relative) else round(relative, 6),
+            max_abs_error=round(self.max_abs_error, 6),
+            nonfinite=self.nonfinite,
+            top1_agreement=round(self.top1_agree / self.rows, 4) if self.rows else None,
+        )
 
 
 def float_tensors(model: Any) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from trtconv.onnxlib.fp16_analysis import (
     analyse,
     analysis_batches,
 )
+from trtconv.onnxlib.fp16_record import EmulatedOutputs, Fp16Summary, KeptNode
 from trtconv.onnxlib.tf_names import tf_origin
 from trtconv.protocol.request import ConversionRequest
 
@@ -51,7 +53,7 @@ RULE = (
 )
 
 
-def fp16_model(request: ConversionRequest, output: Path) -> dict[str, Any]:
+def fp16_model(request: ConversionRequest, output: Path) -> Fp16Summary:
     """Write the mixed float16 model of the request's export to `output`; returns the summary's
     `fp16` block (see `fp16_summary`).
 
@@ -73,12 +75,12 @@ def fp16_model(request: ConversionRequest, output: Path) -> dict[str, Any]:
     analysis, summary = made[key]
     mixed = to_mixed_float16(load_model(request.onnx_path), set(analysis.kept))
     require("onnx").save(mixed, str(output))
-    return dict(summary)
+    return replace(summary)  # a copy: a backend adds what validates its model
 
 
 def fp16_summary(
     model: Any, analysis: Fp16Analysis, batches: list[Any], started: float
-) -> dict[str, Any]:
+) -> Fp16Summary:
     """The `fp16` block: the rule, what it measured on, the node counts (float16 / float32 and
     the float16 share), each node kept in float32 with its TensorFlow layer and why, and the
     outputs of the plain and the mixed float16 emulations against float32."""
@@ -86,30 +88,31 @@ def fp16_summary(
     nodes = len(model.graph.node)
     outputs = [value.name for value in model.graph.output if value.name in analysis.plain]
     log.info("fp16: %d of %d nodes kept in float32", len(kept), nodes)
-    return {
-        "rule": RULE,
-        "range_limit": RANGE_LIMIT,
-        "loss_limit": LOSS_LIMIT,
-        "loss_growth": LOSS_GROWTH,
-        "tiny_limit": FLOAT16_TINY,
-        "small_share": SMALL_SHARE,
-        "cancellation_limit": CANCELLATION_LIMIT,
-        "analysis_samples": sum(len(next(iter(b.values()))) for b in batches),
-        "measurements": analysis.rounds,
-        "nodes": nodes,
-        "float16_nodes": nodes - len(kept),
-        "float32_nodes": len(kept),
-        "float16_share": round((nodes - len(kept)) / nodes, 4) if nodes else 0.0,
-        "kept_float32": kept,
-        "emulated_outputs": {
-            "plain_float16": {name: analysis.plain[name].summary() for name in outputs},
-            "mixed": {name: analysis.mixed[name].summary() for name in outputs},
-        },
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    emulated = EmulatedOutputs(
+        {name: analysis.plain[name].summary() for name in outputs},
+        {name: analysis.mixed[name].summary() for name in outputs},
+    )
+    return Fp16Summary(
+        rule=RULE,
+        range_limit=RANGE_LIMIT,
+        loss_limit=LOSS_LIMIT,
+        loss_growth=LOSS_GROWTH,
+        tiny_limit=FLOAT16_TINY,
+        small_share=SMALL_SHARE,
+        cancellation_limit=CANCELLATION_LIMIT,
+        analysis_samples=sum(len(next(iter(b.values()))) for b in batches),
+        measurements=analysis.rounds,
+        nodes=nodes,
+        float16_nodes=nodes - len(kept),
+        float32_nodes=len(kept),
+        float16_share=round((nodes - len(kept)) / nodes, 4) if nodes else 0.0,
+        kept_float32=kept,
+        emulated_outputs=emulated,
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
-def kept_float32(model: Any, kept: dict[str, str]) -> list[dict[str, Any]]:
+def kept_float32(model: Any, kept: dict[str, str]) -> list[KeptNode]:
     """The export's nodes that compute in float32, in graph order: those the analysis kept and
     those of op types the float16 conversion never converts, each {node, op_type, tf_op,
     tf_layer, why}."""
@@ -121,5 +124,7 @@ def kept_float32(model: Any, kept: dict[str, str]) -> list[dict[str, Any]]:
         if why:
             tensors = (*node.input[1:], *node.output, *node.input[:1])
             origin = tf_origin(node.name, tensors)
-            found.append({"node": node.name, "op_type": node.op_type, **origin, "why": why})
+            found.append(
+                KeptNode(node.name, node.op_type, origin["tf_op"], origin["tf_layer"], why)
+            )
     return found

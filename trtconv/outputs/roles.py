@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from trtconv.core.errors import UsageError
+from trtconv.manifest import JudgingRecord, RoleRecord
 
 CLASSES, BINARY, REGRESSION, TENSOR = "classes", "binary", "regression", "tensor"
 CLASS_MAP = "class_map"
@@ -54,16 +54,6 @@ class OutputRole:
         if self.where is not None:  # only when set: manifests written before read the same
             found["where"] = self.where
         return found
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, object], source: str | None = None) -> OutputRole:
-        threshold, where = data.get("threshold"), data.get("where")
-        return cls(
-            str(data["role"]),
-            source or str(data.get("source", "")),
-            None if threshold is None else float(threshold),  # type: ignore[arg-type]
-            where=None if where is None else str(where),
-        )
 
 
 Roles = dict[str, OutputRole]
@@ -321,27 +311,32 @@ class Judging:
         if self.labels_output:
             check_output_names([self.labels_output], outputs, "--labels-output")
 
-    def over(self, recorded: Mapping[str, Any] | None) -> Judging:
+    def over(self, recorded: JudgingRecord | None) -> Judging:
         """These settings over those recorded in a manifest (`judging` block): roles and
         tolerances given here win, the recorded ones fill in (their source says "manifest")."""
-        recorded = recorded or {}
+        recorded = recorded or JudgingRecord()
         roles = {
-            name: OutputRole.from_dict(data, f"manifest ({data.get('source', '')})")
-            for name, data in recorded.get("roles", {}).items()
+            name: OutputRole(
+                data.role, f"manifest ({data.source})", data.threshold, where=data.where
+            )
+            for name, data in recorded.roles.items()
         }
-        tolerances = {**recorded.get("tolerances", {}), **self.tolerances}
-        labelled = self.labels_output or recorded.get("labels_output")
+        tolerances = {**recorded.tolerances, **self.tolerances}
+        labelled = self.labels_output or recorded.labels_output
         return Judging({**roles, **self.roles}, tolerances, self.allow_unjudged, labelled)
 
-    def record(self, resolved: Roles) -> dict[str, Any]:
+    def record(self, resolved: Roles) -> JudgingRecord:
         """The manifest's `judging` block: every output's role (with its source) and the
         per-output tolerances."""
-        return {
-            "roles": {name: role.to_dict() for name, role in resolved.items()},
-            "tolerances": dict(self.tolerances),
-            "allow_unjudged": self.allow_unjudged,
-            **({"labels_output": self.labels_output} if self.labels_output else {}),
-        }
+        return JudgingRecord(
+            roles={
+                name: RoleRecord(role.role, role.source, role.threshold, role.where)
+                for name, role in resolved.items()
+            },
+            tolerances=dict(self.tolerances),
+            allow_unjudged=self.allow_unjudged,
+            labels_output=self.labels_output or None,
+        )
 
     def mark_labelled(self, roles: Roles) -> Roles:
         """`roles` with the output `labels_output` names marked as the one labels score."""

@@ -136,6 +136,11 @@ class ValidationReport(JsonResult):
         return getattr(labelled, f"{figure}_ci95") if labelled else None
 
     @property
+    def accuracy_drop_ci95(self) -> Interval | None:
+        """The 95% interval of `accuracy_drop` (None without labels)."""
+        return self._labelled_interval("accuracy_drop")
+
+    @property
     def accuracy_drop(self) -> float | None:
         """Reference accuracy minus converted accuracy (None without labels)."""
         if self.accuracy_reference is None or self.accuracy_candidate is None:

@@ -39,6 +39,12 @@ from trtconv.outputs.compare import TOP1, rate_words
 from trtconv.outputs.confidence import INCONCLUSIVE, PASSED
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.quantize.budget import CALIBRATE, PROBE, REQUANTIZE, TimeLimit
+from trtconv.quantize.ladder_record import (
+    LadderRecord,
+    LadderSpeed,
+    LadderStep,
+    float_node,
+)
 from trtconv.quantize.qdq import QdqOptions, QdqQuantizer
 from trtconv.quantize.search import (
     Score,
@@ -103,7 +109,7 @@ def quantize_int8(
     ladder = Ladder(quantizer, settings, work / "ladder")
     chosen = ladder.climb(options)
     shutil.copyfile(chosen.path, output)
-    return {**chosen.summary, "ladder": ladder.record(chosen)}
+    return {**chosen.summary, "ladder": ladder.record(chosen).to_json()}
 
 
 @dataclass
@@ -154,7 +160,7 @@ class Ladder:
             settings.time_limit_s, speed_reserve_s(settings.timed, settings.batch_sizes)
         )
         self.started = self.clock.started
-        self.steps: list[dict[str, Any]] = []
+        self.steps: list[LadderStep] = []
         self.planned = 1
         self.ranking: list[tuple[QuantizedNode, float]] = []
         self.outcome = ""
@@ -329,56 +335,48 @@ class Ladder:
         self.ranking = rank_by_sensitivity(nodes, error_of, self.clock.steps_of(PROBE), self.report)
         probe.unlink(missing_ok=True)
         seconds = time.perf_counter() - started
+        change = (
+            f"{len(self.ranking)} of {len(nodes)} quantised nodes, each quantised alone "
+            f"(scheme of step {base.step})"
+        )
+        kept = len(base.options.keep_float)
         self.steps.append(
-            {
-                "step": len(self.steps),
-                "stage": SENSITIVITY,
-                "change": f"{len(self.ranking)} of {len(nodes)} quantised nodes, each quantised "
-                f"alone (scheme of step {base.step})",
-                "kept_float": len(base.options.keep_float),
-                "top1_agreement": None,
-                "accuracy": None,
-                "accuracy_drop": None,
-                "output_error": None,
-                "meets_budget": None,
-                "verdict": None,
-                "seconds": round(seconds, 3),
-            }
+            LadderStep(len(self.steps), SENSITIVITY, change, kept, seconds=round(seconds, 3))
         )
         log.info("int8 ladder: probed %d nodes in %.1f s", len(self.ranking), seconds)
         return self.ranking
 
-    def record(self, chosen: ScoredModel) -> dict[str, Any]:
+    def record(self, chosen: ScoredModel) -> LadderRecord:
         """The ladder for the manifest: budget, search data, steps, choice, float nodes, speed."""
         errors = {node.name: error for node, error in self.ranking}
         settings = self.settings
         speed = self.speed(chosen)  # within the limit too: its time was kept in reserve
-        return {
-            **budget_and_search_data(
-                settings.tolerance,
-                settings.search,
-                settings.search_drawn_from,
-                self.note,
-                "the float ONNX export (checked against TensorFlow)",
-            ),
-            "time_limit_s": self.settings.time_limit_s,
-            "seconds": round(time.perf_counter() - self.started, 3),
-            "outcome": self.outcome,
-            "met_budget": chosen.score.passed,
-            "chosen_step": chosen.step,
-            "scheme": describe(chosen.options),
-            "steps": self.steps,
-            "kept_float": [
-                {**node.to_dict(), "output_error": _round(errors.get(node.name))}
+        budget, search_data = budget_and_search_data(
+            settings.tolerance,
+            settings.search,
+            settings.search_drawn_from,
+            self.note,
+            "the float ONNX export (checked against TensorFlow)",
+        )
+        return LadderRecord(
+            budget=budget,
+            search_data=search_data,
+            time_limit_s=self.settings.time_limit_s,
+            seconds=round(time.perf_counter() - self.started, 3),
+            outcome=self.outcome,
+            met_budget=chosen.score.passed,
+            chosen_step=chosen.step,
+            scheme=describe(chosen.options),
+            steps=self.steps,
+            kept_float=[
+                float_node(node.to_dict(), _round(errors.get(node.name)))
                 for node in chosen.float_nodes
             ],
-            "sensitivity": [
-                {**node.to_dict(), "output_error": _round(error)} for node, error in self.ranking
-            ],
-            "speed": speed,
-        }
+            sensitivity=[float_node(node.to_dict(), _round(error)) for node, error in self.ranking],
+            speed=speed,
+        )
 
-    def speed(self, chosen: ScoredModel) -> dict[str, Any] | None:
+    def speed(self, chosen: ScoredModel) -> LadderSpeed | None:
         """fp32, full int8 and chosen timed at the batch sizes (None when not asked for)."""
 
         if not self.settings.timed or self.full is None:
@@ -396,21 +394,21 @@ def doubling(most: int) -> list[int]:
     return [*counts, most]
 
 
-def _step_record(candidate: ScoredModel, stage: str, change: str, seconds: float) -> dict[str, Any]:
+def _step_record(candidate: ScoredModel, stage: str, change: str, seconds: float) -> LadderStep:
     score = candidate.score
-    return {
-        "step": candidate.step,
-        "stage": stage,
-        "change": change,
-        "kept_float": len(candidate.float_nodes),
-        "top1_agreement": score.top1_agreement,
-        "accuracy": score.accuracy,
-        "accuracy_drop": score.accuracy_drop,
-        "output_error": _round(score.output_error),
-        "meets_budget": score.passed,
-        "verdict": score.verdict,
-        "seconds": round(seconds, 3),
-    }
+    return LadderStep(
+        step=candidate.step,
+        stage=stage,
+        change=change,
+        kept_float=len(candidate.float_nodes),
+        top1_agreement=score.top1_agreement,
+        accuracy=score.accuracy,
+        accuracy_drop=score.accuracy_drop,
+        output_error=_round(score.output_error),
+        meets_budget=score.passed,
+        verdict=score.verdict,
+        seconds=round(seconds, 3),
+    )
 
 
 def _layer(node: QuantizedNode) -> str:

@@ -28,6 +28,7 @@ from trtconv.outputs.compare import TOP1, compare, run_batched
 from trtconv.outputs.confidence import INCONCLUSIVE, percent, samples_to_show
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.outputs.validation_report import ValidationReport
+from trtconv.quantize.ladder_record import Budget, SearchData
 
 # 512 samples show a 0.97 budget for a step agreeing 0.985 or more (95% Wilson interval).
 SEARCH_SAMPLES = 512
@@ -117,23 +118,11 @@ def unshowable(samples: int, tolerance: Tolerance) -> bool:
 
 def budget_and_search_data(
     tolerance: Tolerance, data: ArraySet, drawn_from: str, note: str | None, reference: str
-) -> dict[str, Any]:
-    """The `budget` and `search_data` keys of a ladder record: what it aimed for, and where
+) -> tuple[Budget, SearchData]:
+    """The budget and search data of a ladder record: what it aimed for, and where
     (`reference`: what the candidates were compared with)."""
-    return {
-        "budget": {
-            "min_top1_agreement": tolerance.min_top1_agreement,
-            "max_accuracy_drop": tolerance.max_accuracy_drop,
-            "atol": tolerance.atol,
-        },
-        "search_data": {
-            "part": data.source,
-            "samples": len(data),
-            "drawn_from": drawn_from,
-            "note": note,
-            "reference": reference,
-        },
-    }
+    budget = Budget(tolerance.min_top1_agreement, tolerance.max_accuracy_drop, tolerance.atol)
+    return budget, SearchData(data.source, len(data), drawn_from, note, reference)
 
 
 @dataclass

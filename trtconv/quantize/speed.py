@@ -18,6 +18,7 @@ import numpy as np
 from trtconv.calib.sources import ArraySet
 from trtconv.model_paths import ARTIFACT
 from trtconv.onnxlib.session import OrtRunner
+from trtconv.quantize.ladder_record import LadderSpeed, SpeedRow
 
 MIN_SECONDS = 0.3
 MIN_RUNS = 5
@@ -59,12 +60,9 @@ def speed_reserve_s(timed: bool, batch_sizes: Sequence[int]) -> float:
 
 def time_models(
     models: dict[str, Path], data: ArraySet, batch_sizes: tuple[int, ...]
-) -> dict[str, Any]:
-    """Time each ONNX model of `models` ({label: path}) at each batch size on `data`'s inputs.
-
-    Returns {method, rows: [{batch_size, <label>_latency_ms..., speedup_vs_fp32,
-    full_int8_speedup_vs_fp32, slowdown_vs_full_int8}], notes}; `models` holds FP32 and
-    FULL_INT8, and CHOSEN when the ladder picked another model.
+) -> LadderSpeed:
+    """Time each ONNX model of `models` ({label: path}) at each batch size on `data`'s inputs;
+    `models` holds FP32 and FULL_INT8, and CHOSEN when the ladder picked another model.
     """
 
     latencies: dict[str, dict[int, float]] = {}
@@ -74,34 +72,35 @@ def time_models(
                 b: median_latency_ms(runner, batch_of(data, b)) for b in batch_sizes
             }
     rows = [_row(latencies, size) for size in batch_sizes]
-    return {
-        "method": (
-            f"in-process ONNX Runtime CPU, median of >= {MIN_RUNS} runs and {MIN_SECONDS} s per "
-            "model and batch size (`trtconv bench` measures properly)"
-        ),
-        "rows": rows,
-        "notes": no_gain_notes(rows),
-    }
+    method = (
+        f"in-process ONNX Runtime CPU, median of >= {MIN_RUNS} runs and {MIN_SECONDS} s per "
+        "model and batch size (`trtconv bench` measures properly)"
+    )
+    return LadderSpeed(method, rows, no_gain_notes(rows))
 
 
-def _row(latencies: dict[str, dict[int, float]], size: int) -> dict[str, Any]:
+def _row(latencies: dict[str, dict[int, float]], size: int) -> SpeedRow:
     fp32, full = latencies[FP32][size], latencies[FULL_INT8][size]
     chosen = latencies.get(CHOSEN, latencies[FULL_INT8])[size]
-    row: dict[str, Any] = {"batch_size": size}
-    row.update({f"{label}_latency_ms": round(ms[size], 4) for label, ms in latencies.items()})
-    row["speedup_vs_fp32"] = round(fp32 / chosen, 3)
-    row["full_int8_speedup_vs_fp32"] = round(fp32 / full, 3)
-    row["slowdown_vs_full_int8"] = round(chosen / full, 3)
-    return row
+    picked = latencies.get(CHOSEN)
+    return SpeedRow(
+        batch_size=size,
+        fp32_latency_ms=round(fp32, 4),
+        full_int8_latency_ms=round(full, 4),
+        chosen_latency_ms=None if picked is None else round(picked[size], 4),
+        speedup_vs_fp32=round(fp32 / chosen, 3),
+        full_int8_speedup_vs_fp32=round(fp32 / full, 3),
+        slowdown_vs_full_int8=round(chosen / full, 3),
+    )
 
 
-def no_gain_notes(rows: list[dict[str, Any]]) -> list[str]:
+def no_gain_notes(rows: list[SpeedRow]) -> list[str]:
     """A sentence naming the batch sizes where the int8 model is not clearly faster than fp32
     (none when it is faster at all of them)."""
-    slow = [row for row in rows if row["speedup_vs_fp32"] < NO_GAIN_BELOW]
+    slow = [row for row in rows if row.speedup_vs_fp32 < NO_GAIN_BELOW]
     if not slow:
         return []
-    where = ", ".join(f"{row['batch_size']} ({row['speedup_vs_fp32']:.2f}x fp32)" for row in slow)
+    where = ", ".join(f"{row.batch_size} ({row.speedup_vs_fp32:.2f}x fp32)" for row in slow)
     return [
         f"int8 buys nothing on this CPU at batch {where} in a short timing: fp32 may be the "
         "better artifact there (`trtconv bench` measures both)"

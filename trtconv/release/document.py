@@ -8,17 +8,62 @@ output and what release.md renders. Derived fields (`passed`, `verdict`, `exit_c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trtconv.core.results import JsonResult
+from trtconv.convert.result import ConvertResult
+from trtconv.core.errors import TrtconvError
+from trtconv.core.results import JsonResult, to_jsonable
+from trtconv.manifest import Manifest
+from trtconv.measure.bench_result import BenchResult, BenchRow
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
+from trtconv.outputs.validation_report import ValidationReport
+from trtconv.quantize.ladder_record import LadderRecord
 from trtconv.release.gates import GateResult
 from trtconv.release.settings import ReleaseConfig
+from trtconv.validation import ValidateResult
 
 RELEASE_SCHEMA_VERSION = 1
 EXIT_PASSED, EXIT_NO_TARGET = 0, 4
-CONVERTED = "converted"
+CONVERTED, FAILED_TO_CONVERT = "converted", "failed"
+
+
+@dataclass(frozen=True)
+class StepError:
+    """Why a target failed to convert: the error's type, its message and its exit code."""
+
+    type: str
+    message: str
+    exit_code: int
+
+    @classmethod
+    def of(cls, exc: TrtconvError) -> StepError:
+        return cls(type(exc).__name__, str(exc), exc.exit_code)
+
+
+@dataclass
+class Conversion(JsonResult):
+    """A convert step's record: convert's result (also when the artifact failed validation),
+    or the error that stopped it. Its document is convert's with `status` first, or `status`
+    and `error` (what --resume reads back)."""
+
+    status: str  # "converted" or "failed"
+    result: ConvertResult = field(default_factory=ConvertResult)
+    error: StepError | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"status": self.status, "error": to_jsonable(self.error)}
+        return {"status": self.status, **self.result.to_json()}
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> Conversion:
+        error = document.get("error")
+        if error is not None:
+            return cls(document["status"], error=StepError(**error))
+        result = {key: value for key, value in document.items() if key != "status"}
+        return cls(document["status"], ConvertResult.from_json(result))
 
 
 @dataclass(frozen=True)
@@ -30,6 +75,17 @@ class StepEntry:
     reason: str
     seconds: float
     recorded_seconds: float
+
+
+@dataclass(frozen=True)
+class SourceModel:
+    """The SavedModel released: its path and sha256, whether the release trained it, and then
+    the test accuracy its model card recorded."""
+
+    path: str
+    sha256: str
+    trained: bool
+    test_accuracy: float | None
 
 
 @dataclass(frozen=True)
@@ -57,18 +113,18 @@ class TargetResult:
     backend: str
     precision: str | None
     status: str  # "converted" or "failed"
-    error: dict[str, Any] | None  # type, message, exit_code when it failed
+    error: StepError | None  # when it failed
     artifact: str | None  # relative to the release directory
     artifact_sha256: str | None
-    manifest: dict[str, Any] | None
+    manifest: Manifest | None
     backend_reason: str | None
     conversion_seconds: float | None
     artifact_size_bytes: int | None
-    validation: dict[str, Any] | None
-    ladder: dict[str, Any] | None
+    validation: ValidationReport | None
+    ladder: LadderRecord | None
     tournament: dict[str, Any] | None
-    eval: dict[str, Any] | None
-    bench: list[dict[str, Any]]
+    eval: ValidateResult | None
+    bench: list[BenchRow]
     gates: list[GateResult]
     passed: bool
 
@@ -81,10 +137,10 @@ class ReleaseResult(JsonResult):
     config: dict[str, Any]  # the config echo (ReleaseConfig.to_dict)
     config_sha256: str
     release_dir: str
-    source_model: dict[str, Any]  # path, sha256, trained, test_accuracy
+    source_model: SourceModel
     targets: list[TargetResult]
     gate_batch_size: int
-    bench: dict[str, Any]  # the bench's own result document
+    bench: BenchResult
     plots: list[str]
     steps: list[StepEntry]
     reused_steps: list[str]
@@ -95,7 +151,7 @@ class ReleaseResult(JsonResult):
     exit_code: int
     recommendation: Recommendation | None
     recommendation_reason: str
-    native_bench: list[dict[str, Any]]
+    native_bench: list[BenchRow]
 
 
 @dataclass
@@ -106,34 +162,32 @@ class TargetEntry:
     id: str
     requested_backend: str
     requested_precision: str | None  # None: every precision (backend "best")
-    conversion: dict[str, Any]  # the convert step's result: status, error or the artifact's figures
+    conversion: Conversion  # the convert step's result: status, error or the artifact's figures
     artifact: str | None = None  # relative to the release directory
     artifact_sha256: str | None = None
-    eval: dict[str, Any] | None = None
-    bench: list[dict[str, Any]] = field(default_factory=list)
+    eval: ValidateResult | None = None
+    bench: list[BenchRow] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
 
     @property
     def converted(self) -> bool:
         """Whether the convert step wrote an artifact (it may still have failed validation)."""
-        return bool(self.conversion["status"] == CONVERTED)
+        return self.conversion.status == CONVERTED
 
     @property
     def backend(self) -> str:
         """The backend that converted it (what `auto` chose), else the one requested."""
-        return str(self.conversion.get("backend", self.requested_backend))
+        return self.conversion.result.backend or self.requested_backend
 
     @property
-    def ladder(self) -> dict[str, Any] | None:
+    def ladder(self) -> LadderRecord | None:
         """The int8 precision ladder its conversion climbed (None: not int8, or turned off)."""
-        summary = (self.conversion.get("manifest") or {}).get("conversion_summary") or {}
-        ladder: dict[str, Any] | None = (summary.get("quantization") or {}).get("ladder")
-        return ladder
+        return LadderRecord.read(self.conversion.result.quantization.get("ladder"))
 
     @property
     def precision(self) -> str | None:
         """The precision it was converted at (what `best` chose), else the one requested."""
-        return self.conversion.get("precision", self.requested_precision)
+        return self.conversion.result.precision or self.requested_precision
 
     @property
     def passed(self) -> bool:
@@ -149,23 +203,23 @@ class TargetEntry:
 
     def result(self) -> TargetResult:
         """The target's entry in release.json."""
-        conversion = self.conversion
+        converted = self.conversion.result
         return TargetResult(
             id=self.id,
             requested_backend=self.requested_backend,
             backend=self.backend,
             precision=self.precision,
-            status=conversion["status"],
-            error=conversion.get("error"),
+            status=self.conversion.status,
+            error=self.conversion.error,
             artifact=self.artifact,
             artifact_sha256=self.artifact_sha256,
-            manifest=conversion.get("manifest"),
-            backend_reason=conversion.get("backend_reason"),
-            conversion_seconds=conversion.get("conversion_seconds"),
-            artifact_size_bytes=conversion.get("artifact_size_bytes"),
-            validation=conversion.get("validation"),
+            manifest=converted.manifest,
+            backend_reason=converted.backend_reason,
+            conversion_seconds=converted.conversion_seconds,
+            artifact_size_bytes=converted.artifact_size_bytes,
+            validation=converted.validation,
             ladder=self.ladder,
-            tournament=conversion.get("tournament"),
+            tournament=converted.tournament,
             eval=self.eval,
             bench=self.bench,
             gates=list(self.gates),
@@ -180,14 +234,14 @@ class ReleaseDocument:
     config: ReleaseConfig
     config_sha256: str
     release_dir: str
-    source_model: dict[str, Any]
+    source_model: SourceModel
     targets: list[TargetEntry]
-    bench: dict[str, Any]
+    bench: BenchResult
     plots: list[str]
     steps: list[StepEntry]
     environment: dict[str, Any]
     created_at: str
-    native_bench: list[dict[str, Any]] = field(default_factory=list)
+    native_bench: list[BenchRow] = field(default_factory=list)
     recommendation: Recommendation | None = None
     recommendation_reason: str = ""
     total_seconds: float = 0.0

@@ -5,8 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
+from trtconv.measure.bench_result import BenchRow
 from trtconv.outputs.confidence import interval_text
+from trtconv.outputs.validation_report import ValidationReport
+from trtconv.quantize.ladder_record import LadderRecord, LadderSpeed
 from trtconv.quantize.ladder_text import budget_text, kept_text, search_text
+from trtconv.release.document import ReleaseResult, TargetResult
+from trtconv.release.gates import GateResult
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -23,7 +28,7 @@ def _row(cells: list[Any]) -> str:
     return "| " + " | ".join(_fmt(c) for c in cells) + " |"
 
 
-def _with_interval(value: Any, interval: list[float] | None, digits: int = 4) -> str:
+def _with_interval(value: Any, interval: tuple[float, float] | None, digits: int = 4) -> str:
     """A figure and its 95% interval: "1.42 (1.31-1.55)"; the figure alone without one."""
     if value is None or not interval:
         return _fmt(value, digits)
@@ -31,89 +36,93 @@ def _with_interval(value: Any, interval: list[float] | None, digits: int = 4) ->
     return f"{_fmt(value, digits)} ({low}-{high})"
 
 
-def _gate_result(gate: dict[str, Any]) -> str:
+def _gate_result(gate: GateResult) -> str:
     """pass, FAIL, INCONCLUSIVE (release.json written before verdicts: from `passed`), or
     n/a (pass) for a gate that applies to no output (it passes)."""
-    if str(gate.get("detail", "")).startswith("not applicable"):
+    if gate.detail.startswith("not applicable"):
         return "n/a (pass)"
-    if gate.get("verdict") == "inconclusive":
+    if gate.verdict == "inconclusive":
         return "INCONCLUSIVE"
-    return "pass" if gate["passed"] else "FAIL"
+    return "pass" if gate.passed else "FAIL"
 
 
-def _target_result(target: dict[str, Any]) -> str:
+def _target_result(target: TargetResult) -> str:
     """A target's gates in one word: pass, FAIL, INCONCLUSIVE (none failed, one undecided)."""
-    if target["status"] != "converted":
+    if target.status != "converted":
         return "–"
-    if target["passed"]:
+    if target.passed:
         return "pass"
-    results = {_gate_result(gate) for gate in target["gates"]}
+    results = {_gate_result(gate) for gate in target.gates}
     return "INCONCLUSIVE" if "INCONCLUSIVE" in results and "FAIL" not in results else "FAIL"
 
 
-def _verdict(document: dict[str, Any]) -> list[str]:
-    recommendation = document["recommendation"]
+def _verdict(document: ReleaseResult) -> list[str]:
+    recommendation = document.recommendation
     if recommendation is None:
-        what = (
-            "inconclusive" if document["verdict"] == "inconclusive" else "no artifact recommended"
-        )
-        return [f"**Verdict: {what}** ({document['recommendation_reason']})."]
+        what = "inconclusive" if document.verdict == "inconclusive" else "no artifact recommended"
+        return [f"**Verdict: {what}** ({document.recommendation_reason})."]
     return [
-        f"**Verdict: release `{recommendation['artifact']}`** "
-        f"({recommendation['backend']} {recommendation['precision']}): "
-        f"{recommendation['reason']}, {_fmt(recommendation['speedup_vs_baseline'], 3)}× native, "
-        f"p99 {_fmt(recommendation['latency_ms_p99'], 3)} ms."
+        f"**Verdict: release `{recommendation.artifact}`** "
+        f"({recommendation.backend} {recommendation.precision}): "
+        f"{recommendation.reason}, {_fmt(recommendation.speedup_vs_baseline, 3)}× native, "
+        f"p99 {_fmt(recommendation.latency_ms_p99, 3)} ms."
     ]
 
 
-def _accuracy_text(accuracy: dict[str, Any], figure: str) -> str | None:
-    """'0.981 (0.898-0.997, n=52)': a recorded accuracy figure with its 95% interval and the
-    samples (the figure alone when none was recorded)."""
-    value = accuracy.get(figure)
+def _accuracy_text(accuracy: ValidationReport | None, figure: str) -> str | None:
+    """'0.981 (0.898-0.997, n=52)': a recorded accuracy figure (`top1_agreement` or
+    `accuracy_drop`) with its 95% interval and the samples (the figure alone without one)."""
+    if accuracy is None:
+        return None
+    if figure == "accuracy_drop":
+        value, interval = accuracy.accuracy_drop, accuracy.accuracy_drop_ci95
+    else:
+        value, interval = accuracy.top1_agreement, accuracy.top1_agreement_ci95
     if value is None:
         return None
-    interval, samples = accuracy.get(f"{figure}_ci95"), accuracy.get("samples") or 0
-    signed = figure == "accuracy_drop"
-    return interval_text(value, None if interval is None else tuple(interval), samples, signed)
+    return interval_text(value, interval, accuracy.samples, figure == "accuracy_drop")
+
+
+def _row_at(rows: list[BenchRow], batch: int) -> BenchRow | None:
+    return next((row for row in rows if row.batch_size == batch), None)
 
 
 GATE_FIGURES = {"min_top1_agreement": "top1_agreement", "max_accuracy_drop": "accuracy_drop"}
 
 
-def _targets_table(document: dict[str, Any]) -> list[str]:
-    batch = document["gate_batch_size"]
+def _targets_table(document: ReleaseResult) -> list[str]:
+    batch = document.gate_batch_size
     lines = [
         f"| target | status | top-1 agreement | accuracy drop | throughput/s @{batch} (95% CI) | "
         f"speedup @{batch} (95% CI) | p99 ms @{batch} (95% CI) | size MB | convert s | gates |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for target in document["targets"]:
-        row: dict[str, Any] = next((r for r in target["bench"] if r["batch_size"] == batch), {})
-        accuracy = target["eval"] or target["validation"] or {}
-        size = target["artifact_size_bytes"]
-        gates = _target_result(target)
-        lines.append(
-            _row(
-                [
-                    f"`{target['id']}`",
-                    target["status"],
-                    _accuracy_text(accuracy, "top1_agreement"),
-                    _accuracy_text(accuracy, "accuracy_drop"),
-                    _with_interval(row.get("throughput_per_s"), row.get("throughput_per_s_ci95")),
-                    _with_interval(
-                        row.get("speedup_vs_baseline"), row.get("speedup_vs_baseline_ci95"), 3
-                    ),
-                    _with_interval(row.get("latency_ms_p99"), row.get("latency_ms_p99_ci95")),
-                    None if size is None else size / 1e6,
-                    target["conversion_seconds"],
-                    gates,
-                ]
-            )
-        )
+    for target in document.targets:
+        accuracy = target.eval or target.validation
+        size = target.artifact_size_bytes
+        cells: list[Any] = [f"`{target.id}`", target.status]
+        cells += [
+            _accuracy_text(accuracy, "top1_agreement"),
+            _accuracy_text(accuracy, "accuracy_drop"),
+        ]
+        cells += _speed_cells(_row_at(target.bench, batch))
+        cells += [None if size is None else size / 1e6, target.conversion_seconds]
+        lines.append(_row([*cells, _target_result(target)]))
     return lines
 
 
-def _gates_section(document: dict[str, Any]) -> list[str]:
+def _speed_cells(row: BenchRow | None) -> list[str]:
+    """Throughput, speed-up and p99 latency, each with its 95% interval (– when not benched)."""
+    if row is None:
+        return [_fmt(None)] * 3
+    return [
+        _with_interval(row.throughput_per_s, row.throughput_per_s_ci95),
+        _with_interval(row.speedup_vs_baseline, row.speedup_vs_baseline_ci95, 3),
+        _with_interval(row.latency_ms_p99, row.latency_ms_p99_ci95),
+    ]
+
+
+def _gates_section(document: ReleaseResult) -> list[str]:
     lines = [
         "## Gates",
         "",
@@ -123,24 +132,22 @@ def _gates_section(document: dict[str, Any]) -> list[str]:
         "| target | gate | measured | threshold | result |",
         "|---|---|---|---|---|",
     ]
-    for target in document["targets"]:
-        if target["status"] != "converted":
-            error = target["error"] or {}
-            lines.append(
-                _row([f"`{target['id']}`", "conversion", error.get("message"), "–", "FAIL"])
-            )
+    for target in document.targets:
+        if target.status != "converted":
+            message = target.error.message if target.error else None
+            lines.append(_row([f"`{target.id}`", "conversion", message, "–", "FAIL"]))
             continue
-        accuracy = target["eval"] or target["validation"] or {}
-        for gate in target["gates"]:
-            figure = GATE_FIGURES.get(gate["name"])
+        accuracy = target.eval or target.validation
+        for gate in target.gates:
+            figure = GATE_FIGURES.get(gate.name)
             measured = _accuracy_text(accuracy, figure) if figure else None
             lines.append(
                 _row(
                     [
-                        f"`{target['id']}`",
-                        gate["name"],
-                        measured or _with_interval(gate["measured"], gate.get("measured_ci95")),
-                        f"{gate['comparison']} {_fmt(gate['threshold'])}",
+                        f"`{target.id}`",
+                        gate.name,
+                        measured or _with_interval(gate.measured, gate.measured_ci95),
+                        f"{gate.comparison} {_fmt(gate.threshold)}",
                         _gate_result(gate),
                     ]
                 )
@@ -148,76 +155,70 @@ def _gates_section(document: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _ladder_section(document: dict[str, Any]) -> list[str]:
+def _ladder_section(document: ReleaseResult) -> list[str]:
     """Per int8 target: the precision ladder its conversion climbed (nothing when none did)."""
-    laddered = [t for t in document["targets"] if t.get("ladder")]
+    laddered = [t for t in document.targets if t.ladder]
     if not laddered:
         return []
     lines = ["## INT8 precision ladder", ""]
     for target in laddered:
-        lines += _ladder_lines(target["id"], target["ladder"])
+        assert target.ladder is not None
+        lines += _ladder_lines(target.id, target.ladder)
     return lines
 
 
-def _ladder_lines(target_id: str, ladder: dict[str, Any]) -> list[str]:
+def _ladder_lines(target_id: str, ladder: LadderRecord) -> list[str]:
     lines = [
-        f"### `{target_id}`: {ladder['outcome']}",
+        f"### `{target_id}`: {ladder.outcome}",
         "",
         f"Budget {budget_text(ladder)}; {search_text(ladder)}; "
-        f"{_fmt(ladder['seconds'], 3)} s (limit {_fmt(ladder['time_limit_s'])} s).",
+        f"{_fmt(ladder.seconds, 3)} s (limit {_fmt(ladder.time_limit_s)} s).",
         "",
     ]
-    if ladder["search_data"].get("note"):
-        lines += [f"Note: {ladder['search_data']['note']}.", ""]
+    if ladder.search_data.note:
+        lines += [f"Note: {ladder.search_data.note}.", ""]
     lines += [
         "| step | stage | change | top-1 agreement | accuracy | seconds | meets budget |",
         "|---|---|---|---|---|---|---|",
     ]
-    for step in ladder["steps"]:
-        chosen = " (chosen)" if step["step"] == ladder["chosen_step"] else ""
-        cells = [step["step"], step["stage"], step["change"], step["top1_agreement"]]
-        cells += [step["accuracy"], step["seconds"], step["meets_budget"]]
+    for step in ladder.steps:
+        chosen = " (chosen)" if step.step == ladder.chosen_step else ""
+        cells = [step.step, step.stage, step.change, step.top1_agreement]
+        cells += [step.accuracy, step.seconds, step.meets_budget]
         lines.append(_row(cells).removesuffix(" |") + f"{chosen} |")
-    if ladder["kept_float"]:
-        kept = ", ".join(f"`{kept_text(node)}`" for node in ladder["kept_float"])
+    if ladder.kept_float:
+        kept = ", ".join(f"`{kept_text(node)}`" for node in ladder.kept_float)
         lines += ["", f"Kept in float: {kept}."]
-    return [*lines, "", *_ladder_speed(ladder.get("speed")), ""]
+    return [*lines, "", *_ladder_speed(ladder.speed), ""]
 
 
-def _ladder_speed(speed: dict[str, Any] | None) -> list[str]:
+def _ladder_speed(speed: LadderSpeed | None) -> list[str]:
     if not speed:
         return ["Speed: not timed by the ladder (the bench times the artifact)."]
     lines = [
-        f"Speed ({speed['method']}):",
+        f"Speed ({speed.method}):",
         "",
         "| batch | fp32 ms | full int8 ms | chosen ms | chosen vs fp32 |",
         "|---|---|---|---|---|",
     ]
-    for row in speed["rows"]:
-        chosen = row.get("chosen_latency_ms", row["full_int8_latency_ms"])
-        lines.append(
-            _row(
-                [
-                    row["batch_size"],
-                    row["fp32_latency_ms"],
-                    row["full_int8_latency_ms"],
-                    chosen,
-                    f"{row['speedup_vs_fp32']:.2f}×",
-                ]
-            )
+    for row in speed.rows:
+        chosen = (
+            row.full_int8_latency_ms if row.chosen_latency_ms is None else row.chosen_latency_ms
         )
-    return lines + [f"\nNote: {note}" for note in speed["notes"]]
+        cells = [row.batch_size, row.fp32_latency_ms, row.full_int8_latency_ms, chosen]
+        lines.append(_row([*cells, f"{row.speedup_vs_fp32:.2f}×"]))
+    return lines + [f"\nNote: {note}" for note in speed.notes]
 
 
-def _tournament_sections(document: dict[str, Any]) -> list[str]:
+def _tournament_sections(document: ReleaseResult) -> list[str]:
     """For each `best` target: every candidate, its figures, verdict and why (its tournament)."""
     lines: list[str] = []
-    for target in document["targets"]:
-        table = target.get("tournament")
+    for target in document.targets:
+        table = target.tournament
         if not table:
             continue
         lines += [
-            f"## Tournament of `{target['id']}`",
+            f"## Tournament of `{target.id}`",
             "",
             f"Every backend and precision that could run here, converted and validated; those that "
             f"passed timed at batch {table['batch_size']} ({timing_text(table)} each). "
@@ -240,30 +241,28 @@ def _tournament_sections(document: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _steps_section(document: dict[str, Any]) -> list[str]:
+def _steps_section(document: ReleaseResult) -> list[str]:
     lines = ["## Steps", "", "| step | reused | seconds | why |", "|---|---|---|---|"]
-    for step in document["steps"]:
-        lines.append(_row([step["name"], step["reused"], step["seconds"], step["reason"]]))
-    lines.append(f"\nTotal: {document['timings']['total_seconds']:.1f} s.")
+    for step in document.steps:
+        lines.append(_row([step.name, step.reused, step.seconds, step.reason]))
+    lines.append(f"\nTotal: {document.timings['total_seconds']:.1f} s.")
     return lines
 
 
-def render_markdown(document: dict[str, Any]) -> str:
-    """The whole release.md, from release.json's document (`ReleaseResult.to_json()`): a saved
-    release.json renders the same report."""
-    environment = document["environment"]
-    batch = document["gate_batch_size"]
-    native: dict[str, Any] = next(
-        (r for r in document["native_bench"] if r["batch_size"] == batch), {}
-    )
+def render_markdown(document: ReleaseResult) -> str:
+    """The whole release.md, from the release's result (a saved release.json, read back with
+    `ReleaseResult.from_json`, renders the same report)."""
+    environment = document.environment
+    batch = document.gate_batch_size
+    native = _row_at(document.native_bench, batch)
+    source = document.source_model
     lines = [
         "# Release report",
         "",
         *_verdict(document),
         "",
-        f"Source model `{document['source_model']['path']}` "
-        f"(sha256 `{document['source_model']['sha256'][:12]}`); native throughput "
-        f"{_fmt(native.get('throughput_per_s'))}/s at batch {document['gate_batch_size']}.",
+        f"Source model `{source.path}` (sha256 `{source.sha256[:12]}`); native throughput "
+        f"{_fmt(native.throughput_per_s if native else None)}/s at batch {batch}.",
         "",
         "## Targets",
         "",
@@ -276,8 +275,8 @@ def render_markdown(document: dict[str, Any]) -> str:
         *_steps_section(document),
         "",
     ]
-    if document["plots"]:
-        lines += ["## Plots", ""] + [f"![{plot}]({plot})" for plot in document["plots"]] + [""]
+    if document.plots:
+        lines += ["## Plots", ""] + [f"![{plot}]({plot})" for plot in document.plots] + [""]
     lines += [
         "## Environment",
         "",

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from trtconv import __version__
 from trtconv.backends import registry
@@ -18,9 +17,16 @@ from trtconv.core.fsutil import sha256_path, write_atomic
 from trtconv.core.interrupts import sigterm_as_interrupt
 from trtconv.core.progress import Progress
 from trtconv.environment import environment_block
+from trtconv.measure.bench_result import BenchResult
 from trtconv.options import ReleaseOptions
 from trtconv.release.config import load_config
-from trtconv.release.document import ReleaseDocument, ReleaseResult, TargetEntry
+from trtconv.release.document import (
+    Conversion,
+    ReleaseDocument,
+    ReleaseResult,
+    SourceModel,
+    TargetEntry,
+)
 from trtconv.release.markdown import render_markdown
 from trtconv.release.rundir import (
     LOG_FILE,
@@ -35,6 +41,7 @@ from trtconv.release.settings import ReleaseConfig, Target
 from trtconv.release.steps import ReleaseRun
 from trtconv.release.store import write_json_atomic
 from trtconv.release.verdict import bench_rows_by_label, judge_targets
+from trtconv.train.pipeline import TrainResult
 
 log = logging.getLogger(__name__)
 
@@ -95,15 +102,14 @@ def run_release(
     document.recommendation, document.recommendation_reason = judge_targets(config, targets)
     document.total_seconds = time.perf_counter() - started
     result = document.result()
-    data = result.to_json()
-    write_json_atomic(directory / RELEASE_JSON, data)
-    write_atomic(directory / RELEASE_MD, render_markdown(data))
+    write_json_atomic(directory / RELEASE_JSON, result.to_json())
+    write_atomic(directory / RELEASE_MD, render_markdown(result))
     run.finish()
     log.info("verdict: %s (%s)", result.verdict, result.recommendation_reason)
     return result
 
 
-def _target_entry(target: Target, conversion: dict[str, Any], directory: Path) -> TargetEntry:
+def _target_entry(target: Target, conversion: Conversion, directory: Path) -> TargetEntry:
     entry = TargetEntry(target.id, target.backend, target.precision, conversion)
     if entry.converted:
         artifact = directory / "artifacts" / target.id
@@ -116,9 +122,9 @@ def _document(
     config: ReleaseConfig,
     directory: Path,
     run: ReleaseRun,
-    source: tuple[Path, str, dict[str, Any] | None],
+    source: tuple[Path, str, TrainResult | None],
     targets: list[TargetEntry],
-    bench: dict[str, Any],
+    bench: BenchResult,
 ) -> ReleaseDocument:
     """The document before the verdict; `source` is (SavedModel, its sha256, model card)."""
     path, sha256, card = source
@@ -127,12 +133,9 @@ def _document(
         config=config,
         config_sha256=sha256_path(config.source),
         release_dir=str(directory),
-        source_model={
-            "path": str(path),
-            "sha256": sha256,
-            "trained": card is not None,
-            "test_accuracy": None if card is None else card.get("test_accuracy"),
-        },
+        source_model=SourceModel(
+            str(path), sha256, card is not None, None if card is None else card.test_accuracy
+        ),
         targets=targets,
         bench=bench,
         plots=plots,

@@ -18,19 +18,20 @@ from collections.abc import Callable
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trtconv import __version__, validation
 from trtconv.backends import registry
 from trtconv.backends.registry import BEST
 from trtconv.bench import harness
 from trtconv.convert import convert
+from trtconv.convert.result import ConvertResult
 from trtconv.core.errors import AccuracyError, TrtconvError
 from trtconv.core.fsutil import sha256_path
 from trtconv.core.progress import Progress
 from trtconv.core.results import JsonResult
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
-from trtconv.options import BenchOptions, ConvertOptions, TrainOptions, ValidateOptions
+from trtconv.measure.bench_result import BenchResult
 from trtconv.release.command_options import (
     bench_data,
     bench_options,
@@ -41,17 +42,20 @@ from trtconv.release.command_options import (
     validate_options,
 )
 from trtconv.release.config import DIGITS
-from trtconv.release.document import StepEntry
+from trtconv.release.document import CONVERTED, FAILED_TO_CONVERT, Conversion, StepEntry, StepError
 from trtconv.release.settings import ReleaseConfig, Target
 from trtconv.release.store import StepStore
 from trtconv.train import pipeline as training
+from trtconv.train.pipeline import TrainResult
+from trtconv.validation import ValidateResult
 
 log = logging.getLogger(__name__)
 
 # Bump when a step's behaviour changes in a way its recorded inputs cannot show.
 STEP_VERSION = 2
 
-Work = Callable[[], tuple[dict[str, Any], list[Path]]]
+R = TypeVar("R", bound=JsonResult)
+Work = Callable[[], tuple[R, list[Path]]]
 
 
 def data_fingerprint(spec: str | None) -> dict[str, Any] | None:
@@ -110,24 +114,25 @@ class ReleaseRun:
         if self.progress is not None:
             self.progress(len(self.steps), len(self.steps), "done")
 
-    def step(self, name: str, inputs: dict[str, Any], work: Work) -> dict[str, Any]:
-        """Reuse `name` if its inputs and outputs are unchanged, else run `work` and record it;
-        returns the step's result (as recorded)."""
+    def step(self, name: str, inputs: dict[str, Any], work: Work[R], kind: type[R]) -> R:
+        """Reuse `name` if its inputs and outputs are unchanged, else run `work` and record it
+        (its result's JSON document); returns the step's result, a `kind`, as recorded."""
         inputs = {"step_version": STEP_VERSION, **inputs}
         record, reason = self.store.lookup(name, inputs)
         if record is not None and self.resume:
             log.info("step %s: reused (%s)", name, reason)
             self.steps.append(StepEntry(name, True, reason, 0.0, round(record.seconds, 3)))
-            return record.result
+            return kind.from_json(record.result)
         log.info("step %s: running (%s)", name, reason if self.resume else "fresh run")
         self.report(name)
         self.store.forget(name)  # from here until the record is rewritten, the step is undone
         started = time.perf_counter()
         result, outputs = work()
         seconds = time.perf_counter() - started
-        self.store.record(name, inputs, result, outputs, seconds)
+        document = result.to_json()
+        self.store.record(name, inputs, document, outputs, seconds)
         self.steps.append(StepEntry(name, False, reason, round(seconds, 3), round(seconds, 3)))
-        return result
+        return kind.from_json(document)  # as a resumed run reads it back
 
     def _machine(self) -> dict[str, Any]:
         """What every step's result depends on besides its own inputs: tools and hardware."""
@@ -135,7 +140,7 @@ class ReleaseRun:
 
     # train -----------------------------------------------------------------------------------
 
-    def source_model(self) -> tuple[Path, dict[str, Any] | None]:
+    def source_model(self) -> tuple[Path, TrainResult | None]:
         """The SavedModel to release and the model card of the `train` step (None when the
         config names a SavedModel)."""
         if self.config.model.path is not None:
@@ -150,34 +155,35 @@ class ReleaseRun:
             **self._machine(),
         }
 
-        def work() -> tuple[dict[str, Any], list[Path]]:
-            return run_train(train_options(self.config, output)), [output]
+        def work() -> tuple[TrainResult, list[Path]]:
+            return training.train(train_options(self.config, output)), [output]
 
-        card = self.step("train", inputs, work)
+        card = self.step("train", inputs, work, TrainResult)
         return output / "saved_model", card
 
     # convert ---------------------------------------------------------------------------------
 
-    def convert(self, target: Target, source: Path, source_sha: str) -> dict[str, Any]:
+    def convert(self, target: Target, source: Path, source_sha: str) -> Conversion:
         """Convert one target; a known failure is recorded as the target's result, not raised.
         Returns the step's result: `status` ("converted" or "failed") and convert's result or
         the `error`."""
         output = self.directory / "artifacts" / target.id
 
-        def work() -> tuple[dict[str, Any], list[Path]]:
+        def work() -> tuple[Conversion, list[Path]]:
             log.info("converting %s (%s %s)", target.id, target.backend, target.precision)
             try:
-                result = run_convert(convert_options(self.config, target, source, output))
+                result = convert(convert_options(self.config, target, source, output))
             except AccuracyError as exc:
                 # Outside tolerance: the artifact is written and marked failed; keep its figures.
-                result = as_document(exc.result)
+                result = _carried(exc, ConvertResult)
             except TrtconvError as exc:
                 log.warning("target %s failed: %s", target.id, exc)
                 shutil.rmtree(output, ignore_errors=True)  # a stale artifact must not look current
-                return {"status": "failed", "error": _error(exc)}, []
-            return {"status": "converted", **result}, [output]
+                return Conversion(FAILED_TO_CONVERT, error=StepError.of(exc)), []
+            return Conversion(CONVERTED, result), [output]
 
-        return self.step(f"convert-{target.id}", self._convert_inputs(target, source_sha), work)
+        inputs = self._convert_inputs(target, source_sha)
+        return self.step(f"convert-{target.id}", inputs, work, Conversion)
 
     def _convert_inputs(self, target: Target, source_sha: str) -> dict[str, Any]:
         """What a conversion's result depends on (its resume key)."""
@@ -227,7 +233,7 @@ class ReleaseRun:
 
     def evaluate(
         self, target: Target, artifact: Path, source: Path, source_sha: str
-    ) -> dict[str, Any] | None:
+    ) -> ValidateResult | None:
         """Accuracy and top-1 agreement on the [eval] data: validate's result, also when the
         artifact failed it (None without an [eval] table)."""
         settings = self.config.eval
@@ -244,19 +250,21 @@ class ReleaseRun:
             **self._machine(),
         }
 
-        def work() -> tuple[dict[str, Any], list[Path]]:
+        def work() -> tuple[ValidateResult, list[Path]]:
             log.info("evaluating %s on %s", target.id, settings.data)
             try:
-                result = run_validate(validate_options(self.config, target, artifact, source))
+                result = validation.validate(
+                    validate_options(self.config, target, artifact, source)
+                )
             except AccuracyError as exc:  # outside tolerance: the gates judge its figures
-                result = as_document(exc.result)
+                result = _carried(exc, ValidateResult)
             return result, []
 
-        return self.step(f"eval-{target.id}", inputs, work)
+        return self.step(f"eval-{target.id}", inputs, work, ValidateResult)
 
     # bench -----------------------------------------------------------------------------------
 
-    def bench(self, source: Path, source_sha: str, artifacts: dict[str, Path]) -> dict[str, Any]:
+    def bench(self, source: Path, source_sha: str, artifacts: dict[str, Path]) -> BenchResult:
         """Bench native and every artifact in one harness run; returns the bench's result, its
         report and plots under bench/."""
         output = self.directory / "bench"
@@ -276,45 +284,18 @@ class ReleaseRun:
 
         # The speed gates are the bench's goal (extra rounds while undecided) but not part of its
         # key: changing a gate re-judges the recorded bench, as for every other gate.
-        def work() -> tuple[dict[str, Any], list[Path]]:
+        def work() -> tuple[BenchResult, list[Path]]:
             log.info("benchmarking native and %d artifact(s)", len(artifacts))
             # The report (results.json, plots) is written atomically by the bench's writer.
             options = bench_options(self.config, [source, *artifacts.values()], output)
-            return run_bench(options, progress), [output]
+            return harness.bench(options, progress), [output]
 
-        return self.step("bench", inputs, work)
-
-
-def _error(exc: TrtconvError) -> dict[str, Any]:
-    return {"type": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}
+        return self.step("bench", inputs, work, BenchResult)
 
 
-def as_document(result: JsonResult | dict[str, Any] | None) -> dict[str, Any]:
-    """A pipeline's result as its JSON document (what the step records); {} for none."""
-    if isinstance(result, JsonResult):
-        return result.to_json()
-    return dict(result or {})
-
-
-# --- The pipelines, through the API contract --------------------------------------------------
-# Each step records its pipeline's result as the JSON document (what a resumed release reads back).
-
-
-def run_train(options: TrainOptions) -> dict[str, Any]:
-    """The model card."""
-    return as_document(training.train(options))
-
-
-def run_convert(options: ConvertOptions) -> dict[str, Any]:
-    """convert's result. Raises what it raises."""
-    return as_document(convert(options))
-
-
-def run_validate(options: ValidateOptions) -> dict[str, Any]:
-    """validate's result. Raises what it raises."""
-    return as_document(validation.validate(options))
-
-
-def run_bench(options: BenchOptions, progress: Progress) -> dict[str, Any]:
-    """bench's result."""
-    return as_document(harness.bench(options, progress))
+def _carried(exc: AccuracyError, kind: type[R]) -> R:
+    """The result an AccuracyError carries (the pipeline's, outside tolerance), as `kind`."""
+    if isinstance(exc.result, kind):
+        return exc.result
+    document = exc.result.to_json() if isinstance(exc.result, JsonResult) else exc.result
+    return kind.from_json(document or {})

@@ -8,78 +8,85 @@ from __future__ import annotations
 
 from typing import Any
 
+from trtconv.measure.bench_result import BenchResult, BenchRow
 from trtconv.outputs.confidence import INCONCLUSIVE
 from trtconv.outputs.roles import DECISIONS
+from trtconv.outputs.validation_report import ValidationReport
 from trtconv.release.document import Recommendation, TargetEntry
 from trtconv.release.gates import GatedTarget, Measures, evaluate_gates, recommend
 from trtconv.release.settings import ReleaseConfig
 
 
-def bench_rows_by_label(bench: dict[str, Any], labels: list[str]) -> dict[str, list[dict]]:
+def bench_rows_by_label(bench: BenchResult, labels: list[str]) -> dict[str, list[BenchRow]]:
     """Bench rows per release label; the bench keeps the order models were given in."""
-    models = bench.get("models") or []
-    by_bench_label = {m["label"]: labels[i] for i, m in enumerate(models) if i < len(labels)}
-    rows: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
-    for row in bench.get("results", []):
-        label = by_bench_label.get(row["label"])
+    by_bench_label = {m.label: labels[i] for i, m in enumerate(bench.models) if i < len(labels)}
+    rows: dict[str, list[BenchRow]] = {label: [] for label in labels}
+    for row in bench.results:
+        label = by_bench_label.get(row.label)
         if label is not None:
             rows[label].append(row)
     return rows
 
 
-def _row_at(rows: list[dict[str, Any]], batch_size: int) -> dict[str, Any]:
-    return next((row for row in rows if row["batch_size"] == batch_size), {})
+def row_at(rows: list[BenchRow], batch_size: int) -> BenchRow | None:
+    """The row at `batch_size` (None: not benched at it)."""
+    return next((row for row in rows if row.batch_size == batch_size), None)
 
 
 def measures_for(
-    conversion: dict[str, Any], evaluation: dict[str, Any] | None, row: dict[str, Any]
+    validation: ValidationReport | None, evaluation: ValidationReport | None, row: BenchRow | None
 ) -> Measures:
     """Gate inputs: accuracy from [eval] (else the convert validation), speed from bench."""
-    validation = conversion.get("validation") or {}
     accuracy = evaluation or validation
-    passed = bool(validation.get("passed")) and (evaluation is None or bool(evaluation["passed"]))
-    verdicts = [v.get("verdict") for v in (validation, evaluation or {}) if not v.get("passed")]
+    passed = validation is not None and validation.passed
+    passed = passed and (evaluation is None or evaluation.passed)
+    verdicts = [v.verdict for v in (validation, evaluation) if v is not None and not v.passed]
     return Measures(
         validation_passed=passed,
-        validation_verdict=next((v for v in verdicts if v), None),
-        accuracy_drop=accuracy.get("accuracy_drop"),
-        top1_agreement=accuracy.get("top1_agreement"),
+        validation_verdict=next(iter(verdicts), None),
+        accuracy_drop=accuracy.accuracy_drop if accuracy else None,
+        top1_agreement=accuracy.top1_agreement if accuracy else None,
         **_intervals(accuracy),
-        speedup_vs_baseline=row.get("speedup_vs_baseline"),
-        latency_ms_p99=row.get("latency_ms_p99"),
-        throughput_per_s=row.get("throughput_per_s"),
-        **speed_intervals(row),
+        **speed_measures(row),
         decides=decides(validation),
     )
 
 
-def _intervals(accuracy: dict[str, Any]) -> dict[str, Any]:
+def _intervals(accuracy: ValidationReport | None) -> dict[str, Any]:
     """The recorded accuracy intervals the gates decide by (none when the validation decided
     on point figures: confidence 0, or written before intervals) and their samples."""
-    if not accuracy.get("confidence"):
-        return {"accuracy_samples": accuracy.get("samples")}
-    found = {f: accuracy.get(f) for f in ("top1_agreement_ci95", "accuracy_drop_ci95")}
-    intervals = {key: None if value is None else tuple(value) for key, value in found.items()}
-    return {**intervals, "accuracy_samples": accuracy.get("samples")}
-
-
-def speed_intervals(row: dict[str, Any]) -> dict[str, Any]:
-    """The bench row's intervals the speed gates judge (absent in rows recorded before them)."""
-    speedup, latency = row.get("speedup_vs_baseline_ci95"), row.get("latency_ms_p99_ci95")
+    if accuracy is None:
+        return {"accuracy_samples": None}
+    if not accuracy.confidence:
+        return {"accuracy_samples": accuracy.samples}
     return {
-        "speedup_vs_baseline_ci95": tuple(speedup) if speedup else None,
-        "latency_ms_p99_ci95": tuple(latency) if latency else None,
-        "rounds": row.get("rounds"),
+        "top1_agreement_ci95": accuracy.top1_agreement_ci95,
+        "accuracy_drop_ci95": accuracy.accuracy_drop_ci95,
+        "accuracy_samples": accuracy.samples,
     }
 
 
-def decides(validation: dict[str, Any]) -> bool | None:
-    """Whether some output of a validation block decides (classes, binary, class_map roles);
-    None when the block records no outputs."""
-    outputs = validation.get("outputs") or {}
-    if not outputs:
+def speed_measures(row: BenchRow | None) -> dict[str, Any]:
+    """The bench row's figures and intervals the speed gates judge (intervals are None in rows
+    recorded before them)."""
+    if row is None:
+        return {}
+    return {
+        "speedup_vs_baseline": row.speedup_vs_baseline,
+        "latency_ms_p99": row.latency_ms_p99,
+        "throughput_per_s": row.throughput_per_s,
+        "speedup_vs_baseline_ci95": row.speedup_vs_baseline_ci95 or None,
+        "latency_ms_p99_ci95": row.latency_ms_p99_ci95 or None,
+        "rounds": row.rounds,
+    }
+
+
+def decides(validation: ValidationReport | None) -> bool | None:
+    """Whether some output of a validation report decides (classes, binary, class_map roles);
+    None when it records no outputs."""
+    if validation is None or not validation.outputs:
         return None
-    return any(output.get("role") in DECISIONS for output in outputs.values())
+    return any(output.role in DECISIONS for output in validation.outputs.values())
 
 
 def _judge(config: ReleaseConfig, target: TargetEntry) -> GatedTarget | None:
@@ -87,10 +94,11 @@ def _judge(config: ReleaseConfig, target: TargetEntry) -> GatedTarget | None:
     if not target.converted:
         target.gates = []
         return None
-    row = _row_at(target.bench, config.gates.gate_batch_size)
-    target.gates = evaluate_gates(config.gates, measures_for(target.conversion, target.eval, row))
-    precision = target.precision or ""
-    return GatedTarget(target.id, precision, row.get("throughput_per_s"), target.passed)
+    row = row_at(target.bench, config.gates.gate_batch_size)
+    measures = measures_for(target.conversion.result.validation, target.eval, row)
+    target.gates = evaluate_gates(config.gates, measures)
+    throughput = row.throughput_per_s if row else None
+    return GatedTarget(target.id, target.precision or "", throughput, target.passed)
 
 
 def inconclusive_reason(config: ReleaseConfig, targets: list[TargetEntry]) -> str | None:
@@ -127,10 +135,11 @@ def judge_targets(
         undecided = inconclusive_reason(config, targets)
         return None, undecided or f"no target passed every gate ({converted}, {passing} passed)"
     winner = next(t for t in targets if t.id == chosen.target)
-    row = _row_at(winner.bench, batch)
+    row = row_at(winner.bench, batch)
+    assert row is not None  # a target passes its speed gates only when benched at the batch
     reason = (
         f"fastest of {passing} target(s) passing every gate: "
-        f"{row['throughput_per_s']:.1f}/s at batch {batch}"
+        f"{row.throughput_per_s:.1f}/s at batch {batch}"
     )
     recommendation = Recommendation(
         target=winner.id,
@@ -138,9 +147,9 @@ def judge_targets(
         backend=winner.backend,
         precision=str(winner.precision),
         batch_size=batch,
-        throughput_per_s=row.get("throughput_per_s"),
-        speedup_vs_baseline=row.get("speedup_vs_baseline"),
-        latency_ms_p99=row.get("latency_ms_p99"),
+        throughput_per_s=row.throughput_per_s,
+        speedup_vs_baseline=row.speedup_vs_baseline,
+        latency_ms_p99=row.latency_ms_p99,
         reason=reason,
     )
     return recommendation, reason

@@ -47,6 +47,7 @@ from trtconv.protocol.request import ConversionRequest, SearchSlice
 from trtconv.quantize.budget import CALIBRATE, PROBE, TimeLimit
 from trtconv.quantize.isa import cpu_weight_range
 from trtconv.quantize.ladder import MAX_FLOAT_SHARE
+from trtconv.quantize.ladder_record import FloatNode, LadderStep, NncfLadderRecord, float_node
 from trtconv.quantize.search import (
     Score,
     budget_and_search_data,
@@ -171,9 +172,9 @@ class NncfLadder:
         self.scorer = SliceScorer(search)
         self.clock = TimeLimit(search.time_limit_s)
         self.started = self.clock.started
-        self.steps: list[dict[str, Any]] = []
+        self.steps: list[LadderStep] = []
         self.outcome = ""
-        self.kept_float: list[dict[str, Any]] = []
+        self.kept_float: list[FloatNode] = []
         self.control: dict[str, Any] | None = None
         checked = rate_words({name: role.role for name, role in self.scorer.roles.items()})
         self.note = resolution_note(len(search.data), search.tolerance, checked)
@@ -276,30 +277,30 @@ class NncfLadder:
     def summary(self, summary: dict[str, Any], score: Score, chosen: int) -> dict[str, Any]:
         """`summary` with the ladder record, and the pinned precision when ops are in float."""
         pinned = {"inference_precision": PINNED} if chosen else {}
-        return {**summary, **pinned, "ladder": self.record(score, chosen)}
+        return {**summary, **pinned, "ladder": self.record(score, chosen).to_json()}
 
-    def record(self, chosen_score: Score, chosen_step: int) -> dict[str, Any]:
+    def record(self, chosen_score: Score, chosen_step: int) -> NncfLadderRecord:
         """The ladder for the manifest, in the ONNX Runtime ladder's shape (trtconv.quantize.
         ladder.Ladder.record): NNCF's ranking is not exposed (`sensitivity` None), and the
         artifact is timed by the bench (`speed` None)."""
         search = self.search
         reference = "the native TensorFlow model"
-        return {
-            **budget_and_search_data(
-                search.tolerance, search.data, search.drawn_from, self.note, reference
-            ),
-            "time_limit_s": self.search.time_limit_s,
-            "seconds": round(time.perf_counter() - self.started, 3),
-            "outcome": self.outcome,
-            "met_budget": chosen_score.passed,
-            "chosen_step": chosen_step,
-            "scheme": f"u8s8, NNCF defaults, overflow_fix {self.options.overflow_fix}",
-            "steps": self.steps,
-            "accuracy_control": self.control,
-            "kept_float": self.kept_float if chosen_step else [],
-            "sensitivity": None,
-            "speed": None,
-        }
+        budget, search_data = budget_and_search_data(
+            search.tolerance, search.data, search.drawn_from, self.note, reference
+        )
+        return NncfLadderRecord(
+            budget=budget,
+            search_data=search_data,
+            time_limit_s=self.search.time_limit_s,
+            seconds=round(time.perf_counter() - self.started, 3),
+            outcome=self.outcome,
+            met_budget=chosen_score.passed,
+            chosen_step=chosen_step,
+            scheme=f"u8s8, NNCF defaults, overflow_fix {self.options.overflow_fix}",
+            steps=self.steps,
+            accuracy_control=self.control,
+            kept_float=self.kept_float if chosen_step else [],
+        )
 
 
 def _reached(score: Score, plural: bool = False) -> str:
@@ -311,7 +312,7 @@ def _reached(score: Score, plural: bool = False) -> str:
     return f"{verb} not shown to miss the budget (the slice cannot show it)"
 
 
-def reverted_ops(full: Any, restored: Any) -> list[dict[str, Any]]:
+def reverted_ops(full: Any, restored: Any) -> list[FloatNode]:
     """The weighted ops with int8 weights in `full` and float weights in `restored`, each as
     {node, op_type, tf_op, tf_layer, output_error} (the TensorFlow op and layer its name comes
     from; output_error None: NNCF ranks groups of quantisers and does not expose the scores)."""
@@ -319,7 +320,7 @@ def reverted_ops(full: Any, restored: Any) -> list[dict[str, Any]]:
     before, after = weighted_ops(full), weighted_ops(restored)
     types = {op.get_friendly_name(): op.get_type_name() for op in restored.get_ordered_ops()}
     return [
-        {"node": name, "op_type": types[name], **tf_origin(name), "output_error": None}
+        float_node({"node": name, "op_type": types[name], **tf_origin(name)}, None)
         for name, int8 in before.items()
         if int8 and after.get(name) is False
     ]
@@ -327,18 +328,17 @@ def reverted_ops(full: Any, restored: Any) -> list[dict[str, Any]]:
 
 def step_record(
     step: int, stage: str, change: str, score: Score | None, seconds: float, kept: int = 0
-) -> dict[str, Any]:
+) -> LadderStep:
     """One step as the ONNX Runtime ladder records it (figures None: the step did not finish)."""
-    figures: dict[str, Any] = {"top1_agreement": None, "accuracy": None, "accuracy_drop": None,
-               "output_error": None, "meets_budget": None, "verdict": None}  # fmt: skip
-    if score is not None:
-        figures = {
-            "top1_agreement": score.top1_agreement,
-            "accuracy": score.accuracy,
-            "accuracy_drop": score.accuracy_drop,
-            "output_error": float(f"{score.output_error:.4g}"),
-            "meets_budget": score.passed,
-            "verdict": score.verdict,
-        }
-    return {"step": step, "stage": stage, "change": change, "kept_float": kept, **figures,
-            "seconds": round(seconds, 3)}  # fmt: skip
+    if score is None:
+        return LadderStep(step, stage, change, kept, seconds=round(seconds, 3))
+    return LadderStep(
+        step, stage, change, kept,
+        top1_agreement=score.top1_agreement,
+        accuracy=score.accuracy,
+        accuracy_drop=score.accuracy_drop,
+        output_error=float(f"{score.output_error:.4g}"),
+        meets_budget=score.passed,
+        verdict=score.verdict,
+        seconds=round(seconds, 3),
+    )  # fmt: skip

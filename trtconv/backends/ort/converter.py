@@ -92,9 +92,10 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         qdq, summary["quantization"] = qdq_model(request, QDQ_SCHEME, timed=True)
         shutil.copyfile(qdq, output)
     elif request.precision == "fp16":
-        summary["fp16"] = fp16_model(request, output)
+        fp16 = fp16_model(request, output)
         emulated = emulates_fp16("auto", providers)
-        summary["fp16"]["validated_by"] = VALIDATED_BY_EMULATION if emulated else providers[0]
+        fp16.validated_by = VALIDATED_BY_EMULATION if emulated else providers[0]
+        summary["fp16"] = fp16.to_json()
     else:
         raise UsageError(f"The ort backend does not support precision '{request.precision}'.")
     summary["op_counts"] = op_counts(output)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from trtconv.backends import registry
 from trtconv.core.errors import ConversionError, InputError, MissingDependencyError, UsageError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, dtype_fits
+from trtconv.core.results import JsonResult, optional_key
 from trtconv.core.tf32 import tf32_policy
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 
@@ -205,7 +207,21 @@ def build_feeds(
     return feeds
 
 
-def summarize_graph(graph_def: Any, built: set[str] | None = None) -> dict[str, Any]:
+@dataclass(kw_only=True)
+class Segments(JsonResult):
+    """What TF-TRT put into TensorRT: the TRTEngineOps, the ops they hold against all ops, and
+    (after save) how many engines were built and which failed (those run TensorFlow's native
+    segment). `to_json()` is the head of the TF-TRT conversion summary."""
+
+    trt_engine_ops: int
+    ops_converted: int
+    ops_total: int
+    percent_ops_converted: float
+    engines_built: int | None = optional_key()
+    engines_failed: list[str] | None = optional_key()
+
+
+def summarize_graph(graph_def: Any, built: set[str] | None = None) -> Segments:
     """TRTEngineOp count and % of ops converted, counted as TrtGraphConverterV2.summary() does.
 
     Ops inside an engine are the nodes of its `<name>_native_segment` library function; ops not
@@ -222,16 +238,14 @@ def summarize_graph(graph_def: Any, built: set[str] | None = None) -> dict[str, 
         segments.get(f"{name}_native_segment", 0) for name in engines if name not in failed
     )
     total = converted + native
-    summary: dict[str, Any] = {
-        "trt_engine_ops": len(engines),
-        "ops_converted": converted,
-        "ops_total": total,
-        "percent_ops_converted": round(100.0 * converted / total, 2) if total else 0.0,
-    }
-    if built is not None:
-        summary["engines_built"] = len(engines) - len(failed)
-        summary["engines_failed"] = [engine_name(name) for name in failed]
-    return summary
+    return Segments(
+        trt_engine_ops=len(engines),
+        ops_converted=converted,
+        ops_total=total,
+        percent_ops_converted=round(100.0 * converted / total, 2) if total else 0.0,
+        engines_built=None if built is None else len(engines) - len(failed),
+        engines_failed=None if built is None else [engine_name(name) for name in failed],
+    )
 
 
 def engine_name(node_name: str) -> str:
@@ -265,7 +279,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     if request.precision == "int8" and request.calibration is None:
         raise UsageError("TF-TRT int8 needs calibration data (--calib-data).")
     with tf32_policy(request.precision != "fp32"):
-        summary = _convert_build_save(request)
+        summary = _convert_build_save(request).to_json()
     facts = registry.facts_here()
     summary.update(
         precision_mode=PRECISION_MODES[request.precision],
@@ -280,7 +294,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     return ConversionOutcome(payload=PAYLOAD, summary=summary, device=device)
 
 
-def _convert_build_save(request: ConversionRequest) -> dict[str, Any]:
+def _convert_build_save(request: ConversionRequest) -> Segments:
     """TF-TRT's convert(), build() and save(); returns the graph summary of what was built."""
     converter = make_converter(request)
     calibrate = (
@@ -345,22 +359,22 @@ def make_converter(request: ConversionRequest, **params: Any) -> Any:
         ) from exc
 
 
-def _warn_if_engines_failed(summary: dict[str, Any], request: ConversionRequest) -> None:
-    failed = summary.get("engines_failed") or []
+def _warn_if_engines_failed(summary: Segments, request: ConversionRequest) -> None:
+    failed = summary.engines_failed or []
     if failed:
         log.warning(
             "TF-TRT built %d of %d engine(s) for %s; %s fell back to TensorFlow (their build "
             "failed: TF_CPP_MIN_LOG_LEVEL=0 shows why): %.1f%% of ops run in TensorRT",
-            summary["engines_built"],
-            summary["trt_engine_ops"],
+            summary.engines_built,
+            summary.trt_engine_ops,
             request.saved_model,
             ", ".join(failed),
-            summary["percent_ops_converted"],
+            summary.percent_ops_converted,
         )
 
 
-def _warn_if_nothing_converted(summary: dict[str, Any], request: ConversionRequest) -> None:
-    if summary["trt_engine_ops"] == 0:
+def _warn_if_nothing_converted(summary: Segments, request: ConversionRequest) -> None:
+    if summary.trt_engine_ops == 0:
         log.warning(
             "TF-TRT converted NOTHING in %s: no TRTEngineOp was created, the artifact is plain "
             "TensorFlow and will not be faster (unsupported ops or segments smaller than %d)",
@@ -370,6 +384,6 @@ def _warn_if_nothing_converted(summary: dict[str, Any], request: ConversionReque
     else:
         log.info(
             "TF-TRT: %d engine(s), %.1f%% of ops converted",
-            summary["trt_engine_ops"],
-            summary["percent_ops_converted"],
+            summary.trt_engine_ops,
+            summary.percent_ops_converted,
         )

@@ -58,7 +58,7 @@ def source_onnx(
         return qdq, quantization
     if plan.source == "fp16":
         fp16 = work / "model.fp16.onnx"
-        return fp16, fp16_model(request, fp16)  # float32 where float16 would overflow
+        return fp16, fp16_model(request, fp16).to_json()  # float32 where float16 overflows
     return request.onnx_path, None
 
 
