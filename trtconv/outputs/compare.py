@@ -22,6 +22,7 @@ from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
 from trtconv.outputs.confidence import percent, proportion_interval, samples_to_show
+from trtconv.outputs.exact import values_decide
 from trtconv.outputs.graph_ends import final_ops
 from trtconv.outputs.judge import judge_output
 from trtconv.outputs.roles import BINARY, CLASS_MAP, CLASSES, Judging, Roles, resolve_roles
@@ -103,9 +104,9 @@ def compare(
     report.labels_output = labels_output(roles, reference, labels)
     for name in sorted(set(reference) & set(candidate)):
         scored = labels if name == report.labels_output else None
-        judgement = judge_output(
-            name, roles[name], reference[name], candidate[name], tolerance, scored
-        )
+        want, got = reference[name], candidate[name]
+        judgement = judge_output(name, roles[name], want, got, tolerance, scored)
+        judgement = values_decide(judgement, roles[name], want, got, tolerance)
         report.outputs[name] = judgement.comparison
         report.checks += judgement.checks
     return report
@@ -114,7 +115,10 @@ def compare(
 def undecidable_warning(samples: int, tolerance: Tolerance, data: str) -> str | None:
     """The warning, before any work, that `samples` samples of `data` can never show the
     tolerance's minimum agreement at its confidence (even all of them agreeing leaves the
-    interval below it); None when they can, or with point decisions (confidence 0)."""
+    interval below it); None when they can, with point decisions (confidence 0), or when the
+    values decide (fp32, tf32: trtconv.outputs.exact)."""
+    if tolerance.values_decide:
+        return None
     minimum, confidence = tolerance.min_top1_agreement, tolerance.confidence
     fewest = samples_to_show(minimum, confidence) if confidence > 0 else 0
     if fewest is not None and samples >= fewest:

@@ -285,6 +285,10 @@ class ReleaseConfig:
             # gates then judge the winner.
             return limits
         gates, own = self.gates, tolerance_for(target.precision)
+        if own.values_decide:
+            # fp32/tf32 conversions are decided by their values; the accuracy gates judge the
+            # rates on the [eval] data (or the conversion's) as they do for every target.
+            return limits
         if gates.min_top1_agreement is not None:
             limits["min_top1_agreement"] = max(gates.min_top1_agreement, own.min_top1_agreement)
         if gates.max_accuracy_drop is not None:
