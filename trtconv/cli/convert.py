@@ -44,6 +44,7 @@ from trtconv.options import (
     DEFAULT_RANK_BATCH_SIZE,
     DEFAULT_RANK_DURATION_S,
     DEFAULT_VALIDATE_SAMPLES,
+    SHARED_CALIB_SAMPLES,
     Contest,
     ConvertOptions,
 )
@@ -197,10 +198,24 @@ CalibDataOpt = Annotated[
     str | None,
     typer.Option(
         help="digits, PATH.npz, IMAGE_DIR or random (default: the model card's data). "
-        "Validation uses its held-out part."
+        "Without --validate-data, validation uses the samples nothing is fitted to (its "
+        "held-out part when the model trained on it)."
     ),
 ]
-CalibSamplesOpt = Annotated[int, typer.Option(help="Calibration samples (int8).")]
+ValidateDataOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="A separate validation source (digits, PATH.npz, IMAGE_DIR), used whole (its "
+        "held-out part when the model trained on it)."
+    ),
+]
+CalibSamplesOpt = Annotated[
+    int | None,
+    typer.Option(
+        help=f"Calibration samples (int8; default {DEFAULT_CALIB_SAMPLES}, at most "
+        f"{SHARED_CALIB_SAMPLES} of a source shared with validation)."
+    ),
+]
 CalibMethodOpt = Annotated[str, typer.Option(help="minmax, entropy or percentile.")]
 Int8TargetOpt = Annotated[
     str,
@@ -216,7 +231,9 @@ BuildBatchSizesOpt = Annotated[
         "[1,32,32,3], converts at that batch unless you name others)."
     ),
 ]
-ValidateSamplesOpt = Annotated[int, typer.Option(help="Held-out samples to validate on.")]
+ValidateSamplesOpt = Annotated[
+    int, typer.Option(help="Samples to validate on (at most; those nothing is fitted to).")
+]
 MinTop1Opt = Annotated[
     float | None,
     typer.Option(help="Minimum top-1 agreement with the native model (default: the precision's)."),
@@ -255,11 +272,12 @@ def convert_cli(
     backend: BackendOpt = ConvertOptions.backend,
     output: OutputOpt = None,
     calib_data: CalibDataOpt = None,
-    calib_samples: CalibSamplesOpt = DEFAULT_CALIB_SAMPLES,
+    calib_samples: CalibSamplesOpt = None,
     calib_method: CalibMethodOpt = DEFAULT_CALIB_METHOD,
     int8_target: Int8TargetOpt = ConvertOptions.int8_target,
     batch_sizes: BuildBatchSizesOpt = DEFAULT_BATCH_SIZES_TEXT,
     validate_samples: ValidateSamplesOpt = DEFAULT_VALIDATE_SAMPLES,
+    validate_data: ValidateDataOpt = None,
     tolerance: ToleranceOpt = None,
     min_top1_agreement: MinTop1Opt = None,
     max_accuracy_drop: MaxDropOpt = None,
@@ -296,6 +314,7 @@ def convert_cli(
             judging=judging, contest=Contest(rank_batch_size, rank_duration, threads),
             confidence=confidence,
             signature=signature, input_shapes=parse_input_shapes(input_shape),
+            validate_data=validate_data,
         )  # fmt: skip
         with progress_bar("converting") as progress:
             return api.convert(options, progress)

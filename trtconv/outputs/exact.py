@@ -7,7 +7,9 @@ samples, where a rate bound (top-1 agreement 0.99) would need 381 agreeing sampl
 error. The decision rates are still measured and reported with their intervals; they do not
 gate. Where a sample's decision could flip within the measured error (the reference's margin
 between its two top classes is at most twice the sample's largest error), the sample is named:
-such a flip is a near-tie, not a defect. See docs/verdicts.md.
+such a flip is a near-tie, not a defect. A defect that touches only some inputs is bounded by the
+sample count: every one of n samples within tolerance shows at 95% that fewer than 5% of inputs
+exceed it once n >= 59 (below that the values check is inconclusive). See docs/verdicts.md.
 
 An output without a gating values check (integer class ids with no tolerance of their own)
 keeps its rate checks gating: nothing else would judge it.
@@ -15,6 +17,7 @@ keeps its rate checks gating: nothing else would judge it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -27,6 +30,9 @@ from trtconv.report.validation import Check
 # Samples named at most in a margin line (the count is always given).
 NAMED_SAMPLES = 10
 REPORTED = "reported: this precision is decided by its values"
+# The values rule on few samples: all of them within tolerance must show, at the verdict's
+# confidence, that fewer than this share of inputs exceed it (the success-run bound).
+OUT_OF_TOLERANCE = 0.05
 
 
 def values_decide(
@@ -44,8 +50,9 @@ def values_decide(
     values = [c for c in judgement.checks if c.gating and c.name.endswith(" values")]
     if not values or want.shape != got.shape:
         return judgement
+    shown = _shown(values[0], len(want), tolerance.confidence)
     checks = [
-        check if check in values or not check.gating else _reported(check)
+        shown if check in values else check if not check.gating else _reported(check)
         for check in judgement.checks
     ]
     margin = margin_check(values[0].output or "", role, want, got)
@@ -53,6 +60,28 @@ def values_decide(
         checks.append(margin)
     passed = all(check.passed for check in checks if check.gating)
     return Judgement(replace(judgement.comparison, passed=passed), checks)
+
+
+def samples_for_values(confidence: float) -> int:
+    """The fewest samples, all within tolerance, that show at `confidence` that fewer than
+    OUT_OF_TOLERANCE of inputs exceed it: n with (1 - p)^n <= 1 - confidence (59 at 95%; 1
+    with point decisions)."""
+    if confidence <= 0:
+        return 1
+    return math.ceil(math.log(1 - confidence) / math.log(1 - OUT_OF_TOLERANCE))
+
+
+def _shown(values: Check, samples: int, confidence: float) -> Check:
+    """The values check, inconclusive when it passed on too few samples to show anything."""
+    needed = samples_for_values(confidence)
+    if not values.passed or samples >= needed:
+        return values
+    detail = (
+        f"{values.detail}; inconclusive: every one of {samples} samples is within tolerance, "
+        f"and {needed} would show at {confidence:.0%} confidence that fewer than "
+        f"{OUT_OF_TOLERANCE:.0%} of inputs exceed it"
+    )
+    return replace(values, passed=False, detail=detail, inconclusive=True)
 
 
 def _reported(check: Check) -> Check:
@@ -64,9 +93,7 @@ def _reported(check: Check) -> Check:
     return Check(check.name, True, detail, check.output, gating=False)
 
 
-def margin_check(
-    name: str, role: OutputRole, want: np.ndarray, got: np.ndarray
-) -> Check | None:
+def margin_check(name: str, role: OutputRole, want: np.ndarray, got: np.ndarray) -> Check | None:
     """The samples of a classes output whose reference margin (top class minus runner-up) is
     at most twice their largest error: the only ones whose decision the error can flip. None
     for other roles and shapes."""

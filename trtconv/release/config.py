@@ -29,7 +29,6 @@ from trtconv.options import (
     CALIB_METHODS,
     DEFAULT_BENCH_ROUNDS,
     DEFAULT_CALIB_METHOD,
-    DEFAULT_CALIB_SAMPLES,
     DEFAULT_CONFIDENCE,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
     DEFAULT_RANK_DURATION_S,
@@ -239,7 +238,8 @@ class ReleaseConfig:
 
     def convert_options(self, target: Target, source: Path, output: Path) -> ConvertOptions:
         """`trtconv convert` of `source` to `target` into `output` (replacing what is there),
-        validated on [eval]'s sample count and limited by the accuracy gates (`budget`)."""
+        validated on [eval]'s data (whole, unless the model trained on it) and sample count,
+        and limited by the accuracy gates (`budget`)."""
         calibration, budget = self.calibration, self.budget(target)
         return ConvertOptions(
             saved_model=source,
@@ -247,7 +247,7 @@ class ReleaseConfig:
             backend=target.backend,
             output=output,
             calib_data=calibration.data,
-            calib_samples=calibration.samples or DEFAULT_CALIB_SAMPLES,
+            calib_samples=calibration.samples,
             calib_method=calibration.method,
             batch_sizes=self.bench.batch_sizes,
             validate_samples=self.eval.samples or DEFAULT_VALIDATE_SAMPLES,
@@ -263,6 +263,7 @@ class ReleaseConfig:
             contest=self.contest(),
             confidence=DEFAULT_CONFIDENCE if self.eval.confidence is None else self.eval.confidence,
             signature=self.model.signature,
+            validate_data=self.eval.data,
         )
 
     def contest(self) -> Contest:

@@ -193,6 +193,12 @@ class ReleaseRun:
             "contest": asdict(self.config.contest()) if target.backend == BEST else None,
             "batch_sizes": list(self.config.bench.batch_sizes),
             "validate_samples": self.config.eval.samples,
+            # [eval]'s data validates the conversion too (convert --validate-data).
+            **(
+                {"validate_data": data_fingerprint(self.config.eval.data)}
+                if self.config.eval.data
+                else {}
+            ),
             "budget": self.config.budget(target),
             **self._judging_inputs(target),
             **self._machine(),
