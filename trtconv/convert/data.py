@@ -85,6 +85,8 @@ class ConversionData:
     batch: int = CALIB_BATCH  # calibration batches: the model's fixed batch, if it has one
     # Which samples served which purpose (trtconv.calib.purposes.entry), for the manifest.
     purposes: tuple[dict[str, Any], ...] = ()
+    # The samples validation could have had (nothing fitted to them), at least.
+    pool: int = 0
 
     def contract_for(self, fitted: bool) -> dict[str, Any]:
         """The data contract a manifest records: with the purposes, the fitted ones only when
@@ -198,7 +200,7 @@ class _Reading:
         data = ConversionData(self.spec, {}, rest, batch=self.batch)
         if calibration is not None and not int8:
             held = rest.head(options.validate_samples)
-            data = replace(data, held_out=held, calibration=calibration)
+            data = replace(data, held_out=held, calibration=calibration, pool=len(rest))
             return _recorded(data, [(FP16_RANGES, SHUFFLED, 0, fitted)], [(SHUFFLED, fitted)],
                              len(every))  # fmt: skip
         return _fit(data, calibration, counts, search, (SHUFFLED, SHUFFLED), len(every), fitted)
@@ -212,7 +214,7 @@ class _Reading:
         data = ConversionData(self.spec, {}, held, batch=self.batch)
         if calibration is not None and not int8:
             fitted = whole_batches(calibration.head(counts[0]), self.batch)
-            data = replace(data, held_out=held.head(counts[1]), calibration=fitted)
+            data = replace(data, held_out=held.head(counts[1]), calibration=fitted, pool=len(held))
             return _recorded(data, [(FP16_RANGES, calibration_part, 0, len(fitted))],
                              [(held_part, 0)], len(calibration), validate_data)  # fmt: skip
         total = len(calibration) if calibration is not None else None
@@ -245,6 +247,7 @@ def _fit(
     held_out_part = data.held_out
     held_out = held_out_part.head(counts[1])
     spans = [(parts[1], offset)]
+    data = replace(data, pool=len(held_out_part))
     if calibration_part is None:
         return _recorded(replace(data, held_out=held_out), [], spans, total, validate_data)
     if not search:
@@ -260,8 +263,9 @@ def _fit(
             len(split.held_out), split.drawn_from, len(split.held_out),
         )  # fmt: skip
     calibration = whole_batches(split.calibration, data.batch)
+    spared = len(split.search) if split.drawn_from == HELD_OUT_SPARE else 0
     data = replace(data, held_out=split.held_out, calibration=calibration, search=split.search,
-                   search_drawn_from=split.drawn_from)  # fmt: skip
+                   search_drawn_from=split.drawn_from, pool=data.pool - spared)  # fmt: skip
     fitted = [(CALIBRATING, parts[0], 0, len(calibration)), _search_span(split, parts, offset)]
     return _recorded(data, fitted, spans, total, validate_data)
 
@@ -298,3 +302,23 @@ def _recorded(
         span = (offset, offset + len(data.held_out))
         purposes.append(entry(VALIDATING, validate_data or spec, part, span, held_total))
     return replace(data, purposes=tuple(purposes))
+
+
+def deciding_data(data: ConversionData, needed: int) -> str:
+    """Which data would decide a verdict that needs about `needed` validation samples: the
+    unused samples of the user's source first (--validate-samples), else more data."""
+    validated, source = len(data.held_out), data.held_out.source
+    if needed <= validated:
+        return f"about {needed} samples would decide it"
+    if data.pool > validated:
+        usable = min(needed, data.pool)
+        more = "" if usable >= needed else f", then {needed - usable} more from another source"
+        return (
+            f"about {needed} samples would decide it: {source} has {data.pool - validated} more "
+            f"that nothing was fitted to (--validate-samples {usable}{more})"
+        )
+    return (
+        f"about {needed} samples would decide it, {needed - validated} more than {source} "
+        f"spares: give a separate source with --validate-data (at least {needed} samples the "
+        "model did not train on)"
+    )

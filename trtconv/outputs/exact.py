@@ -22,10 +22,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from trtconv.outputs.confidence import samples_needed
 from trtconv.outputs.judge import Judgement
 from trtconv.outputs.roles import CLASSES, OutputRole
 from trtconv.outputs.tolerance import Tolerance
-from trtconv.report.validation import Check
+from trtconv.report.validation import Check, ValidationReport
 
 # Samples named at most in a margin line (the count is always given).
 NAMED_SAMPLES = 10
@@ -122,3 +123,25 @@ def margin_check(name: str, role: OutputRole, want: np.ndarray, got: np.ndarray)
             f"decision can flip on a near-tie: {named}{more}"
         )
     return Check(f"{name} margins", True, detail, name, gating=False)
+
+
+def samples_to_decide(report: ValidationReport) -> int | None:
+    """About how many samples would decide an inconclusive `report`: the most any of its
+    undecided checks needs (a rate at the rate measured; the values rule its success run).
+    None when it is not inconclusive or no count would decide it."""
+    if report.verdict != "inconclusive":
+        return None
+    confidence, needed = report.confidence, []
+    for check in report.checks:
+        if not (check.gating and check.inconclusive):
+            continue
+        if check.name.endswith(" values"):
+            needed.append(samples_for_values(confidence))
+            continue
+        if "agreement" not in check.name and "within tolerance" not in check.name:
+            continue  # an accuracy drop: its own line says what would decide it
+        output = report.outputs.get(check.output or "")
+        if output is not None and output.agreement is not None:
+            count = samples_needed(output.agreement, report.min_top1_agreement, confidence)
+            needed.append(count if count is not None else 0)
+    return max(needed) or None if needed else None
