@@ -111,6 +111,8 @@ def drop_fitted(
         return data, 0
     totals = (u.get("total") for u in purposes if same_source(str(u["source"]), spec))
     total = next((int(t) for t in totals if t is not None), 0)
+    if total == 0 or (part is None and len(data) != total):
+        return data, 0  # another version of the file: nothing to match it by
     indices = np.arange(len(data)) if part is None else part_order(spec, total, part)
     if len(indices) != len(data):  # another version of the file: nothing to match it by
         return data, 0
