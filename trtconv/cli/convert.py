@@ -33,7 +33,13 @@ from trtconv.cli._options import (
 )
 from trtconv.cli._output import progress_bar, run_command
 from trtconv.convert.result import ConvertResult
-from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
+from trtconv.convert.tournament import (
+    FAILED_VALIDATION,
+    INCONCLUSIVE_VALIDATION,
+    NOT_AVAILABLE,
+    absent_groups,
+    timing_text,
+)
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
@@ -121,7 +127,7 @@ def render_tournament(table: dict[str, Any], console: Console) -> None:
         winner = row["verdict"] == "winner"
         grid.add_row(
             f"[bold]{row['name']}[/bold]" if winner else row["name"],
-            f"[green]{row['verdict']}[/green]" if winner else row["verdict"],
+            _verdict_text(row["verdict"]),
             _figure(row["throughput_per_s"], "{:,.1f}"),
             _figure(row["latency_ms_p50"], "{:.3f}"),
             _figure(row["speedup_vs_native"], "{:.2f}x"),
@@ -137,6 +143,12 @@ def render_tournament(table: dict[str, Any], console: Console) -> None:
         )
 
 
+def _verdict_text(verdict: str) -> str:
+    """A candidate's verdict, coloured: inconclusive is not failed."""
+    colour = {"winner": "green", INCONCLUSIVE_VALIDATION: "yellow", FAILED_VALIDATION: "red"}
+    return f"[{colour[verdict]}]{verdict}[/{colour[verdict]}]" if verdict in colour else verdict
+
+
 def _figure(value: Any, pattern: str) -> str:
     return "-" if value is None else pattern.format(value)
 
@@ -146,7 +158,13 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
     if result.tournament:
         render_tournament(result.tournament, console)
     if result.artifact is None or result.validation is None:
-        console.print("[red]no artifact written[/red]: no candidate passed validation")
+        verdicts = {row["verdict"] for row in (result.tournament or {}).get("candidates", [])}
+        undecided = (
+            " (some were inconclusive: their reasons say which data would decide them)"
+            if INCONCLUSIVE_VALIDATION in verdicts
+            else ""
+        )
+        console.print(f"[red]no artifact written[/red]: no candidate passed validation{undecided}")
         return
     console.print(
         f"[bold]{result.backend} {result.precision}[/bold] ({escape(result.backend_reason or '')})"
