@@ -13,7 +13,7 @@ from convert_fixtures import work_dir
 
 from trtconv import api
 from trtconv.calib.sources import ArraySet
-from trtconv.core.errors import AccuracyError
+from trtconv.core.errors import AccuracyError, GateError
 from trtconv.manifest import read_manifest
 from trtconv.options import ConvertOptions, ValidateOptions
 from trtconv.outputs.confidence import proportion_interval
@@ -171,3 +171,35 @@ def test_a_7_sample_source_stays_inconclusive(tmp_path: Path) -> None:
     assert fp32["validation"]["verdict"] == "inconclusive"
     values = next(c for c in fp32["validation"]["checks"] if c["name"].endswith("values"))
     assert values["inconclusive"] and "59 would show" in values["detail"]
+
+
+def test_a_release_with_256_calibration_and_397_eval_samples_reaches_a_verdict(
+    tmp_path: Path,
+) -> None:
+    """Issue 23's release (256 calibration + 397 labelled eval samples, gates top-1 >= 0.9 and
+    speedup >= 0.5). Before: the eval file was split again (n=80), fp32's validation_passed was
+    inconclusive on a calibration hold-out, and the reason blamed the bench's rounds. Now [eval]
+    counts whole for eval and for every conversion's validation, fp32 by its values."""
+    config = tmp_path / "release.toml"
+    config.write_text(
+        f'[model]\npath = "{mlp()}"\n'
+        '[[targets]]\nbackend = "ort"\nprecision = "int8"\n'
+        '[[targets]]\nbackend = "ort"\nprecision = "fp32"\n'
+        f'[calibration]\ndata = "{npz(256, seed=7)}"\nfallback = false\n'
+        f'[eval]\ndata = "{npz(397, seed=8)}"\n'
+        "[bench]\nbatch_sizes = [8]\niterations = 20\nwarmup = 2\n"
+        "[gates]\nmin_top1_agreement = 0.9\nmin_speedup = 0.5\ngate_batch_size = 8\n"
+    )
+    try:
+        document = api.release(api.ReleaseOptions(config, tmp_path / "out")).to_json()
+    except GateError as exc:
+        document = exc.result.to_json()  # type: ignore[union-attr]
+    assert document["verdict"] in ("passed", "failed")
+    for entry in document["targets"]:
+        assert entry["eval"]["samples"] == 397 and entry["eval"]["data_contract"]["split"] == "all"
+        assert entry["validation"]["samples"] == 397  # the conversion validated on [eval] too
+        gates = {g["name"]: g for g in entry["gates"]}
+        assert gates["validation_passed"]["verdict"] != "inconclusive"
+    fp32 = next(e for e in document["targets"] if e["precision"] == "fp32")
+    assert {g["name"]: g["verdict"] for g in fp32["gates"]}["validation_passed"] == "passed"
+    assert "bench added rounds" not in (document["recommendation_reason"] or "")

@@ -129,7 +129,8 @@ class ConvertOptions:
     shape}). A model with a fixed batch converts at that batch when `batch_sizes` is the
     default. `validate_data` None: validation on the calibration source's samples nothing was
     fitted to (trtconv.convert.data); `calib_samples` None: DEFAULT_CALIB_SAMPLES, or fewer of a
-    source shared with validation."""
+    source shared with validation. `split` "held-out" says the model trained on the rest of the
+    data (keep its fixed hold-out), "all" that it did not; None: its model card decides."""
 
     saved_model: Path
     precision: str | None = None
@@ -154,10 +155,13 @@ class ConvertOptions:
     signature: str | None = None
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     validate_data: str | None = None
+    split: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "saved_model", Path(self.saved_model))
         check_confidence(self.confidence)
+        if self.split is not None:
+            check_choice("--split", self.split, SPLITS)
         object.__setattr__(self, "batch_sizes", tuple(self.batch_sizes))
         object.__setattr__(self, "input_shapes", shapes_of(self.input_shapes))
         check_signature(self.signature)

@@ -27,6 +27,7 @@ from trtconv.cli._options import (
     LabelsOutputOpt,
     OutputRoleOpt,
     SignatureOpt,
+    SplitOpt,
     ToleranceOpt,
     judging_options,
     preprocessing_options,
@@ -296,6 +297,7 @@ def convert_cli(
     batch_sizes: BuildBatchSizesOpt = DEFAULT_BATCH_SIZES_TEXT,
     validate_samples: ValidateSamplesOpt = DEFAULT_VALIDATE_SAMPLES,
     validate_data: ValidateDataOpt = None,
+    split: SplitOpt = None,
     tolerance: ToleranceOpt = None,
     min_top1_agreement: MinTop1Opt = None,
     max_accuracy_drop: MaxDropOpt = None,
@@ -332,7 +334,7 @@ def convert_cli(
             judging=judging, contest=Contest(rank_batch_size, rank_duration, threads),
             confidence=confidence,
             signature=signature, input_shapes=parse_input_shapes(input_shape),
-            validate_data=validate_data,
+            validate_data=validate_data, split=split,
         )  # fmt: skip
         with progress_bar("converting") as progress:
             return api.convert(options, progress)

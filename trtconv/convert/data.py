@@ -130,13 +130,21 @@ def read_data(
         validate_data = None  # one source named twice: shared by purpose, never overlapping
     if validate_data:
         data, split = reading.separate(validate_data, fits, search, int8), ALL_SPLIT
-    elif spec == RANDOM or trained_on(spec, options.saved_model):
+    elif spec == RANDOM or _held_out(options, spec):
         data, split = reading.held_out(fits, search), HELD_OUT
     else:
         data, split = reading.shared(fits, search, int8), ALL_SPLIT
     contract = {"data_from": spec_from}
     contract.update(record_contract(validate_data or spec, split, prep, data.held_out.raw_pixels))
     return replace(data, contract=contract)
+
+
+def _held_out(options: ConvertOptions, spec: str) -> bool:
+    """Whether `spec` keeps its fixed hold-out: `--split held-out` says the model trained on
+    the rest, `--split all` that it did not; else the model card (or `digits`) decides."""
+    if options.split is not None:
+        return options.split == HELD_OUT
+    return trained_on(spec, options.saved_model) is not None
 
 
 @dataclass(frozen=True)
@@ -162,7 +170,7 @@ class _Reading:
     def source_part(self, spec: str) -> tuple[ArraySet, str]:
         """`spec` as validation reads it whole: its held-out part when the model trained on
         it, else every sample in the seeded order."""
-        if trained_on(spec, self.options.saved_model):
+        if _held_out(self.options, spec):
             return self.read(spec, VALIDATION), HELD_OUT_PART
         return shuffled(self.read(spec, ALL)), SHUFFLED
 
@@ -209,7 +217,9 @@ class _Reading:
         """`--validate-data`: that source validates, whole; the calibration source fits."""
         options = self.options
         held, held_part = self.source_part(validate_data)
-        calibration, calibration_part = self.source_part(self.spec) if fits else (None, "")
+        # Calibration may take any sample of its source, training samples included.
+        calibration = shuffled(self.read(self.spec, ALL)) if fits else None
+        calibration_part = SHUFFLED
         counts = (options.calib_samples or DEFAULT_CALIB_SAMPLES, options.validate_samples)
         data = ConversionData(self.spec, {}, held, batch=self.batch)
         if calibration is not None and not int8:

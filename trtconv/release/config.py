@@ -264,6 +264,7 @@ class ReleaseConfig:
             confidence=DEFAULT_CONFIDENCE if self.eval.confidence is None else self.eval.confidence,
             signature=self.model.signature,
             validate_data=self.eval.data,
+            split=self.eval.split,
         )
 
     def contest(self) -> Contest:

@@ -199,6 +199,7 @@ class ReleaseRun:
                 if self.config.eval.data
                 else {}
             ),
+            **({"split": self.config.eval.split} if self.config.eval.split else {}),
             "budget": self.config.budget(target),
             **self._judging_inputs(target),
             **self._machine(),
