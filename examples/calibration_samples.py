@@ -4,11 +4,12 @@ the measurement behind SHARED_CALIB_SAMPLES and FP16_RANGE_SAMPLES (docs/int8.md
 Each model is converted with `ort` (no precision ladder) calibrated on N samples of its
 calibration source and validated on one fixed source it never trained on, so only N changes:
 
-    PYTHONPATH=$PWD:$PWD/tests python examples/calibration_samples.py [OUT.json]
+    PYTHONPATH=$PWD:$PWD/tests python examples/calibration_samples.py [OUT.json [MODEL ...]]
 
 Models: trtconv's digits CNN (calibration: digits' train split, validation: its 450 test
-samples), the tests' small ResNet on 16x16 digits (its 1,437 training samples / 360 held out)
-and the tests' 16-feature MLP (2,000 / 1,000 fresh samples).
+samples), the tests' small ResNet on 16x16 digits (its 1,437 training samples / 360 held out),
+the tests' 16-feature MLP (2,000 / 1,000 fresh samples) and the tests' outlier model (digits with
+a dense layer whose activations have outliers, where min-max ranges depend on the samples seen).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from convert_fixtures import digits_rgb16, small_resnet
+from convert_fixtures import digits_rgb16, outlier_model, small_resnet
 from test_purposes import features, mlp
 
 from trtconv import api
@@ -57,13 +58,15 @@ def agreement(saved_model: Path, precision: str, calib: str, val: str | None, n:
     }
 
 
-def main(out: Path) -> None:
+def main(out: Path, chosen: list[str]) -> None:
     work = Path(tempfile.mkdtemp())
     digits = work / "digits"
-    api.train(api.TrainOptions(model="digits-cnn", output=digits, epochs=12))
+    if not chosen or "digits-cnn" in chosen:
+        api.train(api.TrainOptions(model="digits-cnn", output=digits, epochs=12))
     train16, held16 = split_holdout(digits_rgb16())
     models = {
         "digits-cnn": (digits / "saved_model", "digits", None),
+        "outlier": (outlier_model(), "digits", None),
         "small-resnet": (
             small_resnet(), save(train16, work / "r-train.npz"), save(held16, work / "r-val.npz")
         ),
@@ -74,12 +77,14 @@ def main(out: Path) -> None:
     }  # fmt: skip
     rows = []
     for name, (model, calib, val) in models.items():
+        if chosen and name not in chosen:
+            continue
         for n in SIZES:
             rows.append({"model": name, "precision": "int8", "requested": n,
                          **agreement(model, "int8", calib, val, n)})  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
     model, calib, val = models["small-resnet"]
-    for n in FP16_SIZES:
+    for n in FP16_SIZES if not chosen or "fp16" in chosen else ():
         rows.append({"model": "small-resnet", "precision": "fp16", "requested": n,
                      **agreement(model, "fp16", calib, val, n)})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
@@ -87,4 +92,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "calibration_samples.json"))
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "calibration_samples.json"), sys.argv[2:])

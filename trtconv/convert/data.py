@@ -176,8 +176,9 @@ class _Reading:
 
     def held_out(self, fits: bool, search: bool) -> ConversionData:
         """The source's fixed hold-out: its calibration part fits, its held-out part validates
-        (the model trained on the rest); with the ladder, both parts are read whole (random
-        data: SEARCH_SAMPLES more) for the search slice."""
+        (the model trained on the rest); the held-out part is read whole (what it spares is
+        what more validation could use), and with the ladder the calibration part too (random
+        data: SEARCH_SAMPLES more than asked) for the search slice."""
         options, spec = self.options, self.spec
         counts = (options.calib_samples or DEFAULT_CALIB_SAMPLES, options.validate_samples)
         wanted = [
@@ -185,7 +186,7 @@ class _Reading:
             for count in counts
         ]
         calibration = self.read(spec, CALIBRATION, wanted[0]) if fits else None
-        held = self.read(spec, VALIDATION, wanted[1])
+        held = self.read(spec, VALIDATION, wanted[1] if spec == RANDOM else None)
         total = None if calibration is None or search is False else len(calibration) + len(held)
         parts = (CALIBRATION_PART, HELD_OUT_PART)
         data = _fit(ConversionData(spec, {}, held, batch=self.batch), calibration, counts,
