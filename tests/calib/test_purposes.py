@@ -17,7 +17,7 @@ from trtconv.calib.purposes import (
     trained_on,
 )
 from trtconv.calib.sources import ArraySet, split_holdout
-from trtconv.convert.data import ConversionData, deciding_data, fitted_count
+from trtconv.convert.data import ConversionData, _fit, deciding_data, fitted_count
 from trtconv.outputs.compare import compare
 from trtconv.outputs.exact import samples_for_values, samples_to_decide
 from trtconv.outputs.tolerance import tolerance_for
@@ -91,3 +91,18 @@ def test_samples_to_decide_an_inconclusive_report() -> None:
     assert int8.verdict == "inconclusive" and samples_to_decide(int8) == 125
     many = np.random.default_rng(0).random((100, 4)).astype(np.float32)
     assert samples_to_decide(compare({"p": many}, {"p": many}, tolerance_for("fp32"))) is None
+
+
+def test_a_search_slice_from_the_validation_source_is_recorded_as_its_own() -> None:
+    """--validate-data with samples to spare: the ladder scores on them, and the manifest says
+    they are that source's, so `validate` leaves them out there too."""
+    validation = numbered(1400)
+    data = ConversionData("cal.npz", {}, validation)
+    fitted = _fit(data, numbered(600), (500, 1000), True, (SHUFFLED, SHUFFLED), 600,
+                  validate_data="val.npz")  # fmt: skip
+    used = {p["purpose"]: p for p in fitted.purposes}
+    assert (used["calibration"]["source"], used["calibration"]["samples"]) == ("cal.npz", 480)
+    assert (used["validation"]["source"], used["validation"]["samples"]) == ("val.npz", 1000)
+    assert used["search"]["source"] == "val.npz" and used["search"]["total"] == 1400
+    assert (used["search"]["start"], used["search"]["stop"]) == (1000, 1400)
+    assert fitted.pool == 1000  # the 400 searched on are spent

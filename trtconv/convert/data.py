@@ -277,8 +277,16 @@ def _fit(
     spared = len(split.search) if split.drawn_from == HELD_OUT_SPARE else 0
     data = replace(data, held_out=split.held_out, calibration=calibration, search=split.search,
                    search_drawn_from=split.drawn_from, pool=data.pool - spared)  # fmt: skip
-    fitted = [(CALIBRATING, parts[0], 0, len(calibration)), _search_span(split, parts, offset)]
-    return _recorded(data, fitted, spans, total, validate_data)
+    fitted = [(CALIBRATING, parts[0], 0, len(calibration))]
+    span = _search_span(split, parts, offset)
+    if split.drawn_from == HELD_OUT_SPARE and validate_data:
+        # Spare samples of the --validate-data source: recorded as that source's, so validate
+        # leaves them out there too.
+        data = _recorded(data, fitted, spans, total, validate_data)
+        whole = len(held_out_part) if parts[1] == SHUFFLED else None
+        searched = entry(span[0], validate_data, span[1], (span[2], span[3]), whole)
+        return replace(data, purposes=(*data.purposes, searched))
+    return _recorded(data, [*fitted, span], spans, total, validate_data)
 
 
 def _search_span(
