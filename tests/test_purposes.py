@@ -15,7 +15,7 @@ from trtconv import api
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import AccuracyError, GateError
 from trtconv.manifest import read_manifest
-from trtconv.options import ConvertOptions, ValidateOptions
+from trtconv.options import Contest, ConvertOptions, ValidateOptions
 from trtconv.outputs.confidence import proportion_interval
 
 pytestmark = pytest.mark.slow  # trains and converts real models
@@ -203,3 +203,26 @@ def test_a_release_with_256_calibration_and_397_eval_samples_reaches_a_verdict(
     fp32 = next(e for e in document["targets"] if e["precision"] == "fp32")
     assert {g["name"]: g["verdict"] for g in fp32["gates"]}["validation_passed"] == "passed"
     assert "bench added rounds" not in (document["recommendation_reason"] or "")
+
+
+def test_best_on_800_samples_crowns_a_winner_and_on_7_keeps_inconclusive_apart(
+    tmp_path: Path,
+) -> None:
+    """Issue 23: `--backend best` with 800 samples ended 'no candidate passed validation', fp32
+    candidates agreeing 160/160 'failed validation: ... inconclusive'. Now fp32 candidates
+    validate on all 800 by their values and one wins; on 7 samples nothing is decided, and the
+    candidates are 'inconclusive validation', not failed, with the data that would decide it."""
+    contest = Contest(batch_size=8, duration_s=0.5)
+    options = {"backend": "best", "contest": contest, "calib_data": str(npz(800, seed=9))}
+    won = api.convert(ConvertOptions(mlp(), "fp32", output=tmp_path / "won", **options))
+    assert won.validation is not None and won.validation.samples == 800
+    assert won.tournament and won.tournament["winner"]
+
+    options["calib_data"] = str(npz(7, seed=5))
+    with pytest.raises(AccuracyError, match="some are inconclusive") as raised:
+        api.convert(ConvertOptions(mlp(), "fp32", output=tmp_path / "none", **options))
+    table = raised.value.result.tournament  # type: ignore[union-attr]
+    verdicts = {row["verdict"] for row in table["candidates"] if row["verdict"] != "not available"}
+    assert verdicts == {"inconclusive validation"}
+    reasons = " ".join(row["reason"] for row in table["candidates"])
+    assert "about 59 samples would decide it" in reasons and "--validate-data" in reasons
