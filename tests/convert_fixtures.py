@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -26,6 +27,15 @@ def work_dir() -> Path:
     path = Path(tempfile.mkdtemp(prefix="trtconv-convert-tests-"))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+def model_card(saved_model: Path, data: Path) -> Path:
+    """Say in a model card beside `saved_model` that it trained on `data` (its 80% part, the
+    split `trtconv train` uses), as `trtconv train` would: convert and validate then keep the
+    file's held-out part for validation. Returns `saved_model`."""
+    card = {"data": {"source": str(data), "split": "held-out 20%"}}
+    (saved_model.parent / "trtconv.json").write_text(json.dumps(card))
+    return saved_model
 
 
 @functools.cache
@@ -102,7 +112,7 @@ def small_resnet() -> Path:
     model.fit(train.x, train.labels, epochs=4, batch_size=32, verbose=0)
     path = work_dir() / "resnet16" / "saved_model"
     export_saved_model(model, path, "image", (RESNET_SIZE, RESNET_SIZE, 3))
-    return path
+    return model_card(path, digits_rgb16_npz())
 
 
 TEXT_VOCAB, TEXT_CLASSES = 32, 3
@@ -149,7 +159,7 @@ def text_model() -> Path:
     module.model, module.serve = model, serve
     path = work_dir() / "text" / "saved_model"
     tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
-    return path
+    return model_card(path, text_tokens_npz())
 
 
 @functools.cache
@@ -278,7 +288,8 @@ def box_label_model() -> Path:
         return {"box": box, "label": tf.nn.softmax(logits, axis=-1)}
 
     spec = tf.TensorSpec([None, 8, 8, 1], tf.float32, name="image")
-    return _save_serving(model, outputs, work_dir() / "box_label" / "saved_model", spec)
+    path = _save_serving(model, outputs, work_dir() / "box_label" / "saved_model", spec)
+    return model_card(path, box_label_npz())
 
 
 def binary_data() -> ArraySet:
@@ -312,12 +323,13 @@ def sigmoid_model() -> Path:
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="binary_crossentropy")
     model.fit(train.x, train.labels, epochs=10, batch_size=32, verbose=0)
     spec = tf.TensorSpec([None, 8, 8, 1], tf.float32, name="image")
-    return _save_serving(
+    path = _save_serving(
         model,
         lambda image: {"score": model(image, training=False)},
         work_dir() / "sigmoid" / "saved_model",
         spec,
     )
+    return model_card(path, binary_npz(1.0))
 
 
 IMAGE_SIZE, IMAGE_CLASSES = 16, 5
@@ -372,12 +384,13 @@ def image_model() -> Path:
     )
     model.fit(train.x, train.labels, epochs=8, batch_size=32, verbose=0)
     spec = tf.TensorSpec([None, IMAGE_SIZE, IMAGE_SIZE, 3], tf.float32, name="image")
-    return _save_serving(
+    path = _save_serving(
         model,
         lambda image: {"probabilities": tf.nn.softmax(model(image, training=False), axis=-1)},
         work_dir() / "image" / "saved_model",
         spec,
     )
+    return model_card(path, image_folder())
 
 
 # The float16 overflow model: a digits classifier whose hidden Dense layer 'wide' is scaled so its

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from trtconv.convert import tournament
+from trtconv.convert.best import no_winner
 from trtconv.convert.tournament import Entrant, decide, ordered
+from trtconv.core.errors import AccuracyError
 
 
 def field() -> list[Entrant]:
@@ -68,3 +70,19 @@ def test_a_clear_winner_says_nothing_of_noise() -> None:
     assert "noise" not in winner.reason
     assert tournament.runner_up_within_noise([slower, winner], winner) is None
     assert tournament.runner_up_within_noise([untimed_intervals, winner], winner) is None
+
+
+def test_inconclusive_candidates_are_not_failed_ones() -> None:
+    """Before (issue 23): an inconclusive candidate read 'failed validation: ... inconclusive'.
+    Now its verdict is its own, and the error says some were inconclusive."""
+    failed = Entrant("ort", "int8")
+    failed.drop(tournament.FAILED_VALIDATION, "top-1 agreement 0.90 < 0.97")
+    undecided = Entrant("ort", "fp16")
+    undecided.drop(tournament.INCONCLUSIVE_VALIDATION, "about 381 samples would decide it")
+    error = no_winner([failed, undecided], {})
+    assert isinstance(error, AccuracyError)
+    assert "some are inconclusive" in str(error)
+    assert "ort fp16: inconclusive validation: about 381" in str(error)
+    assert "ort int8: failed validation" in str(error)
+    table = [c.verdict for c in ordered([failed, undecided])]
+    assert table == [tournament.INCONCLUSIVE_VALIDATION, tournament.FAILED_VALIDATION]

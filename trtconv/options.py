@@ -21,6 +21,13 @@ from trtconv.outputs.roles import Judging
 
 DEFAULT_BATCH_SIZES = (1, 8, 32)
 DEFAULT_CALIB_SAMPLES = 500
+# int8 on a source shared with validation (no --validate-data) calibrates on this many samples
+# unless --calib-samples says otherwise: agreement stopped improving beyond them on the models
+# measured (docs/int8.md), and every sample they spare validates.
+SHARED_CALIB_SAMPLES = 128
+# fp16 from ONNX measures its keep-float32 ranges on this many samples of a shared source
+# (docs/fp16.md).
+FP16_RANGE_SAMPLES = 64
 # Held-out samples validated on: at 1000, an agreement measured at 0.981 or more shows an int8
 # budget of 0.97 with 95% confidence (at 0.99, 290 samples would; docs/verdicts.md).
 DEFAULT_VALIDATE_SAMPLES = 1000
@@ -111,14 +118,17 @@ class ConvertOptions:
     `confidence` is the level verdicts are decided at (0: point decisions). `signature` None is
     serving_default; `input_shapes` fill in dynamic input dimensions for random data ({name: full
     shape}). A model with a fixed batch converts at that batch when `batch_sizes` is the
-    default."""
+    default. `validate_data` None: validation on the calibration source's samples nothing was
+    fitted to (trtconv.convert.data); `calib_samples` None: DEFAULT_CALIB_SAMPLES, or fewer of a
+    source shared with validation. `split` "held-out" says the model trained on the rest of the
+    data (keep its fixed hold-out), "all" that it did not; None: its model card decides."""
 
     saved_model: Path
     precision: str | None = None
     backend: str = "auto"
     output: Path | None = None
     calib_data: str | None = None
-    calib_samples: int = DEFAULT_CALIB_SAMPLES
+    calib_samples: int | None = None
     calib_method: str = DEFAULT_CALIB_METHOD
     batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
     validate_samples: int = DEFAULT_VALIDATE_SAMPLES
@@ -135,10 +145,14 @@ class ConvertOptions:
     confidence: float = DEFAULT_CONFIDENCE
     signature: str | None = None
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    validate_data: str | None = None
+    split: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "saved_model", Path(self.saved_model))
         check_confidence(self.confidence)
+        if self.split is not None:
+            check_choice("--split", self.split, SPLITS)
         object.__setattr__(self, "batch_sizes", tuple(self.batch_sizes))
         object.__setattr__(self, "input_shapes", shapes_of(self.input_shapes))
         check_signature(self.signature)
@@ -147,7 +161,9 @@ class ConvertOptions:
         check_choice("--calib-method", self.calib_method, CALIB_METHODS)
         check_choice("--int8-target", self.int8_target, INT8_TARGETS)
         check_batch_sizes(self.batch_sizes)
-        if self.calib_samples < 1 or self.validate_samples < 1:
+        if (self.calib_samples is not None and self.calib_samples < 1) or (
+            self.validate_samples < 1
+        ):
             raise UsageError("--calib-samples and --validate-samples must be at least 1.")
         if self.fallback_time_limit_s <= 0:
             raise UsageError(

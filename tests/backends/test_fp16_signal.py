@@ -25,6 +25,7 @@ from trtconv.onnxlib.export import export_onnx, to_float16
 from trtconv.onnxlib.fp16 import emulate_float16, emulation_session, load_model
 from trtconv.onnxlib.fp16_analysis import analyse, analysis_batches
 from trtconv.onnxlib.fp16_model import kept_float32
+from trtconv.quantize.ladder_record import float_node
 from trtconv.quantize.ladder_text import kept_text
 from trtconv.quantize.sensitivity import QuantizedNode
 from trtconv.savedmodel import load_saved_model
@@ -94,10 +95,10 @@ def test_kept_nodes_of_a_nested_revived_model_are_named_by_their_keras_layer() -
     frames, _ = framed_signal(64, seed=3)
     batches = list(analysis_batches([{"x": frames.reshape(-1, frames.shape[-1])}], 256, 64))
     kept = kept_float32(model, analyse(model, batches).kept)
-    assert {node["op_type"] for node in kept} >= {"MatMul", "Log"}
-    assert {node["tf_layer"] for node in kept} == {"model/front/cqt"}
+    assert {node.op_type for node in kept} >= {"MatMul", "Log"}
+    assert {node.tf_layer for node in kept} == {"model/front/cqt"}
     line = "model/front/cqt: MatMul, Mul, Add, Log (underflow: 100% of its input below"
     assert kept_by_layer(kept)[0].startswith(line)
     matmul = next(node for node in model.graph.node if node.op_type == "MatMul")
     quantized = QuantizedNode(matmul.name, matmul.op_type, tuple(matmul.input))
-    assert kept_text(quantized.to_dict()) == "model/front/cqt (MatMul)"
+    assert kept_text(float_node(quantized.to_dict(), None)) == "model/front/cqt (MatMul)"

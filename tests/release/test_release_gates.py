@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.release.conversions import bench_row, converted
+from tests.release.conversions import bench_row, converted, passing_validation
 from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
 from trtconv.release.command_options import speed_goal
@@ -204,3 +204,34 @@ def test_a_release_undecided_on_speed_is_inconclusive_in_one_sentence(tmp_path: 
     target.bench = [replace(row, speedup_vs_baseline_ci95=(0.9, 1.0))]
     judge_targets(config, [target])
     assert document.verdict == FAILED
+
+
+def test_an_undecided_accuracy_gate_asks_for_samples_not_bench_rounds(tmp_path: Path) -> None:
+    """Before (issue 23): 'the 95% interval of ort-int8 min_top1_agreement 0.8955-0.9872 ...
+    straddles its threshold after the bench added rounds': no bench round decides accuracy."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "saved_model.pb").write_bytes(b"")
+    (tmp_path / "eval.npz").write_bytes(b"")
+    raw = {
+        "model": {"path": str(model)},
+        "targets": [{"backend": "ort", "precision": "int8"}],
+        "calibration": {"data": "digits"},
+        "eval": {"data": str(tmp_path / "eval.npz")},
+        "gates": {"min_top1_agreement": 0.9, "min_speedup": 0.5},
+    }
+    config = parse_config(raw, tmp_path / "release.toml")
+    report = passing_validation(samples=80)
+    probs = replace(report.outputs["probs"], agreement=0.9625, agreement_ci95=(0.8955, 0.9872))
+    report = replace(report, outputs={"probs": probs}, confidence=0.95)
+    conversion = converted("ort", "int8")
+    conversion = replace(conversion, result=replace(conversion.result, validation=report))
+    row = bench_row(batch_size=8, throughput_per_s=900.0, speedup_vs_baseline=3.0,
+                    speedup_vs_baseline_ci95=(2.8, 3.2), rounds=10)  # fmt: skip
+    target = TargetEntry("ort-int8", "ort", "int8", conversion)
+    target.bench = [row]
+    recommendation, reason = judge_targets(config, [target])
+    assert recommendation is None and target.inconclusive
+    assert "ort-int8 min_top1_agreement 0.8955-0.9872 (>= 0.9)" in reason
+    assert "more evaluation samples would decide it" in reason and "eval.npz" in reason
+    assert "bench added rounds" not in reason and "speed_time_limit_s" not in reason

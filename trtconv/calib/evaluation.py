@@ -1,7 +1,8 @@
 """The data a model is judged on by validate, bench and release, read by its data contract.
 
 Which data (option, else the manifest's, else its calibration source, else the model card's,
-else random), which split (held-out unless `--split all`), and how raw pixels become inputs
+else random), which split (`--split`, else held-out for the model's training data, else all;
+never the samples a conversion was fitted to), and how raw pixels become inputs
 (trtconv.calib.contract) are each resolved here, once, and recorded with where they came from.
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trtconv.calib.contract import ALL as ALL_SPLIT
 from trtconv.calib.contract import (
     DEFAULT,
     HELD_OUT,
@@ -22,6 +24,7 @@ from trtconv.calib.contract import (
     PreprocessingOptions,
     check_split,
 )
+from trtconv.calib.purposes import HELD_OUT_PART, drop_fitted, trained_on
 from trtconv.calib.readers import ALL, VALIDATION, card_preprocessing, read_model_data
 from trtconv.calib.sources import ArraySet, input_stats, recorded_spec
 from trtconv.core.model_io import ModelSignature
@@ -90,20 +93,47 @@ def evaluation_data(
     samples: int | None = None,
     contract: dict[str, Any] | None = None,
 ) -> Evaluation:
-    """The evaluation data of a model (the held-out split unless `split` is "all"), read by its
-    data contract (`contract`, else the manifest's), with the contract it was read by. Raises
+    """The evaluation data of a model (`split`, else `default_split`'s), without the samples
+    its conversion was fitted to (the purposes the contract records), read by its data
+    contract (`contract`, else the manifest's), with the contract it was read by. Raises
     UsageError for an unknown split or spec and InputError for data that does not fit."""
-    chosen_split = check_split(split)
     spec, spec_from = data_spec(spec, saved_model, manifest)
     recorded = contract or (manifest.data_contract if manifest else None)
+    chosen_split, split_from = default_split(split, spec, saved_model, recorded)
     prep = model_preprocessing(signature, saved_model, options, recorded)
     role = VALIDATION if chosen_split == HELD_OUT else ALL
+    purposes = list((recorded or {}).get("purposes") or [])
+    whole = None if purposes else samples  # fitted samples are dropped before counting
     data = read_model_data(
-        spec, signature, role=role, samples=samples, saved_model=saved_model, preprocessing=prep
+        spec, signature, role=role, samples=whole, saved_model=saved_model, preprocessing=prep
     )
+    data, dropped = drop_fitted(data, spec, HELD_OUT_PART if role == VALIDATION else None,
+                                purposes)  # fmt: skip
+    if samples is not None and samples < len(data):
+        data = data.head(samples)
     contract = record_contract(spec, chosen_split, prep, data.raw_pixels)
-    contract.update(data_from=spec_from, split_from=OPTION if split else DEFAULT)
+    contract.update(data_from=spec_from, split_from=split_from)
+    if dropped:
+        contract["fitted_samples_excluded"] = dropped
+        log.info("%s: %d samples the conversion was fitted to left out", spec, dropped)
     return Evaluation(data, contract)
+
+
+def default_split(
+    split: str | None, spec: str, saved_model: Path | None, recorded: dict[str, Any] | None
+) -> tuple[str, str]:
+    """(the split, where it came from): `split`, else the recorded contract's when it records
+    no purposes (a conversion that calibrated on the rest of the source), else held-out when
+    the model trained on `spec` (trtconv.calib.purposes.trained_on), else all: samples nothing
+    was trained or fitted on count whole."""
+    if split is not None:
+        return check_split(split), OPTION
+    if recorded and recorded.get("split") and "purposes" not in recorded:
+        return check_split(str(recorded["split"])), MANIFEST
+    why = trained_on(spec, saved_model)
+    if why or spec == RANDOM:
+        return HELD_OUT, f"{DEFAULT} ({why or 'random data'})"
+    return ALL_SPLIT, f"{DEFAULT} (not the model's training data)"
 
 
 def record_contract(

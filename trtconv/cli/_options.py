@@ -73,7 +73,11 @@ ImageStdOpt = Annotated[
 ]
 SplitOpt = Annotated[
     str | None,
-    typer.Option(help="held-out (default: samples the model never trained on) or all."),
+    typer.Option(
+        help="held-out (the fixed 20% the model never trained on) or all (every sample the "
+        "conversion was not fitted to). Default: held-out for the model's training data (its "
+        "model card names it), else all."
+    ),
 ]
 DeviceOpt = Annotated[
     str,

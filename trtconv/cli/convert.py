@@ -27,6 +27,7 @@ from trtconv.cli._options import (
     LabelsOutputOpt,
     OutputRoleOpt,
     SignatureOpt,
+    SplitOpt,
     ToleranceOpt,
     judging_options,
     parse_batch_sizes,
@@ -34,7 +35,13 @@ from trtconv.cli._options import (
 )
 from trtconv.cli._output import progress_bar, run_command
 from trtconv.convert.result import ConvertResult
-from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
+from trtconv.convert.tournament import (
+    FAILED_VALIDATION,
+    INCONCLUSIVE_VALIDATION,
+    NOT_AVAILABLE,
+    absent_groups,
+    timing_text,
+)
 from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
     DEFAULT_CALIB_METHOD,
@@ -43,6 +50,7 @@ from trtconv.options import (
     DEFAULT_RANK_BATCH_SIZE,
     DEFAULT_RANK_DURATION_S,
     DEFAULT_VALIDATE_SAMPLES,
+    SHARED_CALIB_SAMPLES,
     Contest,
     ConvertOptions,
 )
@@ -110,7 +118,7 @@ def render_tournament(table: dict[str, Any], console: Console) -> None:
         winner = row["verdict"] == "winner"
         grid.add_row(
             f"[bold]{row['name']}[/bold]" if winner else row["name"],
-            f"[green]{row['verdict']}[/green]" if winner else row["verdict"],
+            _verdict_text(row["verdict"]),
             _figure(row["throughput_per_s"], "{:,.1f}"),
             _figure(row["latency_ms_p50"], "{:.3f}"),
             _figure(row["speedup_vs_native"], "{:.2f}x"),
@@ -126,6 +134,12 @@ def render_tournament(table: dict[str, Any], console: Console) -> None:
         )
 
 
+def _verdict_text(verdict: str) -> str:
+    """A candidate's verdict, coloured: inconclusive is not failed."""
+    colour = {"winner": "green", INCONCLUSIVE_VALIDATION: "yellow", FAILED_VALIDATION: "red"}
+    return f"[{colour[verdict]}]{verdict}[/{colour[verdict]}]" if verdict in colour else verdict
+
+
 def _figure(value: Any, pattern: str) -> str:
     return "-" if value is None else pattern.format(value)
 
@@ -135,7 +149,13 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
     if result.tournament:
         render_tournament(result.tournament, console)
     if result.artifact is None or result.validation is None:
-        console.print("[red]no artifact written[/red]: no candidate passed validation")
+        verdicts = {row["verdict"] for row in (result.tournament or {}).get("candidates", [])}
+        undecided = (
+            " (some were inconclusive: their reasons say which data would decide them)"
+            if INCONCLUSIVE_VALIDATION in verdicts
+            else ""
+        )
+        console.print(f"[red]no artifact written[/red]: no candidate passed validation{undecided}")
         return
     console.print(
         f"[bold]{result.backend} {result.precision}[/bold] ({escape(result.backend_reason or '')})"
@@ -188,10 +208,24 @@ CalibDataOpt = Annotated[
     str | None,
     typer.Option(
         help="digits, PATH.npz, IMAGE_DIR or random (default: the model card's data). "
-        "Validation uses its held-out part."
+        "Without --validate-data, validation uses the samples nothing is fitted to (its "
+        "held-out part when the model trained on it)."
     ),
 ]
-CalibSamplesOpt = Annotated[int, typer.Option(help="Calibration samples (int8).")]
+ValidateDataOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="A separate validation source (digits, PATH.npz, IMAGE_DIR), used whole (its "
+        "held-out part when the model trained on it)."
+    ),
+]
+CalibSamplesOpt = Annotated[
+    int | None,
+    typer.Option(
+        help=f"Calibration samples (int8; default {DEFAULT_CALIB_SAMPLES}, at most "
+        f"{SHARED_CALIB_SAMPLES} of a source shared with validation)."
+    ),
+]
 CalibMethodOpt = Annotated[str, typer.Option(help="minmax, entropy or percentile.")]
 Int8TargetOpt = Annotated[
     str,
@@ -207,7 +241,9 @@ BuildBatchSizesOpt = Annotated[
         "[1,32,32,3], converts at that batch unless you name others)."
     ),
 ]
-ValidateSamplesOpt = Annotated[int, typer.Option(help="Held-out samples to validate on.")]
+ValidateSamplesOpt = Annotated[
+    int, typer.Option(help="Samples to validate on (at most; those nothing is fitted to).")
+]
 MinTop1Opt = Annotated[
     float | None,
     typer.Option(help="Minimum top-1 agreement with the native model (default: the precision's)."),
@@ -246,11 +282,13 @@ def convert_cli(
     backend: BackendOpt = ConvertOptions.backend,
     output: OutputOpt = None,
     calib_data: CalibDataOpt = None,
-    calib_samples: CalibSamplesOpt = DEFAULT_CALIB_SAMPLES,
+    calib_samples: CalibSamplesOpt = None,
     calib_method: CalibMethodOpt = DEFAULT_CALIB_METHOD,
     int8_target: Int8TargetOpt = ConvertOptions.int8_target,
     batch_sizes: BuildBatchSizesOpt = DEFAULT_BATCH_SIZES_TEXT,
     validate_samples: ValidateSamplesOpt = DEFAULT_VALIDATE_SAMPLES,
+    validate_data: ValidateDataOpt = None,
+    split: SplitOpt = None,
     tolerance: ToleranceOpt = None,
     min_top1_agreement: MinTop1Opt = None,
     max_accuracy_drop: MaxDropOpt = None,
@@ -287,6 +325,7 @@ def convert_cli(
             judging=judging, contest=Contest(rank_batch_size, rank_duration, threads),
             confidence=confidence,
             signature=signature, input_shapes=parse_input_shapes(input_shape),
+            validate_data=validate_data, split=split,
         )  # fmt: skip
         with progress_bar("converting") as progress:
             return api.convert(options, progress)

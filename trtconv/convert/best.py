@@ -24,7 +24,7 @@ from trtconv.backends import registry
 from trtconv.bench.harness import bench
 from trtconv.calib.evaluation import data_spec
 from trtconv.calib.readers import RANDOM
-from trtconv.convert.data import ConversionData, read_data
+from trtconv.convert.data import ConversionData, deciding_data, read_data
 from trtconv.convert.plan import ConversionPlan, default_output, refusal
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.single import conversion_result
@@ -43,6 +43,8 @@ from trtconv.core.progress import Progress, Steps
 from trtconv.manifest import Manifest, read_manifest, write_manifest
 from trtconv.measure.bench_result import BenchRow
 from trtconv.options import BenchOptions, Contest, ConvertOptions
+from trtconv.outputs.confidence import INCONCLUSIVE
+from trtconv.outputs.exact import samples_to_decide
 from trtconv.protocol.runner import Runner, RunOptions
 
 log = logging.getLogger(__name__)
@@ -172,7 +174,11 @@ def _convert(
     candidate.top1_agreement = report.top1_agreement
     errors = [o.max_abs_error for o in report.outputs.values() if o.max_abs_error is not None]
     candidate.max_abs_error = max(errors, default=None)
-    if not report.passed:
+    if not report.passed and report.verdict == INCONCLUSIVE:
+        needed = samples_to_decide(report)
+        decide = f"; {deciding_data(space.data, needed)}" if needed else ""
+        candidate.drop(tournament.INCONCLUSIVE_VALIDATION, report.failures() + decide)
+    elif not report.passed:
         candidate.drop(tournament.FAILED_VALIDATION, report.failures())
     return directory, manifest
 
@@ -247,15 +253,20 @@ def _within_noise_of(entrants: list[Entrant], winner: Entrant | None) -> str | N
 
 def no_winner(entrants: list[Entrant], table: dict[str, Any]) -> TrtconvError:
     """The error when nobody won: exit 3 when no candidate could run here, 4 (carrying the
-    tournament as the result) when some converted but failed validation, else 1."""
+    tournament as the result) when some converted but failed validation or were inconclusive
+    (each candidate's reason says which data would decide it), else 1."""
     tried = [c for c in entrants if c.verdict != tournament.NOT_AVAILABLE]
     if not tried:
         groups = tournament.absent_groups([c.to_dict() for c in entrants])
         detail = "; ".join(f"{names}: {reason}" for names, reason, _ in groups)
         return MissingDependencyError(f"--backend best: nothing can run here ({detail}).")
     detail = "; ".join(f"{c.name}: {c.verdict}: {c.reason}" for c in tried)
-    message = f"--backend best: no candidate passed validation ({detail})."
-    if any(c.verdict == tournament.FAILED_VALIDATION for c in tried):
+    judged = (tournament.FAILED_VALIDATION, tournament.INCONCLUSIVE_VALIDATION)
+    undecided = any(c.verdict == tournament.INCONCLUSIVE_VALIDATION for c in tried)
+    # Inconclusive is not failed: the data could not show the budget either way.
+    outcome = "none passed and some are inconclusive" if undecided else "none passed"
+    message = f"--backend best: no candidate passed validation, {outcome} ({detail})."
+    if any(c.verdict in judged for c in tried):
         return AccuracyError(message, ConvertResult(artifact=None, tournament=table))
     return ConversionError(message)
 

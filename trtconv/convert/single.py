@@ -8,10 +8,11 @@ import tempfile
 from pathlib import Path
 
 from trtconv.backends import registry
-from trtconv.convert.data import read_data
+from trtconv.convert.data import ConversionData, deciding_data, read_data
 from trtconv.convert.plan import ConversionPlan, plan_single, step_count
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.workspace import convert_into, open_workspace
+from trtconv.core.errors import AccuracyError
 from trtconv.core.fsutil import atomic_directory, check_output_free, dir_size_bytes
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
@@ -19,6 +20,7 @@ from trtconv.core.progress import Progress, Steps
 from trtconv.manifest import Manifest
 from trtconv.options import ConvertOptions
 from trtconv.outputs.compare import raise_if_failed
+from trtconv.outputs.exact import samples_to_decide
 from trtconv.outputs.validation_report import ValidationReport
 from trtconv.protocol.runner import RunOptions
 
@@ -62,8 +64,23 @@ def convert_single(
             manifest, report = convert_into(plan, space, staging, steps)
     steps.finish()
     result = conversion_result(plan, manifest)
-    raise_if_failed(report, f"{plan.output} ({plan.backend.name} {plan.precision})", result)
+    _raise_if_failed(report, f"{plan.output} ({plan.backend.name} {plan.precision})", result, data)
     return result
+
+
+def _raise_if_failed(
+    report: ValidationReport, what: str, result: ConvertResult, data: ConversionData
+) -> None:
+    """raise_if_failed, and when the report is inconclusive its error also says which data
+    would decide it (the source's unused samples first)."""
+    needed = samples_to_decide(report)
+    try:
+        raise_if_failed(report, what, result)
+    except AccuracyError as exc:
+        if needed is None:
+            raise
+        advice = deciding_data(data, needed)
+        raise AccuracyError(f"{exc} {advice[0].upper()}{advice[1:]}.", result) from None
 
 
 def conversion_result(plan: ConversionPlan, manifest: Manifest) -> ConvertResult:

@@ -2,7 +2,8 @@
 
 Every (backend, precision) a machine could run is a candidate. A candidate is out before timing
 when its backend cannot run that precision here ("not available"), its conversion fails
-("conversion failed") or its validation misses the accuracy budget ("failed validation"). The
+("conversion failed"), its validation misses the accuracy budget ("failed validation") or the
+data cannot show either ("inconclusive validation": more samples would decide it). The
 rest are timed in the same harness, at the same batch size, and the highest throughput wins; the
 others are "slower", each with its ratio to the winner. When the winner's and the runner-up's
 throughput intervals (95%, over the bench's interleaved rounds) overlap, the winner's reason and
@@ -20,10 +21,14 @@ SLOWER = "slower"
 NOT_AVAILABLE = "not available"
 CONVERSION_FAILED = "conversion failed"
 FAILED_VALIDATION = "failed validation"
+INCONCLUSIVE_VALIDATION = "inconclusive validation"  # not failed: more samples would decide it
 NOT_TIMED = "not timed"
 # A candidate's run mode: "" (the backend's default) or its throughput mode (RunOptions).
 THROUGHPUT = "throughput"
-VERDICTS = (WINNER, SLOWER, FAILED_VALIDATION, CONVERSION_FAILED, NOT_TIMED, NOT_AVAILABLE)
+VERDICTS = (
+    WINNER, SLOWER, INCONCLUSIVE_VALIDATION, FAILED_VALIDATION, CONVERSION_FAILED, NOT_TIMED,
+    NOT_AVAILABLE,
+)  # fmt: skip
 
 
 @dataclass

@@ -236,7 +236,7 @@ def _manifest(
         conversion_summary=summary,
         calibration=calibration,
         backend_reason=plan.reason,
-        data_contract=data.contract,
+        data_contract=data.contract_for(fitted=request.calibration is not None),
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 

@@ -23,6 +23,7 @@ from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
 from trtconv.outputs.confidence import percent, proportion_interval, samples_to_show
+from trtconv.outputs.exact import values_decide
 from trtconv.outputs.judge import judge_output
 from trtconv.outputs.maps import gate_of
 from trtconv.outputs.roles import (
@@ -113,10 +114,11 @@ def compare(
     report.labels_output = labels_output(roles, reference, labels)
     for name in sorted(set(reference) & set(candidate)):
         scored = labels if name == report.labels_output else None
+        want, got = reference[name], candidate[name]
         judgement = judge_output(
-            name, roles[name], reference[name], candidate[name], tolerance, scored,
-            _gate(name, roles, reference),
-        )  # fmt: skip
+            name, roles[name], want, got, tolerance, scored, _gate(name, roles, reference)
+        )
+        judgement = values_decide(judgement, roles[name], want, got, tolerance)
         report.outputs[name] = judgement.comparison
         report.checks += judgement.checks
     return report
@@ -159,7 +161,10 @@ def undecidable_warning(
     """The warning that `samples` samples of `data` can never show the tolerance's minimum
     agreement at its confidence (even all of them agreeing leaves the interval below it); None
     when they can, with point decisions (confidence 0), or when no output has a rate check
-    (`checked` None; else what the checks measure, see rate_words)."""
+    (`checked` None; else what the checks measure, see rate_words), or when the values decide
+    (fp32, tf32: trtconv.outputs.exact)."""
+    if tolerance.values_decide:
+        return None
     minimum, confidence = tolerance.min_top1_agreement, tolerance.confidence
     if checked is None:
         return None

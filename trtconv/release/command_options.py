@@ -10,7 +10,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from trtconv.options import (
-    DEFAULT_CALIB_SAMPLES,
     DEFAULT_RANK_DURATION_S,
     DEFAULT_VALIDATE_SAMPLES,
     BenchOptions,
@@ -35,7 +34,8 @@ def convert_options(
     config: ReleaseConfig, target: Target, source: Path, output: Path
 ) -> ConvertOptions:
     """`trtconv convert` of `source` to `target` into `output` (replacing what is there),
-    validated on [eval]'s sample count and limited by the accuracy gates (`budget`)."""
+    validated on [eval]'s data (whole, unless the model trained on it) and sample count,
+    and limited by the accuracy gates (`budget`)."""
     calibration, limits = config.calibration, budget(config, target)
     return ConvertOptions(
         saved_model=source,
@@ -43,7 +43,7 @@ def convert_options(
         backend=target.backend,
         output=output,
         calib_data=calibration.data,
-        calib_samples=calibration.samples or DEFAULT_CALIB_SAMPLES,
+        calib_samples=calibration.samples,
         calib_method=calibration.method,
         batch_sizes=config.bench.batch_sizes,
         validate_samples=config.eval.samples or DEFAULT_VALIDATE_SAMPLES,
@@ -59,6 +59,8 @@ def convert_options(
         contest=contest(config),
         confidence=DEFAULT_CONFIDENCE if config.eval.confidence is None else config.eval.confidence,
         signature=config.model.signature,
+        validate_data=config.eval.data,
+        split=config.eval.split,
     )
 
 
@@ -83,6 +85,10 @@ def budget(config: ReleaseConfig, target: Target) -> dict[str, float]:
         # gates then judge the winner.
         return limits
     gates, own = config.gates, tolerance_for(target.precision)
+    if own.values_decide:
+        # fp32/tf32 conversions are decided by their values; the accuracy gates judge the
+        # rates on the [eval] data (or the conversion's) as they do for every target.
+        return limits
     if gates.min_top1_agreement is not None:
         limits["min_top1_agreement"] = max(gates.min_top1_agreement, own.min_top1_agreement)
     if gates.max_accuracy_drop is not None:

@@ -209,6 +209,13 @@ class ReleaseRun:
             "contest": asdict(contest(self.config)) if target.backend == BEST else None,
             "batch_sizes": list(self.config.bench.batch_sizes),
             "validate_samples": self.config.eval.samples,
+            # [eval]'s data validates the conversion too (convert --validate-data).
+            **(
+                {"validate_data": data_fingerprint(self.config.eval.data)}
+                if self.config.eval.data
+                else {}
+            ),
+            **({"split": self.config.eval.split} if self.config.eval.split else {}),
             "budget": budget(self.config, target),
             **self._judging_inputs(target),
             **self._machine(),

@@ -13,7 +13,13 @@ from trtconv.outputs.confidence import INCONCLUSIVE
 from trtconv.outputs.roles import DECISIONS
 from trtconv.outputs.validation_report import ValidationReport
 from trtconv.release.document import Recommendation, TargetEntry
-from trtconv.release.gates import GatedTarget, Measures, evaluate_gates, recommend
+from trtconv.release.gates import (
+    GatedTarget,
+    GateResult,
+    Measures,
+    evaluate_gates,
+    recommend,
+)
 from trtconv.release.settings import ReleaseConfig
 
 
@@ -101,25 +107,49 @@ def _judge(config: ReleaseConfig, target: TargetEntry) -> GatedTarget | None:
     return GatedTarget(target.id, target.precision or "", throughput, target.passed)
 
 
+SPEED_GATES = ("min_speedup", "max_latency_ms_p99")
+
+
 def inconclusive_reason(config: ReleaseConfig, targets: list[TargetEntry]) -> str | None:
-    """One sentence when no target passed but some failed only by speed gates whose intervals
-    straddle their thresholds (the release is then inconclusive, not failed); else None."""
+    """One sentence when no target passed but some are inconclusive, not failed: their
+    undecided gates, each with what would decide it (the bench's added rounds for a speed
+    gate; more evaluation samples for an accuracy gate, which no bench round can decide);
+    else None."""
     undecided = [
-        f"{target.id} {gate.name} {gate.measured_ci95[0]:.4g}-{gate.measured_ci95[1]:.4g} "
-        f"({gate.comparison} {gate.threshold:g})"
+        (target.id, gate)
         for target in targets
         if target.inconclusive
         for gate in target.gates
-        if gate.verdict == INCONCLUSIVE and gate.measured_ci95 is not None
+        if gate.verdict == INCONCLUSIVE
     ]
     if not undecided:
         return None
-    limit = config.gates.speed_time_limit_s
-    return (
-        f"inconclusive: no target passed every gate and the 95% interval of "
-        f"{'; '.join(undecided)} at batch {config.gates.gate_batch_size} straddles its threshold "
-        f"after the bench added rounds for up to {limit:g} s (gates.speed_time_limit_s)"
+    speed = [_interval(name, gate) for name, gate in undecided if gate.name in SPEED_GATES]
+    accuracy = [_interval(name, gate) for name, gate in undecided if gate.name not in SPEED_GATES]
+    parts = []
+    if speed:
+        limit = config.gates.speed_time_limit_s
+        parts.append(
+            f"the 95% interval of {'; '.join(speed)} at batch {config.gates.gate_batch_size} "
+            f"straddles its threshold after the bench added rounds for up to {limit:g} s "
+            "(gates.speed_time_limit_s)"
+        )
+    if accuracy:
+        source = config.eval.data or "the conversion's validation data"
+        parts.append(
+            f"{'; '.join(accuracy)} is not shown either way on the samples of {source}: more "
+            "evaluation samples would decide it ([eval] data and samples; the gate's detail "
+            "says about how many)"
+        )
+    return f"inconclusive: no target passed every gate and {'; and '.join(parts)}"
+
+
+def _interval(target: str, gate: GateResult) -> str:
+    """'TARGET GATE LOW-HIGH (>= THRESHOLD)', or without the interval when there is none."""
+    shown = (
+        f" {gate.measured_ci95[0]:.4g}-{gate.measured_ci95[1]:.4g}" if gate.measured_ci95 else ""
     )
+    return f"{target} {gate.name}{shown} ({gate.comparison} {gate.threshold:g})"
 
 
 def judge_targets(
