@@ -48,7 +48,7 @@ def render(result: ServerBenchResult, console: Console) -> None:
     budget = result.latency_budget_ms
     table = Table(title=f"trtconv bench --scenario server (p99 budget {budget:g} ms)")
     for header in ("model", "batching", "queries/s at budget", "p50 ms", "p90 ms", "p99 ms",
-                   "LoadGen", "batches formed (size: runs)"):  # fmt: skip
+                   "p99 95% interval", "LoadGen", "batches formed (size: runs)"):  # fmt: skip
         table.add_column(header)
     for row in result.rows:
         cells = [row.latency_ms_p50, row.latency_ms_p90, row.latency_ms_p99]
@@ -58,6 +58,7 @@ def render(result: ServerBenchResult, console: Console) -> None:
             f"dynamic (≤{row.max_batch_size})" if row.dynamic_batching else "batch 1",
             f"{row.qps_at_budget:.1f}" if row.qps_at_budget else "none met it",
             *("-" if value is None else f"{value:.2f}" for value in cells),
+            interval_text(row.latency_ms_p99_ci95),
             row.loadgen_result or "-",
             batches,
         )
@@ -69,6 +70,14 @@ def render(result: ServerBenchResult, console: Console) -> None:
         console.print(f"  {escape(label)}: dynamic batching {shown} batch 1")
     for note in result.notes:
         console.print(f"  [yellow]{escape(note)}[/yellow]")
+
+
+def interval_text(interval: list[float | None] | None) -> str:
+    """A p99 interval as "low-high", "low-open" when too few queries bound it from above."""
+    if interval is None:
+        return "-"
+    low, high = interval
+    return f"{low:.2f}-{'open' if high is None else f'{high:.2f}'}"
 
 
 def run_server_scenario(

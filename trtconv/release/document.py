@@ -71,6 +71,7 @@ class TargetResult:
     bench: list[dict[str, Any]]
     gates: list[GateResult]
     passed: bool
+    serving: dict[str, Any] | None = None  # its row of the serving run ([serving])
 
 
 @dataclass
@@ -96,6 +97,8 @@ class ReleaseResult(JsonResult):
     recommendation: Recommendation | None
     recommendation_reason: str
     native_bench: list[dict[str, Any]]
+    serving: dict[str, Any] | None = None  # the serving run's result ([serving]), None: none
+    triton_repository: str | None = None  # the recommended artifact's ([deploy] triton)
 
 
 @dataclass
@@ -112,6 +115,7 @@ class TargetEntry:
     eval: dict[str, Any] | None = None
     bench: list[dict[str, Any]] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
+    serving: dict[str, Any] | None = None
 
     @property
     def converted(self) -> bool:
@@ -170,6 +174,7 @@ class TargetEntry:
             bench=self.bench,
             gates=list(self.gates),
             passed=self.passed,
+            serving=self.serving,
         )
 
 
@@ -191,6 +196,8 @@ class ReleaseDocument:
     recommendation: Recommendation | None = None
     recommendation_reason: str = ""
     total_seconds: float = 0.0
+    serving: dict[str, Any] | None = None
+    triton_repository: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -230,4 +237,6 @@ class ReleaseDocument:
             recommendation=self.recommendation,
             recommendation_reason=self.recommendation_reason,
             native_bench=self.native_bench,
+            serving=self.serving,
+            triton_repository=self.triton_repository,
         )

@@ -7,6 +7,7 @@ from typing import Any
 from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
 from trtconv.outputs.confidence import interval_text
 from trtconv.quantize.ladder_text import budget_text, kept_text, search_text
+from trtconv.release.serving_markdown import serving_section
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -271,6 +272,7 @@ def render_markdown(document: dict[str, Any]) -> str:
         "",
         *_gates_section(document),
         "",
+        *serving_section(document),
         *_ladder_section(document),
         *_tournament_sections(document),
         *_steps_section(document),

@@ -11,6 +11,7 @@ step gives back exactly what the first run recorded.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -26,7 +27,7 @@ from trtconv.backends.registry import BEST
 from trtconv.bench import harness
 from trtconv.convert import convert
 from trtconv.core.errors import AccuracyError, TrtconvError
-from trtconv.core.fsutil import sha256_path
+from trtconv.core.fsutil import atomic_directory, sha256_path
 from trtconv.core.progress import Progress
 from trtconv.core.results import JsonResult
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
@@ -44,6 +45,9 @@ from trtconv.release.config import DIGITS
 from trtconv.release.document import StepEntry
 from trtconv.release.settings import ReleaseConfig, Target
 from trtconv.release.store import StepStore
+from trtconv.serving.deploy import deploy
+from trtconv.serving.loadtest import server_bench
+from trtconv.serving.options import DeployOptions, ServerBenchOptions
 from trtconv.train import pipeline as training
 
 log = logging.getLogger(__name__)
@@ -52,6 +56,7 @@ log = logging.getLogger(__name__)
 STEP_VERSION = 2
 
 Work = Callable[[], tuple[dict[str, Any], list[Path]]]
+SERVING_DIR, SERVING_RESULT, TRITON_DIR = "serving", "result.json", "triton"
 
 
 def data_fingerprint(spec: str | None) -> dict[str, Any] | None:
@@ -98,7 +103,8 @@ class ReleaseRun:
         self.device = device_fingerprint()
         self.progress = progress
         evals = len(config.targets) if config.eval.data else 0
-        self.planned = (config.model.zoo is not None) + len(config.targets) + evals + 1
+        serving = config.serving.latency_budget_ms is not None
+        self.planned = (config.model.zoo is not None) + len(config.targets) + evals + 1 + serving
 
     def report(self, label: str) -> None:
         """Tell the progress callback (if any) what runs now."""
@@ -283,6 +289,44 @@ class ReleaseRun:
             return run_bench(options, progress), [output]
 
         return self.step("bench", inputs, work)
+
+    # serving and deploy -----------------------------------------------------------------------
+
+    def serving(self, source: Path, source_sha: str, artifacts: dict[str, Path]) -> dict[str, Any]:
+        """Serve native and every artifact (`bench --scenario server`) at [serving]'s latency
+        budget; its result, also written as serving/result.json (what [deploy] tunes from)."""
+        settings = self.config.serving
+        output = self.directory / SERVING_DIR
+        inputs = {
+            "source_sha256": source_sha,
+            "artifacts": {name: sha256_path(path) for name, path in artifacts.items()},
+            "settings": asdict(settings),
+            **self._machine(),
+        }
+
+        def work() -> tuple[dict[str, Any], list[Path]]:
+            assert settings.latency_budget_ms is not None
+            log.info("serving native and %d artifact(s) under load", len(artifacts))
+            options = ServerBenchOptions(
+                (source, *artifacts.values()), settings.latency_budget_ms, settings.duration_s,
+                settings.search_runs,
+            )  # fmt: skip
+            result = as_document(server_bench(options))
+            with atomic_directory(output, force=True) as staging:
+                (staging / SERVING_RESULT).write_text(json.dumps(result, indent=2) + "\n")
+            return result, [output]
+
+        return self.step("serving", inputs, work)
+
+    def deploy(self, artifact: Path, served: bool) -> str:
+        """The Triton repository of `artifact` under triton/ (batching from the serving run's
+        result when `served`); its path relative to the release directory. Not a reusable
+        step: it copies one artifact and takes a second."""
+        output = self.directory / TRITON_DIR
+        serving = self.directory / SERVING_DIR / SERVING_RESULT if served else None
+        log.info("writing the Triton repository of %s to %s", artifact, output)
+        deploy(DeployOptions((artifact,), output, force=True, serving=serving))
+        return TRITON_DIR
 
 
 def _error(exc: TrtconvError) -> dict[str, Any]:

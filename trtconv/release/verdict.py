@@ -11,7 +11,14 @@ from typing import Any
 from trtconv.outputs.confidence import INCONCLUSIVE
 from trtconv.outputs.roles import DECISIONS
 from trtconv.release.document import Recommendation, TargetEntry
-from trtconv.release.gates import GatedTarget, Measures, evaluate_gates, recommend
+from trtconv.release.gates import (
+    GatedTarget,
+    GateResult,
+    Measures,
+    evaluate_gates,
+    qps_at_budget_gate,
+    recommend,
+)
 from trtconv.release.settings import ReleaseConfig
 
 
@@ -89,8 +96,20 @@ def _judge(config: ReleaseConfig, target: TargetEntry) -> GatedTarget | None:
         return None
     row = _row_at(target.bench, config.gates.gate_batch_size)
     target.gates = evaluate_gates(config.gates, measures_for(target.conversion, target.eval, row))
+    target.gates += serving_gates(config, target.serving)
     precision = target.precision or ""
     return GatedTarget(target.id, precision, row.get("throughput_per_s"), target.passed)
+
+
+def serving_gates(config: ReleaseConfig, row: dict[str, Any] | None) -> list[GateResult]:
+    """`min_qps_at_budget` on the target's serving row, when configured (not measured: no
+    row, the target was not served)."""
+    minimum, budget = config.gates.min_qps_at_budget, config.serving.latency_budget_ms
+    if minimum is None or budget is None:
+        return []
+    found = row or {}
+    bounds = found.get("qps_at_budget_bounds")
+    return [qps_at_budget_gate(minimum, found.get("qps_at_budget"), bounds, budget)]
 
 
 def inconclusive_reason(config: ReleaseConfig, targets: list[TargetEntry]) -> str | None:

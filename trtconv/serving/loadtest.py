@@ -29,6 +29,7 @@ from trtconv.backends.registry import worker_environment
 from trtconv.core.errors import MissingDependencyError
 from trtconv.environment import environment_block
 from trtconv.serving.deploy import model_name
+from trtconv.serving.latency import p99_interval, rate_bounds, trace_latencies_ms
 from trtconv.serving.options import MLPERF_MIN_DURATION_S, ServerBenchOptions
 from trtconv.serving.results import LoadRun, ServerBenchResult, ServerRow
 from trtconv.serving.server import INSTALL_HINT, ServingError, pytriton, served_kind
@@ -166,7 +167,7 @@ def load_run(
         logs = lg.LogSettings()
         logs.log_output.outdir = folder
         logs.log_output.copy_summary_to_stdout = False
-        logs.enable_trace = False
+        logs.enable_trace = True  # every query's latency, for the p99's interval
         sut = lg.ConstructSUT(issue, lambda: None)
         qsl = lg.ConstructQSL(1, 1, lambda samples: None, lambda samples: None)
         try:
@@ -175,7 +176,11 @@ def load_run(
             lg.DestroyQSL(qsl)
             lg.DestroySUT(sut)
         summary = (Path(folder) / "mlperf_log_summary.txt").read_text()
-    return parse_summary(summary, qps, budget_ms, len(errors))
+        trace = Path(folder) / "mlperf_log_trace.json"
+        latencies = trace_latencies_ms(trace.read_text() if trace.is_file() else "")
+    run = parse_summary(summary, qps, budget_ms, len(errors))
+    run.latency_ms_p99_ci95 = p99_interval(latencies)
+    return run
 
 
 def _completion(lg: Any, sample_id: int, errors: list[str]) -> Any:
@@ -270,6 +275,8 @@ def bench_served(model: Path, batching: bool, options: ServerBenchOptions) -> Se
         loadgen_result=best.loadgen_result if best else None,
         loadgen_reasons=best.loadgen_reasons if best else [],
         batches=batches, runs=runs,
+        latency_ms_p99_ci95=best.latency_ms_p99_ci95 if best else None,
+        qps_at_budget_bounds=rate_bounds(runs, options.latency_budget_ms),
     )  # fmt: skip
 
 
@@ -289,7 +296,9 @@ def server_bench(options: ServerBenchOptions) -> ServerBenchResult:
         notes=[
             f"Each LoadGen run lasted {options.run_s:g} s; MLPerf's Server scenario needs at "
             f"least {MLPERF_MIN_DURATION_S} s, so LoadGen reports these runs INVALID "
-            "('Min duration satisfied : NO'): the figures are indicative, not MLPerf results."
+            "('Min duration satisfied : NO'): the figures are indicative, not MLPerf results.",
+            "p99 intervals: 95% order-statistic (distribution-free) intervals over each run's "
+            "query latencies from LoadGen's trace; an open upper end means too few queries.",
         ],
         environment=environment_block(("nvidia-pytriton", "tritonclient", "mlcommons-loadgen")),
     )

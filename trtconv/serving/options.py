@@ -27,6 +27,8 @@ class DeployOptions:
     bench: Path | None = None
     instances: int = 1
     threads: int | None = None
+    # A `bench --scenario server --json` result: the batching its rows met the budget with.
+    serving: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(Path(m) for m in self.models))

@@ -76,6 +76,9 @@ class LoadRun(JsonResult):
     loadgen_reasons: list[str]  # its unmet constraints ("Min duration satisfied : NO", ...)
     queries: int
     errors: int
+    # The p99's 95% interval over this run's query latencies (see loadtest.p99_interval):
+    # [low, high]; high None when too few queries bound it from above; None: no latencies.
+    latency_ms_p99_ci95: list[float | None] | None = None
 
 
 @dataclass
@@ -97,6 +100,10 @@ class ServerRow(JsonResult):
     loadgen_reasons: list[str]
     batches: dict[str, int]  # batch size -> executions, over all runs (Triton's statistics)
     runs: list[LoadRun]
+    latency_ms_p99_ci95: list[float | None] | None = None  # of the reported run
+    # [the highest completed rate whose p99 interval lies within the budget, the lowest whose
+    # interval lies wholly above it]; None ends: no run decided that side (min_qps_at_budget).
+    qps_at_budget_bounds: list[float | None] = field(default_factory=lambda: [None, None])
 
 
 @dataclass
