@@ -63,7 +63,7 @@ def test_a_release_serves_its_targets_gates_them_and_deploys_the_recommendation(
     assert completed.returncode == 0, document.get("recommendation_reason", completed.stderr)
     jsonschema.validate(document, release_schema())
     native, int8 = document["serving"]["rows"]
-    assert native["backend"] == "tf_native" and int8["precision"] == "int8"
+    assert native["backend"] == "tf" and int8["precision"] == "int8"
     (entry,) = document["targets"]
     assert entry["serving"] == int8 and int8["qps_at_budget"] > 0
     # At a 2 s budget the second, doubled rate has queries enough to bound its p99 within it.

@@ -150,12 +150,6 @@ def load_run(
 ) -> LoadRun:
     """One LoadGen Server run at `qps` (Poisson arrivals), performance only."""
     lg = loadgen()
-    errors: list[str] = []
-
-    def issue(samples: list[Any]) -> None:
-        for sample in samples:
-            client.async_infer(name, inputs, callback=_completion(lg, sample.id, errors))
-
     settings = lg.TestSettings()
     settings.scenario, settings.mode = lg.TestScenario.Server, lg.TestMode.PerformanceOnly
     settings.server_target_qps = qps
@@ -163,6 +157,23 @@ def load_run(
     settings.min_duration_ms = MLPERF_MIN_DURATION_S * 1000
     settings.max_duration_ms = int(run_s * 1000)
     settings.min_query_count = 1
+    summary, latencies, errors = drive(client, name, inputs, settings)
+    run = parse_summary(summary, qps, budget_ms, errors)
+    run.latency_ms_p99_ci95 = p99_interval(latencies)
+    return run
+
+
+def drive(client: Any, name: str, inputs: list[Any], settings: Any) -> tuple[str, Any, int]:
+    """One LoadGen test with `settings`, each sample sent to the served model `name` as its own
+    asynchronous gRPC request: (LoadGen's summary, every query's latency in ms from its trace,
+    how many requests failed)."""
+    lg = loadgen()
+    errors: list[str] = []
+
+    def issue(samples: list[Any]) -> None:
+        for sample in samples:
+            client.async_infer(name, inputs, callback=_completion(lg, sample.id, errors))
+
     with tempfile.TemporaryDirectory(prefix="trtconv-loadgen-") as folder:
         logs = lg.LogSettings()
         logs.log_output.outdir = folder
@@ -178,9 +189,7 @@ def load_run(
         summary = (Path(folder) / "mlperf_log_summary.txt").read_text()
         trace = Path(folder) / "mlperf_log_trace.json"
         latencies = trace_latencies_ms(trace.read_text() if trace.is_file() else "")
-    run = parse_summary(summary, qps, budget_ms, len(errors))
-    run.latency_ms_p99_ci95 = p99_interval(latencies)
-    return run
+    return summary, latencies, len(errors)
 
 
 def _completion(lg: Any, sample_id: int, errors: list[str]) -> Any:

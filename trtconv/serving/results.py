@@ -121,3 +121,38 @@ class ServerBenchResult(JsonResult):
     notes: list[str]
     environment: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SERVING_SCHEMA_VERSION
+
+
+@dataclass
+class ScenarioRow(JsonResult):
+    """One model under LoadGen's SingleStream (one query at a time, the next when it is
+    answered) or Offline (every sample at once) scenario: one run of the asked length."""
+
+    model: str
+    label: str
+    backend: str
+    precision: str
+    completed_qps: float  # SingleStream: queries/s with LoadGen's overhead; Offline: samples/s
+    latency_ms_p50: float
+    latency_ms_p90: float
+    latency_ms_p99: float
+    latency_ms_p99_ci95: list[float | None] | None
+    early_stopping: list[str]  # LoadGen's early-stopping lines (SingleStream's estimates)
+    loadgen_result: str
+    loadgen_reasons: list[str]
+    queries: int
+    errors: int
+    batches: dict[str, int]
+
+
+@dataclass
+class ScenarioBenchResult(JsonResult):
+    """`trtconv bench --scenario single-stream|offline`: per model, one LoadGen run."""
+
+    scenario: str
+    run_s: float
+    rows: list[ScenarioRow]
+    ratios_vs_baseline: dict[str, float | None]  # completed_qps over the first model's
+    notes: list[str]
+    environment: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SERVING_SCHEMA_VERSION
