@@ -1,8 +1,9 @@
 """How sure a serving run's p99 is, and the rates a latency budget is surely met or missed at.
 
-LoadGen writes every query's latency to its trace (`"Latency"` events: the delay from the
-scheduled issue time to the issue, and from the issue to the completion; their sum is the
-latency its summary's percentiles are taken over). The p99's interval is the exact,
+LoadGen writes every query's latency to its trace (in the Server scenario `"Latency"` events:
+the delay from the scheduled issue time to the issue, and from the issue to the completion;
+their sum is the latency its summary's percentiles are taken over; in SingleStream and Offline
+each `"Sample"` event's issue and completion times). The p99's interval is the exact,
 distribution-free order-statistic interval over those latencies (scipy's `quantile_test`): the
 ranks between which the true 99th percentile lies with 95% confidence, from the binomial law of
 how many queries fall below it. No bootstrap: resampling cannot see beyond the largest latency
@@ -32,10 +33,17 @@ LATENCY_EVENT = re.compile(
 
 
 def trace_latencies_ms(trace: str) -> np.ndarray:
-    """Every query's latency (ms) from LoadGen's mlperf_log_trace.json text. The file is not
-    strict JSON (some keys are quoted twice), so its Latency events are read line by line."""
+    """Every query's latency (ms) from LoadGen's mlperf_log_trace.json text: the Server
+    scenario's Latency events, else (SingleStream, Offline, which write none) each Sample's
+    issue to completion. The file is not strict JSON (some keys are quoted twice), so the events
+    are read by pattern."""
     found = [int(delay) + int(done) for delay, done in LATENCY_EVENT.findall(trace)]
+    if not found:
+        found = [int(done) - int(start) for start, done in SAMPLE_EVENT.findall(trace)]
     return np.asarray(found, dtype=np.float64) / 1e6
+
+
+SAMPLE_EVENT = re.compile(r'"issue_start_ns"\s*:\s*(\d+)\s*,\s*"complete_ns"\s*:\s*(\d+)')
 
 
 def percentile_ms(latencies: np.ndarray, level: float = PERCENTILE) -> float:

@@ -28,25 +28,27 @@ from trtconv.serving.options import MLPERF_MIN_DURATION_S, OFFLINE, ScenarioBenc
 from trtconv.serving.results import ScenarioBenchResult, ScenarioRow
 from trtconv.serving.server import pytriton, served_kind
 
-# Offline: LoadGen issues one query of expected rate x minimum duration samples; the probe's
-# rate is raised by this factor so the query is not exhausted before the run's end.
-OFFLINE_HEADROOM = 2.0
+# Offline: LoadGen issues one query of expected rate x minimum duration samples. A pilot run
+# of PILOT_S seconds at PILOT_HEADROOM / (one request's latency) measures the served rate, and
+# the run expects RUN_HEADROOM times it, so its query lasts at least the run asked for.
+PILOT_S, PILOT_HEADROOM, RUN_HEADROOM = 1.0, 4.0, 1.2
 
 
-def scenario_settings(lg: Any, scenario: str, run_s: float, probe_s: float) -> Any:
-    """LoadGen's settings for one run of `run_s` seconds. SingleStream keeps MLPerf's 600 s
-    minimum (a short run is INVALID and says so); Offline's minimum is the run itself, since
-    LoadGen sizes its one query by it."""
+def scenario_settings(lg: Any, scenario: str, run_s: float, rate: float) -> Any:
+    """LoadGen's settings for one run of `run_s` seconds at about `rate` samples/s (Offline)
+    or `1 / rate` s per query (SingleStream). SingleStream keeps MLPerf's 600 s minimum (a
+    short run is INVALID and says so); Offline's minimum is the run itself, since LoadGen sizes
+    its one query by it."""
     settings = lg.TestSettings()
     settings.mode = lg.TestMode.PerformanceOnly
     settings.min_query_count = 1
     if scenario == OFFLINE:
         settings.scenario = lg.TestScenario.Offline
-        settings.offline_expected_qps = OFFLINE_HEADROOM / probe_s
+        settings.offline_expected_qps = rate
         settings.min_duration_ms = int(run_s * 1000)
     else:
         settings.scenario = lg.TestScenario.SingleStream
-        settings.single_stream_expected_latency_ns = int(probe_s * 1e9)
+        settings.single_stream_expected_latency_ns = int(1e9 / rate)
         settings.min_duration_ms = MLPERF_MIN_DURATION_S * 1000
         settings.max_duration_ms = int(run_s * 1000)
     return settings
@@ -61,8 +63,11 @@ def scenario_row(model: Path, options: ScenarioBenchOptions) -> ScenarioRow:
         client = grpc.InferenceServerClient(server.grpc_url)
         try:
             inputs = sample_inputs(client, server.name)
-            probe = max(probe_latency_s(client, server.name, inputs), 1e-4)
-            settings = scenario_settings(lg, options.scenario, options.run_s, probe)
+            rate = 1 / max(probe_latency_s(client, server.name, inputs), 1e-4)
+            if options.scenario == OFFLINE:
+                pilot = scenario_settings(lg, OFFLINE, PILOT_S, PILOT_HEADROOM * rate)
+                rate = RUN_HEADROOM * throughput(drive(client, server.name, inputs, pilot)[0])
+            settings = scenario_settings(lg, options.scenario, options.run_s, rate)
             summary, latencies, errors = drive(client, server.name, inputs, settings)
             batches = batch_counts(client, server.name)
         finally:
