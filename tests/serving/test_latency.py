@@ -3,6 +3,8 @@ met or missed at."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from trtconv.serving.latency import (
     p99_interval,
     percentile_ms,
     rate_bounds,
+    trace_file_latencies_ms,
     trace_latencies_ms,
 )
 from trtconv.serving.results import LoadRun
@@ -22,9 +25,13 @@ TRACE = """{"traceEvents":[
 """
 
 
-def test_latencies_are_the_issue_delay_plus_the_time_to_done() -> None:
+def test_latencies_are_the_issue_delay_plus_the_time_to_done(tmp_path: Path) -> None:
     assert trace_latencies_ms(TRACE).tolist() == pytest.approx([7.208251, 16.014282])
     assert len(trace_latencies_ms("")) == 0
+    trace = tmp_path / "mlperf_log_trace.json"
+    trace.write_text(TRACE)
+    assert trace_file_latencies_ms(trace).tolist() == pytest.approx([7.208251, 16.014282])
+    assert len(trace_file_latencies_ms(tmp_path / "absent.json")) == 0
 
 
 def test_the_percentile_is_loadgens_index() -> None:

@@ -29,7 +29,7 @@ from trtconv.backends.registry import worker_environment
 from trtconv.core.errors import MissingDependencyError
 from trtconv.environment import environment_block
 from trtconv.serving.deploy import model_name
-from trtconv.serving.latency import p99_interval, rate_bounds, trace_latencies_ms
+from trtconv.serving.latency import p99_interval, rate_bounds, trace_file_latencies_ms
 from trtconv.serving.options import MLPERF_MIN_DURATION_S, ServerBenchOptions
 from trtconv.serving.results import LoadRun, ServerBenchResult, ServerRow
 from trtconv.serving.server import INSTALL_HINT, ServingError, pytriton, served_kind
@@ -187,8 +187,7 @@ def drive(client: Any, name: str, inputs: list[Any], settings: Any) -> tuple[str
             lg.DestroyQSL(qsl)
             lg.DestroySUT(sut)
         summary = (Path(folder) / "mlperf_log_summary.txt").read_text()
-        trace = Path(folder) / "mlperf_log_trace.json"
-        latencies = trace_latencies_ms(trace.read_text() if trace.is_file() else "")
+        latencies = trace_file_latencies_ms(Path(folder) / "mlperf_log_trace.json")
     return summary, latencies, len(errors)
 
 
