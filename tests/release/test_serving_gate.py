@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from trtconv.core.errors import UsageError
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
+from trtconv.release.config import load_config
 from trtconv.release.gates import qps_at_budget_gate
 
 
@@ -30,3 +36,35 @@ def test_not_measured_fails() -> None:
     gate = qps_at_budget_gate(100, None, None, 20)
     assert (gate.verdict, gate.measured) == (FAILED, None)
     assert "was not measured" in gate.detail
+
+
+CONFIG = """[model]
+path = "{model}"
+
+[[targets]]
+backend = "ort"
+precision = "fp32"
+
+[gates]
+min_qps_at_budget = 100
+"""
+
+
+def test_the_gate_needs_a_serving_budget_and_the_tables_are_read(tmp_path: Path) -> None:
+    model = tmp_path / "model" / "saved_model"
+    model.mkdir(parents=True)
+    (model / "saved_model.pb").write_bytes(b"")  # config loading never loads TensorFlow
+    config = tmp_path / "release.toml"
+    config.write_text(CONFIG.format(model=model))
+    with pytest.raises(UsageError, match=r"gates\.min_qps_at_budget: needs \[serving\]"):
+        load_config(config)
+    config.write_text(
+        CONFIG.format(model=model) + "\n[serving]\nlatency_budget_ms = 20\nsearch_runs = 4\n"
+        "\n[deploy]\ntriton = true\n"
+    )
+    loaded = load_config(config)
+    assert loaded.gates.min_qps_at_budget == 100 and loaded.deploy.triton
+    assert (loaded.serving.latency_budget_ms, loaded.serving.search_runs) == (20, 4)
+    config.write_text(CONFIG.format(model=model) + "\n[serving]\nlatency_budget = 20\n")
+    with pytest.raises(UsageError, match="serving"):
+        load_config(config)
