@@ -225,3 +225,26 @@ def test_gpu_artifacts_get_gpu_instances_and_their_precision(
     assert engine.max_batch_size == 4  # the engine's batch range caps it
     assert list(engine.dynamic_batching.preferred_batch_size) == [4]
     assert sorted(p.name for p in (output / "trt-fp16" / "1").iterdir()) == ["model.plan"]
+
+
+def test_batching_comes_from_a_serving_run_over_a_bench(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = artifact("ort", "int8")
+    row = {"model": str(model), "dynamic_batching": True, "qps_at_budget": 130.4,
+           "max_batch_size": 8, "max_queue_delay_us": 250,
+           "batches": {"1": 1929, "2": 545, "3": 300, "8": 1}}  # fmt: skip
+    batch_1 = {**row, "dynamic_batching": False, "max_batch_size": 1}
+    serving = tmp_path / "serving.json"
+    serving.write_text(json.dumps({"rows": [row, batch_1]}))
+    argv = ["deploy", str(model), "--output", str(tmp_path / "repo"), "--serving", str(serving)]
+    code, out, err = run([*argv, "--json"], capsys)
+    assert code == 0, err
+    (deployed,) = json.loads(out)["models"]
+    # The limit and delay it met the budget with; preferred: sizes formed >= 10% of the time.
+    assert (deployed["max_batch_size"], deployed["max_queue_delay_us"]) == (8, 250)
+    assert deployed["preferred_batch_sizes"] == [2, 3]
+    assert "130.4 queries/s" in deployed["batching_source"]
+    serving.write_text("{}")
+    code, _, err = run([*argv, "--force"], capsys)
+    assert code == 1 and "is not a `bench --scenario server --json` result" in err

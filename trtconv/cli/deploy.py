@@ -29,6 +29,14 @@ BenchOpt = Annotated[
         "delay (default: the documented defaults)."
     ),
 ]
+ServingOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="A `trtconv bench --scenario server --json` result: the batch limit and queue delay "
+        "each model met its latency budget with, preferring the batch sizes its batcher formed "
+        "(over --bench)."
+    ),
+]
 InstancesOpt = Annotated[
     int, typer.Option(min=1, help="Model instances Triton runs side by side (instance_group).")
 ]
@@ -66,13 +74,14 @@ def deploy_cli(
     instances: InstancesOpt = DeployOptions.instances,
     threads: ThreadsOpt = None,
     force: ForceOpt = False,
+    serving: ServingOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Write a Triton model repository: per model its payload, config.pbtxt (native Triton
     backend, tensors, dynamic batching, instances) and trtconv.json (the manifest)."""
 
     def work() -> DeployResult:
-        options = DeployOptions(tuple(models), output, force, bench, instances, threads)
+        options = DeployOptions(tuple(models), output, force, bench, instances, threads, serving)
         return deploy(options)
 
     run_command(work, json_mode=json_output, render=render)

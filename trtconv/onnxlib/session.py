@@ -46,8 +46,10 @@ class OrtRunner(Runner):
         threads: int | None = None,
         denormal_as_zero: bool = True,
         options: list[dict[str, str]] | None = None,
+        spin: bool = True,
     ) -> None:
         super().__init__(path)
+        self.spin = spin
         self.providers = providers or [CPU]
         self.options = options
         self.threads = threads
@@ -62,6 +64,9 @@ class OrtRunner(Runner):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if self.threads is not None:
             options.intra_op_num_threads = self.threads
+        if not self.spin:  # threads sleep between calls (RunOptions.spin)
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         if self.denormal_as_zero:
             # Denormal floats take a slow path on x86: a random-weight model ran 2x slower.
             options.add_session_config_entry("session.set_denormal_as_zero", "1")

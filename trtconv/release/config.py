@@ -30,12 +30,14 @@ from trtconv.outputs.roles import parse_role
 from trtconv.release.settings import (
     BenchSettings,
     CalibrationSettings,
+    DeploySettings,
     EvalSettings,
     GateSettings,
     ModelSettings,
     OutputSettings,
     PreprocessingSettings,
     ReleaseConfig,
+    ServingSettings,
     Target,
     TrainSettings,
 )
@@ -130,10 +132,17 @@ GATE_FIELDS: dict[str, Validator] = {
     "max_latency_ms_p99": positive_number,
     "gate_batch_size": positive_int,
     "speed_time_limit_s": non_negative_number,
+    "min_qps_at_budget": positive_number,
 }
+SERVING_FIELDS: dict[str, Validator] = {
+    "latency_budget_ms": positive_number,
+    "duration_s": positive_number,
+    "search_runs": positive_int,
+}
+DEPLOY_FIELDS: dict[str, Validator] = {"triton": boolean}
 TOP_LEVEL = (
     "model", "train", "targets", "calibration", "eval", "bench", "gates", "preprocessing",
-    "outputs",
+    "outputs", "serving", "deploy",
 )  # fmt: skip
 
 
@@ -186,8 +195,15 @@ def parse_config(raw: dict[str, Any], source: Path) -> ReleaseConfig:
         gates=gates,
         preprocessing=preprocessing,
         outputs=outputs,
+        serving=ServingSettings(**table("serving", raw.get("serving", {}), SERVING_FIELDS)),
+        deploy=DeploySettings(**table("deploy", raw.get("deploy", {}), DEPLOY_FIELDS)),
     )
     _check_cross_references(config)
+    if gates.min_qps_at_budget is not None and config.serving.latency_budget_ms is None:
+        raise UsageError(
+            "gates.min_qps_at_budget: needs [serving] latency_budget_ms (the p99 budget the "
+            "queries/s are measured at)."
+        )
     return config
 
 

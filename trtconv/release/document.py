@@ -22,6 +22,7 @@ from trtconv.outputs.validation_report import ValidationReport
 from trtconv.quantize.ladder_record import LadderRecord
 from trtconv.release.gates import GateResult
 from trtconv.release.settings import ReleaseConfig
+from trtconv.serving.results import ServerBenchResult, ServerRow
 from trtconv.validation import ValidateResult
 
 RELEASE_SCHEMA_VERSION = 1
@@ -127,6 +128,7 @@ class TargetResult:
     bench: list[BenchRow]
     gates: list[GateResult]
     passed: bool
+    serving: ServerRow | None = None  # its row of the serving run ([serving])
 
 
 @dataclass
@@ -152,6 +154,8 @@ class ReleaseResult(JsonResult):
     recommendation: Recommendation | None
     recommendation_reason: str
     native_bench: list[BenchRow]
+    serving: ServerBenchResult | None = None  # the serving run's result ([serving]), None: none
+    triton_repository: str | None = None  # the recommended artifact's ([deploy] triton)
 
 
 @dataclass
@@ -168,6 +172,7 @@ class TargetEntry:
     eval: ValidateResult | None = None
     bench: list[BenchRow] = field(default_factory=list)
     gates: list[GateResult] = field(default_factory=list)
+    serving: ServerRow | None = None
 
     @property
     def converted(self) -> bool:
@@ -224,6 +229,7 @@ class TargetEntry:
             bench=self.bench,
             gates=list(self.gates),
             passed=self.passed,
+            serving=self.serving,
         )
 
 
@@ -245,6 +251,8 @@ class ReleaseDocument:
     recommendation: Recommendation | None = None
     recommendation_reason: str = ""
     total_seconds: float = 0.0
+    serving: ServerBenchResult | None = None
+    triton_repository: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -284,4 +292,6 @@ class ReleaseDocument:
             recommendation=self.recommendation,
             recommendation_reason=self.recommendation_reason,
             native_bench=self.native_bench,
+            serving=self.serving,
+            triton_repository=self.triton_repository,
         )

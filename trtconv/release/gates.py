@@ -16,6 +16,7 @@ validation gate still requires every output judged and within its tolerance.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from trtconv.core.numbers import human, human_against
@@ -220,3 +221,35 @@ def recommend(candidates: list[GatedTarget]) -> GatedTarget | None:
     if not eligible:
         return None
     return min(eligible, key=lambda c: (-(c.throughput_per_s or 0.0), _ladder_rank(c.precision)))
+
+
+def qps_at_budget_gate(
+    minimum: float,
+    qps_at_budget: float | None,
+    bounds: list[float | None] | None,
+    budget_ms: float,
+) -> GateResult:
+    """`min_qps_at_budget`: the queries/s a served model takes with its p99 latency within
+    `budget_ms` (`bench --scenario server`), decided by `at_least` as every gate is, on the
+    interval its serving runs bracket (trtconv.serving.latency.rate_bounds): [the highest rate
+    whose p99 interval lies within the budget, the lowest whose p99 interval lies above it].
+    Passed when the budget was surely met at `minimum` or more, failed when it was surely
+    missed below `minimum`, inconclusive otherwise (the point figure alone decides nothing)."""
+    name, what = "min_qps_at_budget", f"queries/s with p99 within {budget_ms:g} ms"
+    if qps_at_budget is None:
+        return GateResult(name, ">=", minimum, None, False, f"{what} was not measured")
+    low, high = bounds if bounds is not None else (None, None)
+    interval = (low or 0.0, math.inf if high is None else high)
+    verdict = at_least(qps_at_budget, interval, minimum)
+    shown = f"budget surely met at {_rate(low)}, surely missed at {_rate(high)}"
+    words = {PASSED: "meets", FAILED: "misses", INCONCLUSIVE: "is inconclusive against"}
+    detail = f"{what} {qps_at_budget:.6g} ({shown}) {words[verdict]} >= {minimum:g}"
+    if verdict == INCONCLUSIVE:
+        detail += ": no run's p99 interval decides the budget at that rate (longer runs would)"
+    decided = (low, high) if low is not None and high is not None else None
+    passed = verdict == PASSED
+    return GateResult(name, ">=", minimum, qps_at_budget, passed, detail, verdict, decided)
+
+
+def _rate(value: float | None) -> str:
+    return "no rate tried" if value is None else f"{value:.6g}/s"

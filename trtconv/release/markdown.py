@@ -12,6 +12,7 @@ from trtconv.quantize.ladder_record import LadderRecord, LadderSpeed
 from trtconv.quantize.ladder_text import budget_text, kept_text, search_text
 from trtconv.release.document import ReleaseResult, TargetResult
 from trtconv.release.gates import GateResult
+from trtconv.release.serving_markdown import serving_section
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -270,6 +271,7 @@ def render_markdown(document: ReleaseResult) -> str:
         "",
         *_gates_section(document),
         "",
+        *serving_section(document),
         *_ladder_section(document),
         *_tournament_sections(document),
         *_steps_section(document),

@@ -97,9 +97,20 @@ def run_release(
     rows = bench_rows_by_label(bench, [NATIVE, *artifacts])
     for entry in targets:
         entry.bench = rows.get(entry.id, [])
+    serving = None
+    if config.serving.latency_budget_ms is not None:
+        serving = run.serving(source, source_sha, artifacts)
+        by_id = {entry.id: entry for entry in targets}
+        # Rows in the order served: native first, then the artifacts.
+        for target_id, row in zip(artifacts, serving.rows[1:], strict=True):
+            by_id[target_id].serving = row
     document = _document(config, directory, run, (source, source_sha, card), targets, bench)
     document.native_bench = rows[NATIVE]
+    document.serving = serving
     document.recommendation, document.recommendation_reason = judge_targets(config, targets)
+    if config.deploy.triton and document.recommendation is not None:
+        artifact = directory / document.recommendation.artifact
+        document.triton_repository = run.deploy(artifact, served=serving is not None)
     document.total_seconds = time.perf_counter() - started
     result = document.result()
     write_json_atomic(directory / RELEASE_JSON, result.to_json())

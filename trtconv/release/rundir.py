@@ -4,6 +4,8 @@ release.json  release.md  release.log
 model/        the trained SavedModel and model card (model.zoo only)
 artifacts/ID/ one trtconv artifact per converted target (ID = backend-precision)
 bench/        the bench report (results.json, plots)
+serving/      the serving run's result ([serving])
+triton/       the recommended artifact's Triton model repository ([deploy] triton)
 .state/       resume records and the lock
 """
 

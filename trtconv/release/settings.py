@@ -1,5 +1,6 @@
 """The release config's settings: typed, frozen, one per TOML table ([model], [train],
-[[targets]], [calibration], [eval], [preprocessing], [outputs], [bench], [gates]), and the whole
+[[targets]], [calibration], [eval], [preprocessing], [outputs], [bench], [gates], [serving],
+[deploy]), and the whole
 `ReleaseConfig`. `trtconv.release.config` reads them from TOML; `trtconv.release.command_options`
 builds each command's options from them.
 """
@@ -21,6 +22,7 @@ from trtconv.options import (
     TrainOptions,
 )
 from trtconv.outputs.roles import Judging
+from trtconv.serving.options import DEFAULT_LOAD_RUN_S, DEFAULT_SEARCH_RUNS
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,26 @@ class GateSettings:
     max_latency_ms_p99: float | None = None
     gate_batch_size: int = max(DEFAULT_RELEASE_BATCH_SIZES)
     speed_time_limit_s: float = DEFAULT_SPEED_TIME_LIMIT_S
+    # Queries/s each target's server takes with its p99 within [serving] latency_budget_ms.
+    min_qps_at_budget: float | None = None
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    """[serving]: serve native and every converted target (`bench --scenario server`) and find
+    the highest queries/s whose p99 meets `latency_budget_ms`; None: no serving run."""
+
+    latency_budget_ms: float | None = None
+    duration_s: float = DEFAULT_LOAD_RUN_S
+    search_runs: int = DEFAULT_SEARCH_RUNS
+
+
+@dataclass(frozen=True)
+class DeploySettings:
+    """[deploy]: `triton` writes the recommended artifact's Triton model repository (batching
+    from the serving run when the release ran one)."""
+
+    triton: bool = False
 
 
 @dataclass(frozen=True)
@@ -164,6 +186,8 @@ class ReleaseConfig:
     gates: GateSettings = field(default_factory=GateSettings)
     preprocessing: PreprocessingSettings = field(default_factory=PreprocessingSettings)
     outputs: OutputSettings = field(default_factory=OutputSettings)
+    serving: ServingSettings = field(default_factory=ServingSettings)
+    deploy: DeploySettings = field(default_factory=DeploySettings)
 
     def to_dict(self) -> dict[str, Any]:
         """The config echo for release.json: JSON-ready, paths as strings."""

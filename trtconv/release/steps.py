@@ -27,7 +27,7 @@ from trtconv.bench import harness
 from trtconv.convert import convert
 from trtconv.convert.result import ConvertResult
 from trtconv.core.errors import AccuracyError, TrtconvError
-from trtconv.core.fsutil import sha256_path
+from trtconv.core.fsutil import atomic_directory, sha256_path
 from trtconv.core.progress import Progress
 from trtconv.core.results import JsonResult
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
@@ -45,6 +45,10 @@ from trtconv.release.config import DIGITS
 from trtconv.release.document import CONVERTED, FAILED_TO_CONVERT, Conversion, StepEntry, StepError
 from trtconv.release.settings import ReleaseConfig, Target
 from trtconv.release.store import StepStore
+from trtconv.serving.deploy import deploy
+from trtconv.serving.loadtest import server_bench
+from trtconv.serving.options import DeployOptions, ServerBenchOptions
+from trtconv.serving.results import ServerBenchResult
 from trtconv.train import pipeline as training
 from trtconv.train.pipeline import TrainResult
 from trtconv.validation import ValidateResult
@@ -56,6 +60,7 @@ STEP_VERSION = 2
 
 R = TypeVar("R", bound=JsonResult)
 Work = Callable[[], tuple[R, list[Path]]]
+SERVING_DIR, SERVING_RESULT, TRITON_DIR = "serving", "result.json", "triton"
 
 
 def data_fingerprint(spec: str | None) -> dict[str, Any] | None:
@@ -102,7 +107,8 @@ class ReleaseRun:
         self.device = device_fingerprint()
         self.progress = progress
         evals = len(config.targets) if config.eval.data else 0
-        self.planned = (config.model.zoo is not None) + len(config.targets) + evals + 1
+        serving = config.serving.latency_budget_ms is not None
+        self.planned = (config.model.zoo is not None) + len(config.targets) + evals + 1 + serving
 
     def report(self, label: str) -> None:
         """Tell the progress callback (if any) what runs now."""
@@ -298,6 +304,46 @@ class ReleaseRun:
             return harness.bench(options, progress), [output]
 
         return self.step("bench", inputs, work, BenchResult)
+
+    # serving and deploy -----------------------------------------------------------------------
+
+    def serving(
+        self, source: Path, source_sha: str, artifacts: dict[str, Path]
+    ) -> ServerBenchResult:
+        """Serve native and every artifact (`bench --scenario server`) at [serving]'s latency
+        budget; its result, also written as serving/result.json (what [deploy] tunes from)."""
+        settings = self.config.serving
+        output = self.directory / SERVING_DIR
+        inputs = {
+            "source_sha256": source_sha,
+            "artifacts": {name: sha256_path(path) for name, path in artifacts.items()},
+            "settings": asdict(settings),
+            **self._machine(),
+        }
+
+        def work() -> tuple[ServerBenchResult, list[Path]]:
+            assert settings.latency_budget_ms is not None
+            log.info("serving native and %d artifact(s) under load", len(artifacts))
+            options = ServerBenchOptions(
+                (source, *artifacts.values()), settings.latency_budget_ms, settings.duration_s,
+                settings.search_runs,
+            )  # fmt: skip
+            result = server_bench(options)
+            with atomic_directory(output, force=True) as staging:
+                result.save(staging / SERVING_RESULT)
+            return result, [output]
+
+        return self.step("serving", inputs, work, ServerBenchResult)
+
+    def deploy(self, artifact: Path, served: bool) -> str:
+        """The Triton repository of `artifact` under triton/ (batching from the serving run's
+        result when `served`); its path relative to the release directory. Not a reusable
+        step: it copies one artifact and takes a second."""
+        output = self.directory / TRITON_DIR
+        serving = self.directory / SERVING_DIR / SERVING_RESULT if served else None
+        log.info("writing the Triton repository of %s to %s", artifact, output)
+        deploy(DeployOptions((artifact,), output, force=True, serving=serving))
+        return TRITON_DIR
 
 
 def _carried(exc: AccuracyError, kind: type[R]) -> R:

@@ -18,9 +18,11 @@ from trtconv.release.gates import (
     GateResult,
     Measures,
     evaluate_gates,
+    qps_at_budget_gate,
     recommend,
 )
 from trtconv.release.settings import ReleaseConfig
+from trtconv.serving.results import ServerRow
 
 
 def bench_rows_by_label(bench: BenchResult, labels: list[str]) -> dict[str, list[BenchRow]]:
@@ -103,18 +105,31 @@ def _judge(config: ReleaseConfig, target: TargetEntry) -> GatedTarget | None:
     row = row_at(target.bench, config.gates.gate_batch_size)
     measures = measures_for(target.conversion.result.validation, target.eval, row)
     target.gates = evaluate_gates(config.gates, measures)
+    target.gates += serving_gates(config, target.serving)
     throughput = row.throughput_per_s if row else None
     return GatedTarget(target.id, target.precision or "", throughput, target.passed)
 
 
 SPEED_GATES = ("min_speedup", "max_latency_ms_p99")
+SERVING_GATES = ("min_qps_at_budget",)
+
+
+def serving_gates(config: ReleaseConfig, row: ServerRow | None) -> list[GateResult]:
+    """`min_qps_at_budget` on the target's serving row, when configured (not measured: no
+    row, the target was not served)."""
+    minimum, budget = config.gates.min_qps_at_budget, config.serving.latency_budget_ms
+    if minimum is None or budget is None:
+        return []
+    if row is None:
+        return [qps_at_budget_gate(minimum, None, None, budget)]
+    return [qps_at_budget_gate(minimum, row.qps_at_budget, row.qps_at_budget_bounds, budget)]
 
 
 def inconclusive_reason(config: ReleaseConfig, targets: list[TargetEntry]) -> str | None:
     """One sentence when no target passed but some are inconclusive, not failed: their
     undecided gates, each with what would decide it (the bench's added rounds for a speed
-    gate; more evaluation samples for an accuracy gate, which no bench round can decide);
-    else None."""
+    gate; longer serving runs for a serving gate; more evaluation samples for an accuracy gate,
+    which no bench round can decide); else None."""
     undecided = [
         (target.id, gate)
         for target in targets
@@ -125,7 +140,12 @@ def inconclusive_reason(config: ReleaseConfig, targets: list[TargetEntry]) -> st
     if not undecided:
         return None
     speed = [_interval(name, gate) for name, gate in undecided if gate.name in SPEED_GATES]
-    accuracy = [_interval(name, gate) for name, gate in undecided if gate.name not in SPEED_GATES]
+    serving = [_interval(name, gate) for name, gate in undecided if gate.name in SERVING_GATES]
+    accuracy = [
+        _interval(name, gate)
+        for name, gate in undecided
+        if gate.name not in SPEED_GATES + SERVING_GATES
+    ]
     parts = []
     if speed:
         limit = config.gates.speed_time_limit_s
@@ -133,6 +153,11 @@ def inconclusive_reason(config: ReleaseConfig, targets: list[TargetEntry]) -> st
             f"the 95% interval of {'; '.join(speed)} at batch {config.gates.gate_batch_size} "
             f"straddles its threshold after the bench added rounds for up to {limit:g} s "
             "(gates.speed_time_limit_s)"
+        )
+    if serving:
+        parts.append(
+            f"{'; '.join(serving)} is not shown either way by the serving runs: longer runs "
+            "(serving.duration_s) bound the p99 closer"
         )
     if accuracy:
         source = config.eval.data or "the conversion's validation data"

@@ -37,6 +37,9 @@ VERSION = "1"  # the one model version each repository entry holds
 SIDE_FILE = "trtconv.json"
 # Batch sizes whose bench throughput is within this share of the best are all preferred.
 PREFERRED_SHARE = 0.9
+# Batch sizes a serving run's batcher formed for at least this share of its executions are
+# preferred.
+PREFERRED_FORMED = 0.1
 UNVERIFIED = (
     "Triton's native backends (onnxruntime, openvino, tensorrt_plan, tensorflow_savedmodel) are "
     "not run by trtconv: the configs parse as Triton's ModelConfig, but loading them needs a "
@@ -67,9 +70,9 @@ def deploy(options: DeployOptions) -> DeployResult:
     check_output_free(options.output, options.force)
     sources = [describe(path) for path in options.models]
     _check_names(sources)
-    rows = _bench_rows(options.bench)
+    rows, served = _bench_rows(options.bench), _serving_rows(options.serving)
     with atomic_directory(options.output, options.force) as staging:
-        models = [write_model(staging, source, options, rows) for source in sources]
+        models = [write_model(staging, source, options, rows, served) for source in sources]
     return DeployResult(str(options.output), models, [UNVERIFIED])
 
 
@@ -167,11 +170,62 @@ def _measured(rows: list[BenchRow], cap: int | None, bench: Path | None) -> Batc
     return Batching(max(by_size), preferred or (fastest.batch_size,), delay, why)
 
 
+def _serving_rows(serving: Path | None) -> dict[Path, dict[str, Any]]:
+    """A `bench --scenario server --json` result's dynamic-batching rows that met the budget,
+    by model path (resolved); empty without one."""
+    if serving is None:
+        return {}
+    if not Path(serving).is_file():
+        raise UsageError(f"Serving result {serving} does not exist.")
+    try:
+        rows = json.loads(Path(serving).read_text())["rows"]
+        return {
+            Path(row["model"]).resolve(): row
+            for row in rows
+            if row["dynamic_batching"] and row["qps_at_budget"] > 0
+        }
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InputError(
+            f"{serving} is not a `bench --scenario server --json` result ({exc})."
+        ) from exc
+
+
+def served_batching(row: dict[str, Any], cap: int | None, serving: Path) -> Batching:
+    """Batching from a serving run that met its budget: its batch limit and queue delay, and
+    preferred the sizes above 1 its batcher formed for at least PREFERRED_FORMED of the
+    executions (what that load produced)."""
+    largest = min(int(row["max_batch_size"]), cap or int(row["max_batch_size"]))
+    formed = {int(size): int(count) for size, count in row["batches"].items()}
+    total = sum(formed.values()) or 1
+    preferred = tuple(
+        size for size, count in sorted(formed.items())
+        if 1 < size <= largest and count >= PREFERRED_FORMED * total
+    )  # fmt: skip
+    why = (
+        f"serving run {serving}: p99 within the budget at {row['qps_at_budget']:g} queries/s with "
+        f"batches up to {row['max_batch_size']} and a {row['max_queue_delay_us']} µs queue delay"
+    )
+    return Batching(largest, preferred or (largest,), int(row["max_queue_delay_us"]), why)
+
+
 def write_model(
-    repository: Path, source: ModelSource, options: DeployOptions, rows: dict[Path, list[BenchRow]]
+    repository: Path,
+    source: ModelSource,
+    options: DeployOptions,
+    rows: dict[Path, list[BenchRow]],
+    served: dict[Path, dict[str, Any]] | None = None,
 ) -> DeployedModel:
-    """Write one model's folder (payload, config.pbtxt, trtconv.json) under `repository`."""
+    """Write one model's folder (payload, config.pbtxt, trtconv.json) under `repository`; a
+    serving run's row (`served`) tunes the batching over a bench's."""
     batching = batching_for(source, rows.get(source.path.resolve()), options.bench)
+    row = (served or {}).get(source.path.resolve())
+    if row is not None and batching.dynamic and options.serving is not None:
+        cap = (
+            source.manifest.batch_range[1]
+            if source.manifest and source.manifest.batch_range
+            else None
+        )
+        batching = served_batching(row, cap, options.serving)
     spec = config_spec(source, batching, options)
     folder = repository / source.name
     version = folder / VERSION

@@ -29,6 +29,7 @@ from trtconv.backends.registry import worker_environment
 from trtconv.core.errors import MissingDependencyError
 from trtconv.environment import environment_block
 from trtconv.serving.deploy import model_name
+from trtconv.serving.latency import p99_interval, rate_bounds, trace_file_latencies_ms
 from trtconv.serving.options import MLPERF_MIN_DURATION_S, ServerBenchOptions
 from trtconv.serving.results import LoadRun, ServerBenchResult, ServerRow
 from trtconv.serving.server import INSTALL_HINT, ServingError, pytriton, served_kind
@@ -149,12 +150,6 @@ def load_run(
 ) -> LoadRun:
     """One LoadGen Server run at `qps` (Poisson arrivals), performance only."""
     lg = loadgen()
-    errors: list[str] = []
-
-    def issue(samples: list[Any]) -> None:
-        for sample in samples:
-            client.async_infer(name, inputs, callback=_completion(lg, sample.id, errors))
-
     settings = lg.TestSettings()
     settings.scenario, settings.mode = lg.TestScenario.Server, lg.TestMode.PerformanceOnly
     settings.server_target_qps = qps
@@ -162,11 +157,28 @@ def load_run(
     settings.min_duration_ms = MLPERF_MIN_DURATION_S * 1000
     settings.max_duration_ms = int(run_s * 1000)
     settings.min_query_count = 1
+    summary, latencies, errors = drive(client, name, inputs, settings)
+    run = parse_summary(summary, qps, budget_ms, errors)
+    run.latency_ms_p99_ci95 = p99_interval(latencies)
+    return run
+
+
+def drive(client: Any, name: str, inputs: list[Any], settings: Any) -> tuple[str, Any, int]:
+    """One LoadGen test with `settings`, each sample sent to the served model `name` as its own
+    asynchronous gRPC request: (LoadGen's summary, every query's latency in ms from its trace,
+    how many requests failed)."""
+    lg = loadgen()
+    errors: list[str] = []
+
+    def issue(samples: list[Any]) -> None:
+        for sample in samples:
+            client.async_infer(name, inputs, callback=_completion(lg, sample.id, errors))
+
     with tempfile.TemporaryDirectory(prefix="trtconv-loadgen-") as folder:
         logs = lg.LogSettings()
         logs.log_output.outdir = folder
         logs.log_output.copy_summary_to_stdout = False
-        logs.enable_trace = False
+        logs.enable_trace = True  # every query's latency, for the p99's interval
         sut = lg.ConstructSUT(issue, lambda: None)
         qsl = lg.ConstructQSL(1, 1, lambda samples: None, lambda samples: None)
         try:
@@ -175,7 +187,8 @@ def load_run(
             lg.DestroyQSL(qsl)
             lg.DestroySUT(sut)
         summary = (Path(folder) / "mlperf_log_summary.txt").read_text()
-    return parse_summary(summary, qps, budget_ms, len(errors))
+        latencies = trace_file_latencies_ms(Path(folder) / "mlperf_log_trace.json")
+    return summary, latencies, len(errors)
 
 
 def _completion(lg: Any, sample_id: int, errors: list[str]) -> Any:
@@ -270,6 +283,8 @@ def bench_served(model: Path, batching: bool, options: ServerBenchOptions) -> Se
         loadgen_result=best.loadgen_result if best else None,
         loadgen_reasons=best.loadgen_reasons if best else [],
         batches=batches, runs=runs,
+        latency_ms_p99_ci95=best.latency_ms_p99_ci95 if best else None,
+        qps_at_budget_bounds=rate_bounds(runs, options.latency_budget_ms),
     )  # fmt: skip
 
 
@@ -289,7 +304,9 @@ def server_bench(options: ServerBenchOptions) -> ServerBenchResult:
         notes=[
             f"Each LoadGen run lasted {options.run_s:g} s; MLPerf's Server scenario needs at "
             f"least {MLPERF_MIN_DURATION_S} s, so LoadGen reports these runs INVALID "
-            "('Min duration satisfied : NO'): the figures are indicative, not MLPerf results."
+            "('Min duration satisfied : NO'): the figures are indicative, not MLPerf results.",
+            "p99 intervals: 95% order-statistic (distribution-free) intervals over each run's "
+            "query latencies from LoadGen's trace; an open upper end means too few queries.",
         ],
         environment=environment_block(("nvidia-pytriton", "tritonclient", "mlcommons-loadgen")),
     )

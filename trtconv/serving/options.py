@@ -27,6 +27,8 @@ class DeployOptions:
     bench: Path | None = None
     instances: int = 1
     threads: int | None = None
+    # A `bench --scenario server --json` result: the batching its rows met the budget with.
+    serving: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
@@ -86,7 +88,8 @@ DEFAULT_SEARCH_RUNS = 6
 # MLPerf's Server scenario needs runs of at least 600 s; LoadGen is told so (and what a run is
 # capped at), so shorter runs come back INVALID with that reason.
 MLPERF_MIN_DURATION_S = 600
-SCENARIOS = ("closed-loop", "server")
+SINGLE_STREAM, OFFLINE = "single-stream", "offline"
+SCENARIOS = ("closed-loop", "server", SINGLE_STREAM, OFFLINE)
 
 
 @dataclass(frozen=True)
@@ -116,3 +119,24 @@ class ServerBenchOptions:
             raise UsageError(f"--duration must be positive, found {self.run_s}.")
         check_positive("--search-runs", self.search_runs)
         check_positive("--max-batch-size", self.max_batch_size)
+
+
+@dataclass(frozen=True)
+class ScenarioBenchOptions:
+    """`trtconv bench --scenario single-stream|offline`: each model served (`trtconv serve`)
+    and driven by one LoadGen run of `run_s` seconds in that scenario."""
+
+    models: tuple[Path, ...]
+    scenario: str
+    run_s: float = DEFAULT_LOAD_RUN_S
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
+    queue_delay_us: int = DEFAULT_QUEUE_DELAY_US
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
+        if not self.models:
+            raise UsageError("Give at least one model to bench.")
+        if self.scenario not in (SINGLE_STREAM, OFFLINE):
+            raise UsageError(f"Unknown LoadGen scenario '{self.scenario}'.")
+        if self.run_s <= 0:
+            raise UsageError(f"--duration must be positive, found {self.run_s}.")

@@ -76,6 +76,9 @@ class LoadRun(JsonResult):
     loadgen_reasons: list[str]  # its unmet constraints ("Min duration satisfied : NO", ...)
     queries: int
     errors: int
+    # The p99's 95% interval over this run's query latencies (see loadtest.p99_interval):
+    # [low, high]; high None when too few queries bound it from above; None: no latencies.
+    latency_ms_p99_ci95: list[float | None] | None = None
 
 
 @dataclass
@@ -97,6 +100,10 @@ class ServerRow(JsonResult):
     loadgen_reasons: list[str]
     batches: dict[str, int]  # batch size -> executions, over all runs (Triton's statistics)
     runs: list[LoadRun]
+    latency_ms_p99_ci95: list[float | None] | None = None  # of the reported run
+    # [the highest completed rate whose p99 interval lies within the budget, the lowest whose
+    # interval lies wholly above it]; None ends: no run decided that side (min_qps_at_budget).
+    qps_at_budget_bounds: list[float | None] = field(default_factory=lambda: [None, None])
 
 
 @dataclass
@@ -111,6 +118,41 @@ class ServerBenchResult(JsonResult):
     ratios_vs_baseline: dict[str, float | None]
     # qps_at_budget with dynamic batching over batch-1 serving, per model (compare_batching).
     batching_gain: dict[str, float | None]
+    notes: list[str]
+    environment: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SERVING_SCHEMA_VERSION
+
+
+@dataclass
+class ScenarioRow(JsonResult):
+    """One model under LoadGen's SingleStream (one query at a time, the next when it is
+    answered) or Offline (every sample at once) scenario: one run of the asked length."""
+
+    model: str
+    label: str
+    backend: str
+    precision: str
+    completed_qps: float  # SingleStream: queries/s with LoadGen's overhead; Offline: samples/s
+    latency_ms_p50: float
+    latency_ms_p90: float
+    latency_ms_p99: float
+    latency_ms_p99_ci95: list[float | None] | None
+    early_stopping: list[str]  # LoadGen's early-stopping lines (SingleStream's estimates)
+    loadgen_result: str
+    loadgen_reasons: list[str]
+    queries: int
+    errors: int
+    batches: dict[str, int]
+
+
+@dataclass
+class ScenarioBenchResult(JsonResult):
+    """`trtconv bench --scenario single-stream|offline`: per model, one LoadGen run."""
+
+    scenario: str
+    run_s: float
+    rows: list[ScenarioRow]
+    ratios_vs_baseline: dict[str, float | None]  # completed_qps over the first model's
     notes: list[str]
     environment: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SERVING_SCHEMA_VERSION

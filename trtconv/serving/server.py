@@ -187,7 +187,9 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> ServeResult
     line once the model answers. Raises MissingDependencyError without PyTriton and
     ServingError when the server fails to start or stops on its own."""
     pytriton()
-    runner = open_runner(options.model, RunOptions(threads=options.threads, device=options.device))
+    # Spinning threads would take the cores Triton's processes need between requests.
+    run = RunOptions(threads=options.threads, device=options.device, spin=False)
+    runner = open_runner(options.model, run)
     name = options.name or model_name(options.model)
     runner.activate()
     try:

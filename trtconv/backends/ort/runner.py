@@ -65,7 +65,9 @@ def ort_runner(payload: Path, manifest: Manifest | None, options: RunOptions) ->
         recorded = [provider_options(provider, precision, payload) for provider in providers]
     if precision == "fp16" and emulates_fp16(device, providers):
         return fp16_emulation(payload, device, options)
-    runner = OrtRunner(payload, providers, threads=options.threads, options=list(recorded))
+    runner = OrtRunner(
+        payload, providers, threads=options.threads, options=list(recorded), spin=options.spin
+    )
     runner.device = {CUDA: "cuda", TENSORRT: "tensorrt"}.get(providers[0], "cpu")
     if precision == "int8" and runner.device == "cuda":
         runner.warnings.append(f"{payload}: {INT8_ON_CUDA}.")

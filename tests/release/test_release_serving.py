@@ -1,0 +1,82 @@
+"""`trtconv release` with [serving] and [deploy]: native and the int8 target served under
+LoadGen's load, the min_qps_at_budget gate, and the recommendation's Triton repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from serving_fixtures import alive, descendants, pytriton_or_skip
+
+from trtconv.release.schema import release_schema
+
+pytestmark = pytest.mark.slow  # converts digits to int8, serves two models, runs LoadGen
+
+CONFIG = """[model]
+path = "{model}"
+
+[[targets]]
+backend = "ort"
+precision = "int8"
+
+[calibration]
+data = "digits"
+samples = 128
+
+[bench]
+batch_sizes = [1, 8]
+iterations = 20
+warmup = 3
+
+[gates]
+min_qps_at_budget = 1
+
+[serving]
+latency_budget_ms = 2000
+duration_s = 3
+search_runs = 2
+
+[deploy]
+triton = true
+"""
+
+
+def test_a_release_serves_its_targets_gates_them_and_deploys_the_recommendation(
+    digits_saved_model: Path, tmp_path: Path
+) -> None:
+    pytriton_or_skip()
+    pytest.importorskip("mlperf_loadgen", reason="mlcommons-loadgen is not installed")
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    config = tmp_path / "release.toml"
+    config.write_text(CONFIG.format(model=digits_saved_model))
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "trtconv", "release", str(config), "--output", str(out)]
+    completed = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=900)
+    document = json.loads(completed.stdout)
+    assert completed.returncode == 0, document.get("recommendation_reason", completed.stderr)
+    jsonschema.validate(document, release_schema())
+    native, int8 = document["serving"]["rows"]
+    assert native["backend"] == "tf" and int8["precision"] == "int8"
+    (entry,) = document["targets"]
+    assert entry["serving"] == int8 and int8["qps_at_budget"] > 0
+    # At a 2 s budget the second, doubled rate has queries enough to bound its p99 within it.
+    (gate,) = [g for g in entry["gates"] if g["name"] == "min_qps_at_budget"]
+    assert gate["verdict"] == "passed" and gate["measured"] == int8["qps_at_budget"]
+    assert (out / "serving" / "result.json").is_file()
+    # The recommendation's repository, its batching from the serving run.
+    assert document["triton_repository"] == "triton"
+    model_config = model_config_pb2.ModelConfig()
+    text_format.Parse((out / "triton" / "ort-int8" / "config.pbtxt").read_text(), model_config)
+    assert model_config.dynamic_batching.max_queue_delay_microseconds == 100
+    side = json.loads((out / "triton" / "ort-int8" / "trtconv.json").read_text())
+    assert side["batching"]["source"].startswith("serving run ")
+    markdown = (out / "release.md").read_text()
+    assert "## Serving (p99 budget 2000 ms)" in markdown and "| ort-int8 |" in markdown
+    assert [pid for pid in descendants(os.getpid()) if alive(pid)] == []

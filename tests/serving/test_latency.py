@@ -1,0 +1,69 @@
+"""The p99's interval over LoadGen's per-query latencies, and the rates a budget is surely
+met or missed at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trtconv.serving.latency import (
+    p99_interval,
+    percentile_ms,
+    rate_bounds,
+    trace_file_latencies_ms,
+    trace_latencies_ms,
+)
+from trtconv.serving.results import LoadRun
+
+# Two of LoadGen's trace lines (its file is not strict JSON: keys quoted twice elsewhere).
+TRACE = """{"traceEvents":[
+{"name":"LogDetail","ph":"X","args":{"key":""loadgen_version""}},
+{"name":"Latency","ph": "C","ts":25518.6,"args":{ "issue_delay":4288386,"issue_to_done":2919865}},
+{"name":"Latency","ph": "C","ts":25069.5,"args":{ "issue_delay":891,"issue_to_done":16013391}},
+"""
+
+
+def test_latencies_are_the_issue_delay_plus_the_time_to_done(tmp_path: Path) -> None:
+    assert trace_latencies_ms(TRACE).tolist() == pytest.approx([7.208251, 16.014282])
+    assert len(trace_latencies_ms("")) == 0
+    trace = tmp_path / "mlperf_log_trace.json"
+    trace.write_text(TRACE)
+    assert trace_file_latencies_ms(trace).tolist() == pytest.approx([7.208251, 16.014282])
+    assert len(trace_file_latencies_ms(tmp_path / "absent.json")) == 0
+
+
+def test_the_percentile_is_loadgens_index() -> None:
+    latencies = np.arange(1.0, 401.0)  # 1..400 ms
+    assert percentile_ms(latencies) == 397.0  # sorted[floor(400 * 0.99)]
+
+
+def test_the_p99_interval_holds_the_p99_and_opens_with_few_queries() -> None:
+    rng = np.random.default_rng(0)
+    many = rng.exponential(3.0, 5000)
+    low, high = p99_interval(many)
+    assert high is not None and low < percentile_ms(many) < high
+    # The true p99 of an exponential with mean 3 ms: 3 ln(100).
+    assert low < 3 * np.log(100) < high
+    few = rng.exponential(3.0, 100)
+    assert p99_interval(few)[1] is None  # 100 queries cannot bound a p99 from above
+    assert p99_interval(np.array([])) is None
+
+
+def run(qps: float, p99: float, interval: list[float | None] | None, errors: int = 0) -> LoadRun:
+    return LoadRun(qps, qps, 1.0, 2.0, p99, p99 <= 20, "INVALID", [], 500, errors, interval)
+
+
+def test_rate_bounds_take_only_runs_their_interval_decides() -> None:
+    runs = [
+        run(50, 8.0, [6.0, 12.0]),  # surely met
+        run(100, 15.0, [10.0, 25.0]),  # met on the point, the interval straddles 20
+        run(200, 40.0, [30.0, None]),  # surely missed
+        run(400, 90.0, [60.0, None]),
+        run(80, 9.0, [7.0, 11.0], errors=3),  # errors: decides nothing met
+    ]
+    assert rate_bounds(runs, 20.0) == [50, 200]
+    assert rate_bounds(runs[1:2], 20.0) == [None, None]
+    # Without an interval the point decides.
+    assert rate_bounds([run(70, 19.0, None)], 20.0) == [70, None]
