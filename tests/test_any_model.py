@@ -41,7 +41,10 @@ from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
 from trtconv.outputs.compare import run_batched
 from trtconv.savedmodel import load_saved_model
 
-pytestmark = pytest.mark.slow  # trains a small CNN once, converts it several ways
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # trains a small CNN once, converts it several ways
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

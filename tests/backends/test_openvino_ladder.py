@@ -24,7 +24,7 @@ from trtconv.outputs.confidence import rate_to_show
 from trtconv.release.markdown import _ladder_section
 from trtconv.release.schema import release_schema
 
-pytestmark = [pytest.mark.slow, pytest.mark.converts("openvino")]
+pytestmark = [pytest.mark.slow, pytest.mark.converts("openvino"), pytest.mark.tensorflow]
 
 
 def _convert(output: Path, **settings: Any) -> dict[str, Any]:

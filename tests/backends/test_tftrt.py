@@ -24,6 +24,8 @@ from trtconv.calib.sources import ArraySet, load_digits
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
 from trtconv.savedmodel import load_saved_model
 
+pytestmark = pytest.mark.tensorflow
+
 tf = pytest.importorskip("tensorflow")
 
 

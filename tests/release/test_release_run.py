@@ -310,6 +310,7 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_sigterm_mid_conversion_then_resume_matches_a_clean_run(
     mixed_release: Release, tmp_path: Path
 ) -> None:
@@ -384,6 +385,7 @@ def test_a_best_target_is_its_tournament_winner_and_is_recommended(
     assert "| trt fp32, trt tf32, trt fp16, trt int8 | not available |" in report
 
 
+@pytest.mark.tensorflow
 def test_zoo_model_is_trained_first(tmp_path: Path) -> None:
     config = tmp_path / "release.toml"
     config.write_text(

@@ -1,0 +1,73 @@
+"""Models the tests build, kept across pytest-xdist workers and across runs.
+
+A build lands in the pytest cache (.pytest_cache/d/trtconv-models/, git-ignored) under a key that
+hashes trtconv's source, the versions of the libraries that shape a model and the build's own
+description: change any of them and the next run builds afresh. One worker builds while the
+others wait on a file lock, then all read the same directory. Tests treat it as read-only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import platform
+import shutil
+import tempfile
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+import trtconv
+
+LIBRARIES = ("tensorflow", "keras", "numpy", "tf2onnx", "onnx", "onnxruntime", "openvino", "nncf")
+DONE = ".complete"
+
+
+def versions() -> list[str]:
+    found = []
+    for name in LIBRARIES:
+        try:
+            found.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} missing")
+    return found
+
+
+def source_key(description: str) -> str:
+    """A hash of trtconv's source files, the library versions, Python's and `description`."""
+    digest = hashlib.sha256()
+    package = Path(trtconv.__file__).resolve().parent
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    for part in (*versions(), platform.python_version(), description):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()[:20]
+
+
+def cache_root(config: pytest.Config) -> Path:
+    """The pytest cache's directory for models; a fresh temporary one without the cache."""
+    cache = getattr(config, "cache", None)
+    if cache is None:  # -p no:cacheprovider
+        return Path(tempfile.mkdtemp(prefix="trtconv-models-"))
+    return Path(cache.mkdir("trtconv-models"))
+
+
+def cached_build(
+    config: pytest.Config, name: str, description: str, build: Callable[[Path], None]
+) -> Path:
+    """ROOT/KEY/NAME, built by `build(path)` unless a complete build is already there."""
+    folder = cache_root(config) / f"{name}-{source_key(description)}"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / name
+    with (folder / "lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / DONE).exists():
+            shutil.rmtree(target, ignore_errors=True)  # a build that was interrupted
+            build(target)
+            (folder / DONE).touch()
+            for old in folder.parent.glob(f"{name}-*"):  # builds of older sources
+                if old != folder:
+                    shutil.rmtree(old, ignore_errors=True)
+    return target
