@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.cli_runner import run_cli
 from trtconv import api
 from trtconv.options import BenchOptions, ConvertOptions, SpeedGoal
 from trtconv.outputs.confidence import INCONCLUSIVE, at_least
@@ -75,6 +76,12 @@ def result(benched: BenchResult) -> dict[str, Any]:
 
 
 def trtconv(*args: str) -> subprocess.CompletedProcess[str]:
+    """`trtconv ARGS` in this process (tests/cli_runner.py)."""
+    return run_cli(*args)
+
+
+def trtconv_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m trtconv ARGS`: the bench contract's one test in a real process."""
     return subprocess.run(
         [sys.executable, "-m", "trtconv", *args], capture_output=True, text=True, check=False
     )
@@ -215,7 +222,7 @@ def test_artifact_alone_brings_its_source_model_as_baseline(
 @pytest.mark.slow
 def test_cli_json_and_report(digits_saved_model: Path, tmp_path: Path) -> None:
     report = tmp_path / "report"
-    completed = trtconv(
+    completed = trtconv_process(
         "bench", str(digits_saved_model), "--batch-sizes", "1,2", "--iterations", "3",
         "--warmup", "1", "--data", "digits", "--eval-data", "digits",
         "--report", str(report), "--json",

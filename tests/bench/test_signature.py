@@ -99,14 +99,12 @@ def test_unknown_rank_commands_exit_1_with_that_sentence(
     unknown_rank_saved_model: Path, command: str
 ) -> None:
     import json
-    import subprocess
-    import sys
+
+    from tests.cli_runner import run_cli
 
     extra = ["--precision", "fp32", "--output", str(unknown_rank_saved_model.parent / "out")]
     argv = [command, str(unknown_rank_saved_model), *(extra if command == "convert" else [])]
-    done = subprocess.run(
-        [sys.executable, "-m", "trtconv", *argv, "--json"], capture_output=True, text=True
-    )
+    done = run_cli(*argv, "--json")
     assert done.returncode == 1, done.stderr
     error = json.loads(done.stdout)["error"]
     assert error["type"] == "InputError" and "has an unknown rank" in error["message"]

@@ -21,6 +21,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tests.cli_runner import run_cli
 from trtconv import api
 from trtconv.core.errors import GateError, UsageError
 from trtconv.core.fsutil import sha256_path
@@ -63,12 +64,9 @@ def config_text(model: str, targets: list[tuple[str, str | None]], gates: dict[s
 
 
 def run_release(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trtconv", "release", *map(str, args), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    """`trtconv release ARGS --json` in this process (tests/cli_runner.py); the SIGTERM test
+    below runs the real `python -m trtconv release`."""
+    return run_cli("release", *args, "--json")
 
 
 @dataclass
