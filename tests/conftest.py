@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests import tiers
-from tests.model_cache import cached_build
+from tests.model_cache import cache_root, cached_build, caching_export
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -68,6 +68,21 @@ def pytest_runtest_makereport(
     report = yield
     tiers.guard(item, report)
     return report
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _onnx_exports_kept(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Conversions take each SavedModel's tf2onnx export from tests/model_cache.py once made
+    (tests/backends/test_onnx_export.py and the SIGTERM tests still run tf2onnx itself)."""
+    if tiers.quick(request.config):  # nothing in the quick tier exports
+        yield
+        return
+    from trtconv.convert import workspace
+
+    root = cache_root(request.config) / "onnx-exports"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(workspace, "export_onnx", caching_export(root, workspace.export_onnx))
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Models the tests build, kept across pytest-xdist workers and across runs.
+"""Models and ONNX exports the tests build, kept across pytest-xdist workers and across runs.
 
 A build lands in the pytest cache (.pytest_cache/d/trtconv-models/, git-ignored) under a key that
 hashes trtconv's source, the versions of the libraries that shape a model and the build's own
@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import platform
 import shutil
 import tempfile
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +73,38 @@ def cached_build(
                 if old != folder:
                     shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def tree_digest(path: Path) -> str:
+    """sha256 over a file or a directory's files (relative names and bytes)."""
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in files:
+        digest.update(str(file.relative_to(path.parent)).encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
+def caching_export(root: Path, export: Callable[..., dict[str, Any]]) -> Callable[..., Any]:
+    """`export` (trtconv's export_onnx: tf2onnx in a subprocess, then its checks) remembered by
+    the SavedModel's bytes, the signature, the arguments and the library versions.
+
+    The first export of a model runs for real and is kept under ROOT; later ones, in any
+    worker or run, copy its ONNX file and summary. What trtconv does with the export (its
+    check against TensorFlow, the conversion) still runs every time. Failures are not kept."""
+
+    def export_once(saved_model: Path, output: Path, signature: Any, *args: Any, **kw: Any) -> Any:
+        parts = [tree_digest(Path(saved_model)), repr(signature), repr((args, kw)), *versions()]
+        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+        root.mkdir(parents=True, exist_ok=True)
+        onnx, summary = root / f"{key}.onnx", root / f"{key}.json"
+        with (root / f"{key}.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not summary.exists():
+                result = export(saved_model, output, signature, *args, **kw)
+                shutil.copyfile(output, onnx)
+                summary.write_text(json.dumps(result))
+                return result
+        shutil.copyfile(onnx, output)
+        return json.loads(summary.read_text())
+
+    return export_once
