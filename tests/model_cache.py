@@ -8,6 +8,7 @@ others wait on a file lock, then all read the same directory. Tests treat it as 
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import hashlib
 import json
@@ -52,7 +53,9 @@ def cache_root(config: pytest.Config) -> Path:
     """The pytest cache's directory for models; a fresh temporary one without the cache."""
     cache = getattr(config, "cache", None)
     if cache is None:  # -p no:cacheprovider
-        return Path(tempfile.mkdtemp(prefix="trtconv-models-"))
+        path = Path(tempfile.mkdtemp(prefix="trtconv-models-"))
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        return path
     return Path(cache.mkdir("trtconv-models"))
 
 
