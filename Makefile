@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint docs bench clean
+.PHONY: install demo test test-quick lint docs bench clean
 
 install: $(STAMP)
 
@@ -25,8 +25,19 @@ docs: install
 	$(BIN)/python -m trtconv.cli.reference > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md \
 	  || { rm -f docs/cli.md.tmp; exit 1; }
 
+# pytest-xdist workers; `serial` tests still run alone (tests/tiers.py). loadscope keeps a
+# module's tests on one worker, so that its module-scoped fixtures are built once.
+JOBS ?= 2
+XDIST = -n $(JOBS) --dist loadscope
+
+# The tests that import no TensorFlow; one that does fails the run (tests/tiers.py).
+test-quick: install
+	$(BIN)/pytest -q --quick $(XDIST)
+
+# Everything: the quick tier first (so that its guard holds in CI too), then the rest.
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --quick $(XDIST)
+	$(BIN)/pytest -q -m tensorflow $(XDIST)
 
 demo: install
 	bash examples/demo.sh

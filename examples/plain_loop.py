@@ -163,7 +163,8 @@ def plain_round(spec: dict[str, Any]) -> dict[str, Any]:
 
 def trtconv_round(model: str, spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any]:
     """The same model, inputs and budget through trtconv's own worker process."""
-    from trtconv.bench import harness, stats
+    from trtconv.bench import harness
+    from trtconv.measure import stats
     from trtconv.bench.inputs import input_map
     from trtconv.bench.models import resolve_entry
 
@@ -181,13 +182,11 @@ def trtconv_round(model: str, spec: dict[str, Any], workdir: Path, index: int) -
     worker = harness.worker_spec(entry, settings, Path(spec["data"]), None, mapping)
     document = harness.run_worker(worker, workdir, index)
     figures = {}
-    for measured in document["batches"]:
-        latencies = measured["latencies_ms"]
-        figures[str(measured["batch_size"])] = {
+    for measured in document.batches:
+        latencies = measured.latencies_ms
+        figures[str(measured.batch_size)] = {
             "p50_ms": stats.percentile(latencies, 50),
-            "per_s": stats.throughput_per_s(
-                int(measured["batch_size"]), len(latencies), int(measured["wall_ns"])
-            ),
+            "per_s": stats.throughput_per_s(measured.batch_size, len(latencies), measured.wall_ns),
         }
     return figures
 

@@ -1,20 +1,38 @@
-"""Shared fixtures: a real digits-cnn SavedModel trained once per test session."""
+"""Shared fixtures (a real digits-cnn SavedModel trained once and cached), the quick tier and the
+serial marker (tests/tiers.py), and GPU skips."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import tiers
+from tests.model_cache import cache_root, cached_build, caching_export
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+DIGITS_EPOCHS = 12
 
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    tiers.add_option(parser)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    return tiers.ignore_module(collection_path, config)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: it sees the `tensorflow` marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `gpu` tests unless an NVIDIA GPU is visible, and `no_gpu` tests when one is."""
+    """Skip `gpu` tests unless an NVIDIA GPU is visible, and `no_gpu` tests when one is; mark
+    and (with --quick) deselect the TensorFlow tests."""
     from trtconv.facts import probe_gpus
 
+    tiers.mark_and_select(config, items)
     if probe_gpus():
         marker, why = "no_gpu", "expects a machine without an NVIDIA GPU (this one has one)"
     else:
@@ -25,14 +43,59 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.CollectReport]:
+    report = yield
+    tiers.guard_collection(report, collector.config)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    with tiers.run_lock(item):
+        return (yield)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    tiers.note_before(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[pytest.TestReport]:
+    report = yield
+    tiers.guard(item, report)
+    return report
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _onnx_exports_kept(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Conversions take each SavedModel's tf2onnx export from tests/model_cache.py once made
+    (tests/backends/test_onnx_export.py and the SIGTERM tests still run tf2onnx itself)."""
+    if tiers.quick(request.config):  # nothing in the quick tier exports
+        yield
+        return
+    from trtconv.convert import workspace
+
+    root = cache_root(request.config) / "onnx-exports"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(workspace, "export_onnx", caching_export(root, workspace.export_onnx))
+        yield
+
+
 @pytest.fixture(scope="session")
-def digits_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A digits-cnn trained with AMP by trtconv itself: DIR/saved_model and DIR/trtconv.json."""
+def digits_model_dir(request: pytest.FixtureRequest) -> Path:
+    """A digits-cnn trained with AMP by trtconv itself: DIR/saved_model and DIR/trtconv.json.
+
+    Trained once for all pytest-xdist workers and kept across runs (tests/model_cache.py)."""
     from trtconv import api
 
-    output = tmp_path_factory.mktemp("models") / "digits"
-    api.train(api.TrainOptions(model="digits-cnn", output=output, epochs=12))
-    return output
+    def train(output: Path) -> None:
+        api.train(api.TrainOptions(model="digits-cnn", output=output, epochs=DIGITS_EPOCHS))
+
+    return cached_build(request.config, "digits", f"digits-cnn epochs={DIGITS_EPOCHS}", train)
 
 
 @pytest.fixture(scope="session")

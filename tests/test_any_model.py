@@ -41,7 +41,10 @@ from trtconv.protocol.request import ConversionRequest
 from trtconv.protocol.runner import RunOptions
 from trtconv.savedmodel import load_saved_model
 
-pytestmark = pytest.mark.slow  # trains a small CNN once, converts it several ways
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # trains a small CNN once, converts it several ways
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

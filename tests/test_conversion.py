@@ -16,7 +16,7 @@ from trtconv.manifest import Manifest, read_manifest
 from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
 from trtconv.validation import ValidateResult
 
-pytestmark = pytest.mark.slow  # trains and converts real models
+pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # trains and converts real models
 
 RESULT_KEYS = {
     "schema_version",

@@ -11,6 +11,8 @@ from trtconv import api
 from trtconv.calib.sources import load_digits
 from trtconv.manifest import read_manifest
 
+pytestmark = pytest.mark.tensorflow  # builds, converts or serves Keras models
+
 
 def test_validate_elsewhere_reads_the_data_convert_read(
     digits_saved_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -25,7 +25,7 @@ from trtconv.core.errors import AccuracyError
 from trtconv.options import ConvertOptions, ValidateOptions
 from trtconv.outputs.roles import Judging
 
-pytestmark = pytest.mark.slow  # converts real models
+pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # converts real models
 
 MIN_F1, MIN_RATE = 0.9, 0.97  # the documented per-sample F1 bound and int8's minimum rate
 

@@ -33,6 +33,7 @@ def rows(conversions: list[dict[str, Any]], backend: str) -> dict[str, dict[str,
 
 
 @pytest.mark.no_gpu
+@pytest.mark.tensorflow
 def test_report_on_this_machine() -> None:
     report = api.doctor(deep=False)
     assert report.tensorflow.is_tensorrt_build is True
@@ -117,6 +118,7 @@ def test_human_report_shows_fixes_verbatim() -> None:
 
 @pytest.mark.slow
 @pytest.mark.no_gpu
+@pytest.mark.tensorflow
 def test_deep_report_asks_tensorflow_for_its_tensorrt() -> None:
     done = run_doctor("--json")
     assert done.returncode == 0, done.stderr

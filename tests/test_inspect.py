@@ -139,6 +139,7 @@ def test_inspect_saved_model_artifact(tmp_path: Path, digits_saved_model: Path) 
     assert_reads_back(result)
 
 
+@pytest.mark.tensorflow
 def test_bad_paths(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="does not exist"):
         api.inspect(tmp_path / "missing")

@@ -16,6 +16,8 @@ from trtconv.inspect_model import SavedModelInspection, inspect_path
 from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
 from trtconv.release.config import load_config
 
+pytestmark = pytest.mark.tensorflow  # builds, converts or serves Keras models
+
 QUICK = {"warmup": 2, "iterations": 5, "rounds": 2}
 
 

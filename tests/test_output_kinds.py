@@ -20,7 +20,7 @@ from trtconv.options import ConvertOptions, ValidateOptions
 from trtconv.outputs.roles import Judging
 from trtconv.savedmodel import load_saved_model
 
-pytestmark = pytest.mark.slow  # trains, converts and releases real models
+pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # trains, converts and releases real models
 
 
 def _native_and_onnx(saved_model: Path, onnx_model: Path, x: np.ndarray, name: str) -> tuple:

@@ -18,7 +18,7 @@ from trtconv.manifest import read_manifest
 from trtconv.options import Contest, ConvertOptions, ValidateOptions
 from trtconv.outputs.confidence import proportion_interval
 
-pytestmark = pytest.mark.slow  # trains and converts real models
+pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # trains and converts real models
 
 FEATURES, CLASSES = 16, 4
 

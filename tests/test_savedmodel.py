@@ -64,6 +64,7 @@ def test_open_runner_rejects_other_paths(tmp_path: Path) -> None:
         open_runner(tmp_path)
 
 
+@pytest.mark.tensorflow
 def test_missing_serving_signature_names_what_was_found(tmp_path: Path) -> None:
     import tensorflow as tf
 

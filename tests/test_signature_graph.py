@@ -28,10 +28,13 @@ from trtconv.savedmodel import load_saved_model, saved_model_for
 from trtconv.signature_graph import holds_optimizer_state
 
 # Not importorskip: importing tf_keras here would register Keras 2's objects in this process.
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("tf_keras") is None,
-    reason="the fixture is written by Keras 2 (pip install 'tf-keras==2.17.*')",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("tf_keras") is None,
+        reason="the fixture is written by Keras 2 (pip install 'tf-keras==2.17.*')",
+    ),
+    pytest.mark.tensorflow,
+]
 
 WRITE_KERAS2_MODEL = """
 import sys

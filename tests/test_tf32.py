@@ -10,6 +10,8 @@ import pytest
 
 from trtconv.core.tf32 import OVERRIDE, tf32_policy
 
+pytestmark = pytest.mark.tensorflow
+
 tf = pytest.importorskip("tensorflow")
 enabled = tf.config.experimental.tensor_float_32_execution_enabled
 

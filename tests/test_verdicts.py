@@ -28,7 +28,7 @@ from trtconv.outputs.compare import run_batched
 from trtconv.outputs.roles import Judging
 from trtconv.validation import ValidateResult
 
-pytestmark = pytest.mark.slow  # trains, converts and benches real models
+pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # trains, converts and benches real models
 
 QUICK_BENCH: dict[str, Any] = {"batch_sizes": (32,), "warmup": 1, "iterations": 3}
 

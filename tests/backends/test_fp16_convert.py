@@ -26,7 +26,10 @@ from trtconv.onnxlib.session import OrtRunner
 from trtconv.protocol.runner import RunOptions
 from trtconv.savedmodel import load_saved_model
 
-pytestmark = pytest.mark.slow  # trains the models, exports them with tf2onnx, converts
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # trains the models, exports them with tf2onnx, converts
 
 
 def agreement(session: Any, saved_model: Path) -> float:

@@ -30,7 +30,10 @@ from trtconv.quantize.ladder_text import kept_text
 from trtconv.quantize.sensitivity import QuantizedNode
 from trtconv.savedmodel import load_saved_model
 
-pytestmark = pytest.mark.slow  # trains the models, exports them with tf2onnx, converts
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # trains the models, exports them with tf2onnx, converts
 
 
 def held_out() -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,10 @@ from trtconv.core.errors import ConversionError
 from trtconv.onnxlib.export import BATCH_DIM, OPSET, export_onnx, verify_export
 from trtconv.outputs.compare import run_batched
 
-pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # trains digits-cnn (session fixture) and runs tf2onnx
 
 
 def test_export_keeps_names_dynamic_batch_and_opset(digits_saved_model: Path) -> None:

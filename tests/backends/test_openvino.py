@@ -72,6 +72,7 @@ def test_fp32_ir_keeps_names_and_float32_weights_and_matches_tensorflow(
         runner.infer({"image": np.zeros((1, 8, 8, 1))})
 
 
+@pytest.mark.tensorflow
 def test_keras_model_saved_with_tf_saved_model_save_converts(tmp_path: Path) -> None:
     # OpenVINO's own SavedModel reader fails on such models (VarHandleOp) for keras.applications
     # ResNet-50; trtconv converts the loaded serving function, whose names are inputs/output_0.
@@ -93,6 +94,7 @@ def test_keras_model_saved_with_tf_saved_model_save_converts(tmp_path: Path) -> 
     assert outcome.summary["op_counts"]["Convolution"] == 6
 
 
+@pytest.mark.tensorflow
 def test_the_model_owns_its_weights_once_tensorflow_lets_go() -> None:
     # OpenVINO shares TensorFlow's variable memory by default; once the loaded SavedModel is
     # freed and the memory reused, a shared model computes garbage (0.89 max abs error here).
@@ -118,6 +120,7 @@ def test_the_model_owns_its_weights_once_tensorflow_lets_go() -> None:
 
 
 @pytest.mark.converts("openvino")
+@pytest.mark.tensorflow
 def test_int8_passes_validation_and_runs_quantised_convolutions(tmp_path: Path) -> None:
     native, calibration, held_out = resnet_data()
     request = ConversionRequest(
@@ -141,6 +144,7 @@ def test_int8_passes_validation_and_runs_quantised_convolutions(tmp_path: Path) 
     assert result.passed, result.to_json()
 
 
+@pytest.mark.tensorflow
 def test_overflow_fix_and_float_nodes_reach_nncf() -> None:
     native, calibration, _ = resnet_data()
     model = ir.model_from_saved_model(small_resnet(), native.signature)
@@ -160,6 +164,7 @@ def test_overflow_fix_and_float_nodes_reach_nncf() -> None:
     assert all(weighted_ops(full).values())
 
 
+@pytest.mark.tensorflow
 def test_quantisation_keeps_stdout_clean(capfd: pytest.CaptureFixture[str]) -> None:
     # NNCF prints progress bars and its log to stdout; `--json` owns stdout.
     native, calibration, _ = resnet_data()

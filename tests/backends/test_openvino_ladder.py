@@ -25,7 +25,7 @@ from trtconv.quantize.ladder_record import NncfLadderRecord
 from trtconv.release.markdown import _ladder_lines
 from trtconv.release.schema import release_schema
 
-pytestmark = [pytest.mark.slow, pytest.mark.converts("openvino")]
+pytestmark = [pytest.mark.slow, pytest.mark.converts("openvino"), pytest.mark.tensorflow]
 
 
 def _convert(output: Path, **settings: Any) -> dict[str, Any]:

@@ -24,6 +24,8 @@ from trtconv.core.errors import InputError, MissingDependencyError, UsageError
 from trtconv.protocol.request import ConversionRequest
 from trtconv.savedmodel import load_saved_model
 
+pytestmark = pytest.mark.tensorflow
+
 tf = pytest.importorskip("tensorflow")
 
 

@@ -28,7 +28,10 @@ from trtconv.options import ConvertOptions, ValidateOptions
 from trtconv.outputs.compare import run_batched
 from trtconv.protocol.runner import RunOptions
 
-pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture), exports and builds
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # trains digits-cnn (session fixture), exports and builds
 
 
 def machine(

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.cli_runner import run_cli
 from tests.release.conversions import passing_validation
 from trtconv import api
 from trtconv.measure.bench_result import (
@@ -77,6 +78,12 @@ def result(benched: BenchResult) -> dict[str, Any]:
 
 
 def trtconv(*args: str) -> subprocess.CompletedProcess[str]:
+    """`trtconv ARGS` in this process (tests/cli_runner.py)."""
+    return run_cli(*args)
+
+
+def trtconv_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m trtconv ARGS`: the bench contract's one test in a real process."""
     return subprocess.run(
         [sys.executable, "-m", "trtconv", *args], capture_output=True, text=True, check=False
     )
@@ -167,6 +174,7 @@ def test_speedup_interval_and_a_gate_inside_it_is_inconclusive(result: dict[str,
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_speed_goal_adds_rounds_until_decided_or_out_of_time(
     benched: BenchResult, digits_saved_model: Path, ort_artifact: Path
 ) -> None:
@@ -216,7 +224,7 @@ def test_artifact_alone_brings_its_source_model_as_baseline(
 @pytest.mark.slow
 def test_cli_json_and_report(digits_saved_model: Path, tmp_path: Path) -> None:
     report = tmp_path / "report"
-    completed = trtconv(
+    completed = trtconv_process(
         "bench", str(digits_saved_model), "--batch-sizes", "1,2", "--iterations", "3",
         "--warmup", "1", "--data", "digits", "--eval-data", "digits",
         "--report", str(report), "--json",

@@ -49,6 +49,7 @@ def _bad_npz(tmp_path: Path, case: str) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
 def test_runner_train_json_is_one_document(tmp_path: Path) -> None:
     output = tmp_path / "m"
     result = CliRunner().invoke(app, ["train", "--epochs", "1", "--output", str(output), "--json"])
@@ -128,6 +129,7 @@ def test_runner_unwritable_output_is_refused_before_any_work(
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
 def test_subprocess_train_json_stdout_is_exactly_one_document(tmp_path: Path) -> None:
     completed = _run("train", "--epochs", "1", "--output", str(tmp_path / "m"), "--json")
     assert completed.returncode == 0, completed.stderr[-2000:]

@@ -13,7 +13,7 @@ import pytest
 
 from trtconv.cli import main
 
-pytestmark = pytest.mark.slow  # converts the session's digits model once
+pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # converts the session's digits model once
 
 SAMPLES = 40
 rng = np.random.default_rng(0)

@@ -16,6 +16,7 @@ import pytest
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.serial,  # signals and deadlines: run alone
     pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc (Linux)"),
 ]
 

@@ -32,7 +32,7 @@ from tests.contract.structure import compare, key_structure
 from tests.release.test_release_run import LENIENT_GATES, config_text
 from trtconv.cli import main
 
-pytestmark = [pytest.mark.slow, pytest.mark.no_gpu]
+pytestmark = [pytest.mark.slow, pytest.mark.no_gpu, pytest.mark.tensorflow]
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("TRTCONV_UPDATE_GOLDEN") == "1"

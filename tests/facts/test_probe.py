@@ -19,6 +19,7 @@ def here() -> Facts:
 
 
 @pytest.mark.no_gpu
+@pytest.mark.tensorflow
 def test_probe_tells_the_truth_about_this_machine(here: Facts) -> None:
     assert here.gpus == ()
     assert here.version("tensorflow") and str(here.version("tensorflow")).startswith("2.17")
@@ -56,6 +57,7 @@ def test_probe_does_not_import_heavy_libraries() -> None:
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.tensorflow
 def test_build_info_is_read_without_importing_tensorflow_and_matches_it() -> None:
     import tensorflow as tf
 
@@ -74,6 +76,7 @@ def test_decode_tensorrt_version(number: int, text: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.no_gpu
+@pytest.mark.tensorflow
 def test_tensorflow_subprocess_probe_reports_linked_version_and_real_cause() -> None:
     report = tf_facts.tf_trt_subprocess_probe()
     assert report.enabled is False and not report.error

@@ -26,7 +26,10 @@ from trtconv.manifest import read_manifest
 from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD, ConvertOptions
 from trtconv.quantize.search import CALIBRATION_SPARE
 
-pytestmark = pytest.mark.slow  # trains a tiny model, runs tf2onnx and ONNX Runtime
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # trains a tiny model, runs tf2onnx and ONNX Runtime
 
 
 def _ladder(result: dict[str, Any]) -> dict[str, Any]:

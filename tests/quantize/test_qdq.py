@@ -17,7 +17,10 @@ from trtconv.outputs.compare import run_batched
 from trtconv.quantize.checks import tensorrt_qdq_problems
 from trtconv.quantize.qdq import QdqOptions, quantize_qdq
 
-pytestmark = pytest.mark.slow  # trains digits-cnn (session fixture) and runs tf2onnx
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # trains digits-cnn (session fixture) and runs tf2onnx
 
 
 def _feed(native: SavedModelRunner, samples: int = 256) -> object:

@@ -401,6 +401,7 @@ def _two_signatures(path: Path) -> Path:
 
 
 @pytest.mark.slow  # saves a SavedModel with TensorFlow
+@pytest.mark.tensorflow
 def test_model_signature_reaches_every_command(tmp_path: Path) -> None:
     model = _two_signatures(tmp_path / "two")
     text = MINIMAL.format(model).replace("[[targets]]", 'signature = "predict_logits"\n[[targets]]')

@@ -21,6 +21,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tests.cli_runner import run_cli
 from trtconv import api
 from trtconv.core.errors import GateError, UsageError
 from trtconv.core.fsutil import sha256_path
@@ -63,12 +64,9 @@ def config_text(model: str, targets: list[tuple[str, str | None]], gates: dict[s
 
 
 def run_release(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "trtconv", "release", *map(str, args), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    """`trtconv release ARGS --json` in this process (tests/cli_runner.py); the SIGTERM test
+    below runs the real `python -m trtconv release`."""
+    return run_cli("release", *args, "--json")
 
 
 @dataclass
@@ -310,6 +308,7 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_sigterm_mid_conversion_then_resume_matches_a_clean_run(
     mixed_release: Release, tmp_path: Path
 ) -> None:
@@ -384,6 +383,7 @@ def test_a_best_target_is_its_tournament_winner_and_is_recommended(
     assert "| trt fp32, trt tf32, trt fp16, trt int8 | not available |" in report
 
 
+@pytest.mark.tensorflow
 def test_zoo_model_is_trained_first(tmp_path: Path) -> None:
     config = tmp_path / "release.toml"
     config.write_text(

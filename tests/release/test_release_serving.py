@@ -15,7 +15,10 @@ from serving_fixtures import alive, descendants, pytriton_or_skip
 
 from trtconv.release.schema import release_schema
 
-pytestmark = pytest.mark.slow  # converts digits to int8, serves two models, runs LoadGen
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # converts digits to int8, serves two models, runs LoadGen
 
 CONFIG = """[model]
 path = "{model}"

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli_runner import run_cli
 from trtconv import api
 from trtconv.core.errors import UsageError
 from trtconv.options import BenchOptions
@@ -47,6 +48,12 @@ def reports(digits_saved_model: Path, tmp_path_factory: pytest.TempPathFactory) 
 
 
 def merge_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`trtconv report merge ARGS --json` in this process (tests/cli_runner.py)."""
+    return run_cli("report", "merge", *args, "--json")
+
+
+def merge_process(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """The same in a real `python -m trtconv` process: the merge contract's one such test."""
     return subprocess.run(
         [sys.executable, "-m", "trtconv", "report", "merge", *map(str, args), "--json"],
         capture_output=True,
@@ -63,7 +70,7 @@ def rows_of(directory: Path) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_two_machines_merge_into_one_table(reports: Reports, tmp_path: Path) -> None:
     output = tmp_path / "merged"
-    completed = merge_cli(reports.here, reports.other, "--output", output)
+    completed = merge_process(reports.here, reports.other, "--output", output)
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
     here = machine_name(json.loads((reports.here / "results.json").read_text())["environment"])

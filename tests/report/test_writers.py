@@ -13,6 +13,7 @@ from PIL import Image
 
 from trtconv.bench.evaluation import BenchEvaluation, judge_models
 from trtconv.bench.harness import assemble, model_info, model_rows, round_totals
+from trtconv.bench.messages import WorkerReport
 from trtconv.bench.models import BenchPlan, ModelEntry
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import UsageError
@@ -60,6 +61,7 @@ def document(scale: float, pid: int) -> dict[str, Any]:
             }
         )
     return {
+        "label": "m",
         "pid": pid,
         "load_ms": 100.0,
         "first_inference_ms": 150.0,
@@ -82,7 +84,8 @@ def make_result(with_eval: bool = True) -> BenchResult:
     infos: list[ModelInfo] = []
     rows: list[BenchRow] = []
     outputs: dict[str, Outputs | None] = {}
-    for model, doc, predictions in models:
+    for model, document_, predictions in models:
+        doc = WorkerReport.from_json(document_)
         infos.append(model_info(model, doc, model.label == "digits"))
         rows += model_rows(infos[-1], doc, settings)
         outputs[model.label] = one_hot(predictions)
@@ -199,8 +202,11 @@ def test_rounds_give_intervals_in_rows_table_and_plots(tmp_path: Path) -> None:
     )  # fmt: skip
     drift = [1.0, 1.3, 0.9, 1.1]  # shared by both models, round by round
     models = [
-        (entry("digits", "tf", "fp32"), rounds_document(1.0, 101, drift)),
-        (entry("digits-ort-int8", "ort", "int8"), rounds_document(0.25, 102, drift)),
+        (entry("digits", "tf", "fp32"), WorkerReport.from_json(rounds_document(1.0, 101, drift))),
+        (
+            entry("digits-ort-int8", "ort", "int8"),
+            WorkerReport.from_json(rounds_document(0.25, 102, drift)),
+        ),
     ]
     infos, rows, totals = [], [], {}
     for model, doc in models:

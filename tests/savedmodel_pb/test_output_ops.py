@@ -10,6 +10,7 @@ from trtconv.savedmodel_pb.output_ops import final_ops
 
 
 @pytest.mark.slow  # saves a SavedModel with TensorFlow
+@pytest.mark.tensorflow
 def test_final_ops_follow_calls_casts_and_identities(tmp_path: Path) -> None:
     import keras
     import tensorflow as tf

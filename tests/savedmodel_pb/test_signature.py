@@ -35,6 +35,7 @@ def two_input_saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
 def test_matches_tensorflow(two_input_saved_model: Path) -> None:
     from trtconv.savedmodel import load_saved_model
 
@@ -46,6 +47,7 @@ def test_matches_tensorflow(two_input_saved_model: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
 def test_missing_signature_names_what_exists(two_input_saved_model: Path) -> None:
     with pytest.raises(UsageError, match=r"no 'predict' signature \(found: serving_default\)"):
         read_signature(two_input_saved_model, key="predict")
@@ -74,6 +76,7 @@ def unknown_rank_saved_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
 def test_unknown_rank_is_refused_in_one_sentence_by_both_readers(
     unknown_rank_saved_model: Path,
 ) -> None:
@@ -91,18 +94,17 @@ def test_unknown_rank_is_refused_in_one_sentence_by_both_readers(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["bench", "convert"])
+@pytest.mark.tensorflow
 def test_unknown_rank_commands_exit_1_with_that_sentence(
     unknown_rank_saved_model: Path, command: str
 ) -> None:
     import json
-    import subprocess
-    import sys
+
+    from tests.cli_runner import run_cli
 
     extra = ["--precision", "fp32", "--output", str(unknown_rank_saved_model.parent / "out")]
     argv = [command, str(unknown_rank_saved_model), *(extra if command == "convert" else [])]
-    done = subprocess.run(
-        [sys.executable, "-m", "trtconv", *argv, "--json"], capture_output=True, text=True
-    )
+    done = run_cli(*argv, "--json")
     assert done.returncode == 1, done.stderr
     error = json.loads(done.stdout)["error"]
     assert error["type"] == "InputError" and "has an unknown rank" in error["message"]

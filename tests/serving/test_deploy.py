@@ -18,7 +18,10 @@ from trtconv.measure.bench_result import BenchRow
 from trtconv.serving.deploy import batching_for, describe
 from trtconv.serving.triton_config import TRITON_TYPES
 
-pytestmark = pytest.mark.slow  # converts a small Keras model three times (about a minute)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # converts a small Keras model three times (about a minute)
 
 # ONNX TensorProto element types and OpenVINO element type names -> numpy dtype names.
 ONNX_TYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 10: "float16"}

@@ -12,7 +12,10 @@ from serving_fixtures import alive, artifact, descendants, pytriton_or_skip
 from trtconv.cli import main
 from trtconv.serving.loadtest import parse_summary
 
-pytestmark = pytest.mark.slow  # converts a small model, serves it and runs LoadGen
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # converts a small model, serves it and runs LoadGen
 
 SUMMARY = """Scenario : Server
 Completed samples per second    : 195.26

@@ -13,6 +13,8 @@ from trtconv.cli import main
 from trtconv.serving.latency import trace_latencies_ms
 from trtconv.serving.scenarios import early_stopping, throughput
 
+pytestmark = pytest.mark.tensorflow  # builds, converts or serves Keras models
+
 SINGLE_STREAM = """Scenario : SingleStream
 90.0th percentile latency (ns) : 8364820
 Result is : INVALID

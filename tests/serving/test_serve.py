@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 from serving_fixtures import alive, artifact, descendants, pytriton_or_skip
 
-pytestmark = pytest.mark.slow  # converts a small model and starts a Triton server
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.tensorflow,
+]  # converts a small model and starts a Triton server
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120

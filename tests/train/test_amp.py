@@ -46,6 +46,7 @@ def test_auto_policy_on_described_machines(machine: Facts, policy: str) -> None:
     assert choice.loss_scaling == (policy == "mixed_float16")
 
 
+@pytest.mark.tensorflow
 def test_build_compiled_applies_the_policy_and_restores_the_global_one() -> None:
     keras = pytest.importorskip("keras")
     keras.mixed_precision.set_global_policy("float32")
@@ -60,6 +61,7 @@ def test_build_compiled_applies_the_policy_and_restores_the_global_one() -> None
     assert keras.mixed_precision.global_policy().name == "float32"
 
 
+@pytest.mark.tensorflow
 def test_float16_wraps_the_optimizer_in_loss_scaling() -> None:
     keras = pytest.importorskip("keras")
     model = build_compiled(
@@ -69,6 +71,7 @@ def test_float16_wraps_the_optimizer_in_loss_scaling() -> None:
     assert model.get_layer("conv2").compute_dtype == "float16"
 
 
+@pytest.mark.tensorflow
 def test_policy_scope_restores_after_an_error() -> None:
     keras = pytest.importorskip("keras")
     keras.mixed_precision.set_global_policy("float32")

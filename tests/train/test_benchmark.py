@@ -51,6 +51,7 @@ def test_bad_benchmark_options_are_usage_errors(options: dict, message: str) -> 
 
 @pytest.mark.slow
 @pytest.mark.no_gpu
+@pytest.mark.tensorflow
 def test_resnet50_benchmark_at_small_size() -> None:
     result = api.train_benchmark(
         TrainBenchmarkOptions(
@@ -85,6 +86,7 @@ GRID_ARGS = "train --grid --model digits-cnn --batch-sizes 16 --warmup-steps 1 -
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
 def test_grid_runs_each_cell_in_its_own_process_via_the_cli() -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "trtconv", *GRID_ARGS.split()],

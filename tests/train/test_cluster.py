@@ -104,6 +104,7 @@ def test_distribution_options_that_do_not_go_together(monkeypatch: pytest.Monkey
     assert plan_distribution("mirrored").writes_outputs
 
 
+@pytest.mark.serial
 def test_two_workers_find_each_other() -> None:
     addresses = ",".join(f"127.0.0.1:{port}" for port in free_ports(2))
     errors: list[BaseException] = []
@@ -124,6 +125,7 @@ def test_two_workers_find_each_other() -> None:
     assert not any(thread.is_alive() for thread in threads)
 
 
+@pytest.mark.serial
 def test_unreachable_worker_is_named_after_the_timeout() -> None:
     mine, silent = free_ports(2)
     cluster = cluster_from_workers(f"127.0.0.1:{mine},127.0.0.1:{silent}", 0)
@@ -137,6 +139,7 @@ def test_unreachable_worker_is_named_after_the_timeout() -> None:
     assert message.startswith(f"Worker 0 (127.0.0.1:{mine})")
 
 
+@pytest.mark.serial
 def test_a_worker_that_answers_but_never_rings_back_is_named() -> None:
     """A peer up but with another cluster (it never connects to our address) is not joined."""
     with socket.create_server(("127.0.0.1", 0)) as stranger:
@@ -190,6 +193,8 @@ def test_cli_bad_cluster_exits_2_before_anything_runs(
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
+@pytest.mark.serial
 def test_cli_unreachable_worker_exits_1_naming_it(tmp_path: Path) -> None:
     mine, silent = free_ports(2)
     workers = f"127.0.0.1:{mine},127.0.0.1:{silent}"

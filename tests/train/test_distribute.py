@@ -22,6 +22,7 @@ MIRRORED_ARGS = "train --strategy mirrored --epochs 3 --batch-size 32 --json"
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
 def test_mirrored_trains_on_two_logical_cpus(tmp_path: Path) -> None:
     # A fresh process: the CPU can only be split before TensorFlow initialises its devices.
     output = tmp_path / "mirrored"
@@ -71,6 +72,7 @@ def test_global_batch_must_divide_over_replicas() -> None:
         check_global_batch(32, 3)
 
 
+@pytest.mark.tensorflow
 def test_splitting_after_tensorflow_started_is_a_usage_error() -> None:
     tf = pytest.importorskip("tensorflow")
     tf.config.list_logical_devices("CPU")  # initialises the runtime in this process

@@ -25,6 +25,9 @@ from tests.train.ports import free_ports
 from trtconv.calib.sources import load_digits
 from trtconv.train.cluster import TF_CONFIG_ENV
 
+# Timeouts and signals between worker processes: run alone.
+pytestmark = [pytest.mark.tensorflow, pytest.mark.serial]
+
 DEADLINE_S = 150  # a whole two-worker run; it takes ~30 s on 2 shared cores
 CLUSTER_TIMEOUT_S = "60"
 

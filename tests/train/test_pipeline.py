@@ -68,6 +68,7 @@ def test_exported_graph_has_no_low_precision_dtype(digits_model_dir: Path) -> No
     assert not dtypes & LOW_PRECISION
 
 
+@pytest.mark.tensorflow
 def test_dtype_scan_finds_bfloat16_inside_nested_functions() -> None:
     """Control for the test above: the scan does see bf16 when a nested function computes in it."""
     tf = pytest.importorskip("tensorflow")
@@ -100,6 +101,7 @@ def _write_pngs(root: Path, per_class: int = 10) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
 def test_trains_on_an_image_folder_at_its_own_size(tmp_path: Path) -> None:
     """Before: 12x12 RGB images were squeezed into the zoo model's 8x8 grey without a word."""
     _write_pngs(tmp_path / "images")
@@ -114,6 +116,7 @@ def test_trains_on_an_image_folder_at_its_own_size(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
 def test_trains_on_an_image_folder_at_the_size_asked_for(tmp_path: Path) -> None:
     """Before: --image-size was ignored outside --benchmark."""
     _write_pngs(tmp_path / "images")
@@ -129,6 +132,7 @@ def test_trains_on_an_image_folder_at_the_size_asked_for(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
 def test_uint8_pixels_train_and_convert_alike(tmp_path: Path) -> None:
     """uint8 pixels are raw pixels in train and convert alike: scaled by the model card's
     preprocessing. Before: train fed them unscaled, convert refused them; convert refused a
@@ -165,6 +169,7 @@ def test_uint8_pixels_train_and_convert_alike(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
 def test_trains_on_an_npz_without_claiming_a_scaling(tmp_path: Path) -> None:
     digits = load_digits("all").head(200)
     np.savez(tmp_path / "d.npz", x=digits.x, y=digits.labels)

@@ -15,6 +15,8 @@ from trtconv.cli import app
 from trtconv.train.benchmark import SingleBenchmarkResult, TrainBenchmarkResult
 from trtconv.train.pipeline import TrainResult
 
+pytestmark = pytest.mark.tensorflow
+
 TRAIN_KEYS = [
     "schema_version", "model", "saved_model", "signature", "input", "output", "preprocessing",
     "labels", "data", "amp", "xla", "strategy", "epochs", "batch_size", "batch_size_per_replica",

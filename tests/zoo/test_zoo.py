@@ -20,6 +20,7 @@ def test_all_models_tested() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(TEST_SHAPES))
+@pytest.mark.tensorflow
 def test_model_builds_with_float32_logits_under_mixed_precision(name: str) -> None:
     keras = pytest.importorskip("keras")
     input_shape, classes = TEST_SHAPES[name]
@@ -32,6 +33,7 @@ def test_model_builds_with_float32_logits_under_mixed_precision(name: str) -> No
     assert keras.mixed_precision.global_policy().name == "float32"
 
 
+@pytest.mark.tensorflow
 def test_resnet50_is_v15_with_stride_on_the_3x3_conv() -> None:
     pytest.importorskip("keras")
     model = get_model("resnet50").build((224, 224, 3), 1000)
