@@ -20,7 +20,7 @@ from roles_fixtures import (
 )
 
 from trtconv import api
-from trtconv.calib.sources import ArraySet, split_holdout
+from trtconv.calib.purposes import fitted_indices
 from trtconv.core.errors import AccuracyError
 from trtconv.options import ConvertOptions, ValidateOptions
 from trtconv.outputs.roles import Judging
@@ -30,9 +30,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # converts real models
 MIN_F1, MIN_RATE = 0.9, 0.97  # the documented per-sample F1 bound and int8's minimum rate
 
 
-def _held_out(x: np.ndarray, name: str) -> np.ndarray:
-    """The samples convert validates on: the file's held-out 20% (all of them here)."""
-    return split_holdout(ArraySet({name: x}, None, "file"))[1].inputs[name]
+def _held_out(x: np.ndarray, result: dict) -> np.ndarray:
+    """The samples convert validates on (and validate, which drops the fitted ones): every
+    sample of the file but those its manifest says calibration was fitted to."""
+    contract = result["manifest"]["data_contract"]
+    fitted = fitted_indices(contract["purposes"], contract["data"])
+    assert 0 < len(fitted) < len(x)
+    return x[[index for index in range(len(x)) if index not in fitted]]
 
 
 def _native(saved_model: Path, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -110,10 +114,10 @@ def test_a_good_int8_of_sparse_frame_maps_passes_counting_windows(good_frames: d
     onset = validation["outputs"]["onset"]
     assert onset["role"] == "binary" and "Sigmoid" in onset["role_source"]
     assert validation["verdict"] == "passed"
-    x = _held_out(frames(), "frames")
+    x = _held_out(frames(), result)
     rate, samples = _f1_rate(_native(frame_map_model(), x)["onset"],
                              _ort(artifact / "model.onnx", x)["onset"])  # fmt: skip
-    assert validation["samples"] == samples == 200
+    assert validation["samples"] == samples == len(x) > 500  # windows validated
     assert onset["agreement"] == pytest.approx(rate) and rate == 1.0
     assert f"n={samples};" in _check(validation, ONSET_CHECK)["detail"]  # windows, not elements
 
@@ -125,7 +129,7 @@ def test_an_int8_that_loses_the_positives_fails(tmp_path: Path) -> None:
                       fallback=False)  # fmt: skip
     validation = result["validation"]
     assert validation["verdict"] == "failed"
-    x = _held_out(frames(), "frames")
+    x = _held_out(frames(), result)
     want = _native(frame_map_model(lost=True), x)["onset"]
     got = _ort(tmp_path / "lost" / "model.onnx", x)["onset"]
     rate, samples = _f1_rate(want, got)
@@ -140,7 +144,7 @@ def test_an_int8_that_loses_the_positives_fails(tmp_path: Path) -> None:
 def test_ort_and_openvino_report_the_same_figure_for_the_same_output(good_frames: dict) -> None:
     """One judge for every backend: the same check, figure, interval and samples, each equal
     to the independent check on that backend's own outputs."""
-    x = _held_out(frames(), "frames")
+    x = _held_out(frames(), good_frames["ort"][1])
     want = _native(frame_map_model(), x)["onset"]
     runs = {"ort": (_ort, "model.onnx"), "openvino": (_openvino, "model.xml")}
     checks = {}
@@ -179,7 +183,7 @@ def test_a_box_map_is_judged_by_default(proposals: tuple) -> None:
     validation = result["validation"]
     bbox = validation["outputs"]["bbox"]
     assert bbox["role"] == "regression" and "face_prob ends in one" in bbox["role_source"]
-    x = _held_out(proposal_images(), "image")
+    x = _held_out(proposal_images(), result)
     want = _native(proposal_model(), x)["bbox"]
     rate, samples = _within_rate(want, _ort(artifact / "model.onnx", x)["bbox"], None)
     assert bbox["agreement"] == pytest.approx(rate, abs=1 / samples)
@@ -191,13 +195,13 @@ def test_a_box_map_is_judged_by_default(proposals: tuple) -> None:
 def test_a_gated_box_map_is_judged_where_the_score_map_sees_a_face(proposals: tuple) -> None:
     """validate --output-role bbox=regression:where=face_prob: only images with a face count,
     and only the positions where the native score map sees one."""
-    artifact, _ = proposals
+    artifact, result = proposals
     judging = Judging.build({"bbox": "regression:where=face_prob"})
     try:
         validation = api.validate(ValidateOptions(artifact, judging=judging)).to_json()
     except AccuracyError as failed:  # face_prob's own verdict does not matter here
         validation = failed.result.to_json()  # type: ignore[union-attr]
-    x = _held_out(proposal_images(), "image")
+    x = _held_out(proposal_images(), result)
     native = _native(proposal_model(), x)
     faces = np.broadcast_to(native["face_prob"] > 0.5, native["bbox"].shape)
     got = _ort(artifact / "model.onnx", x)["bbox"]
