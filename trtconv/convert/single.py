@@ -80,7 +80,10 @@ def _raise_if_failed(
         if needed is None:
             raise
         advice = deciding_data(data, needed)
-        raise AccuracyError(f"{exc} {advice[0].upper()}{advice[1:]}.", result) from None
+        advice = f"{advice[0].upper()}{advice[1:]}."
+        # After an itemised message (one line per check) the advice is a line of its own.
+        joined = f"{exc}\n{advice}" if "\n" in str(exc) else f"{exc} {advice}"
+        raise AccuracyError(joined, result) from None
 
 
 def conversion_result(plan: ConversionPlan, manifest: Manifest) -> ConvertResult:

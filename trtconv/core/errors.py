@@ -12,16 +12,11 @@ if TYPE_CHECKING:
     from trtconv.core.results import JsonResult
 
 
-# A one-item error stays on one line up to this many characters (a terminal's width and a half).
-ONE_LINE = 120
-
-
 def itemised(sentence: str, items: list[str]) -> str:
     """An error about several things (outputs, checks): `sentence` with its one item on the same
-    line when that stays short (ONE_LINE), else `sentence` then one indented line per item, so
-    that no line grows with the number of outputs. `sentence` ends without a full stop; a
-    one-line result has one."""
-    if len(items) == 1 and len(sentence) + len(items[0]) <= ONE_LINE:
+    line, or, for several, `sentence` then one indented line per item, so that no line grows
+    with the number of outputs. `sentence` ends without a full stop; the result has one."""
+    if len(items) == 1:
         return f"{sentence}: {items[0]}."
     return f"{sentence}:" + "".join(f"\n  - {item}" for item in items)
 
