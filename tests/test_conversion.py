@@ -122,6 +122,24 @@ def test_validate_an_artifact_against_its_source(digits_int8: dict[str, Any]) ->
     assert [c.name for c in strict.checks if not c.passed] == ["probabilities values"]
 
 
+def test_an_artifact_validates_against_another_artifact(
+    digits_saved_model: Path, digits_int8: dict[str, Any], tmp_path: Path
+) -> None:
+    """The reference can be another artifact (no TensorFlow where the artifact runs: a GPU
+    machine): int8 agrees with the fp32 artifact as with the model; fp32 judged against the
+    int8 artifact by fp32's values fails. The result names that reference and says what it
+    means."""
+    fp32 = tmp_path / "digits-fp32"
+    api.convert(ConvertOptions(digits_saved_model, "fp32", backend="ort", output=fp32))
+    int8 = Path(digits_int8["artifact"])
+    result = api.validate(ValidateOptions(int8, reference=fp32))
+    assert result.passed and result.reference == fp32 and result.samples == 450
+    assert result.warnings[0].startswith(f"the reference is the artifact {fp32} (ort fp32, passed")
+    with pytest.raises(AccuracyError, match="probabilities values") as caught:
+        api.validate(ValidateOptions(fp32, reference=int8))
+    assert caught.value.result.reference == int8
+
+
 # fp32 on point decisions: its 360 held-out samples cannot show 0.99 at 95% (381 can).
 @pytest.mark.parametrize(
     ("precision", "min_top1", "confidence"), [("fp32", 0.99, 0.0), ("int8", 0.97, 0.95)]

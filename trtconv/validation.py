@@ -18,7 +18,7 @@ from trtconv.calib.evaluation import Evaluation, evaluation_data, scale_warning
 from trtconv.calib.sources import ArraySet
 from trtconv.core.model_io import Outputs
 from trtconv.manifest import Manifest, read_manifest
-from trtconv.model_paths import require_exists, saved_model_in
+from trtconv.model_paths import is_artifact_dir, require_exists, saved_model_in
 from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
 from trtconv.outputs.compare import (
     compare,
@@ -125,7 +125,9 @@ def validate(options: ValidateOptions) -> ValidateResult:
     judged by the roles `options.judging` sets, else those the manifest recorded, else
     inferred. Rates are decided at `options.confidence`, else the confidence the manifest's
     verdict was decided at, else DEFAULT_CONFIDENCE. `options.device` is where the artifact
-    runs (RunOptions.device); the reference is TensorFlow with TF32 off. Raises UsageError for
+    runs (RunOptions.device); the reference is TensorFlow with TF32 off, or another artifact
+    (`options.reference` an artifact directory: e.g. the fp32 one, where the artifact runs on a
+    GPU machine without TensorFlow) run where it was converted for. Raises UsageError for
     a missing artifact or reference, a device the artifact cannot run on, or an output name the
     model lacks; InputError for a bad one; and AccuracyError (exit 4, carrying the same result)
     when the artifact fails, is inconclusive or is not judged.
@@ -137,10 +139,15 @@ def validate(options: ValidateOptions) -> ValidateResult:
     judging.check_names(manifest.model_signature.output_names)
     # A Keras source (convert m.keras) is exported again, and a SavedModel TensorFlow cannot
     # revive loaded as its signature graphs, for this validation only: the result names the user's.
-    with saved_model_for(named) as saved_model:
-        reference = saved_model if saved_model == saved_model_in(named) else named
-        run = _run_both(options, artifact, saved_model, manifest, judging)
-    report, evaluation, warnings = run
+    if is_artifact_dir(named):
+        reference = named
+        report, evaluation, warnings = _run_both(options, artifact, named, manifest, judging)
+        warnings.insert(0, _artifact_reference_warning(named))
+    else:
+        with saved_model_for(named) as saved_model:
+            reference = saved_model if saved_model == saved_model_in(named) else named
+            run = _run_both(options, artifact, saved_model, manifest, judging)
+        report, evaluation, warnings = run
     for warning in _manifest_warnings(manifest, artifact, report, evaluation):
         log.warning("%s", warning)
         warnings.append(warning)
@@ -168,9 +175,11 @@ def _run_both(
     tolerance = tolerance_for(manifest.precision, options.tolerance, judging.tolerances, confidence)
     warnings: list[str] = []
     key = options.signature or manifest.model_signature.name  # the one converted, by default
-    with registry.native().runner(reference, None, RunOptions(signature=key)) as native:
+    # An artifact as the reference runs where it was converted for (RunOptions' device auto).
+    saved_model = None if is_artifact_dir(reference) else reference
+    with registry.open_runner(reference, RunOptions(signature=key)) as native:
         evaluation = evaluation_data(
-            native.signature, reference, manifest, options.data, options.preprocessing,
+            native.signature, saved_model, manifest, options.data, options.preprocessing,
             options.split, options.samples or DEFAULT_VALIDATE_SAMPLES,
         )  # fmt: skip
         data = evaluation.data
@@ -188,6 +197,16 @@ def _run_both(
             for warning in candidate.warnings:
                 log.warning("%s", warning)
             return report, evaluation, [*warnings, *candidate.warnings]
+
+
+def _artifact_reference_warning(reference: Path) -> str:
+    """What a verdict against another artifact means: agreement with it, not with the model."""
+    recorded = read_manifest(reference)
+    return (
+        f"the reference is the artifact {reference} ({recorded.backend} {recorded.precision}, "
+        f"{recorded.status} against its source model), not the native model: this verdict is "
+        "agreement with it, and its own error against the native model adds to this one"
+    )
 
 
 def _manifest_warnings(

@@ -36,7 +36,9 @@ ArtifactArg = Annotated[Path, typer.Argument(help="Artifact directory (holds man
 ReferenceOpt = Annotated[
     Path | None,
     typer.Option(
-        help="SavedModel (or Keras file) to compare with (default: the manifest's source model)."
+        help="SavedModel (or Keras file) to compare with (default: the manifest's source"
+        " model), or another trtconv artifact (e.g. the fp32 one, run where it was converted"
+        " for: checks a GPU run on a machine without TensorFlow)."
     ),
 ]
 DataOpt = Annotated[
