@@ -206,3 +206,8 @@ def test_bench_names_int8_artifacts_that_buy_nothing_over_fp32() -> None:
         "m-int8: int8 buys nothing over m-fp32 on this CPU at batch 8 (1.02x) its throughput: "
         "the fp32 artifact is as good there."
     ]
+    # On a GPU the line names the device the rows ran on, not the CPU.
+    on_cuda = [{**row, "device": "cuda"} for row in rows]
+    assert bench_no_gain_warnings(models, on_cuda)[0].startswith(
+        "m-int8: int8 buys nothing over m-fp32 on device cuda at batch 8 (1.02x)"
+    )

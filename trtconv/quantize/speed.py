@@ -115,6 +115,7 @@ def bench_no_gain_warnings(models: Sequence[Any], rows: list[dict[str, Any]]) ->
     result rows (label, batch_size, throughput_per_s).
     """
     throughput = {(row["label"], row["batch_size"]): row["throughput_per_s"] for row in rows}
+    devices = {row["label"]: row.get("device") or "cpu" for row in rows}
     sizes = sorted({row["batch_size"] for row in rows})
     artifacts = [m for m in models if m.kind == ARTIFACT and m.source_model is not None]
     warnings = []
@@ -132,8 +133,10 @@ def bench_no_gain_warnings(models: Sequence[Any], rows: list[dict[str, Any]]) ->
             ]
             slow = [f"{size} ({ratio:.2f}x)" for size, ratio in ratios if ratio < NO_GAIN_BELOW]
             if slow:
+                device = devices.get(int8.label, "cpu")
+                where = "this CPU" if device == "cpu" else f"device {device}"
                 warnings.append(
-                    f"{int8.label}: int8 buys nothing over {fp32.label} on this CPU at batch "
+                    f"{int8.label}: int8 buys nothing over {fp32.label} on {where} at batch "
                     f"{', '.join(slow)} its throughput: the fp32 artifact is as good there."
                 )
     return warnings
