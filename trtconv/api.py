@@ -1,7 +1,8 @@
 """The functions behind every command: what the CLI, scripts and tests call.
 
 Each takes its command's options object (trtconv.options: ConvertOptions, ValidateOptions,
-BenchOptions, TrainOptions, TrainBenchmarkOptions, ReleaseOptions) and returns a typed result:
+BenchOptions, TrainOptions, TrainBenchmarkOptions, ReleaseOptions; trtconv.serving.options:
+DeployOptions, ServeOptions, ServerBenchOptions, ScenarioBenchOptions) and returns a typed result:
 a dataclass subclassing trtconv.core.results.JsonResult whose `to_json()` is the command's
 --json document (`from_json()` reads one back). inspect, doctor and merge_reports take their
 few arguments directly.
@@ -12,6 +13,10 @@ few arguments directly.
     train(TrainOptions) -> TrainResult
     train_benchmark(TrainBenchmarkOptions) -> TrainBenchmarkResult
     release(ReleaseOptions, progress=None) -> ReleaseResult
+    deploy(DeployOptions) -> DeployResult
+    serve(ServeOptions, announce=print) -> ServeResult      (blocks while the server runs)
+    server_bench(ServerBenchOptions) -> ServerBenchResult   (bench --scenario server)
+    scenario_bench(ScenarioBenchOptions) -> ScenarioBenchResult  (single-stream, offline)
     inspect(path) -> InspectResult
     doctor(deep=True) -> DoctorReport
     merge_reports(directories, output, force=False) -> MergeResult
@@ -21,6 +26,8 @@ functions that need them, so importing this module stays cheap.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from trtconv.bench.harness import bench
 from trtconv.convert import convert
@@ -38,16 +45,38 @@ from trtconv.options import (
 )
 from trtconv.release.pipeline import release
 from trtconv.report.merge import merge_reports
+from trtconv.serving.deploy import deploy
+from trtconv.serving.loadtest import server_bench
+from trtconv.serving.options import (
+    DeployOptions,
+    ScenarioBenchOptions,
+    ServeOptions,
+    ServerBenchOptions,
+)
+from trtconv.serving.results import ServeResult
+from trtconv.serving.scenarios import scenario_bench
+from trtconv.serving.server import serve as serve_with
 from trtconv.train.benchmark import TrainBenchmarkResult, train_benchmark
 from trtconv.train.pipeline import TrainResult, train
 from trtconv.validation import validate
+
+
+def serve(options: ServeOptions, announce: Callable[[str], None] = print) -> ServeResult:
+    """`trtconv serve`: serve `options.model` until stopped (or `options.stop_after_s`);
+    `announce` gets the line that says where the server listens."""
+    return serve_with(options, announce)
+
 
 __all__ = [
     "BenchOptions",
     "ClusterOptions",
     "Contest",
     "ConvertOptions",
+    "DeployOptions",
     "ReleaseOptions",
+    "ScenarioBenchOptions",
+    "ServeOptions",
+    "ServerBenchOptions",
     "TrainBenchmarkOptions",
     "TrainBenchmarkResult",
     "TrainOptions",
@@ -55,10 +84,14 @@ __all__ = [
     "ValidateOptions",
     "bench",
     "convert",
+    "deploy",
     "doctor",
     "inspect",
     "merge_reports",
     "release",
+    "scenario_bench",
+    "serve",
+    "server_bench",
     "train",
     "train_benchmark",
     "validate",

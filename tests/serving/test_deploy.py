@@ -251,3 +251,21 @@ def test_batching_comes_from_a_serving_run_over_a_bench(
     serving.write_text("{}")
     code, _, err = run([*argv, "--force"], capsys)
     assert code == 1 and "is not a `bench --scenario server --json` result" in err
+
+
+def test_the_api_deploys_as_the_command_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`trtconv.api.deploy` is the command's function: the same typed result, the same files."""
+    from trtconv import api
+    from trtconv.serving.results import DeployResult
+
+    source = artifact("ort", "fp32")
+    result = api.deploy(api.DeployOptions((source,), tmp_path / "api"))
+    code, out, err = run(["deploy", str(source), "-o", str(tmp_path / "cli"), "--json"], capsys)
+    assert code == 0, err
+    assert isinstance(result, DeployResult)
+    document = {**json.loads(out), "repository": str(tmp_path / "api")}
+    assert result.to_json() == document
+    config = Path("serving-ort-fp32") / "config.pbtxt"
+    assert (tmp_path / "api" / config).read_text() == (tmp_path / "cli" / config).read_text()
