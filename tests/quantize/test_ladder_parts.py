@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 
@@ -171,6 +173,15 @@ def test_int8_that_buys_nothing_is_named_per_batch_size() -> None:
     assert no_gain_notes(rows[:1]) == []
 
 
+class Row(NamedTuple):
+    """What the bench warnings read of a result row."""
+
+    label: str
+    batch_size: int
+    throughput_per_s: float
+    device: str | None = "cpu"
+
+
 def test_bench_names_int8_artifacts_that_buy_nothing_over_fp32() -> None:
     from pathlib import Path
 
@@ -198,7 +209,7 @@ def test_bench_names_int8_artifacts_that_buy_nothing_over_fp32() -> None:
     ]
     speeds = {"m-fp32": (100.0, 400.0), "m-int8": (150.0, 410.0), "other-int8": (1.0, 1.0)}
     rows = [
-        {"label": label, "batch_size": size, "throughput_per_s": value}
+        Row(label, size, value)
         for label, values in speeds.items()
         for size, value in zip((1, 8), values, strict=True)
     ]
@@ -207,7 +218,7 @@ def test_bench_names_int8_artifacts_that_buy_nothing_over_fp32() -> None:
         "the fp32 artifact is as good there."
     ]
     # On a GPU the line names the device the rows ran on, not the CPU.
-    on_cuda = [{**row, "device": "cuda"} for row in rows]
+    on_cuda = [row._replace(device="cuda") for row in rows]
     assert bench_no_gain_warnings(models, on_cuda)[0].startswith(
         "m-int8: int8 buys nothing over m-fp32 on device cuda at batch 8 (1.02x)"
     )
