@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import AccuracyError, UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.outputs.compare import compare, raise_if_failed
@@ -151,7 +152,8 @@ def test_validate_result_keeps_the_validate_document() -> None:
     report.precision, report.machine, report.batch_size, report.device = "int8", {}, 32, "cpu"
     result = ValidateResult(
         **vars(report), artifact=Path("models/a"), reference=Path("models/m/saved_model"),
-        backend="ort", manifest_status="passed", data_contract={"data": "u"}, warnings=["w"],
+        backend="ort", manifest_status="passed", data_contract=DataContract(data="u"),
+        warnings=["w"],
     )  # fmt: skip
     document = json.loads(json.dumps(result.to_json()))
     assert list(document) == [

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import InputError
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.results import JsonResult, optional_key
@@ -86,8 +87,8 @@ class Manifest(JsonResult):
     calibration: CalibrationRecord | None = None
     validation: dict[str, Any] | None = None
     status: str = "unvalidated"  # the validation's verdict: passed, failed or not judged
-    # The model's data contract as convert used it: {data, split, preprocessing (with sources)}.
-    data_contract: dict[str, Any] | None = None
+    # The model's data contract as convert used it: data, split, preprocessing (with sources).
+    data_contract: DataContract | None = None
     judging: JudgingRecord | None = None  # how outputs were judged
     backend_reason: str = ""
     created_at: str = ""

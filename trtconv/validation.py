@@ -14,8 +14,9 @@ from typing import Any
 
 from trtconv import environment
 from trtconv.backends import registry
-from trtconv.calib.evaluation import Evaluation, evaluation_data, scale_warning
+from trtconv.calib.judged_data import JudgedData, judged_data, scale_warning
 from trtconv.calib.sources import ArraySet
+from trtconv.core.data_contract import DataContract
 from trtconv.core.model_io import Outputs
 from trtconv.manifest import Manifest, read_manifest
 from trtconv.model_paths import require_exists, saved_model_in
@@ -56,7 +57,7 @@ class ValidateResult(ValidationReport):
     reference: Path
     backend: str
     manifest_status: str
-    data_contract: dict[str, Any]
+    data_contract: DataContract
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -68,7 +69,7 @@ class ValidateResult(ValidationReport):
             "backend": self.backend,
             "precision": self.precision,
             "manifest_status": self.manifest_status,
-            "data_contract": self.data_contract,
+            "data_contract": self.data_contract.to_json(),
         }
         return {**header, **super().to_json(), "warnings": list(self.warnings)}
 
@@ -158,7 +159,7 @@ def _run_both(
     reference: Path,
     manifest: Manifest,
     judging: Judging,
-) -> tuple[ValidationReport, Evaluation, list[str]]:
+) -> tuple[ValidationReport, JudgedData, list[str]]:
     """(the report, the evaluation data it was judged on, the warnings so far: the data too
     small to ever show the budget of the outputs' rate checks, then the runner's): the
     native `reference` and `artifact` run on the evaluation data the options and the manifest
@@ -169,7 +170,7 @@ def _run_both(
     warnings: list[str] = []
     key = options.signature or manifest.model_signature.name  # the one converted, by default
     with registry.native().runner(reference, None, RunOptions(signature=key)) as native:
-        evaluation = evaluation_data(
+        evaluation = judged_data(
             native.signature, reference, manifest, options.data, options.preprocessing,
             options.split, options.samples or DEFAULT_VALIDATE_SAMPLES,
         )  # fmt: skip
@@ -191,7 +192,7 @@ def _run_both(
 
 
 def _manifest_warnings(
-    manifest: Manifest, artifact: Path, report: ValidationReport, evaluation: Evaluation
+    manifest: Manifest, artifact: Path, report: ValidationReport, evaluation: JudgedData
 ) -> list[str]:
     """What this validation must not hide: the conversion's own verdict when it differs, an
     int8 artifact measured on another CPU class, and data on another scale than calibration."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends import registry
+from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature
 from trtconv.manifest import CalibrationRecord, JudgingRecord, read_manifest
@@ -52,7 +53,7 @@ class ModelEntry:
     # Artifacts: the verdict of their conversion's validation (manifest status), the data
     # contract and the judging they were converted with.
     validation: str | None = None
-    data_contract: dict[str, Any] | None = None
+    data_contract: DataContract | None = None
     judging: JudgingRecord | None = None
     calibration: CalibrationRecord | None = None  # int8: the calibration block (input spread)
     # The batch sizes its engines were built for (TensorRT, TF-TRT), None when any batch runs.

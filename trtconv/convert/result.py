@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from trtconv.convert.tournament import TournamentTable
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.manifest import Manifest
 from trtconv.onnxlib.fp16_record import Fp16Summary
@@ -30,7 +31,7 @@ class ConvertResult(JsonResult):
     artifact_size_bytes: int | None = optional_key()
     manifest: Manifest | None = optional_key()
     validation: ValidationReport | None = optional_key()
-    tournament: dict[str, Any] | None = optional_key()
+    tournament: TournamentTable | None = optional_key()
 
     @property
     def quantization(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtconv.convert.result import ConvertResult
+from trtconv.convert.tournament import TournamentTable
 from trtconv.core.errors import TrtconvError
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.manifest import Manifest
@@ -123,7 +124,7 @@ class TargetResult:
     artifact_size_bytes: int | None
     validation: ValidationReport | None
     ladder: LadderRecord | None
-    tournament: dict[str, Any] | None
+    tournament: TournamentTable | None
     eval: ValidateResult | None
     bench: list[BenchRow]
     gates: list[GateResult]
