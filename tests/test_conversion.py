@@ -199,7 +199,7 @@ def test_vnni_validated_artifact_moved_to_a_cpu_without_vnni_warns(
     monkeypatch.setattr("trtconv.environment.cpu_info", lambda: EPYC_AVX2)
 
     validated = api.validate(ValidateOptions(artifact, samples=450))
-    assert validated.machine is not None and validated.machine["cpu_int8_class"] == "x86-no-vnni"
+    assert validated.machine is not None and validated.machine.cpu_int8_class == "x86-no-vnni"
     [warning] = validated.warnings
     assert "validated on an x86-vnni CPU" in warning and "saturate" in warning
     assert "this run measures its accuracy here" in warning

@@ -33,7 +33,12 @@ from trtconv.outputs.compare import (
 from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
 from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
-from trtconv.outputs.validation_report import ValidationReport
+from trtconv.outputs.validation_report import (
+    ValidatingMachine,
+    ValidationReport,
+    recorded_int8_class,
+    recorded_report,
+)
 from trtconv.protocol.runner import Runner, RunOptions
 from trtconv.quantize.isa import cpu_int8_class, portability_warning
 from trtconv.savedmodel import saved_model_for
@@ -74,10 +79,10 @@ class ValidateResult(ValidationReport):
         return {**header, **super().to_json(), "warnings": list(self.warnings)}
 
 
-def validating_machine() -> dict[str, Any]:
+def validating_machine() -> ValidatingMachine:
     """The CPU (and its int8 class) a validation ran on: int8 verdicts hold per CPU class."""
     cpu = environment.cpu_info()  # by module: a test describes another CPU by replacing it
-    return {"cpu": cpu["model"], "cpu_int8_class": cpu_int8_class(cpu)}
+    return ValidatingMachine(cpu["model"], cpu_int8_class(cpu))
 
 
 def validate_runners(
@@ -198,13 +203,14 @@ def _manifest_warnings(
     int8 artifact measured on another CPU class, and data on another scale than calibration."""
     warnings = []
     if manifest.status not in (report.verdict, "unvalidated"):
-        recorded = manifest.validation or {}
+        recorded = recorded_report(manifest)
         # A passed conversion has no failures to name: saying "no output was compared" there
         # would be false.
-        why = "" if manifest.status == "passed" else f" ({_recorded_failures(recorded)})"
+        failed = recorded is not None and manifest.status != "passed"
+        why = f" ({recorded.failures()})" if failed and recorded else ""
         warnings.append(
             f"{artifact}: its manifest says the conversion's validation {manifest.status.upper()}"
-            f"{why} on {recorded.get('data_source', 'its data')}; this validation on "
+            f"{why} on {recorded.data_source if recorded else 'its data'}; this validation on "
             f"{report.data_source} is {report.verdict}."
         )
     portability = _portability_warning(manifest, artifact, report)
@@ -212,16 +218,11 @@ def _manifest_warnings(
     return warnings + [w for w in (portability, scale) if w]
 
 
-def _recorded_failures(recorded: dict[str, Any]) -> str:
-    """The failed checks of the validation a manifest recorded, as `failures()` lists them."""
-    return ValidationReport.from_json(recorded).failures()
-
-
 def _portability_warning(
     manifest: Manifest, artifact: Path, report: ValidationReport
 ) -> str | None:
     """Say so when this validation runs on another int8 CPU class than the conversion's."""
-    recorded = (manifest.validation or {}).get("machine", {}).get("cpu_int8_class")
+    recorded = recorded_int8_class(manifest)
     quantization = manifest.quantization
-    here = (report.machine or {}).get("cpu_int8_class", "")
+    here = report.machine.cpu_int8_class if report.machine else ""
     return portability_warning(quantization, recorded, here, str(artifact), measured_here=True)

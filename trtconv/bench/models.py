@@ -27,6 +27,7 @@ from trtconv.model_paths import (
     saved_model_in,
 )
 from trtconv.options import DEFAULT_BATCH_SIZES
+from trtconv.outputs.validation_report import recorded_int8_class
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
 from trtconv.savedmodel import SERVING_KEY, is_keras_file
 from trtconv.savedmodel_pb.signature import read_signature
@@ -103,7 +104,7 @@ def artifact_entry(path: Path) -> ModelEntry:
         signature=manifest.model_signature,
         source_model=Path(source) if source else None,
         quantization=manifest.quantization,
-        validated_on=(manifest.validation or {}).get("machine", {}).get("cpu_int8_class"),
+        validated_on=recorded_int8_class(manifest),
         batch_range=manifest.batch_range,
         validation=manifest.status,
         data_contract=manifest.data_contract,

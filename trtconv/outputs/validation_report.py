@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtconv.core.results import JsonResult, to_jsonable
+from trtconv.manifest import Manifest
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED, Interval
 from trtconv.outputs.roles import DECISIONS, OutputRole
 
@@ -75,6 +76,14 @@ class OutputComparison:
     accuracy_drop_ci95: Interval | None = None
 
 
+@dataclass(frozen=True)
+class ValidatingMachine:
+    """The CPU a validation ran on, and its int8 class: int8 verdicts hold per CPU class."""
+
+    cpu: str
+    cpu_int8_class: str
+
+
 # Keys of the `validation` block present only when set (validate and convert set them all).
 RUN_KEYS = ("precision", "machine", "batch_size", "device")
 
@@ -95,7 +104,7 @@ class ValidationReport(JsonResult):
     confidence: float = 0.0
     # RUN_KEYS: in the JSON only when set.
     precision: str | None = None
-    machine: dict[str, Any] | None = None  # the CPU it ran on (int8 verdicts hold per CPU class)
+    machine: ValidatingMachine | None = None
     batch_size: int | None = None  # the converted model's batches (inside its engines' profile)
     device: str | None = None  # where the converted model ran: cpu, cuda or tensorrt
 
@@ -214,6 +223,17 @@ class ValidationReport(JsonResult):
             if getattr(self, key) is not None:
                 data[key] = to_jsonable(getattr(self, key))
         return data
+
+
+def recorded_report(manifest: Manifest) -> ValidationReport | None:
+    """The validation an artifact's manifest recorded at conversion (None: not validated)."""
+    return ValidationReport.from_json(manifest.validation) if manifest.validation else None
+
+
+def recorded_int8_class(manifest: Manifest) -> str | None:
+    """The int8 class of the CPU an artifact's conversion was validated on (None: unknown)."""
+    report = recorded_report(manifest)
+    return report.machine.cpu_int8_class if report and report.machine else None
 
 
 def roles_of(
