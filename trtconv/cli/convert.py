@@ -57,7 +57,6 @@ from trtconv.options import (
 )
 from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
 from trtconv.outputs.validation_report import Check, ValidationReport
-from trtconv.quantize.ladder_record import LadderRecord
 
 MARKS = {
     (True, True): "[green]✓[/green]",
@@ -173,7 +172,7 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
         f"{(result.artifact_size_bytes or 0) / 1e6:.2f} MB: {result.artifact}",
         highlight=False,
     )
-    ladder = LadderRecord.read(result.quantization.get("ladder"))
+    ladder = result.ladder
     if ladder is not None:
         render_ladder(ladder, console)
     if result.fp16:

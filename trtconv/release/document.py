@@ -188,7 +188,7 @@ class TargetEntry:
     @property
     def ladder(self) -> LadderRecord | None:
         """The int8 precision ladder its conversion climbed (None: not int8, or turned off)."""
-        return LadderRecord.read(self.conversion.result.quantization.get("ladder"))
+        return self.conversion.result.ladder
 
     @property
     def precision(self) -> str | None:
