@@ -89,7 +89,9 @@ def resolve_preprocessing(
                  if block and key in block),
                 (DEFAULT, DEFAULTS[key]),
             )  # fmt: skip
-        values[key] = tuple(chosen) if isinstance(chosen, list | tuple) else chosen
+        if isinstance(chosen, list | tuple):
+            chosen = tuple(chosen)  # mean, std: one value per channel
+        values[key] = chosen if key in ("mean", "std") else float(chosen)
         sources[key] = where
     where, recorded_layout = next(
         ((_origin(name, block, "layout"), block["layout"]) for name, block in recorded
@@ -97,14 +99,7 @@ def resolve_preprocessing(
         (SIGNATURE, layout or NHWC),
     )  # fmt: skip
     sources["layout"] = where
-    return Preprocessing(
-        scale=float(values["scale"]),
-        offset=float(values["offset"]),
-        mean=values["mean"],
-        std=values["std"],
-        layout=str(recorded_layout),
-        sources=sources,
-    )
+    return Preprocessing(**values, layout=str(recorded_layout), sources=sources)
 
 
 def _origin(where: str, block: Mapping[str, Any], key: str) -> str:
