@@ -148,7 +148,8 @@ def test_preprocessing_travels_from_convert_to_validate_and_bench(tmp_path: Path
     assert accuracy > 0.9 and validated.accuracy_reference == accuracy
 
     benched = api.bench(BenchOptions((artifact,), eval_data=str(image_folder()), **QUICK_BENCH))
-    assert (benched.settings.data_contract or {})["preprocessing"]["scale"] == 1.0
+    assert benched.settings.data_contract is not None
+    assert benched.settings.data_contract.preprocessing.scale == 1.0
     for model in benched.models:
         assert model.eval_samples == validated.samples
         assert model.accuracy == pytest.approx(accuracy, abs=0.01)

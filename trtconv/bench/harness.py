@@ -96,7 +96,7 @@ def settings_of(options: BenchOptions, data: str, contract: DataContract) -> Set
         data=data,
         eval_data=options.eval_data,
         eval_split=contract.split,
-        data_contract=contract.to_json(),
+        data_contract=contract,
         device=options.device,
         rounds=options.rounds,
         goal=options.goal,

@@ -77,7 +77,7 @@ def contest(config: ReleaseConfig) -> Contest:
 
 
 @dataclass(frozen=True)
-class Budget:
+class AccuracyLimits:
     """The accuracy limits a target's conversion is given (None: the precision's own); part of
     its step key, where only the limits set appear."""
 
@@ -85,10 +85,10 @@ class Budget:
     max_accuracy_drop: float | None = optional_key()
 
 
-def budget(config: ReleaseConfig, target: Target) -> Budget:
+def budget(config: ReleaseConfig, target: Target) -> AccuracyLimits:
     """The accuracy gates as convert's limits, where stricter than the precision's own: the
     int8 ladder climbs until they hold, and validation judges them."""
-    limits = Budget()
+    limits = AccuracyLimits()
     if target.precision is None:
         # `best` without a precision: each candidate is judged by its own precision's
         # tolerance (a gate over all of them would loosen int8 or tighten fp32); the release
@@ -100,7 +100,7 @@ def budget(config: ReleaseConfig, target: Target) -> Budget:
         # rates on the [eval] data (or the conversion's) as they do for every target.
         return limits
     agreement, drop = gates.min_top1_agreement, gates.max_accuracy_drop
-    return Budget(
+    return AccuracyLimits(
         None if agreement is None else max(agreement, own.min_top1_agreement),
         None if drop is None else min(drop, own.max_accuracy_drop),
     )
