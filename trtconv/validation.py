@@ -33,12 +33,7 @@ from trtconv.outputs.compare import (
 from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
 from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
-from trtconv.outputs.validation_report import (
-    ValidatingMachine,
-    ValidationReport,
-    recorded_int8_class,
-    recorded_report,
-)
+from trtconv.outputs.validation_report import ValidatingMachine, ValidationReport
 from trtconv.protocol.runner import Runner, RunOptions
 from trtconv.quantize.isa import cpu_int8_class, portability_warning
 from trtconv.savedmodel import saved_model_for
@@ -169,15 +164,16 @@ def _run_both(
     small to ever show the budget of the outputs' rate checks, then the runner's): the
     native `reference` and `artifact` run on the evaluation data the options and the manifest
     name, the artifact on `options.device` in batches inside its engines' profile."""
-    recorded = (manifest.validation or {}).get("confidence", DEFAULT_CONFIDENCE)
+    recorded = manifest.validation.confidence if manifest.validation else DEFAULT_CONFIDENCE
     confidence = recorded if options.confidence is None else options.confidence
     tolerance = tolerance_for(manifest.precision, options.tolerance, judging.tolerances, confidence)
     warnings: list[str] = []
     key = options.signature or manifest.model_signature.name  # the one converted, by default
     with registry.native().runner(reference, None, RunOptions(signature=key)) as native:
         evaluation = judged_data(
-            native.signature, reference, manifest, options.data, options.preprocessing,
-            options.split, options.samples or DEFAULT_VALIDATE_SAMPLES,
+            native.signature, reference, options.data, options.preprocessing, options.split,
+            options.samples or DEFAULT_VALIDATE_SAMPLES, manifest.data_contract,
+            manifest.calibration,
         )  # fmt: skip
         data = evaluation.data
         with registry.open_runner(artifact, RunOptions(device=options.device)) as candidate:
@@ -203,7 +199,7 @@ def _manifest_warnings(
     int8 artifact measured on another CPU class, and data on another scale than calibration."""
     warnings = []
     if manifest.status not in (report.verdict, "unvalidated"):
-        recorded = recorded_report(manifest)
+        recorded = manifest.validation
         # A passed conversion has no failures to name: saying "no output was compared" there
         # would be false.
         failed = recorded is not None and manifest.status != "passed"
@@ -222,7 +218,7 @@ def _portability_warning(
     manifest: Manifest, artifact: Path, report: ValidationReport
 ) -> str | None:
     """Say so when this validation runs on another int8 CPU class than the conversion's."""
-    recorded = recorded_int8_class(manifest)
+    recorded = manifest.validated_on
     quantization = manifest.quantization
     here = report.machine.cpu_int8_class if report.machine else ""
     return portability_warning(quantization, recorded, here, str(artifact), measured_here=True)

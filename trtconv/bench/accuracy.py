@@ -87,7 +87,7 @@ def prepare(
     and the judging: `judging` over what each artifact's manifest recorded (over the first
     artifact's for the models that recorded none)."""
     evaluation = judged_data(
-        plan.baseline.signature, source, None, spec, options, split,
+        plan.baseline.signature, source, spec, options, split,
         contract=recorded_contract(plan),
     )  # fmt: skip
     recorded = next((m.judging for m in plan.models if m.judging), None)

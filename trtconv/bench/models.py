@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends import registry
+from trtconv.calib.calibration_record import CalibrationRecord
 from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature
-from trtconv.manifest import CalibrationRecord, JudgingRecord, read_manifest
+from trtconv.manifest import read_manifest
 from trtconv.model_paths import (
     ARTIFACT,
     SAVED_MODEL,
@@ -27,7 +28,7 @@ from trtconv.model_paths import (
     saved_model_in,
 )
 from trtconv.options import DEFAULT_BATCH_SIZES
-from trtconv.outputs.validation_report import recorded_int8_class
+from trtconv.outputs.roles import JudgingRecord
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
 from trtconv.savedmodel import SERVING_KEY, is_keras_file
 from trtconv.savedmodel_pb.signature import read_signature
@@ -104,7 +105,7 @@ def artifact_entry(path: Path) -> ModelEntry:
         signature=manifest.model_signature,
         source_model=Path(source) if source else None,
         quantization=manifest.quantization,
-        validated_on=recorded_int8_class(manifest),
+        validated_on=manifest.validated_on,
         batch_range=manifest.batch_range,
         validation=manifest.status,
         data_contract=manifest.data_contract,

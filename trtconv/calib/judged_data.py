@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from trtconv.calib.calibration_record import CalibrationRecord
 from trtconv.calib.contract import ALL as ALL_SPLIT
 from trtconv.calib.contract import (
     DEFAULT,
@@ -29,9 +29,6 @@ from trtconv.calib.readers import ALL, VALIDATION, card_preprocessing, read_mode
 from trtconv.calib.sources import ArraySet, input_stats, recorded_spec
 from trtconv.core.data_contract import DataContract
 from trtconv.core.model_io import ModelSignature
-
-if TYPE_CHECKING:
-    from trtconv.manifest import CalibrationRecord, Manifest
 
 log = logging.getLogger(__name__)
 
@@ -50,17 +47,18 @@ class JudgedData:
 
 
 def data_spec(
-    given: str | None, saved_model: Path | None, manifest: Manifest | None = None
+    given: str | None,
+    saved_model: Path | None,
+    contract: DataContract | None = None,
+    calibration: CalibrationRecord | None = None,
 ) -> tuple[str, str]:
     """(spec, where it came from): `given`, else the data the artifact was validated on (its
-    manifest's data contract), else its calibration source, else the model card's data, else
-    random."""
+    manifest's data `contract`), else its `calibration` source, else the model card's data,
+    else random."""
     if given:
         return given, OPTION
-    contract = manifest.data_contract if manifest else None
     if contract is not None and contract.data and contract.data != RANDOM:
         return contract.data, MANIFEST
-    calibration = manifest.calibration if manifest else None
     if calibration is not None and calibration.source and calibration.source != RANDOM:
         return calibration.source, f"{MANIFEST} (calibration)"
     source = card_data(saved_model)
@@ -85,19 +83,20 @@ def model_preprocessing(
 def judged_data(
     signature: ModelSignature,
     saved_model: Path | None,
-    manifest: Manifest | None,
     spec: str | None,
     options: PreprocessingOptions | None = None,
     split: str | None = None,
     samples: int | None = None,
     contract: DataContract | None = None,
+    calibration: CalibrationRecord | None = None,
 ) -> JudgedData:
     """The evaluation data of a model (`split`, else `default_split`'s), without the samples
-    its conversion was fitted to (the purposes the contract records), read by its data
-    contract (`contract`, else the manifest's), with the contract it was read by. Raises
-    UsageError for an unknown split or spec and InputError for data that does not fit."""
-    spec, spec_from = data_spec(spec, saved_model, manifest)
-    recorded = contract or (manifest.data_contract if manifest else None)
+    its conversion was fitted to (the purposes the contract records), read by its recorded
+    data `contract` (a manifest's: `calibration` is its calibration block), with the contract
+    it was read by. Raises UsageError for an unknown split or spec and InputError for data
+    that does not fit."""
+    spec, spec_from = data_spec(spec, saved_model, contract, calibration)
+    recorded = contract
     chosen_split, split_from = default_split(split, spec, saved_model, recorded)
     prep = model_preprocessing(signature, saved_model, options, recorded)
     role = VALIDATION if chosen_split == HELD_OUT else ALL

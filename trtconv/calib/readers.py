@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trtconv.calib.calibration_record import CalibrationRecord, InputStats
 from trtconv.calib.contract import (
     MANIFEST,
     MODEL_CARD,
@@ -51,7 +52,6 @@ from trtconv.calib.sources import (
 )
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, TensorSpec, numpy_dtype
-from trtconv.manifest import CalibrationRecord, InputStats
 from trtconv.savedmodel import read_model_card
 
 log = logging.getLogger(__name__)

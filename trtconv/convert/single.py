@@ -21,7 +21,7 @@ from trtconv.manifest import Manifest
 from trtconv.options import ConvertOptions
 from trtconv.outputs.compare import raise_if_failed
 from trtconv.outputs.exact import samples_to_decide
-from trtconv.outputs.validation_report import ValidationReport, recorded_report
+from trtconv.outputs.validation_report import ValidationReport
 from trtconv.protocol.runner import RunOptions
 
 log = logging.getLogger(__name__)
@@ -103,5 +103,5 @@ def conversion_result(plan: ConversionPlan, manifest: Manifest) -> ConvertResult
         conversion_seconds=seconds,
         artifact_size_bytes=size,
         manifest=manifest,
-        validation=recorded_report(manifest),
+        validation=manifest.validation,
     )

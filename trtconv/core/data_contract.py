@@ -1,8 +1,8 @@
 """The model's data contract as it is recorded (manifest, model card, results): how raw pixels
 become its input and its layout (`Preprocessing`), the data and split it was judged on, and which
 samples a conversion put to which purpose (`Purpose`). trtconv.calib.contract resolves each value
-from options, manifest and model card; this module only holds the records, low enough for the
-manifest to carry them typed.
+from options, manifest and model card; this module only holds the records, in core because
+calib, the manifest and the bench result all carry them.
 """
 
 from __future__ import annotations

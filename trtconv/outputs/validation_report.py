@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtconv.core.results import JsonResult, to_jsonable
-from trtconv.manifest import Manifest
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED, Interval
 from trtconv.outputs.roles import DECISIONS, OutputRole
 
@@ -223,17 +222,6 @@ class ValidationReport(JsonResult):
             if getattr(self, key) is not None:
                 data[key] = to_jsonable(getattr(self, key))
         return data
-
-
-def recorded_report(manifest: Manifest) -> ValidationReport | None:
-    """The validation an artifact's manifest recorded at conversion (None: not validated)."""
-    return ValidationReport.from_json(manifest.validation) if manifest.validation else None
-
-
-def recorded_int8_class(manifest: Manifest) -> str | None:
-    """The int8 class of the CPU an artifact's conversion was validated on (None: unknown)."""
-    report = recorded_report(manifest)
-    return report.machine.cpu_int8_class if report and report.machine else None
 
 
 def roles_of(
