@@ -7,9 +7,14 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import numpy as np
+import pytest
+
 from trtconv.calib.contract import Preprocessing
-from trtconv.calib.judged_data import record_contract
+from trtconv.calib.judged_data import record_contract, scale_warning
 from trtconv.calib.purposes import entry
+from trtconv.calib.readers import describe
+from trtconv.calib.sources import ArraySet
 from trtconv.core.data_contract import DataContract
 
 SOURCES = {
@@ -70,3 +75,15 @@ def test_a_written_contract_reads_back_as_the_same_contract() -> None:
     assert converted.preprocessing.mean == (0.5,) and converted.summary.startswith("(x * 1")
     # No purposes recorded and an empty list of them are different manifests (judged_data).
     assert DataContract.from_json(json.loads(VALIDATED)).purposes is None
+
+
+def test_data_on_another_scale_than_the_calibration_data_is_warned_about() -> None:
+    pixels = np.random.default_rng(0).integers(0, 256, (64, 4)).astype(np.float32)
+    calibrated = describe(ArraySet({"x": pixels / 255.0}, None, "cal.npz"), "cal.npz")
+    assert calibrated.input_stats["x"].std == pytest.approx(float((pixels / 255.0).std()))
+    raw = ArraySet({"x": pixels}, None, "raw.npz")  # the 1/255 left out: 255 times the spread
+    warning = scale_warning(calibrated, raw, "artifact")
+    assert warning is not None and "raw.npz spreads" in warning and "(255x)" in warning
+    assert scale_warning(calibrated, ArraySet({"x": pixels / 255.0}, None, "v.npz"), "a") is None
+    assert scale_warning(calibrated, ArraySet({"y": pixels}, None, "other.npz"), "a") is None
+    assert scale_warning(None, raw, "artifact") is None

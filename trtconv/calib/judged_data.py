@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trtconv.calib.calibration_record import CalibrationRecord
+from trtconv.calib.calibration_record import CalibrationRecord, InputStats
 from trtconv.calib.contract import ALL as ALL_SPLIT
 from trtconv.calib.contract import (
     DEFAULT,
@@ -150,7 +150,7 @@ def scale_warning(
     calibration: CalibrationRecord | None,
     data: ArraySet,
     what: str,
-    here: dict[str, dict[str, float]] | None = None,
+    here: dict[str, InputStats] | None = None,
 ) -> str | None:
     """A warning when `data`'s inputs spread SCALE_RATIO times more or less than the
     calibration data's (recorded in a manifest's calibration block), else None. `here`:
@@ -158,13 +158,14 @@ def scale_warning(
     recorded = calibration.input_stats if calibration else {}
     here = input_stats(data) if here is None else here
     for name, stats in recorded.items():
-        if name not in here or not stats.std or not here[name]["std"]:
+        spread = here[name].std if name in here else 0.0
+        if not stats.std or not spread:
             continue
-        ratio = here[name]["std"] / stats.std
+        ratio = spread / stats.std
         if ratio > SCALE_RATIO or ratio < 1 / SCALE_RATIO:
             return (
                 f"{what} was calibrated on input '{name}' values with spread {stats.std:.3g}; "
-                f"{data.source} spreads {here[name]['std']:.3g} ({ratio:.3g}x): the two are on "
+                f"{data.source} spreads {spread:.3g} ({ratio:.3g}x): the two are on "
                 "different scales, and the int8 ranges fit the calibration data only (check the "
                 "calibration data and --image-scale/--image-offset)."
             )

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trtconv.calib.calibration_record import CalibrationRecord, InputStats
+from trtconv.calib.calibration_record import CalibrationRecord
 from trtconv.calib.contract import (
     MANIFEST,
     MODEL_CARD,
@@ -331,7 +331,7 @@ def calibration_feed(data: ArraySet, batch_size: int) -> CalibrationFeed:
 def describe(data: ArraySet, spec: str, method: str | None = None) -> CalibrationRecord:
     """The manifest's calibration block (the inputs' spread lets validate see data on another
     scale)."""
-    stats = {name: InputStats(**figures) for name, figures in input_stats(data).items()}
+    stats = input_stats(data)
     return CalibrationRecord(
         recorded_spec(spec), len(data), method, data.sha256(), data.source, stats
     )
