@@ -111,8 +111,8 @@ def test_a_separate_validation_source_is_used_whole(tmp_path: Path) -> None:
                      fallback=False)  # fmt: skip
     used = purposes(Path(result["artifact"]))
     assert result["validation"]["samples"] == 600
-    assert used["validation"]["source"] == str(npz(600, seed=3))
-    assert used["calibration"]["samples"] == 288  # whole batches of 32 of the 300
+    assert used["validation"].source == str(npz(600, seed=3))
+    assert used["calibration"].samples == 288  # whole batches of 32 of the 300
     assert result["validation"]["verdict"] in ("passed", "failed")
 
     capped = convert(
@@ -224,7 +224,7 @@ def test_best_on_800_samples_crowns_a_winner_and_on_7_keeps_inconclusive_apart(
     with pytest.raises(AccuracyError, match="some are inconclusive") as raised:
         api.convert(ConvertOptions(mlp(), "fp32", output=tmp_path / "none", **options))
     table = raised.value.result.tournament  # type: ignore[union-attr]
-    verdicts = {row["verdict"] for row in table["candidates"] if row["verdict"] != "not available"}
+    verdicts = {row.verdict for row in table.candidates if row.verdict != "not available"}
     assert verdicts == {"inconclusive validation"}
-    reasons = " ".join(row["reason"] for row in table["candidates"])
+    reasons = " ".join(row.reason for row in table.candidates)
     assert "about 59 samples would decide it" in reasons and "--validate-data" in reasons
