@@ -137,7 +137,7 @@ class ReleaseResult(JsonResult):
     """What `trtconv release` returns: `to_json()` is release.json (and its --json output)."""
 
     schema_version: int
-    config: dict[str, Any]  # the config echo (ReleaseConfig.to_dict)
+    config: ReleaseConfig  # its JSON: the config echo
     config_sha256: str
     release_dir: str
     source_model: SourceModel
@@ -275,7 +275,7 @@ class ReleaseDocument:
         timings = {step.name: step.seconds for step in self.steps}
         return ReleaseResult(
             schema_version=RELEASE_SCHEMA_VERSION,
-            config=self.config.to_dict(),
+            config=self.config,
             config_sha256=self.config_sha256,
             release_dir=self.release_dir,
             source_model=self.source_model,
