@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -217,7 +218,7 @@ def _settings(
 ) -> T:
     """The [name] table of `raw` (empty when absent), each value checked by `fields`, as the
     settings type `kind`."""
-    return kind(**table(name, raw.get(name, {}), fields))
+    return table(name, raw.get(name, {}), fields, kind)
 
 
 def _model(raw: dict[str, Any]) -> ModelSettings:
@@ -271,11 +272,7 @@ def _targets(raw: dict[str, Any]) -> tuple[Target, ...]:
     targets: list[Target] = []
     for index, entry in enumerate(entries):
         where = f"targets[{index}]"
-        values = table(where, entry, TARGET_FIELDS)
-        for required in ("backend", "precision"):
-            if required not in values and (required, values.get("backend")) != ("precision", BEST):
-                raise UsageError(f"{where}.{required}: missing.")
-        target = Target(**{"precision": None, **values})
+        target = table(where, entry, TARGET_FIELDS, partial(_target, where))
         for other_index, other in enumerate(targets):
             if other.id == target.id:
                 raise UsageError(
@@ -284,6 +281,15 @@ def _targets(raw: dict[str, Any]) -> tuple[Target, ...]:
                 )
         targets.append(target)
     return tuple(targets)
+
+
+def _target(where: str, **values: Any) -> Target:
+    """A [[targets]] entry from its checked values: backend and precision are required (a
+    `best` target may leave the precision out: it tries every one)."""
+    for required in ("backend", "precision"):
+        if required not in values and (required, values.get("backend")) != ("precision", BEST):
+            raise UsageError(f"{where}.{required}: missing.")
+    return Target(**{"precision": None, **values})
 
 
 def _bench(raw: dict[str, Any]) -> BenchSettings:
