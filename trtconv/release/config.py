@@ -304,8 +304,9 @@ def _bench(raw: dict[str, Any]) -> BenchSettings:
 
 
 def _gates(raw: dict[str, Any], bench: BenchSettings) -> GateSettings:
-    largest = {"gate_batch_size": max(bench.batch_sizes)}  # the default
-    gates = _settings(raw, "gates", GATE_FIELDS, lambda **given: GateSettings(**largest | given))
+    # gate_batch_size defaults to the largest batch size the bench times.
+    largest = partial(GateSettings, gate_batch_size=max(bench.batch_sizes))
+    gates = _settings(raw, "gates", GATE_FIELDS, largest)
     if gates.gate_batch_size not in bench.batch_sizes:
         sizes = ", ".join(map(str, bench.batch_sizes))
         raise UsageError(
