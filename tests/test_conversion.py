@@ -62,7 +62,8 @@ def _check_artifact(result: dict[str, Any], precision: str) -> Manifest:
         precision,
         "model.onnx",
     )
-    assert manifest.status == "passed" and manifest.validation == result["validation"]
+    assert manifest.status == "passed" and manifest.validation is not None
+    assert manifest.validation.to_json() == result["validation"]
     assert len(manifest.source_model["sha256"]) == 64
     assert manifest.tools["onnxruntime"] and manifest.tools["tf2onnx"] == "1.17.0"
     assert manifest.created_at and manifest.conversion_seconds > 0 and manifest.backend_reason
