@@ -62,7 +62,8 @@ def _check_artifact(result: dict[str, Any], precision: str) -> Manifest:
         precision,
         "model.onnx",
     )
-    assert manifest.status == "passed" and manifest.validation == result["validation"]
+    assert manifest.status == "passed" and manifest.validation is not None
+    assert manifest.validation.to_json() == result["validation"]
     assert len(manifest.source_model["sha256"]) == 64
     assert manifest.tools["onnxruntime"] and manifest.tools["tf2onnx"] == "1.17.0"
     assert manifest.created_at and manifest.conversion_seconds > 0 and manifest.backend_reason
@@ -217,7 +218,7 @@ def test_vnni_validated_artifact_moved_to_a_cpu_without_vnni_warns(
     monkeypatch.setattr("trtconv.environment.cpu_info", lambda: EPYC_AVX2)
 
     validated = api.validate(ValidateOptions(artifact, samples=450))
-    assert validated.machine is not None and validated.machine["cpu_int8_class"] == "x86-no-vnni"
+    assert validated.machine is not None and validated.machine.cpu_int8_class == "x86-no-vnni"
     [warning] = validated.warnings
     assert "validated on an x86-vnni CPU" in warning and "saturate" in warning
     assert "this run measures its accuracy here" in warning

@@ -30,10 +30,10 @@ def test_validate_elsewhere_reads_the_data_convert_read(
     api.convert(options)
     manifest = read_manifest(work / "art")
     assert manifest.data_contract is not None
-    assert manifest.data_contract["data"] == str(work / "data" / "digits.npz")
+    assert manifest.data_contract.data == str(work / "data" / "digits.npz")
 
     monkeypatch.chdir(elsewhere)
     validated = api.validate(api.ValidateOptions(work / "art", confidence=0))
     assert validated.verdict == "passed"
-    assert validated.data_contract["data_from"] == "manifest"
-    assert validated.samples == manifest.validation["samples"]  # type: ignore[index]
+    assert validated.data_contract.data_from == "manifest"
+    assert manifest.validation is not None and validated.samples == manifest.validation.samples

@@ -21,6 +21,7 @@ from roles_fixtures import (
 
 from trtconv import api
 from trtconv.calib.purposes import fitted_indices
+from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import AccuracyError
 from trtconv.options import ConvertOptions, ValidateOptions
 from trtconv.outputs.roles import Judging
@@ -33,8 +34,9 @@ MIN_F1, MIN_RATE = 0.9, 0.97  # the documented per-sample F1 bound and int8's mi
 def _held_out(x: np.ndarray, result: dict) -> np.ndarray:
     """The samples convert validates on (and validate, which drops the fitted ones): every
     sample of the file but those its manifest says calibration was fitted to."""
-    contract = result["manifest"]["data_contract"]
-    fitted = fitted_indices(contract["purposes"], contract["data"])
+    contract = DataContract.from_json(result["manifest"]["data_contract"])
+    assert contract.purposes is not None and contract.data is not None
+    fitted = fitted_indices(contract.purposes, contract.data)
     assert 0 < len(fitted) < len(x)
     return x[[index for index in range(len(x)) if index not in fitted]]
 

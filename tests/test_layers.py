@@ -35,13 +35,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trtconv.savedmodel_pb",
             "trtconv.signature_graph",
             "trtconv.model_paths",
-            "trtconv.manifest",
         ),
     ),
     (
         "data, compare, results, options",
         (
             "trtconv.calib",
+            "trtconv.manifest",
             "trtconv.outputs",
             "trtconv.measure",
             "trtconv.zoo",

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import InputError
 from trtconv.core.model_io import ModelSignature, TensorSpec
 from trtconv.manifest import MANIFEST, Manifest, read_manifest, write_manifest
+from trtconv.outputs.validation_report import ValidatingMachine, ValidationReport
 
 
 def _manifest() -> Manifest:
@@ -104,3 +107,22 @@ def test_unknown_keys_do_not_match_the_schema(tmp_path: Path) -> None:
     (tmp_path / MANIFEST).write_text(json.dumps(_manifest().to_json() | {"surprise": 1}))
     with pytest.raises(InputError, match=r"does not match the manifest schema.*surprise"):
         read_manifest(tmp_path)
+
+
+def test_the_validation_and_data_contract_blocks_are_typed(tmp_path: Path) -> None:
+    (tmp_path / "model.onnx").write_bytes(b"onnx")
+    report = ValidationReport(
+        samples=450, data_source="digits[test]", min_top1_agreement=0.97, max_accuracy_drop=0.02,
+        confidence=0.95, precision="int8", machine=ValidatingMachine("a CPU", "x86-vnni"),
+    )  # fmt: skip
+    contract = DataContract(data="digits", split="held-out", data_from="option", purposes=())
+    manifest = replace(_manifest(), validation=report, status="failed", data_contract=contract)
+    write_manifest(tmp_path, manifest)
+    text = (tmp_path / MANIFEST).read_text()
+    document = json.loads(text)
+    assert document["validation"] == json.loads(json.dumps(report.to_json()))
+    assert document["data_contract"] == contract.to_json()
+    loaded = read_manifest(tmp_path)
+    assert loaded.validation == report and loaded.data_contract == contract
+    assert loaded.validated_on == "x86-vnni" and _manifest().validated_on is None
+    assert json.dumps(loaded.to_json(), indent=2, default=str) + "\n" == text

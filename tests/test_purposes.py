@@ -13,6 +13,7 @@ from convert_fixtures import work_dir
 
 from trtconv import api
 from trtconv.calib.sources import ArraySet
+from trtconv.core.data_contract import Purpose
 from trtconv.core.errors import AccuracyError, GateError
 from trtconv.manifest import read_manifest
 from trtconv.options import Contest, ConvertOptions, ValidateOptions
@@ -75,9 +76,10 @@ def convert(tmp_path: Path, precision: str, data: Path, **options: object) -> di
         return exc.result.to_json()  # type: ignore[union-attr]
 
 
-def purposes(artifact: Path) -> dict[str, dict]:
-    contract = read_manifest(artifact).data_contract or {}
-    return {entry["purpose"]: entry for entry in contract["purposes"]}
+def purposes(artifact: Path) -> dict[str, Purpose]:
+    contract = read_manifest(artifact).data_contract
+    assert contract is not None and contract.purposes is not None
+    return {entry.purpose: entry for entry in contract.purposes}
 
 
 def test_int8_on_300_samples_reaches_a_verdict_on_every_unfitted_sample(tmp_path: Path) -> None:
@@ -87,8 +89,8 @@ def test_int8_on_300_samples_reaches_a_verdict_on_every_unfitted_sample(tmp_path
     result = convert(tmp_path, "int8", npz(300, seed=2))
     validation, artifact = result["validation"], Path(result["artifact"])
     used = purposes(artifact)
-    assert used["calibration"]["samples"] == 128 and used["calibration"]["start"] == 0
-    assert used["validation"]["start"] == 128 and used["validation"]["samples"] == 172
+    assert used["calibration"].samples == 128 and used["calibration"].start == 0
+    assert used["validation"].start == 128 and used["validation"].samples == 172
     assert validation["samples"] == 172
     assert validation["verdict"] in ("passed", "failed")
     agreeing = round(validation["top1_agreement"] * 172)
@@ -98,8 +100,8 @@ def test_int8_on_300_samples_reaches_a_verdict_on_every_unfitted_sample(tmp_path
 
     checked = api.validate(ValidateOptions(artifact))
     assert checked.samples == 172
-    assert checked.data_contract["fitted_samples_excluded"] == 128
-    assert checked.data_contract["split"] == "all"
+    assert checked.data_contract.fitted_samples_excluded == 128
+    assert checked.data_contract.split == "all"
 
 
 def test_a_separate_validation_source_is_used_whole(tmp_path: Path) -> None:
@@ -109,8 +111,8 @@ def test_a_separate_validation_source_is_used_whole(tmp_path: Path) -> None:
                      fallback=False)  # fmt: skip
     used = purposes(Path(result["artifact"]))
     assert result["validation"]["samples"] == 600
-    assert used["validation"]["source"] == str(npz(600, seed=3))
-    assert used["calibration"]["samples"] == 288  # whole batches of 32 of the 300
+    assert used["validation"].source == str(npz(600, seed=3))
+    assert used["calibration"].samples == 288  # whole batches of 32 of the 300
     assert result["validation"]["verdict"] in ("passed", "failed")
 
     capped = convert(
@@ -216,13 +218,13 @@ def test_best_on_800_samples_crowns_a_winner_and_on_7_keeps_inconclusive_apart(
     options = {"backend": "best", "contest": contest, "calib_data": str(npz(800, seed=9))}
     won = api.convert(ConvertOptions(mlp(), "fp32", output=tmp_path / "won", **options))
     assert won.validation is not None and won.validation.samples == 800
-    assert won.tournament and won.tournament["winner"]
+    assert won.tournament and won.tournament.winner
 
     options["calib_data"] = str(npz(7, seed=5))
     with pytest.raises(AccuracyError, match="some are inconclusive") as raised:
         api.convert(ConvertOptions(mlp(), "fp32", output=tmp_path / "none", **options))
     table = raised.value.result.tournament  # type: ignore[union-attr]
-    verdicts = {row["verdict"] for row in table["candidates"] if row["verdict"] != "not available"}
+    verdicts = {row.verdict for row in table.candidates if row.verdict != "not available"}
     assert verdicts == {"inconclusive validation"}
-    reasons = " ".join(row["reason"] for row in table["candidates"])
+    reasons = " ".join(row.reason for row in table.candidates)
     assert "about 59 samples would decide it" in reasons and "--validate-data" in reasons

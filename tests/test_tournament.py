@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from trtconv.convert import tournament
 from trtconv.convert.best import no_winner
-from trtconv.convert.tournament import Entrant, decide, ordered
+from trtconv.convert.tournament import Entrant, TournamentTable, decide, ordered
 from trtconv.core.errors import AccuracyError
 
 
@@ -86,3 +88,24 @@ def test_inconclusive_candidates_are_not_failed_ones() -> None:
     assert "ort int8: failed validation" in str(error)
     table = [c.verdict for c in ordered([failed, undecided])]
     assert table == [tournament.INCONCLUSIVE_VALIDATION, tournament.FAILED_VALIDATION]
+
+
+def test_the_table_is_written_as_its_json_block_and_reads_back() -> None:
+    """The tournament block keeps its keys and their order (each row: `name`, then the
+    candidate's fields), and a saved block reads back as the same table."""
+    candidates = field()
+    winner = decide(candidates, batch_size=8)
+    assert winner is not None
+    table = TournamentTable(batch_size=8, duration_s=1.0, winner=winner.name,
+                            candidates=ordered(candidates))  # fmt: skip
+    document = json.loads(json.dumps(table.to_json()))
+    assert list(document) == [
+        "batch_size", "duration_s", "iterations", "threads", "rule", "winner", "within_noise_of",
+        "candidates",
+    ]  # fmt: skip
+    row = document["candidates"][0]
+    assert list(row)[:4] == ["name", "backend", "precision", "mode"]
+    assert row["name"] == "openvino int8" and row["verdict"] == tournament.WINNER
+    again = TournamentTable.from_json(document)
+    assert again == table and again.to_json() == document
+    assert again.timing_text() == "1 s" and tournament.SLOWER in again.verdicts()

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import AccuracyError, UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.outputs.compare import compare, raise_if_failed
 from trtconv.outputs.tolerance import TOLERANCES, tolerance_for
-from trtconv.outputs.validation_report import ValidationReport
+from trtconv.outputs.validation_report import ValidatingMachine, ValidationReport
 from trtconv.validation import ValidateResult
 
 
@@ -132,7 +133,7 @@ def test_the_report_reads_back_as_itself() -> None:
     probs = _probabilities()
     flipped = probs[:, ::-1].copy()
     report = compare({"p": probs}, {"p": flipped}, tolerance_for("fp16"), probs.argmax(axis=1))
-    report.precision, report.machine = "fp16", {"cpu": "x", "cpu_int8_class": "x86-vnni"}
+    report.precision, report.machine = "fp16", ValidatingMachine("x", "x86-vnni")
     report.batch_size, report.device = 32, "cpu"
     document = json.loads(json.dumps(report.to_json()))
     assert list(document)[-4:] == ["precision", "machine", "batch_size", "device"]
@@ -148,10 +149,12 @@ def test_validate_result_keeps_the_validate_document() -> None:
     today's order; the result reads back as a ValidateResult."""
     probs = _probabilities()
     report = compare({"p": probs}, {"p": probs}, tolerance_for("int8"), probs.argmax(axis=1), "u")
-    report.precision, report.machine, report.batch_size, report.device = "int8", {}, 32, "cpu"
+    machine = ValidatingMachine("x", "x86-vnni")
+    report.precision, report.machine, report.batch_size, report.device = "int8", machine, 32, "cpu"
     result = ValidateResult(
         **vars(report), artifact=Path("models/a"), reference=Path("models/m/saved_model"),
-        backend="ort", manifest_status="passed", data_contract={"data": "u"}, warnings=["w"],
+        backend="ort", manifest_status="passed", data_contract=DataContract(data="u"),
+        warnings=["w"],
     )  # fmt: skip
     document = json.loads(json.dumps(result.to_json()))
     assert list(document) == [

@@ -142,13 +142,14 @@ def test_preprocessing_travels_from_convert_to_validate_and_bench(tmp_path: Path
 
     validated = api.validate(ValidateOptions(artifact))
     contract = validated.data_contract
-    assert (contract["data"], contract["data_from"]) == (str(image_folder()), "manifest")
-    assert contract["preprocessing"]["sources"]["scale"] == "manifest (option)"
+    assert (contract.data, contract.data_from) == (str(image_folder()), "manifest")
+    assert contract.preprocessing.sources["scale"] == "manifest (option)"
     accuracy = converted["validation"]["accuracy_reference"]
     assert accuracy > 0.9 and validated.accuracy_reference == accuracy
 
     benched = api.bench(BenchOptions((artifact,), eval_data=str(image_folder()), **QUICK_BENCH))
-    assert (benched.settings.data_contract or {})["preprocessing"]["scale"] == 1.0
+    assert benched.settings.data_contract is not None
+    assert benched.settings.data_contract.preprocessing.scale == 1.0
     for model in benched.models:
         assert model.eval_samples == validated.samples
         assert model.accuracy == pytest.approx(accuracy, abs=0.01)
@@ -172,11 +173,12 @@ def test_an_artifact_that_failed_is_said_so_by_validate_and_bench(tmp_path: Path
             )
         )
     validated = api.validate(ValidateOptions(artifact))  # the default tolerance passes it
-    assert validated.data_contract["data"] == str(box_label_npz())  # what convert used
+    assert validated.data_contract.data == str(box_label_npz())  # what convert used
     # Float arrays are fed as given: the contract must not claim a 1/255 scale was applied.
     for contract in (read_manifest(artifact).data_contract, validated.data_contract):
-        assert contract is not None and contract["preprocessing_applied"] is False
-        assert contract["preprocessing"]["summary"].startswith("none applied")
+        assert contract is not None and contract.preprocessing_applied is False
+        assert contract.summary.startswith("none applied")
+        assert contract.to_json()["preprocessing"]["summary"] == contract.summary
     assert validated.verdict == "passed" and validated.manifest_status == "failed"
     assert any("its manifest says" in w and "FAILED" in w for w in validated.warnings)
 

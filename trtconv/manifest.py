@@ -8,65 +8,17 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from trtconv.calib.calibration_record import CalibrationRecord
+from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import InputError
 from trtconv.core.model_io import ModelSignature
-from trtconv.core.results import JsonResult, optional_key
+from trtconv.core.results import JsonResult
+from trtconv.model_paths import MANIFEST
+from trtconv.outputs.roles import JudgingRecord
+from trtconv.outputs.validation_report import ValidationReport
 
-MANIFEST = "manifest.json"
 MANIFEST_SCHEMA_VERSION = 1
 STATUSES = ("passed", "failed", "not judged", "unvalidated")
-
-
-@dataclass(frozen=True)
-class InputStats:
-    """The spread of one float input's values in the calibration data."""
-
-    mean: float
-    std: float
-    min: float
-    max: float
-
-
-@dataclass
-class CalibrationRecord(JsonResult):
-    """The data an int8 artifact was calibrated on: the `source` given, the `part` of it used,
-    how many samples, the method, the data's sha256 and each input's spread (which lets
-    validate see data on another scale). Manifests written before `part` and `input_stats`
-    read back with them empty."""
-
-    source: str
-    samples: int
-    method: str | None
-    sha256: str
-    part: str = ""
-    input_stats: dict[str, InputStats] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        document = super().to_json()
-        order = ("source", "part", "samples", "method", "sha256", "input_stats")
-        return {key: document[key] for key in order}
-
-
-@dataclass(frozen=True)
-class RoleRecord:
-    """How one output was judged: its role, where the role came from, its binary threshold,
-    and (regression) the score output that gated it."""
-
-    role: str
-    source: str
-    threshold: float | None = None
-    where: str | None = optional_key()  # only when set: manifests written before read the same
-
-
-@dataclass
-class JudgingRecord(JsonResult):
-    """How an artifact's outputs were judged: each output's role, the per-output tolerances,
-    whether unjudged outputs were allowed, and the output labels were scored on (when set)."""
-
-    roles: dict[str, RoleRecord] = field(default_factory=dict)
-    tolerances: dict[str, float] = field(default_factory=dict)
-    allow_unjudged: bool = False
-    labels_output: str | None = optional_key()
 
 
 @dataclass
@@ -84,10 +36,10 @@ class Manifest(JsonResult):
     conversion_seconds: float
     conversion_summary: dict[str, Any] = field(default_factory=dict)
     calibration: CalibrationRecord | None = None
-    validation: dict[str, Any] | None = None
+    validation: ValidationReport | None = None
     status: str = "unvalidated"  # the validation's verdict: passed, failed or not judged
-    # The model's data contract as convert used it: {data, split, preprocessing (with sources)}.
-    data_contract: dict[str, Any] | None = None
+    # The model's data contract as convert used it: data, split, preprocessing (with sources).
+    data_contract: DataContract | None = None
     judging: JudgingRecord | None = None  # how outputs were judged
     backend_reason: str = ""
     created_at: str = ""
@@ -103,6 +55,12 @@ class Manifest(JsonResult):
         profiles), or None when any batch runs."""
         found = self.conversion_summary.get("batch_range")
         return (int(found[0]), int(found[1])) if found else None
+
+    @property
+    def validated_on(self) -> str | None:
+        """The int8 class of the CPU the conversion was validated on (None: unknown)."""
+        machine = self.validation.machine if self.validation else None
+        return machine.cpu_int8_class if machine else None
 
     @property
     def quantization(self) -> dict[str, Any] | None:

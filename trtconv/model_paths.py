@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from trtconv.core.errors import InputError, UsageError
-from trtconv.manifest import MANIFEST
 
+MANIFEST = "manifest.json"  # what makes a directory an artifact (trtconv.manifest)
 SAVED_MODEL = "saved_model"
 ARTIFACT = "artifact"
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from trtconv import environment
 from trtconv.backends import registry
-from trtconv.calib.evaluation import Evaluation, evaluation_data, scale_warning
+from trtconv.calib.judged_data import JudgedData, judged_data, scale_warning
 from trtconv.calib.sources import ArraySet
+from trtconv.core.data_contract import DataContract
 from trtconv.core.model_io import Outputs
 from trtconv.manifest import Manifest, read_manifest
 from trtconv.model_paths import is_artifact_dir, require_exists, saved_model_in
@@ -32,7 +33,7 @@ from trtconv.outputs.compare import (
 from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
 from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
-from trtconv.outputs.validation_report import ValidationReport
+from trtconv.outputs.validation_report import ValidatingMachine, ValidationReport
 from trtconv.protocol.runner import Runner, RunOptions
 from trtconv.quantize.isa import cpu_int8_class, portability_warning
 from trtconv.savedmodel import saved_model_for
@@ -56,7 +57,7 @@ class ValidateResult(ValidationReport):
     reference: Path
     backend: str
     manifest_status: str
-    data_contract: dict[str, Any]
+    data_contract: DataContract
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -68,15 +69,15 @@ class ValidateResult(ValidationReport):
             "backend": self.backend,
             "precision": self.precision,
             "manifest_status": self.manifest_status,
-            "data_contract": self.data_contract,
+            "data_contract": self.data_contract.to_json(),
         }
         return {**header, **super().to_json(), "warnings": list(self.warnings)}
 
 
-def validating_machine() -> dict[str, Any]:
+def validating_machine() -> ValidatingMachine:
     """The CPU (and its int8 class) a validation ran on: int8 verdicts hold per CPU class."""
     cpu = environment.cpu_info()  # by module: a test describes another CPU by replacing it
-    return {"cpu": cpu["model"], "cpu_int8_class": cpu_int8_class(cpu)}
+    return ValidatingMachine(cpu["model"], cpu_int8_class(cpu))
 
 
 def validate_runners(
@@ -165,12 +166,12 @@ def _run_both(
     reference: Path,
     manifest: Manifest,
     judging: Judging,
-) -> tuple[ValidationReport, Evaluation, list[str]]:
+) -> tuple[ValidationReport, JudgedData, list[str]]:
     """(the report, the evaluation data it was judged on, the warnings so far: the data too
     small to ever show the budget of the outputs' rate checks, then the runner's): the
     native `reference` and `artifact` run on the evaluation data the options and the manifest
     name, the artifact on `options.device` in batches inside its engines' profile."""
-    recorded = (manifest.validation or {}).get("confidence", DEFAULT_CONFIDENCE)
+    recorded = manifest.validation.confidence if manifest.validation else DEFAULT_CONFIDENCE
     confidence = recorded if options.confidence is None else options.confidence
     tolerance = tolerance_for(manifest.precision, options.tolerance, judging.tolerances, confidence)
     warnings: list[str] = []
@@ -178,9 +179,10 @@ def _run_both(
     # An artifact as the reference runs where it was converted for (RunOptions' device auto).
     saved_model = None if is_artifact_dir(reference) else reference
     with registry.open_runner(reference, RunOptions(signature=key)) as native:
-        evaluation = evaluation_data(
-            native.signature, saved_model, manifest, options.data, options.preprocessing,
-            options.split, options.samples or DEFAULT_VALIDATE_SAMPLES,
+        evaluation = judged_data(
+            native.signature, saved_model, options.data, options.preprocessing, options.split,
+            options.samples or DEFAULT_VALIDATE_SAMPLES, manifest.data_contract,
+            manifest.calibration,
         )  # fmt: skip
         data = evaluation.data
         with registry.open_runner(artifact, RunOptions(device=options.device)) as candidate:
@@ -210,19 +212,20 @@ def _artifact_reference_warning(reference: Path) -> str:
 
 
 def _manifest_warnings(
-    manifest: Manifest, artifact: Path, report: ValidationReport, evaluation: Evaluation
+    manifest: Manifest, artifact: Path, report: ValidationReport, evaluation: JudgedData
 ) -> list[str]:
     """What this validation must not hide: the conversion's own verdict when it differs, an
     int8 artifact measured on another CPU class, and data on another scale than calibration."""
     warnings = []
     if manifest.status not in (report.verdict, "unvalidated"):
-        recorded = manifest.validation or {}
+        recorded = manifest.validation
         # A passed conversion has no failures to name: saying "no output was compared" there
         # would be false.
-        why = "" if manifest.status == "passed" else f" ({_recorded_failures(recorded)})"
+        failed = recorded is not None and manifest.status != "passed"
+        why = f" ({recorded.failures()})" if failed and recorded else ""
         warnings.append(
             f"{artifact}: its manifest says the conversion's validation {manifest.status.upper()}"
-            f"{why} on {recorded.get('data_source', 'its data')}; this validation on "
+            f"{why} on {recorded.data_source if recorded else 'its data'}; this validation on "
             f"{report.data_source} is {report.verdict}."
         )
     portability = _portability_warning(manifest, artifact, report)
@@ -230,16 +233,11 @@ def _manifest_warnings(
     return warnings + [w for w in (portability, scale) if w]
 
 
-def _recorded_failures(recorded: dict[str, Any]) -> str:
-    """The failed checks of the validation a manifest recorded, as `failures()` lists them."""
-    return ValidationReport.from_json(recorded).failures()
-
-
 def _portability_warning(
     manifest: Manifest, artifact: Path, report: ValidationReport
 ) -> str | None:
     """Say so when this validation runs on another int8 CPU class than the conversion's."""
-    recorded = (manifest.validation or {}).get("machine", {}).get("cpu_int8_class")
+    recorded = manifest.validated_on
     quantization = manifest.quantization
-    here = (report.machine or {}).get("cpu_int8_class", "")
+    here = report.machine.cpu_int8_class if report.machine else ""
     return portability_warning(quantization, recorded, here, str(artifact), measured_here=True)

@@ -18,6 +18,7 @@ from trtconv.calib.purposes import (
 )
 from trtconv.calib.sources import ArraySet, split_holdout
 from trtconv.convert.data import ConversionData, _fit, deciding_data, fitted_count
+from trtconv.core.data_contract import DataContract
 from trtconv.outputs.compare import compare
 from trtconv.outputs.exact import samples_for_values, samples_to_decide
 from trtconv.outputs.tolerance import tolerance_for
@@ -74,11 +75,11 @@ def test_a_shared_source_fits_what_the_precision_needs_and_no_more() -> None:
 
 def test_the_data_that_would_decide_it_is_the_users_unused_samples_first() -> None:
     held = numbered(160)
-    data = ConversionData("x.npz", {}, held, pool=1000)
+    data = ConversionData("x.npz", DataContract(), held, pool=1000)
     assert "840 more that nothing was fitted to (--validate-samples 381)" in deciding_data(
         data, 381
     )
-    spent = ConversionData("x.npz", {}, held, pool=160)
+    spent = ConversionData("x.npz", DataContract(), held, pool=160)
     assert "221 more than n.npz spares" in deciding_data(spent, 381)
     assert "--validate-data" in deciding_data(spent, 381)
 
@@ -97,12 +98,12 @@ def test_a_search_slice_from_the_validation_source_is_recorded_as_its_own() -> N
     """--validate-data with samples to spare: the ladder scores on them, and the manifest says
     they are that source's, so `validate` leaves them out there too."""
     validation = numbered(1400)
-    data = ConversionData("cal.npz", {}, validation)
+    data = ConversionData("cal.npz", DataContract(), validation)
     fitted = _fit(data, numbered(600), (500, 1000), True, (SHUFFLED, SHUFFLED), 600,
                   validate_data="val.npz")  # fmt: skip
-    used = {p["purpose"]: p for p in fitted.purposes}
-    assert (used["calibration"]["source"], used["calibration"]["samples"]) == ("cal.npz", 480)
-    assert (used["validation"]["source"], used["validation"]["samples"]) == ("val.npz", 1000)
-    assert used["search"]["source"] == "val.npz" and used["search"]["total"] == 1400
-    assert (used["search"]["start"], used["search"]["stop"]) == (1000, 1400)
+    used = {p.purpose: p for p in fitted.purposes}
+    assert (used["calibration"].source, used["calibration"].samples) == ("cal.npz", 480)
+    assert (used["validation"].source, used["validation"].samples) == ("val.npz", 1000)
+    assert used["search"].source == "val.npz" and used["search"].total == 1400
+    assert (used["search"].start, used["search"].stop) == (1000, 1400)
     assert fitted.pool == 1000  # the 400 searched on are spent

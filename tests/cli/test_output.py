@@ -11,6 +11,7 @@ from rich.console import Console
 from trtconv.cli._ladder import render_ladder
 from trtconv.cli._output import PIPED_WIDTH, emit_result, stdout_console
 from trtconv.cli.convert import render_tournament
+from trtconv.convert.tournament import Entrant, TournamentTable
 from trtconv.quantize.ladder_record import LadderRecord
 
 REASON = (
@@ -19,21 +20,21 @@ REASON = (
 )
 
 
-def _tournament() -> dict[str, Any]:
+def _tournament() -> TournamentTable:
     row = {"throughput_per_s": 1234.5, "latency_ms_p50": 0.812, "speedup_vs_native": 2.31,
            "top1_agreement": 0.99609375}  # fmt: skip
-    return {
-        "batch_size": 8,
-        "iterations": 200,
-        "candidates": [
-            {"name": "openvino int8", "verdict": "winner", "reason": "fastest that passed", **row},
-            {"name": "ort int8 (u8s8, 7-bit weights)", "verdict": "lost", "reason": REASON, **row},
+    return TournamentTable(
+        batch_size=8,
+        iterations=200,
+        candidates=[
+            Entrant("openvino", "int8", verdict="winner", reason="fastest that passed", **row),
+            Entrant("ort", "int8 (u8s8, 7-bit weights)", verdict="lost", reason=REASON, **row),
         ],
-    }
+    )
 
 
 def test_piped_tables_keep_each_row_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    def render(result: dict[str, Any], console: Console) -> None:
+    def render(result: TournamentTable, console: Console) -> None:
         render_tournament(result, console)
 
     emit_result(_tournament(), False, render)

@@ -86,7 +86,7 @@ def test_full_config_is_read(tmp_path: Path, saved_model: Path) -> None:
     assert config.gates.min_speedup == 1.5
     assert config.gates.gate_batch_size == 32  # default: the largest bench batch size
     assert config.train is None
-    echo = config.to_dict()
+    echo = config.to_json()
     assert echo["targets"][0] == {
         "backend": "ort",
         "precision": "int8",
@@ -411,7 +411,7 @@ def test_model_signature_reaches_every_command(tmp_path: Path) -> None:
     assert convert_options(config, target, model, artifact).signature == "predict_logits"
     assert validate_options(config, target, artifact, model).signature == "predict_logits"
     assert bench_options(config, [model], tmp_path / "bench").signature == "predict_logits"
-    assert config.to_dict()["model"]["signature"] == "predict_logits"
+    assert config.to_json()["model"]["signature"] == "predict_logits"
     roles = text + '[outputs]\nroles = { logits = "classes" }\n'  # the chosen signature's outputs
     assert load_config(write(tmp_path, roles)).outputs.roles == {"logits": "classes"}
     missing = MINIMAL.format(model).replace("[[targets]]", 'signature = "nope"\n[[targets]]')

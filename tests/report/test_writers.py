@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from trtconv.bench.evaluation import BenchEvaluation, judge_models
+from trtconv.bench.accuracy import AccuracySet, judge_models
 from trtconv.bench.harness import assemble, model_info, model_rows, round_totals
 from trtconv.bench.messages import WorkerReport
 from trtconv.bench.models import BenchPlan, ModelEntry
 from trtconv.calib.sources import ArraySet
+from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature, Outputs, TensorSpec
 from trtconv.measure.bench_result import (
@@ -90,7 +91,7 @@ def make_result(with_eval: bool = True) -> BenchResult:
         rows += model_rows(infos[-1], doc, settings)
         outputs[model.label] = one_hot(predictions)
     if with_eval:
-        evaluation = BenchEvaluation(ArraySet({"x": np.zeros((4, 1))}, LABELS, "eval"), {})
+        evaluation = AccuracySet(ArraySet({"x": np.zeros((4, 1))}, LABELS, "eval"), DataContract())
         judge_models(infos, infos[0], outputs, evaluation, None)
     entries = [model for model, _, _ in models]
     plan = BenchPlan(entries, entries[0], "the first SavedModel given")

@@ -16,6 +16,7 @@ from serving_fixtures import artifact
 from trtconv.cli import main
 from trtconv.measure.bench_result import BenchRow
 from trtconv.serving.deploy import batching_for, describe
+from trtconv.serving.results import ServerBenchResult, ServerRow
 from trtconv.serving.triton_config import TRITON_TYPES
 
 pytestmark = [
@@ -234,12 +235,15 @@ def test_batching_comes_from_a_serving_run_over_a_bench(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model = artifact("ort", "int8")
-    row = {"model": str(model), "dynamic_batching": True, "qps_at_budget": 130.4,
-           "max_batch_size": 8, "max_queue_delay_us": 250,
-           "batches": {"1": 1929, "2": 545, "3": 300, "8": 1}}  # fmt: skip
-    batch_1 = {**row, "dynamic_batching": False, "max_batch_size": 1}
+    row = ServerRow(
+        model=str(model), label="m", backend="ort", precision="int8", dynamic_batching=True,
+        max_batch_size=8, max_queue_delay_us=250, qps_at_budget=130.4, latency_ms_p50=1.0,
+        latency_ms_p90=2.0, latency_ms_p99=3.0, loadgen_result="VALID", loadgen_reasons=[],
+        batches={"1": 1929, "2": 545, "3": 300, "8": 1}, runs=[],
+    )  # fmt: skip
+    batch_1 = dataclasses.replace(row, dynamic_batching=False, max_batch_size=1)
     serving = tmp_path / "serving.json"
-    serving.write_text(json.dumps({"rows": [row, batch_1]}))
+    ServerBenchResult("server", 10.0, 1.0, [row, batch_1], {}, {}, []).save(serving)
     argv = ["deploy", str(model), "--output", str(tmp_path / "repo"), "--serving", str(serving)]
     code, out, err = run([*argv, "--json"], capsys)
     assert code == 0, err

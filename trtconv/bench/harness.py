@@ -21,8 +21,8 @@ import numpy as np
 
 from trtconv.backends import registry
 from trtconv.bench import rounds
-from trtconv.bench.evaluation import (
-    BenchEvaluation,
+from trtconv.bench.accuracy import (
+    AccuracySet,
     contract_warnings,
     judge_models,
     load_outputs,
@@ -42,9 +42,10 @@ from trtconv.bench.models import (
     portability_warnings,
 )
 from trtconv.bench.rounds import Round, Schedule, Worker
-from trtconv.calib.evaluation import model_preprocessing
+from trtconv.calib.judged_data import model_preprocessing
 from trtconv.calib.readers import RANDOM
 from trtconv.calib.sources import ArraySet
+from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import TrtconvError, UsageError
 from trtconv.core.fsutil import check_output_free
 from trtconv.core.model_io import Outputs
@@ -79,7 +80,7 @@ RoundTotals = dict[tuple[str, int], tuple[list[int], list[int]]]
 # ---------------------------------------------------------------------------- options
 
 
-def settings_of(options: BenchOptions, data: str, contract: dict[str, Any]) -> Settings:
+def settings_of(options: BenchOptions, data: str, contract: DataContract) -> Settings:
     """The `settings` block: the options' budgets (or the defaults), data and contract."""
     timed: dict[str, Any] = {"iterations": options.iterations}
     if options.iterations is None:
@@ -94,7 +95,7 @@ def settings_of(options: BenchOptions, data: str, contract: dict[str, Any]) -> S
         threads=options.threads,
         data=data,
         eval_data=options.eval_data,
-        eval_split=contract.get("split"),
+        eval_split=contract.split,
         data_contract=contract,
         device=options.device,
         rounds=options.rounds,
@@ -338,7 +339,7 @@ def measure(
     plan: BenchPlan,
     settings: Settings,
     data: ArraySet,
-    evaluation: BenchEvaluation | None,
+    evaluation: AccuracySet | None,
     progress: Progress | None = None,
 ) -> tuple[list[ModelInfo], list[BenchRow], RoundTotals]:
     """Time every model in interleaved rounds (`run_rounds`); judge their outputs when
@@ -475,7 +476,7 @@ def _bench(
         data, plan.baseline, max(options.batch_sizes), source, prep, options.input_shapes
     )
     evaluation = _evaluation(plan, options, source)
-    contract = evaluation.contract if evaluation else {"preprocessing": prep.to_dict()}
+    contract = evaluation.contract if evaluation else DataContract(preprocessing=prep)
     settings = settings_of(options, data, contract)
     result = assemble(plan, settings, *measure(plan, settings, inputs, evaluation, progress))
     if options.report is not None:
@@ -498,9 +499,7 @@ def _source(plan: BenchPlan) -> Path | None:
     return plan.baseline.path if plan.baseline.kind == SAVED_MODEL else None
 
 
-def _evaluation(
-    plan: BenchPlan, options: BenchOptions, source: Path | None
-) -> BenchEvaluation | None:
+def _evaluation(plan: BenchPlan, options: BenchOptions, source: Path | None) -> AccuracySet | None:
     """The evaluation data and judging (None without `eval_data`); adds its warnings."""
     if options.eval_data is None:
         return None

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.backends import registry
+from trtconv.calib.calibration_record import CalibrationRecord
+from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature
-from trtconv.manifest import CalibrationRecord, JudgingRecord, read_manifest
+from trtconv.manifest import read_manifest
 from trtconv.model_paths import (
     ARTIFACT,
     SAVED_MODEL,
@@ -26,6 +28,7 @@ from trtconv.model_paths import (
     saved_model_in,
 )
 from trtconv.options import DEFAULT_BATCH_SIZES
+from trtconv.outputs.roles import JudgingRecord
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
 from trtconv.savedmodel import SERVING_KEY, is_keras_file
 from trtconv.savedmodel_pb.signature import read_signature
@@ -52,7 +55,7 @@ class ModelEntry:
     # Artifacts: the verdict of their conversion's validation (manifest status), the data
     # contract and the judging they were converted with.
     validation: str | None = None
-    data_contract: dict[str, Any] | None = None
+    data_contract: DataContract | None = None
     judging: JudgingRecord | None = None
     calibration: CalibrationRecord | None = None  # int8: the calibration block (input spread)
     # The batch sizes its engines were built for (TensorRT, TF-TRT), None when any batch runs.
@@ -102,7 +105,7 @@ def artifact_entry(path: Path) -> ModelEntry:
         signature=manifest.model_signature,
         source_model=Path(source) if source else None,
         quantization=manifest.quantization,
-        validated_on=(manifest.validation or {}).get("machine", {}).get("cpu_int8_class"),
+        validated_on=manifest.validated_on,
         batch_range=manifest.batch_range,
         validation=manifest.status,
         data_contract=manifest.data_contract,

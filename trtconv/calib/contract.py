@@ -14,24 +14,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from trtconv.core.data_contract import (
+    DEFAULT,
+    DEFAULT_SCALE,
+    NCHW,
+    NHWC,
+    PIXEL_FIELDS,
+    Preprocessing,
+)
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import TensorSpec
 
 log = logging.getLogger(__name__)
 
-OPTION, MANIFEST, MODEL_CARD, DEFAULT, SIGNATURE = (
-    "option", "manifest", "model card", "default", "model signature",
-)  # fmt: skip
+OPTION, MANIFEST, MODEL_CARD, SIGNATURE = "option", "manifest", "model card", "model signature"
 HELD_OUT, ALL = "held-out", "all"
 SPLITS = (HELD_OUT, ALL)
-NHWC, NCHW = "NHWC", "NCHW"
-DEFAULT_SCALE = 1.0 / 255.0
-PIXEL_FIELDS = ("scale", "offset", "mean", "std")
 DEFAULTS: dict[str, Any] = {"scale": DEFAULT_SCALE, "offset": 0.0, "mean": None, "std": None}
 
 
@@ -54,51 +55,6 @@ class PreprocessingOptions:
                 f"--image-mean has {len(self.mean)} values and --image-std {len(self.std)}: "
                 "give one per channel (or one for all) to both."
             )
-
-
-@dataclass(frozen=True)
-class Preprocessing:
-    """Raw pixels -> model input: ((x * scale + offset) - mean) / std, mean and std per channel
-    (or one value for all); `layout` is the input's (NHWC or NCHW). `sources` says where each
-    value came from."""
-
-    scale: float = DEFAULT_SCALE
-    offset: float = 0.0
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
-    layout: str = NHWC
-    sources: Mapping[str, str] = field(default_factory=dict)
-
-    def apply(self, pixels: np.ndarray, channel_axis: int = -1) -> np.ndarray:
-        """`pixels` as float32 model input."""
-        x = pixels.astype(np.float32) * np.float32(self.scale) + np.float32(self.offset)
-        shape = [1] * x.ndim
-        shape[channel_axis] = -1
-        if self.mean is not None:
-            x = x - np.asarray(self.mean, np.float32).reshape(shape)
-        if self.std is not None:
-            x = x / np.asarray(self.std, np.float32).reshape(shape)
-        return x
-
-    def describe(self) -> str:
-        """`x * 0.00392 + 0 (default)`, with mean/std when set and where the values came from."""
-        text = f"x * {self.scale:.6g} + {self.offset:g}"
-        if self.mean is not None or self.std is not None:
-            text = f"({text} - {list(self.mean or [0])}) / {list(self.std or [1])}"
-        origins = list(dict.fromkeys(self.sources.get(key, DEFAULT) for key in PIXEL_FIELDS))
-        return f"{text} ({', '.join(origins)})"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `preprocessing` block of a manifest's data contract."""
-        return {
-            "scale": self.scale,
-            "offset": self.offset,
-            "mean": None if self.mean is None else list(self.mean),
-            "std": None if self.std is None else list(self.std),
-            "layout": self.layout,
-            "sources": dict(self.sources),
-            "summary": self.describe(),
-        }
 
 
 def parse_channels(text: str | None, flag: str) -> tuple[float, ...] | None:
@@ -133,7 +89,9 @@ def resolve_preprocessing(
                  if block and key in block),
                 (DEFAULT, DEFAULTS[key]),
             )  # fmt: skip
-        values[key] = tuple(chosen) if isinstance(chosen, list | tuple) else chosen
+        if isinstance(chosen, list | tuple):
+            chosen = tuple(chosen)  # mean, std: one value per channel
+        values[key] = chosen if key in ("mean", "std") else float(chosen)
         sources[key] = where
     where, recorded_layout = next(
         ((_origin(name, block, "layout"), block["layout"]) for name, block in recorded
@@ -141,14 +99,7 @@ def resolve_preprocessing(
         (SIGNATURE, layout or NHWC),
     )  # fmt: skip
     sources["layout"] = where
-    return Preprocessing(
-        scale=float(values["scale"]),
-        offset=float(values["offset"]),
-        mean=values["mean"],
-        std=values["std"],
-        layout=str(recorded_layout),
-        sources=sources,
-    )
+    return Preprocessing(**values, layout=str(recorded_layout), sources=sources)
 
 
 def _origin(where: str, block: Mapping[str, Any], key: str) -> str:

@@ -14,8 +14,8 @@ back and never judges on a sample a conversion was fitted to (`drop_fitted`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from trtconv.calib.sources import (
     HOLDOUT_SEED,
     ArraySet,
 )
+from trtconv.core.data_contract import Purpose
 from trtconv.savedmodel import read_model_card
 
 # Parts of a source: its calibration part and held-out part (the fixed 80/20 split; digits:
@@ -41,11 +42,17 @@ def trained_on(spec: str, saved_model: Path | None) -> str | None:
     None when nothing says the model trained on it."""
     if spec == DIGITS:
         return "digits: its fixed train split is what models here train on"
-    card = read_model_card(saved_model) if saved_model is not None else None
-    source = ((card or {}).get("data") or {}).get("source")
-    if source and same_source(str(source), spec):
+    source = card_data(saved_model)
+    if source and same_source(source, spec):
         return f"the model card says the model trained on {spec}"
     return None
+
+
+def card_data(saved_model: Path | None) -> str | None:
+    """The data the model card beside `saved_model` says the model trained on, if any."""
+    card = read_model_card(saved_model) if saved_model is not None else None
+    source = ((card or {}).get("data") or {}).get("source")
+    return str(source) if source else None
 
 
 def same_source(first: str, second: str) -> bool:
@@ -72,36 +79,27 @@ def shuffled(data: ArraySet) -> ArraySet:
     return ordered
 
 
-def entry(
-    purpose: str, spec: str, part: str, span: tuple[int, int], total: int | None
-) -> dict[str, Any]:
+def entry(purpose: str, spec: str, part: str, span: tuple[int, int], total: int | None) -> Purpose:
     """One purpose of a conversion's data, as its manifest records it (`total`: the source's
     samples, None when it was not read whole)."""
     start, stop = span
-    return {
-        "purpose": purpose,
-        "source": spec,
-        "part": part,
-        "start": start,
-        "stop": stop,
-        "samples": stop - start,
-        "total": total,
-    }
+    return Purpose(purpose, spec, part, start, stop, stop - start, total)
 
 
-def fitted_indices(purposes: list[dict[str, Any]], spec: str) -> set[int]:
+def fitted_indices(purposes: Sequence[Purpose], spec: str) -> set[int]:
     """The samples of `spec` (indices in its file order) a conversion was fitted to."""
     found: set[int] = set()
     for used in purposes:
-        known = used.get("total") is not None
-        if known and used.get("purpose") in FITTED and same_source(str(used["source"]), spec):
-            order = part_order(spec, int(used["total"]), str(used["part"]))
-            found.update(int(i) for i in order[int(used["start"]) : int(used["stop"])])
+        if used.total is None or used.purpose not in FITTED:
+            continue
+        if same_source(used.source, spec):
+            order = part_order(spec, used.total, used.part)
+            found.update(int(i) for i in order[used.start : used.stop])
     return found
 
 
 def drop_fitted(
-    data: ArraySet, spec: str, part: str | None, purposes: list[dict[str, Any]]
+    data: ArraySet, spec: str, part: str | None, purposes: Sequence[Purpose]
 ) -> tuple[ArraySet, int]:
     """(`data` without the samples a conversion was fitted to, how many were dropped). `data` is
     `spec`'s `part` (HELD_OUT_PART in its seeded order; None: every sample in file order) read
@@ -109,7 +107,7 @@ def drop_fitted(
     fitted = fitted_indices(purposes, spec)
     if not fitted:
         return data, 0
-    totals = (u.get("total") for u in purposes if same_source(str(u["source"]), spec))
+    totals = (used.total for used in purposes if same_source(used.source, spec))
     total = next((int(t) for t in totals if t is not None), 0)
     if total == 0 or (part is None and len(data) != total):
         return data, 0  # another version of the file: nothing to match it by

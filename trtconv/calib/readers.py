@@ -24,10 +24,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from trtconv.calib.calibration_record import CalibrationRecord
 from trtconv.calib.contract import (
     MANIFEST,
     MODEL_CARD,
@@ -52,7 +52,6 @@ from trtconv.calib.sources import (
 )
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, TensorSpec, numpy_dtype
-from trtconv.manifest import CalibrationRecord, InputStats
 from trtconv.savedmodel import read_model_card
 
 log = logging.getLogger(__name__)
@@ -114,13 +113,17 @@ def card_preprocessing(
     signature: ModelSignature,
     saved_model: Path | None,
     options: PreprocessingOptions | None = None,
-    manifest: dict[str, Any] | None = None,
+    manifest: Preprocessing | None = None,
 ) -> Preprocessing:
     """The preprocessing of raw pixels for this model: `options`, else the manifest's data
-    contract (`manifest`: its preprocessing block), else the model card beside `saved_model`,
-    else the defaults; the input layout from the signature."""
+    contract (`manifest`: its preprocessing), else the model card beside `saved_model`, else
+    the defaults; the input layout from the signature."""
     card = read_model_card(saved_model) if saved_model is not None else None
-    recorded = [(MANIFEST, manifest), (MODEL_CARD, (card or {}).get("preprocessing"))]
+    # Both as blocks: a model card's may hold some values only (the rest default).
+    recorded = [
+        (MANIFEST, manifest.to_dict() if manifest is not None else None),
+        (MODEL_CARD, (card or {}).get("preprocessing")),
+    ]
     first = signature.inputs[0] if len(signature.inputs) == 1 else None
     layout = input_layout(first) if first is not None else None
     return resolve_preprocessing(options, recorded, layout)
@@ -328,7 +331,7 @@ def calibration_feed(data: ArraySet, batch_size: int) -> CalibrationFeed:
 def describe(data: ArraySet, spec: str, method: str | None = None) -> CalibrationRecord:
     """The manifest's calibration block (the inputs' spread lets validate see data on another
     scale)."""
-    stats = {name: InputStats(**figures) for name, figures in input_stats(data).items()}
+    stats = input_stats(data)
     return CalibrationRecord(
         recorded_spec(spec), len(data), method, data.sha256(), data.source, stats
     )

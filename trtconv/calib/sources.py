@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trtconv.calib.calibration_record import InputStats
 from trtconv.calib.contract import NCHW, Preprocessing
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.fsutil import sha256_bytes
@@ -299,16 +300,13 @@ def load_file(
     raise InputError(f"Data source {path} is a {path.suffix or 'file'}; expected .npz or a folder.")
 
 
-def input_stats(data: ArraySet) -> dict[str, dict[str, float]]:
+def input_stats(data: ArraySet) -> dict[str, InputStats]:
     """Mean, standard deviation, min and max of each float input (recorded with calibration)."""
     stats = {}
     for name, array in data.inputs.items():
         if np.issubdtype(array.dtype, np.floating) and array.size:
             values = array.astype(np.float64)
-            stats[name] = {
-                "mean": float(values.mean()),
-                "std": float(values.std()),
-                "min": float(values.min()),
-                "max": float(values.max()),
-            }
+            stats[name] = InputStats(
+                float(values.mean()), float(values.std()), float(values.min()), float(values.max())
+            )
     return stats

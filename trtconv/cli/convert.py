@@ -39,8 +39,9 @@ from trtconv.convert.tournament import (
     FAILED_VALIDATION,
     INCONCLUSIVE_VALIDATION,
     NOT_AVAILABLE,
+    WINNER,
+    TournamentTable,
     absent_groups,
-    timing_text,
 )
 from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
@@ -56,7 +57,6 @@ from trtconv.options import (
 )
 from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
 from trtconv.outputs.validation_report import Check, ValidationReport
-from trtconv.quantize.ladder_record import LadderRecord
 
 MARKS = {
     (True, True): "[green]✓[/green]",
@@ -102,31 +102,31 @@ def _print_check(console: Console, check: Check, name: str, indent: str) -> None
     console.print(f"{indent}{mark} {escape(name)}: {escape(check.detail)}", highlight=False)
 
 
-def render_tournament(table: dict[str, Any], console: Console) -> None:
+def render_tournament(table: TournamentTable, console: Console) -> None:
     """`--backend best`'s table: every candidate, its verdict and figures, and why it lost."""
     grid = Table(
-        title=f"--backend best: timed at batch {table['batch_size']}, {timing_text(table)} each; "
+        title=f"--backend best: timed at batch {table.batch_size}, {table.timing_text()} each; "
         "the fastest that passed validation wins",
         title_justify="left",
     )
     for column in ("candidate", "verdict", "samples/s", "p50 ms", "vs native", "top-1 agr."):
         grid.add_column(column, justify="left" if column in ("candidate", "verdict") else "right")
     grid.add_column("why", overflow="fold")
-    for row in table["candidates"]:
-        if row["verdict"] == NOT_AVAILABLE:
+    for row in table.candidates:
+        if row.verdict == NOT_AVAILABLE:
             continue
-        winner = row["verdict"] == "winner"
+        winner = row.verdict == WINNER
         grid.add_row(
-            f"[bold]{row['name']}[/bold]" if winner else row["name"],
-            _verdict_text(row["verdict"]),
-            _figure(row["throughput_per_s"], "{:,.1f}"),
-            _figure(row["latency_ms_p50"], "{:.3f}"),
-            _figure(row["speedup_vs_native"], "{:.2f}x"),
-            _figure(row["top1_agreement"], "{:.4f}"),
-            escape(row["reason"]),
+            f"[bold]{row.name}[/bold]" if winner else row.name,
+            _verdict_text(row.verdict),
+            _figure(row.throughput_per_s, "{:,.1f}"),
+            _figure(row.latency_ms_p50, "{:.3f}"),
+            _figure(row.speedup_vs_native, "{:.2f}x"),
+            _figure(row.top1_agreement, "{:.4f}"),
+            escape(row.reason),
         )
     console.print(grid)
-    for names, reason, fix in absent_groups(table["candidates"]):
+    for names, reason, fix in absent_groups(table.candidates):
         console.print(
             f"  not available: [bold]{escape(names)}[/bold]: {escape(reason)}"
             + (f"; fix: {escape(fix)}" if fix else ""),
@@ -149,7 +149,7 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
     if result.tournament:
         render_tournament(result.tournament, console)
     if result.artifact is None or result.validation is None:
-        verdicts = {row["verdict"] for row in (result.tournament or {}).get("candidates", [])}
+        verdicts = result.tournament.verdicts() if result.tournament else set()
         undecided = (
             " (some were inconclusive: their reasons say which data would decide them)"
             if INCONCLUSIVE_VALIDATION in verdicts
@@ -172,7 +172,7 @@ def render_conversion(result: ConvertResult, console: Console) -> None:
         f"{(result.artifact_size_bytes or 0) / 1e6:.2f} MB: {result.artifact}",
         highlight=False,
     )
-    ladder = LadderRecord.read(result.quantization.get("ladder"))
+    ladder = result.ladder
     if ladder is not None:
         render_ladder(ladder, console)
     if result.fp16:

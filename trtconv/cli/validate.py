@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -28,6 +28,7 @@ from trtconv.cli._options import (
 )
 from trtconv.cli._output import run_command
 from trtconv.cli.convert import render_validation
+from trtconv.core.data_contract import DataContract
 from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
 from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
 from trtconv.validation import ValidateResult, validate
@@ -77,12 +78,12 @@ def render(result: ValidateResult, console: Console) -> None:
         )
 
 
-def render_contract(contract: dict[str, Any], console: Console) -> None:
+def render_contract(contract: DataContract, console: Console) -> None:
     """Data, split and pixel preprocessing, each with where it came from."""
     console.print(
-        f"  data {escape(contract['data'])} ({contract.get('data_from', '-')}), "
-        f"{contract['split']} split ({contract.get('split_from', '-')}); raw pixels -> "
-        f"{escape(contract['preprocessing']['summary'])}",
+        f"  data {escape(str(contract.data))} ({contract.data_from or '-'}), "
+        f"{contract.split} split ({contract.split_from or '-'}); raw pixels -> "
+        f"{escape(contract.summary)}",
         highlight=False,
     )
 

@@ -17,18 +17,17 @@ import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import trtconv.convert.tournament as tournament
 from trtconv.backends import registry
 from trtconv.bench.harness import bench
-from trtconv.calib.evaluation import data_spec
+from trtconv.calib.judged_data import data_spec
 from trtconv.calib.readers import RANDOM
 from trtconv.convert.data import ConversionData, deciding_data, read_data
 from trtconv.convert.plan import ConversionPlan, default_output, refusal
 from trtconv.convert.result import ConvertResult
 from trtconv.convert.single import conversion_result
-from trtconv.convert.tournament import Entrant
+from trtconv.convert.tournament import Entrant, TournamentTable
 from trtconv.convert.workspace import Workspace, convert_into, open_workspace
 from trtconv.core.errors import (
     AccuracyError,
@@ -99,7 +98,7 @@ def convert_best(
     has_data = options.calib_data is not None or data_spec(None, options.saved_model)[0] != RANDOM
     entrants = candidates(options.precision, has_data, options.saved_model, signature)
     if all(candidate.verdict for candidate in entrants):
-        raise no_winner(entrants, {})
+        raise no_winner(entrants, None)
     base = ConversionPlan(
         options, registry.native(), options.precision or "", Path(output), "", (), source
     )
@@ -125,7 +124,7 @@ def convert_best(
 
 def run(
     base: ConversionPlan, entrants: list[Entrant], native: Runner, data: ConversionData
-) -> dict[str, Any]:
+) -> TournamentTable:
     """Convert, validate and time every candidate still in `entrants`; write the winner to
     `base.output` (atomically). Returns the tournament block of the result.
 
@@ -228,18 +227,18 @@ def _fill(candidate: Entrant, row: BenchRow | None) -> None:
         candidate.speedup_vs_native = row.speedup_vs_baseline
 
 
-def _table(entrants: list[Entrant], winner: Entrant | None, contest: Contest) -> dict[str, Any]:
+def _table(entrants: list[Entrant], winner: Entrant | None, contest: Contest) -> TournamentTable:
     """The tournament block: the rules, the winner and every candidate in table order."""
-    return {
-        "batch_size": contest.batch_size,
-        "duration_s": None if contest.iterations else contest.duration_s,
-        "iterations": contest.iterations,
-        "threads": contest.threads,
-        "rule": "fastest (samples/s at batch_size) of those that passed validation",
-        "winner": winner.name if winner else None,
-        "within_noise_of": _within_noise_of(entrants, winner),
-        "candidates": [c.to_dict() for c in tournament.ordered(entrants)],
-    }
+    return TournamentTable(
+        batch_size=contest.batch_size,
+        duration_s=None if contest.iterations else contest.duration_s,
+        iterations=contest.iterations,
+        threads=contest.threads,
+        winner=winner.name if winner else None,
+        within_noise_of=_within_noise_of(entrants, winner),
+        # Copies: the table is the record of the verdicts given, whatever happens to entrants.
+        candidates=[replace(c) for c in tournament.ordered(entrants)],
+    )
 
 
 def _within_noise_of(entrants: list[Entrant], winner: Entrant | None) -> str | None:
@@ -251,13 +250,13 @@ def _within_noise_of(entrants: list[Entrant], winner: Entrant | None) -> str | N
     return rival.name if rival is not None else None
 
 
-def no_winner(entrants: list[Entrant], table: dict[str, Any]) -> TrtconvError:
+def no_winner(entrants: list[Entrant], table: TournamentTable | None) -> TrtconvError:
     """The error when nobody won: exit 3 when no candidate could run here, 4 (carrying the
     tournament as the result) when some converted but failed validation or were inconclusive
     (each candidate's reason says which data would decide it), else 1."""
     tried = [c for c in entrants if c.verdict != tournament.NOT_AVAILABLE]
     if not tried:
-        groups = tournament.absent_groups([c.to_dict() for c in entrants])
+        groups = tournament.absent_groups(entrants)
         detail = "; ".join(f"{names}: {reason}" for names, reason, _ in groups)
         return MissingDependencyError(f"--backend best: nothing can run here ({detail}).")
     detail = "; ".join(f"{c.name}: {c.verdict}: {c.reason}" for c in tried)
@@ -274,13 +273,13 @@ def no_winner(entrants: list[Entrant], table: dict[str, Any]) -> TrtconvError:
 def _crown(
     winner: Entrant,
     converted: tuple[Path, Manifest],
-    table: dict[str, Any],
+    table: TournamentTable,
     staging: Path,
 ) -> None:
     """Write the winner's artifact into `staging` with the tournament in its manifest."""
     directory, manifest = converted
     manifest.backend_reason = f"--backend best: {winner.reason}"
-    manifest.conversion_summary["tournament"] = table
+    manifest.conversion_summary["tournament"] = table.to_json()
     if winner.mode == tournament.THROUGHPUT:
         # Runners of this artifact run it in its backend's throughput mode by default.
         manifest.conversion_summary["run_options"] = {"throughput": True}

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
 from trtconv.calib.contract import ALL as ALL_SPLIT
 from trtconv.calib.contract import HELD_OUT, Preprocessing
-from trtconv.calib.evaluation import data_spec, model_preprocessing, record_contract
+from trtconv.calib.judged_data import data_spec, model_preprocessing, record_contract
 from trtconv.calib.purposes import CALIBRATION as CALIBRATING
 from trtconv.calib.purposes import (
     CALIBRATION_PART,
@@ -48,6 +47,7 @@ from trtconv.calib.readers import (
     whole_batches,
 )
 from trtconv.calib.sources import ArraySet
+from trtconv.core.data_contract import DataContract, Purpose
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature
 from trtconv.options import (
@@ -77,22 +77,22 @@ class ConversionData:
     the calibration samples (whole batches) and, with the ladder on, its search slice."""
 
     spec: str
-    contract: dict[str, Any]
+    contract: DataContract
     held_out: ArraySet
     calibration: ArraySet | None = None
     search: ArraySet | None = None
     search_drawn_from: str = ""
     batch: int = CALIB_BATCH  # calibration batches: the model's fixed batch, if it has one
     # Which samples served which purpose (trtconv.calib.purposes.entry), for the manifest.
-    purposes: tuple[dict[str, Any], ...] = ()
+    purposes: tuple[Purpose, ...] = ()
     # The samples validation could have had (nothing fitted to them), at least.
     pool: int = 0
 
-    def contract_for(self, fitted: bool) -> dict[str, Any]:
+    def contract_for(self, fitted: bool) -> DataContract:
         """The data contract a manifest records: with the purposes, the fitted ones only when
         this artifact was `fitted` to them (an fp32 candidate of `--backend best` was not)."""
-        used = [p for p in self.purposes if fitted or p["purpose"] == VALIDATING]
-        return {**self.contract, "purposes": used}
+        used = tuple(p for p in self.purposes if fitted or p.purpose == VALIDATING)
+        return self.contract.with_purposes(used)
 
     def calibration_feed(self) -> CalibrationFeed | None:
         """A fresh iterator over calibration batches, None without calibration data."""
@@ -134,9 +134,8 @@ def read_data(
         data, split = reading.held_out(fits, search), HELD_OUT
     else:
         data, split = reading.shared(fits, search, int8), ALL_SPLIT
-    contract = {"data_from": spec_from}
-    contract.update(record_contract(validate_data or spec, split, prep, data.held_out.raw_pixels))
-    return replace(data, contract=contract)
+    contract = record_contract(validate_data or spec, split, prep, data.held_out.raw_pixels)
+    return replace(data, contract=replace(contract, data_from=spec_from))
 
 
 def _held_out(options: ConvertOptions, spec: str) -> bool:
@@ -189,8 +188,8 @@ class _Reading:
         held = self.read(spec, VALIDATION, wanted[1] if spec == RANDOM else None)
         total = None if calibration is None or search is False else len(calibration) + len(held)
         parts = (CALIBRATION_PART, HELD_OUT_PART)
-        data = _fit(ConversionData(spec, {}, held, batch=self.batch), calibration, counts,
-                    search, parts, total)  # fmt: skip
+        empty = ConversionData(spec, DataContract(), held, batch=self.batch)
+        data = _fit(empty, calibration, counts, search, parts, total)
         return data if spec != RANDOM else replace(data, purposes=())
 
     def shared(self, fits: bool, search: bool, int8: bool) -> ConversionData:
@@ -206,7 +205,7 @@ class _Reading:
         rest = every.take(np.arange(fitted, len(every)))
         rest.source = f"{every.source}[{fitted}:]" if fitted else every.source
         counts = (fitted, options.validate_samples)
-        data = ConversionData(self.spec, {}, rest, batch=self.batch)
+        data = ConversionData(self.spec, DataContract(), rest, batch=self.batch)
         if calibration is not None and not int8:
             held = rest.head(options.validate_samples)
             data = replace(data, held_out=held, calibration=calibration, pool=len(rest))
@@ -222,7 +221,7 @@ class _Reading:
         calibration = shuffled(self.read(self.spec, ALL)) if fits else None
         calibration_part = SHUFFLED
         counts = (options.calib_samples or DEFAULT_CALIB_SAMPLES, options.validate_samples)
-        data = ConversionData(self.spec, {}, held, batch=self.batch)
+        data = ConversionData(self.spec, DataContract(), held, batch=self.batch)
         if calibration is not None and not int8:
             fitted = whole_batches(calibration.head(counts[0]), self.batch)
             data = replace(data, held_out=held.head(counts[1]), calibration=fitted, pool=len(held))

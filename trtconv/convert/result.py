@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from trtconv.convert.tournament import TournamentTable
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.manifest import Manifest
 from trtconv.onnxlib.fp16_record import Fp16Summary
 from trtconv.outputs.validation_report import ValidationReport
+from trtconv.quantize.ladder_record import LadderRecord
 
 RESULT_SCHEMA_VERSION = 1
 
@@ -30,12 +31,13 @@ class ConvertResult(JsonResult):
     artifact_size_bytes: int | None = optional_key()
     manifest: Manifest | None = optional_key()
     validation: ValidationReport | None = optional_key()
-    tournament: dict[str, Any] | None = optional_key()
+    tournament: TournamentTable | None = optional_key()
 
     @property
-    def quantization(self) -> dict[str, Any]:
-        """The manifest's int8 quantisation block ({} when there is none)."""
-        return (self.manifest.quantization if self.manifest else None) or {}
+    def ladder(self) -> LadderRecord | None:
+        """The int8 precision ladder the manifest records (None when none climbed)."""
+        quantization = (self.manifest.quantization if self.manifest else None) or {}
+        return LadderRecord.read(quantization.get("ladder"))
 
     @property
     def fp16(self) -> Fp16Summary | None:

@@ -103,5 +103,5 @@ def conversion_result(plan: ConversionPlan, manifest: Manifest) -> ConvertResult
         conversion_seconds=seconds,
         artifact_size_bytes=size,
         manifest=manifest,
-        validation=ValidationReport.from_json(manifest.validation) if manifest.validation else None,
+        validation=manifest.validation,
     )

@@ -13,8 +13,10 @@ this order, is the result.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from trtconv.core.results import JsonResult
 
 WINNER = "winner"
 SLOWER = "slower"
@@ -32,7 +34,7 @@ VERDICTS = (
 
 
 @dataclass
-class Entrant:
+class Entrant(JsonResult):
     """One (backend, precision): how far it got, its validation and timing, and the verdict.
 
     `verdict` is set when the candidate drops out (with `reason`), or by `decide` for the timed.
@@ -73,8 +75,35 @@ class Entrant:
         it is not available here, the `fix`."""
         self.verdict, self.reason, self.fix = verdict, reason, fix
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, **asdict(self)}
+    def to_json(self) -> dict[str, Any]:
+        """A row of the tournament table: its name, then its fields."""
+        return {"name": self.name, **super().to_json()}
+
+
+@dataclass
+class TournamentTable(JsonResult):
+    """The tournament block of `convert --backend best`'s result (and of the winner's manifest):
+    the rules (batch size, each candidate's timing budget), the winner, the runner-up within
+    noise of it, and every candidate in table order (`ordered`)."""
+
+    batch_size: int
+    duration_s: float | None = None
+    iterations: int | None = None
+    threads: int | None = None
+    rule: str = "fastest (samples/s at batch_size) of those that passed validation"
+    winner: str | None = None
+    within_noise_of: str | None = None
+    candidates: list[Entrant] = field(default_factory=list)
+
+    def timing_text(self) -> str:
+        """How long each candidate was timed: 'N calls' or 'S s'."""
+        if self.iterations:
+            return f"{self.iterations} calls"
+        return f"{self.duration_s:g} s"
+
+    def verdicts(self) -> set[str]:
+        """Every candidate's verdict."""
+        return {candidate.verdict for candidate in self.candidates}
 
 
 def decide(candidates: list[Entrant], batch_size: int) -> Entrant | None:
@@ -142,18 +171,11 @@ def ordered(candidates: list[Entrant]) -> list[Entrant]:
     return sorted(candidates, key=key)
 
 
-def timing_text(table: dict[str, Any]) -> str:
-    """How long each candidate of a tournament block was timed: 'N calls' or 'S s'."""
-    if table.get("iterations"):
-        return f"{table['iterations']} calls"
-    return f"{table['duration_s']:g} s"
-
-
-def absent_groups(rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+def absent_groups(rows: list[Entrant]) -> list[tuple[str, str, str]]:
     """The "not available" rows of a tournament block, one (names, reason, fix) per distinct
     reason: 'tftrt fp32, tftrt int8' say their shared reason once."""
     groups: dict[tuple[str, str], list[str]] = {}
     for row in rows:
-        if row["verdict"] == NOT_AVAILABLE:
-            groups.setdefault((row["reason"], row["fix"]), []).append(row["name"])
+        if row.verdict == NOT_AVAILABLE:
+            groups.setdefault((row.reason, row.fix), []).append(row.name)
     return [(", ".join(names), reason, fix) for (reason, fix), names in groups.items()]

@@ -127,7 +127,7 @@ def convert_into(
     write_manifest(directory, manifest)
     steps.start("validating")
     report = _validate_staged(directory, plan, space)
-    manifest.validation = report.to_json()
+    manifest.validation = report
     manifest.status = report.verdict
     manifest.judging = plan.options.judging.record(roles_of(report, space.roles))
     write_manifest(directory, manifest)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import trtconv.measure.stats as stats
+from trtconv.core.data_contract import DataContract
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.measure.budget import Budget
 from trtconv.options import SpeedGoal
@@ -129,7 +130,7 @@ class Settings:
     eval_split: str | None = None
     # How the data was read: the preprocessing of raw pixels (timing and evaluation data) and
     # the evaluation's data and split, each with where it came from.
-    data_contract: dict[str, Any] | None = None
+    data_contract: DataContract | None = None
     trim_fraction: float = stats.TRIM_FRACTION
     cv_warn_percent_cpu: float = stats.CV_WARN_PERCENT_CPU
     cv_warn_percent_gpu: float = stats.CV_WARN_PERCENT_GPU

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trtconv.core.errors import UsageError
-from trtconv.manifest import JudgingRecord, RoleRecord
+from trtconv.core.results import JsonResult, optional_key
 
 CLASSES, BINARY, REGRESSION, TENSOR = "classes", "binary", "regression", "tensor"
 CLASS_MAP = "class_map"
@@ -32,6 +32,28 @@ ROLES = (CLASSES, BINARY, CLASS_MAP, REGRESSION, TENSOR)
 DECISIONS = (CLASSES, BINARY, CLASS_MAP)  # roles judged by what the model decides
 PROBABILITY_THRESHOLD, LOGIT_THRESHOLD = 0.5, 0.0
 SUM_TO_ONE = 1e-3  # rows of probabilities sum to 1 within this
+
+
+@dataclass(frozen=True)
+class RoleRecord:
+    """How one output was judged: its role, where the role came from, its binary threshold,
+    and (regression) the score output that gated it."""
+
+    role: str
+    source: str
+    threshold: float | None = None
+    where: str | None = optional_key()  # only when set: manifests written before read the same
+
+
+@dataclass
+class JudgingRecord(JsonResult):
+    """How an artifact's outputs were judged: each output's role, the per-output tolerances,
+    whether unjudged outputs were allowed, and the output labels were scored on (when set)."""
+
+    roles: dict[str, RoleRecord] = field(default_factory=dict)
+    tolerances: dict[str, float] = field(default_factory=dict)
+    allow_unjudged: bool = False
+    labels_output: str | None = optional_key()
 
 
 @dataclass(frozen=True)

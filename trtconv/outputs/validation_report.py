@@ -75,6 +75,14 @@ class OutputComparison:
     accuracy_drop_ci95: Interval | None = None
 
 
+@dataclass(frozen=True)
+class ValidatingMachine:
+    """The CPU a validation ran on, and its int8 class: int8 verdicts hold per CPU class."""
+
+    cpu: str
+    cpu_int8_class: str
+
+
 # Keys of the `validation` block present only when set (validate and convert set them all).
 RUN_KEYS = ("precision", "machine", "batch_size", "device")
 
@@ -95,7 +103,7 @@ class ValidationReport(JsonResult):
     confidence: float = 0.0
     # RUN_KEYS: in the JSON only when set.
     precision: str | None = None
-    machine: dict[str, Any] | None = None  # the CPU it ran on (int8 verdicts hold per CPU class)
+    machine: ValidatingMachine | None = None
     batch_size: int | None = None  # the converted model's batches (inside its engines' profile)
     device: str | None = None  # where the converted model ran: cpu, cuda or tensorrt
 

@@ -6,9 +6,10 @@ command's own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from trtconv.core.results import optional_key
 from trtconv.options import (
     DEFAULT_RANK_DURATION_S,
     DEFAULT_VALIDATE_SAMPLES,
@@ -53,8 +54,8 @@ def convert_options(
         int8_target=calibration.int8_target,
         fallback=calibration.fallback,
         fallback_time_limit_s=calibration.fallback_time_limit_s,
-        min_top1_agreement=limits.get("min_top1_agreement"),
-        max_accuracy_drop=limits.get("max_accuracy_drop"),
+        min_top1_agreement=limits.min_top1_agreement,
+        max_accuracy_drop=limits.max_accuracy_drop,
         judging=config.outputs.judging(target),
         contest=contest(config),
         confidence=DEFAULT_CONFIDENCE if config.eval.confidence is None else config.eval.confidence,
@@ -75,10 +76,19 @@ def contest(config: ReleaseConfig) -> Contest:
     )
 
 
-def budget(config: ReleaseConfig, target: Target) -> dict[str, float]:
+@dataclass(frozen=True)
+class AccuracyLimits:
+    """The accuracy limits a target's conversion is given (None: the precision's own); part of
+    its step key, where only the limits set appear."""
+
+    min_top1_agreement: float | None = optional_key()
+    max_accuracy_drop: float | None = optional_key()
+
+
+def budget(config: ReleaseConfig, target: Target) -> AccuracyLimits:
     """The accuracy gates as convert's limits, where stricter than the precision's own: the
     int8 ladder climbs until they hold, and validation judges them."""
-    limits: dict[str, float] = {}
+    limits = AccuracyLimits()
     if target.precision is None:
         # `best` without a precision: each candidate is judged by its own precision's
         # tolerance (a gate over all of them would loosen int8 or tighten fp32); the release
@@ -89,11 +99,11 @@ def budget(config: ReleaseConfig, target: Target) -> dict[str, float]:
         # fp32/tf32 conversions are decided by their values; the accuracy gates judge the
         # rates on the [eval] data (or the conversion's) as they do for every target.
         return limits
-    if gates.min_top1_agreement is not None:
-        limits["min_top1_agreement"] = max(gates.min_top1_agreement, own.min_top1_agreement)
-    if gates.max_accuracy_drop is not None:
-        limits["max_accuracy_drop"] = min(gates.max_accuracy_drop, own.max_accuracy_drop)
-    return limits
+    agreement, drop = gates.min_top1_agreement, gates.max_accuracy_drop
+    return AccuracyLimits(
+        None if agreement is None else max(agreement, own.min_top1_agreement),
+        None if drop is None else min(drop, own.max_accuracy_drop),
+    )
 
 
 def validate_options(

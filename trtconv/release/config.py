@@ -15,8 +15,10 @@ other trtconv argument (pipelines run from their repository root).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trtconv.backends.registry import BEST
 from trtconv.core.errors import UsageError
@@ -69,9 +71,15 @@ from trtconv.train.export import OUTPUT_NAME
 from trtconv.zoo.registry import MODELS
 
 DIGITS = "digits"
+T = TypeVar("T")
 
 
-MODEL_FIELDS: dict[str, Validator] = {"path": string, "zoo": string, "signature": string}
+def a_path(path: str, value: Any) -> Path:
+    """A path, given as a non-empty string."""
+    return Path(string(path, value))
+
+
+MODEL_FIELDS: dict[str, Validator] = {"path": a_path, "zoo": string, "signature": string}
 TRAIN_FIELDS: dict[str, Validator] = {
     "data": string,
     "epochs": positive_int,
@@ -176,14 +184,12 @@ def parse_config(raw: dict[str, Any], source: Path) -> ReleaseConfig:
     model = _model(raw)
     train = _train(raw, model)
     targets = _targets(raw)
-    calibration = CalibrationSettings(
-        **table("calibration", raw.get("calibration", {}), CALIBRATION_FIELDS)
-    )
-    evaluation = EvalSettings(**table("eval", raw.get("eval", {}), EVAL_FIELDS))
+    calibration = _settings(raw, "calibration", CALIBRATION_FIELDS, CalibrationSettings)
+    evaluation = _settings(raw, "eval", EVAL_FIELDS, EvalSettings)
     bench = _bench(raw)
     gates = _gates(raw, bench)
     preprocessing = _preprocessing(raw)
-    outputs = OutputSettings(**table("outputs", raw.get("outputs", {}), OUTPUT_FIELDS))
+    outputs = _settings(raw, "outputs", OUTPUT_FIELDS, OutputSettings)
     config = ReleaseConfig(
         source=source,
         model=model,
@@ -195,8 +201,8 @@ def parse_config(raw: dict[str, Any], source: Path) -> ReleaseConfig:
         gates=gates,
         preprocessing=preprocessing,
         outputs=outputs,
-        serving=ServingSettings(**table("serving", raw.get("serving", {}), SERVING_FIELDS)),
-        deploy=DeploySettings(**table("deploy", raw.get("deploy", {}), DEPLOY_FIELDS)),
+        serving=_settings(raw, "serving", SERVING_FIELDS, ServingSettings),
+        deploy=_settings(raw, "deploy", DEPLOY_FIELDS, DeploySettings),
     )
     _check_cross_references(config)
     if gates.min_qps_at_budget is not None and config.serving.latency_budget_ms is None:
@@ -207,36 +213,44 @@ def parse_config(raw: dict[str, Any], source: Path) -> ReleaseConfig:
     return config
 
 
+def _settings(
+    raw: Mapping[str, Any], name: str, fields: Mapping[str, Validator], kind: Callable[..., T]
+) -> T:
+    """The [name] table of `raw` (empty when absent), each value checked by `fields`, as the
+    settings type `kind`."""
+    return table(name, raw.get(name, {}), fields, kind)
+
+
 def _model(raw: dict[str, Any]) -> ModelSettings:
     if "model" not in raw:
         raise UsageError(
             'model: missing; give [model] path = "SAVED_MODEL", or zoo = "NAME" and [train].'
         )
-    values = table("model", raw["model"], MODEL_FIELDS)
-    if ("path" in values) == ("zoo" in values):
+    model = _settings(raw, "model", MODEL_FIELDS, ModelSettings)
+    if (model.path is None) == (model.zoo is None):
         raise UsageError(
             "model: give exactly one of model.path (a SavedModel) and model.zoo (a model to train)."
         )
-    if "zoo" in values:
-        if values["zoo"] not in MODELS:
-            raise fail("model.zoo", "one of " + ", ".join(f'"{m}"' for m in MODELS), values["zoo"])
-        if "signature" in values:
+    if model.zoo is not None:
+        if model.zoo not in MODELS:
+            raise fail("model.zoo", "one of " + ", ".join(f'"{m}"' for m in MODELS), model.zoo)
+        if model.signature is not None:
             raise UsageError("model.signature: only with model.path (a zoo model serves one).")
-        return ModelSettings(zoo=values["zoo"])
-    model_path = Path(values["path"])
+        return model
+    model_path, signature = model.path, model.signature
+    assert model_path is not None  # exactly one of path and zoo
     keras = is_keras_file(model_path)  # exported to a SavedModel by each step, as convert does
     if not keras and not (model_path / "saved_model.pb").is_file():
         what = "does not exist" if not model_path.exists() else "holds no saved_model.pb"
         raise UsageError(
             f"model.path: SavedModel {model_path} {what} (a Keras file ends .keras, .h5 or .hdf5)."
         )
-    signature = values.get("signature")
     if signature is not None and not keras:
         try:  # a missing signature fails here, in a second, not after a conversion
             read_signature(model_path, signature)
         except UsageError as exc:
             raise UsageError(f"model.signature: {exc}") from exc
-    return ModelSettings(path=model_path, signature=signature)
+    return model
 
 
 def _train(raw: dict[str, Any], model: ModelSettings) -> TrainSettings | None:
@@ -244,7 +258,7 @@ def _train(raw: dict[str, Any], model: ModelSettings) -> TrainSettings | None:
         return TrainSettings() if model.zoo else None
     if model.zoo is None:
         raise UsageError("train: only allowed with model.zoo (model.path is already trained).")
-    return TrainSettings(**table("train", raw["train"], TRAIN_FIELDS))
+    return _settings(raw, "train", TRAIN_FIELDS, TrainSettings)
 
 
 def _targets(raw: dict[str, Any]) -> tuple[Target, ...]:
@@ -258,11 +272,7 @@ def _targets(raw: dict[str, Any]) -> tuple[Target, ...]:
     targets: list[Target] = []
     for index, entry in enumerate(entries):
         where = f"targets[{index}]"
-        values = table(where, entry, TARGET_FIELDS)
-        for required in ("backend", "precision"):
-            if required not in values and (required, values.get("backend")) != ("precision", BEST):
-                raise UsageError(f"{where}.{required}: missing.")
-        target = Target(**{"precision": None, **values})
+        target = table(where, entry, TARGET_FIELDS, partial(_target, where))
         for other_index, other in enumerate(targets):
             if other.id == target.id:
                 raise UsageError(
@@ -273,38 +283,47 @@ def _targets(raw: dict[str, Any]) -> tuple[Target, ...]:
     return tuple(targets)
 
 
+def _target(where: str, **values: Any) -> Target:
+    """A [[targets]] entry from its checked values: backend and precision are required (a
+    `best` target may leave the precision out: it tries every one)."""
+    for required in ("backend", "precision"):
+        if required not in values and (required, values.get("backend")) != ("precision", BEST):
+            raise UsageError(f"{where}.{required}: missing.")
+    return Target(**{"precision": None, **values})
+
+
 def _bench(raw: dict[str, Any]) -> BenchSettings:
-    values = table("bench", raw.get("bench", {}), BENCH_FIELDS)
-    if "iterations" in values and "duration_s" in values:
+    bench = _settings(raw, "bench", BENCH_FIELDS, BenchSettings)
+    if bench.iterations is not None and bench.duration_s is not None:
         raise UsageError("bench: give iterations or duration_s, not both.")
-    if "batch_sizes" in values:
-        sizes = values["batch_sizes"]
-        for index, size in enumerate(sizes):
-            if size in sizes[:index]:
-                raise UsageError(f"bench.batch_sizes[{index}]: {size} is listed twice.")
-    return BenchSettings(**values)
+    sizes = bench.batch_sizes
+    for index, size in enumerate(sizes):
+        if size in sizes[:index]:
+            raise UsageError(f"bench.batch_sizes[{index}]: {size} is listed twice.")
+    return bench
 
 
 def _gates(raw: dict[str, Any], bench: BenchSettings) -> GateSettings:
-    values = table("gates", raw.get("gates", {}), GATE_FIELDS)
-    values.setdefault("gate_batch_size", max(bench.batch_sizes))
-    if values["gate_batch_size"] not in bench.batch_sizes:
+    # gate_batch_size defaults to the largest batch size the bench times.
+    largest = partial(GateSettings, gate_batch_size=max(bench.batch_sizes))
+    gates = _settings(raw, "gates", GATE_FIELDS, largest)
+    if gates.gate_batch_size not in bench.batch_sizes:
         sizes = ", ".join(map(str, bench.batch_sizes))
         raise UsageError(
-            f"gates.gate_batch_size: {values['gate_batch_size']} is not one of "
+            f"gates.gate_batch_size: {gates.gate_batch_size} is not one of "
             f"bench.batch_sizes ({sizes})."
         )
-    return GateSettings(**values)
+    return gates
 
 
 def _preprocessing(raw: dict[str, Any]) -> PreprocessingSettings:
-    values = table("preprocessing", raw.get("preprocessing", {}), PREPROCESSING_FIELDS)
-    mean, std = values.get("mean"), values.get("std")
+    settings = _settings(raw, "preprocessing", PREPROCESSING_FIELDS, PreprocessingSettings)
+    mean, std = settings.mean, settings.std
     if mean is not None and std is not None and len(mean) != len(std):
         raise UsageError(
             f"preprocessing.std: {len(std)} values for the {len(mean)} of preprocessing.mean."
         )
-    return PreprocessingSettings(**values)
+    return settings
 
 
 def _check_output_names(config: ReleaseConfig) -> None:

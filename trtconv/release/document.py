@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtconv.convert.result import ConvertResult
+from trtconv.convert.tournament import TournamentTable
 from trtconv.core.errors import TrtconvError
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.manifest import Manifest
@@ -123,7 +124,7 @@ class TargetResult:
     artifact_size_bytes: int | None
     validation: ValidationReport | None
     ladder: LadderRecord | None
-    tournament: dict[str, Any] | None
+    tournament: TournamentTable | None
     eval: ValidateResult | None
     bench: list[BenchRow]
     gates: list[GateResult]
@@ -136,7 +137,7 @@ class ReleaseResult(JsonResult):
     """What `trtconv release` returns: `to_json()` is release.json (and its --json output)."""
 
     schema_version: int
-    config: dict[str, Any]  # the config echo (ReleaseConfig.to_dict)
+    config: ReleaseConfig  # its JSON: the config echo
     config_sha256: str
     release_dir: str
     source_model: SourceModel
@@ -187,7 +188,7 @@ class TargetEntry:
     @property
     def ladder(self) -> LadderRecord | None:
         """The int8 precision ladder its conversion climbed (None: not int8, or turned off)."""
-        return LadderRecord.read(self.conversion.result.quantization.get("ladder"))
+        return self.conversion.result.ladder
 
     @property
     def precision(self) -> str | None:
@@ -274,7 +275,7 @@ class ReleaseDocument:
         timings = {step.name: step.seconds for step in self.steps}
         return ReleaseResult(
             schema_version=RELEASE_SCHEMA_VERSION,
-            config=self.config.to_dict(),
+            config=self.config,
             config_sha256=self.config_sha256,
             release_dir=self.release_dir,
             source_model=self.source_model,

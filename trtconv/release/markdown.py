@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups, timing_text
+from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups
 from trtconv.measure.bench_result import BenchRow
 from trtconv.outputs.confidence import interval_text
 from trtconv.outputs.validation_report import ValidationReport
@@ -222,19 +222,19 @@ def _tournament_sections(document: ReleaseResult) -> list[str]:
             f"## Tournament of `{target.id}`",
             "",
             f"Every backend and precision that could run here, converted and validated; those that "
-            f"passed timed at batch {table['batch_size']} ({timing_text(table)} each). "
-            f"Winner: **{table['winner'] or 'none'}**.",
+            f"passed timed at batch {table.batch_size} ({table.timing_text()} each). "
+            f"Winner: **{table.winner or 'none'}**.",
             "",
             "| candidate | verdict | samples/s | p50 ms | × native | top-1 agreement | why |",
             "|---|---|---|---|---|---|---|",
         ]
-        for row in table["candidates"]:
-            if row["verdict"] == NOT_AVAILABLE:
+        for row in table.candidates:
+            if row.verdict == NOT_AVAILABLE:
                 continue
-            cells = [row["name"], row["verdict"], row["throughput_per_s"], row["latency_ms_p50"]]
-            cells += [row["speedup_vs_native"], row["top1_agreement"], row["reason"]]
+            cells = [row.name, row.verdict, row.throughput_per_s, row.latency_ms_p50]
+            cells += [row.speedup_vs_native, row.top1_agreement, row.reason]
             lines.append(_row(cells))
-        for names, reason, fix in absent_groups(table["candidates"]):
+        for names, reason, fix in absent_groups(table.candidates):
             lines.append(
                 _row([names, NOT_AVAILABLE, None, None, None, None, f"{reason}; fix: {fix}"])
             )

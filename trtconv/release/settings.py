@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.calib.contract import PreprocessingOptions
+from trtconv.core.results import JsonResult
 from trtconv.options import (
     DEFAULT_BENCH_ROUNDS,
     DEFAULT_CALIB_METHOD,
@@ -173,8 +174,9 @@ class DeploySettings:
 
 
 @dataclass(frozen=True)
-class ReleaseConfig:
-    """A whole release config, checked; `source` is the TOML file it came from."""
+class ReleaseConfig(JsonResult):
+    """A whole release config, checked; `source` is the TOML file it came from. Its JSON is the
+    config echo of release.json (`from_json` reads an echo back as the config)."""
 
     source: Path
     model: ModelSettings
@@ -189,8 +191,9 @@ class ReleaseConfig:
     serving: ServingSettings = field(default_factory=ServingSettings)
     deploy: DeploySettings = field(default_factory=DeploySettings)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The config echo for release.json: JSON-ready, paths as strings."""
+    def to_json(self) -> dict[str, Any]:
+        """The config echo for release.json: JSON-ready, paths as strings, each target with
+        its `id`."""
         data = asdict(self)
         data["source"] = str(self.source)
         data["model"]["path"] = None if self.model.path is None else str(self.model.path)

@@ -15,7 +15,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,7 +29,7 @@ from trtconv.convert.result import ConvertResult
 from trtconv.core.errors import AccuracyError, TrtconvError
 from trtconv.core.fsutil import atomic_directory, sha256_path
 from trtconv.core.progress import Progress
-from trtconv.core.results import JsonResult
+from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
 from trtconv.measure.bench_result import BenchResult
 from trtconv.release.command_options import (
@@ -81,11 +81,21 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def device_fingerprint() -> dict[str, Any]:
-    """The hardware a converted artifact may be specialised for (ORT layouts, TensorRT engines)."""
-    cpu = probe_cpu().to_dict()
+@dataclass(frozen=True)
+class DeviceFingerprint:
+    """The hardware a converted artifact may be specialised for (ORT layouts, TensorRT engines):
+    part of every step's key, as its fields name it."""
+
+    cpu: str
+    cpu_features: dict[str, bool]
+    gpus: list[dict[str, Any]]
+
+
+def device_fingerprint() -> DeviceFingerprint:
+    """This machine's DeviceFingerprint."""
+    cpu = probe_cpu()
     gpus = [gpu.to_dict() for gpu in probe_gpus()]
-    return {"cpu": cpu["model"], "cpu_features": cpu["features"], "gpus": gpus}
+    return DeviceFingerprint(cpu.model, cpu.to_dict()["features"], gpus)
 
 
 class ReleaseRun:
@@ -123,7 +133,9 @@ class ReleaseRun:
     def step(self, name: str, inputs: dict[str, Any], work: Work[R], kind: type[R]) -> R:
         """Reuse `name` if its inputs and outputs are unchanged, else run `work` and record it
         (its result's JSON document); returns the step's result, a `kind`, as recorded."""
-        inputs = {"step_version": STEP_VERSION, **inputs}
+        # Every step's result depends on the tools and the hardware besides its own inputs.
+        machine = {"tools": self.tools, "device": self.device}
+        inputs = to_jsonable({"step_version": STEP_VERSION, **inputs, **machine})
         record, reason = self.store.lookup(name, inputs)
         if record is not None and self.resume:
             log.info("step %s: reused (%s)", name, reason)
@@ -140,10 +152,6 @@ class ReleaseRun:
         self.steps.append(StepEntry(name, False, reason, round(seconds, 3), round(seconds, 3)))
         return kind.from_json(document)  # as a resumed run reads it back
 
-    def _machine(self) -> dict[str, Any]:
-        """What every step's result depends on besides its own inputs: tools and hardware."""
-        return {"tools": self.tools, "device": self.device}
-
     # train -----------------------------------------------------------------------------------
 
     def source_model(self) -> tuple[Path, TrainResult | None]:
@@ -158,7 +166,6 @@ class ReleaseRun:
             "zoo": self.config.model.zoo,
             "train": asdict(settings),
             "data": data_fingerprint(settings.data),
-            **self._machine(),
         }
 
         def work() -> tuple[TrainResult, list[Path]]:
@@ -224,7 +231,6 @@ class ReleaseRun:
             **({"split": self.config.eval.split} if self.config.eval.split else {}),
             "budget": budget(self.config, target),
             **self._judging_inputs(target),
-            **self._machine(),
         }
 
     def _judging_inputs(self, target: Target | None) -> dict[str, Any]:
@@ -260,7 +266,6 @@ class ReleaseRun:
             "split": settings.split,
             "tolerance": target.tolerance,
             **self._judging_inputs(target),
-            **self._machine(),
         }
 
         def work() -> tuple[ValidateResult, list[Path]]:
@@ -289,7 +294,6 @@ class ReleaseRun:
             "eval_data": data_fingerprint(self.config.eval.data),
             "split": self.config.eval.split,
             **self._judging_inputs(None),
-            **self._machine(),
         }
 
         def progress(done: int, total: int, label: str) -> None:
@@ -318,7 +322,6 @@ class ReleaseRun:
             "source_sha256": source_sha,
             "artifacts": {name: sha256_path(path) for name, path in artifacts.items()},
             "settings": asdict(settings),
-            **self._machine(),
         }
 
         def work() -> tuple[ServerBenchResult, list[Path]]:

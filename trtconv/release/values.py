@@ -7,13 +7,14 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from trtconv.backends.registry import backend_choices
 from trtconv.core.errors import UsageError
 from trtconv.outputs.roles import parse_role
 
 Validator = Callable[[str, Any], Any]
+T = TypeVar("T")
 
 
 def _found(value: Any) -> str:
@@ -157,11 +158,12 @@ def unknown_key(path: str, key: str, known: Mapping[str, Any] | tuple[str, ...])
     return UsageError(f"{where}: unknown key ({hint}known keys: {', '.join(known)}).")
 
 
-def table(path: str, raw: Any, fields: Mapping[str, Validator]) -> dict[str, Any]:
-    """Check a TOML table: it is a table, has no unknown keys, and each value passes."""
+def table(path: str, raw: Any, fields: Mapping[str, Validator], kind: Callable[..., T]) -> T:
+    """A TOML table as the settings `kind` builds from its checked values: it is a table, has
+    no unknown keys, and each value passes its check."""
     if not isinstance(raw, dict):
         raise fail(path, "a table", raw)
     for key in raw:
         if key not in fields:
             raise unknown_key(path, key, fields)
-    return {key: fields[key](f"{path}.{key}", value) for key, value in raw.items()}
+    return kind(**{key: fields[key](f"{path}.{key}", value) for key, value in raw.items()})

@@ -6,7 +6,7 @@ from its records.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from trtconv.measure.bench_result import BenchResult, BenchRow
 from trtconv.outputs.confidence import INCONCLUSIVE
@@ -49,44 +49,45 @@ def measures_for(
     passed = validation is not None and validation.passed
     passed = passed and (evaluation is None or evaluation.passed)
     verdicts = [v.verdict for v in (validation, evaluation) if v is not None and not v.passed]
-    return Measures(
+    judged = Measures(
         validation_passed=passed,
         validation_verdict=next(iter(verdicts), None),
-        accuracy_drop=accuracy.accuracy_drop if accuracy else None,
-        top1_agreement=accuracy.top1_agreement if accuracy else None,
-        **_intervals(accuracy),
-        **speed_measures(row),
         decides=decides(validation),
+    )
+    return speed_measures(accuracy_measures(judged, accuracy), row)
+
+
+def accuracy_measures(measures: Measures, accuracy: ValidationReport | None) -> Measures:
+    """`measures` with the accuracy figures, the recorded intervals the gates decide by (none
+    when the validation decided on point figures: confidence 0, or written before intervals)
+    and their samples."""
+    if accuracy is None:
+        return measures
+    intervals = bool(accuracy.confidence)
+    return replace(
+        measures,
+        accuracy_drop=accuracy.accuracy_drop,
+        top1_agreement=accuracy.top1_agreement,
+        top1_agreement_ci95=accuracy.top1_agreement_ci95 if intervals else None,
+        accuracy_drop_ci95=accuracy.accuracy_drop_ci95 if intervals else None,
+        accuracy_samples=accuracy.samples,
     )
 
 
-def _intervals(accuracy: ValidationReport | None) -> dict[str, Any]:
-    """The recorded accuracy intervals the gates decide by (none when the validation decided
-    on point figures: confidence 0, or written before intervals) and their samples."""
-    if accuracy is None:
-        return {"accuracy_samples": None}
-    if not accuracy.confidence:
-        return {"accuracy_samples": accuracy.samples}
-    return {
-        "top1_agreement_ci95": accuracy.top1_agreement_ci95,
-        "accuracy_drop_ci95": accuracy.accuracy_drop_ci95,
-        "accuracy_samples": accuracy.samples,
-    }
-
-
-def speed_measures(row: BenchRow | None) -> dict[str, Any]:
-    """The bench row's figures and intervals the speed gates judge (intervals are None in rows
-    recorded before them)."""
+def speed_measures(measures: Measures, row: BenchRow | None) -> Measures:
+    """`measures` with the bench row's figures and intervals the speed gates judge (intervals
+    are None in rows recorded before them)."""
     if row is None:
-        return {}
-    return {
-        "speedup_vs_baseline": row.speedup_vs_baseline,
-        "latency_ms_p99": row.latency_ms_p99,
-        "throughput_per_s": row.throughput_per_s,
-        "speedup_vs_baseline_ci95": row.speedup_vs_baseline_ci95 or None,
-        "latency_ms_p99_ci95": row.latency_ms_p99_ci95 or None,
-        "rounds": row.rounds,
-    }
+        return measures
+    return replace(
+        measures,
+        speedup_vs_baseline=row.speedup_vs_baseline,
+        latency_ms_p99=row.latency_ms_p99,
+        throughput_per_s=row.throughput_per_s,
+        speedup_vs_baseline_ci95=row.speedup_vs_baseline_ci95 or None,
+        latency_ms_p99_ci95=row.latency_ms_p99_ci95 or None,
+        rounds=row.rounds,
+    )
 
 
 def decides(validation: ValidationReport | None) -> bool | None:

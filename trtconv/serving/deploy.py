@@ -30,7 +30,7 @@ from trtconv.serving.options import (
     DEFAULT_QUEUE_DELAY_US,
     DeployOptions,
 )
-from trtconv.serving.results import DeployedModel, DeployResult
+from trtconv.serving.results import DeployedModel, DeployResult, ServerBenchResult, ServerRow
 from trtconv.serving.triton_config import Batching, ModelConfigSpec, render_config
 
 VERSION = "1"  # the one model version each repository entry holds
@@ -170,7 +170,7 @@ def _measured(rows: list[BenchRow], cap: int | None, bench: Path | None) -> Batc
     return Batching(max(by_size), preferred or (fastest.batch_size,), delay, why)
 
 
-def _serving_rows(serving: Path | None) -> dict[Path, dict[str, Any]]:
+def _serving_rows(serving: Path | None) -> dict[Path, ServerRow]:
     """A `bench --scenario server --json` result's dynamic-batching rows that met the budget,
     by model path (resolved); empty without one."""
     if serving is None:
@@ -178,34 +178,34 @@ def _serving_rows(serving: Path | None) -> dict[Path, dict[str, Any]]:
     if not Path(serving).is_file():
         raise UsageError(f"Serving result {serving} does not exist.")
     try:
-        rows = json.loads(Path(serving).read_text())["rows"]
-        return {
-            Path(row["model"]).resolve(): row
-            for row in rows
-            if row["dynamic_batching"] and row["qps_at_budget"] > 0
-        }
-    except (ValueError, KeyError, TypeError) as exc:
+        result = ServerBenchResult.load(Path(serving))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InputError(
             f"{serving} is not a `bench --scenario server --json` result ({exc})."
         ) from exc
+    return {
+        Path(row.model).resolve(): row
+        for row in result.rows
+        if row.dynamic_batching and row.qps_at_budget > 0
+    }
 
 
-def served_batching(row: dict[str, Any], cap: int | None, serving: Path) -> Batching:
+def served_batching(row: ServerRow, cap: int | None, serving: Path) -> Batching:
     """Batching from a serving run that met its budget: its batch limit and queue delay, and
     preferred the sizes above 1 its batcher formed for at least PREFERRED_FORMED of the
     executions (what that load produced)."""
-    largest = min(int(row["max_batch_size"]), cap or int(row["max_batch_size"]))
-    formed = {int(size): int(count) for size, count in row["batches"].items()}
+    largest = min(row.max_batch_size, cap or row.max_batch_size)
+    formed = {int(size): int(count) for size, count in row.batches.items()}
     total = sum(formed.values()) or 1
     preferred = tuple(
         size for size, count in sorted(formed.items())
         if 1 < size <= largest and count >= PREFERRED_FORMED * total
     )  # fmt: skip
     why = (
-        f"serving run {serving}: p99 within the budget at {row['qps_at_budget']:g} queries/s with "
-        f"batches up to {row['max_batch_size']} and a {row['max_queue_delay_us']} µs queue delay"
+        f"serving run {serving}: p99 within the budget at {row.qps_at_budget:g} queries/s with "
+        f"batches up to {row.max_batch_size} and a {row.max_queue_delay_us} µs queue delay"
     )
-    return Batching(largest, preferred or (largest,), int(row["max_queue_delay_us"]), why)
+    return Batching(largest, preferred or (largest,), row.max_queue_delay_us, why)
 
 
 def write_model(
@@ -213,7 +213,7 @@ def write_model(
     source: ModelSource,
     options: DeployOptions,
     rows: dict[Path, list[BenchRow]],
-    served: dict[Path, dict[str, Any]] | None = None,
+    served: dict[Path, ServerRow] | None = None,
 ) -> DeployedModel:
     """Write one model's folder (payload, config.pbtxt, trtconv.json) under `repository`; a
     serving run's row (`served`) tunes the batching over a bench's."""

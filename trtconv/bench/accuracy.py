@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from trtconv.bench.models import BenchPlan, ModelEntry
 from trtconv.calib.contract import PreprocessingOptions
-from trtconv.calib.evaluation import evaluation_data, scale_warning
+from trtconv.calib.judged_data import judged_data, scale_warning
 from trtconv.calib.sources import ArraySet, input_stats
+from trtconv.core.data_contract import DataContract
 from trtconv.core.model_io import Outputs
 from trtconv.measure.bench_result import ModelInfo
 from trtconv.outputs.compare import compare, output_roles
@@ -24,13 +24,13 @@ from trtconv.outputs.validation_report import FAILED, NOT_JUDGED
 
 
 @dataclass
-class BenchEvaluation:
+class AccuracySet:
     """The evaluation set and how its models are judged: `judging` for models that recorded
     none (the native SavedModels), `by_model` (label -> judging) for artifacts, each by its own
     manifest's roles (an fp32 and an int8 artifact may have been given different roles)."""
 
     data: ArraySet
-    contract: dict[str, Any]
+    contract: DataContract
     judging: Judging = field(default_factory=Judging)
     by_model: dict[str, Judging] = field(default_factory=dict)
 
@@ -39,18 +39,14 @@ class BenchEvaluation:
         return self.by_model.get(label, self.judging)
 
 
-def recorded_contract(plan: BenchPlan) -> dict[str, Any] | None:
+def recorded_contract(plan: BenchPlan) -> DataContract | None:
     """The data contract the artifacts were converted with (the first that records one)."""
     return next((m.data_contract for m in plan.models if m.data_contract), None)
 
 
 def contract_warnings(plan: BenchPlan) -> list[str]:
     """One line when artifacts were converted with different preprocessing."""
-    recorded = {
-        m.label: m.data_contract["preprocessing"].get("summary", "")
-        for m in plan.models
-        if m.data_contract and m.data_contract.get("preprocessing")
-    }
+    recorded = {m.label: m.data_contract.summary for m in plan.models if m.data_contract}
     if len(set(recorded.values())) <= 1:
         return []
     seen = ", ".join(f"{label}: {summary}" for label, summary in recorded.items())
@@ -86,12 +82,12 @@ def prepare(
     options: PreprocessingOptions | None,
     split: str | None,
     judging: Judging | None,
-) -> BenchEvaluation:
+) -> AccuracySet:
     """The evaluation set (held-out unless `split` is "all"), read by the recorded contract,
     and the judging: `judging` over what each artifact's manifest recorded (over the first
     artifact's for the models that recorded none)."""
-    evaluation = evaluation_data(
-        plan.baseline.signature, source, None, spec, options, split,
+    evaluation = judged_data(
+        plan.baseline.signature, source, spec, options, split,
         contract=recorded_contract(plan),
     )  # fmt: skip
     recorded = next((m.judging for m in plan.models if m.judging), None)
@@ -100,14 +96,14 @@ def prepare(
     merged = given.over(recorded)
     merged.check_names(names)
     by_model = {m.label: given.over(m.judging) for m in plan.models if m.judging}
-    return BenchEvaluation(evaluation.data, evaluation.contract, merged, by_model)
+    return AccuracySet(evaluation.data, evaluation.contract, merged, by_model)
 
 
 def judge_models(
     infos: list[ModelInfo],
     baseline: ModelInfo,
     outputs: dict[str, Outputs | None],
-    evaluation: BenchEvaluation,
+    evaluation: AccuracySet,
     source: Path | None,
 ) -> None:
     """Each model's accuracy (with labels) and decision agreement with the baseline, from its

@@ -9,10 +9,10 @@ never the samples a conversion was fitted to), and how raw pixels become inputs
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from trtconv.calib.calibration_record import CalibrationRecord, InputStats
 from trtconv.calib.contract import ALL as ALL_SPLIT
 from trtconv.calib.contract import (
     DEFAULT,
@@ -24,14 +24,11 @@ from trtconv.calib.contract import (
     PreprocessingOptions,
     check_split,
 )
-from trtconv.calib.purposes import HELD_OUT_PART, drop_fitted, trained_on
+from trtconv.calib.purposes import HELD_OUT_PART, card_data, drop_fitted, trained_on
 from trtconv.calib.readers import ALL, VALIDATION, card_preprocessing, read_model_data
 from trtconv.calib.sources import ArraySet, input_stats, recorded_spec
+from trtconv.core.data_contract import DataContract
 from trtconv.core.model_io import ModelSignature
-from trtconv.savedmodel import read_model_card
-
-if TYPE_CHECKING:
-    from trtconv.manifest import CalibrationRecord, Manifest
 
 log = logging.getLogger(__name__)
 
@@ -42,31 +39,31 @@ SCALE_RATIO = 10.0
 
 
 @dataclass
-class Evaluation:
+class JudgedData:
     """The data read, and the contract it was read by (for the result)."""
 
     data: ArraySet
-    contract: dict[str, Any]
+    contract: DataContract
 
 
 def data_spec(
-    given: str | None, saved_model: Path | None, manifest: Manifest | None = None
+    given: str | None,
+    saved_model: Path | None,
+    contract: DataContract | None = None,
+    calibration: CalibrationRecord | None = None,
 ) -> tuple[str, str]:
     """(spec, where it came from): `given`, else the data the artifact was validated on (its
-    manifest's data contract), else its calibration source, else the model card's data, else
-    random."""
+    manifest's data `contract`), else its `calibration` source, else the model card's data,
+    else random."""
     if given:
         return given, OPTION
-    contract = (manifest.data_contract if manifest else None) or {}
-    if contract.get("data") and contract["data"] != RANDOM:
-        return str(contract["data"]), MANIFEST
-    calibration = manifest.calibration if manifest else None
+    if contract is not None and contract.data and contract.data != RANDOM:
+        return contract.data, MANIFEST
     if calibration is not None and calibration.source and calibration.source != RANDOM:
         return calibration.source, f"{MANIFEST} (calibration)"
-    card = read_model_card(saved_model) if saved_model is not None else None
-    source = ((card or {}).get("data") or {}).get("source")
+    source = card_data(saved_model)
     if source:
-        return str(source), MODEL_CARD
+        return source, MODEL_CARD
     log.warning("no data named, recorded or in a model card: evaluating on random inputs")
     return RANDOM, DEFAULT
 
@@ -75,34 +72,35 @@ def model_preprocessing(
     signature: ModelSignature,
     saved_model: Path | None,
     options: PreprocessingOptions | None = None,
-    contract: dict[str, Any] | None = None,
+    contract: DataContract | None = None,
 ) -> Preprocessing:
     """How raw pixels become this model's input: options, else a manifest's data `contract`,
     else the model card beside `saved_model`, else the defaults."""
-    recorded = (contract or {}).get("preprocessing")
+    recorded = contract.preprocessing if contract is not None else None
     return card_preprocessing(signature, saved_model, options, recorded)
 
 
-def evaluation_data(
+def judged_data(
     signature: ModelSignature,
     saved_model: Path | None,
-    manifest: Manifest | None,
     spec: str | None,
     options: PreprocessingOptions | None = None,
     split: str | None = None,
     samples: int | None = None,
-    contract: dict[str, Any] | None = None,
-) -> Evaluation:
+    contract: DataContract | None = None,
+    calibration: CalibrationRecord | None = None,
+) -> JudgedData:
     """The evaluation data of a model (`split`, else `default_split`'s), without the samples
-    its conversion was fitted to (the purposes the contract records), read by its data
-    contract (`contract`, else the manifest's), with the contract it was read by. Raises
-    UsageError for an unknown split or spec and InputError for data that does not fit."""
-    spec, spec_from = data_spec(spec, saved_model, manifest)
-    recorded = contract or (manifest.data_contract if manifest else None)
+    its conversion was fitted to (the purposes the contract records), read by its recorded
+    data `contract` (a manifest's: `calibration` is its calibration block), with the contract
+    it was read by. Raises UsageError for an unknown split or spec and InputError for data
+    that does not fit."""
+    spec, spec_from = data_spec(spec, saved_model, contract, calibration)
+    recorded = contract
     chosen_split, split_from = default_split(split, spec, saved_model, recorded)
     prep = model_preprocessing(signature, saved_model, options, recorded)
     role = VALIDATION if chosen_split == HELD_OUT else ALL
-    purposes = list((recorded or {}).get("purposes") or [])
+    purposes = (recorded.purposes if recorded is not None else None) or ()
     whole = None if purposes else samples  # fitted samples are dropped before counting
     data = read_model_data(
         spec, signature, role=role, samples=whole, saved_model=saved_model, preprocessing=prep
@@ -111,16 +109,17 @@ def evaluation_data(
                                 purposes)  # fmt: skip
     if samples is not None and samples < len(data):
         data = data.head(samples)
-    contract = record_contract(spec, chosen_split, prep, data.raw_pixels)
-    contract.update(data_from=spec_from, split_from=split_from)
     if dropped:
-        contract["fitted_samples_excluded"] = dropped
         log.info("%s: %d samples the conversion was fitted to left out", spec, dropped)
-    return Evaluation(data, contract)
+    contract = replace(
+        record_contract(spec, chosen_split, prep, data.raw_pixels),
+        data_from=spec_from, split_from=split_from, fitted_samples_excluded=dropped or None,
+    )  # fmt: skip
+    return JudgedData(data, contract)
 
 
 def default_split(
-    split: str | None, spec: str, saved_model: Path | None, recorded: dict[str, Any] | None
+    split: str | None, spec: str, saved_model: Path | None, recorded: DataContract | None
 ) -> tuple[str, str]:
     """(the split, where it came from): `split`, else the recorded contract's when it records
     no purposes (a conversion that calibrated on the rest of the source), else held-out when
@@ -128,8 +127,8 @@ def default_split(
     was trained or fitted on count whole."""
     if split is not None:
         return check_split(split), OPTION
-    if recorded and recorded.get("split") and "purposes" not in recorded:
-        return check_split(str(recorded["split"])), MANIFEST
+    if recorded is not None and recorded.split and recorded.purposes is None:
+        return check_split(recorded.split), MANIFEST
     why = trained_on(spec, saved_model)
     if why or spec == RANDOM:
         return HELD_OUT, f"{DEFAULT} ({why or 'random data'})"
@@ -138,28 +137,20 @@ def default_split(
 
 def record_contract(
     spec: str, split: str, prep: Preprocessing, applied: bool = True
-) -> dict[str, Any]:
-    """A data contract block (manifest, results): the data, its split, the preprocessing of raw
+) -> DataContract:
+    """A data contract (manifest, results): the data, its split, the preprocessing of raw
     pixels, and whether this data had any (`applied`: float and integer arrays are fed as given,
-    and the block then says so rather than show a scale nothing used)."""
-    block = prep.to_dict()
-    if not applied:
-        block["summary"] = (
-            f"none applied (arrays fed as given; raw pixels would be {block['summary']})"
-        )
-    return {
-        "data": recorded_spec(spec),
-        "split": split,
-        "preprocessing": block,
-        "preprocessing_applied": applied,
-    }
+    and the contract then says so rather than show a scale nothing used)."""
+    return DataContract(
+        data=recorded_spec(spec), split=split, preprocessing=prep, preprocessing_applied=applied
+    )
 
 
 def scale_warning(
     calibration: CalibrationRecord | None,
     data: ArraySet,
     what: str,
-    here: dict[str, dict[str, float]] | None = None,
+    here: dict[str, InputStats] | None = None,
 ) -> str | None:
     """A warning when `data`'s inputs spread SCALE_RATIO times more or less than the
     calibration data's (recorded in a manifest's calibration block), else None. `here`:
@@ -167,13 +158,14 @@ def scale_warning(
     recorded = calibration.input_stats if calibration else {}
     here = input_stats(data) if here is None else here
     for name, stats in recorded.items():
-        if name not in here or not stats.std or not here[name]["std"]:
+        spread = here[name].std if name in here else 0.0
+        if not stats.std or not spread:
             continue
-        ratio = here[name]["std"] / stats.std
+        ratio = spread / stats.std
         if ratio > SCALE_RATIO or ratio < 1 / SCALE_RATIO:
             return (
                 f"{what} was calibrated on input '{name}' values with spread {stats.std:.3g}; "
-                f"{data.source} spreads {here[name]['std']:.3g} ({ratio:.3g}x): the two are on "
+                f"{data.source} spreads {spread:.3g} ({ratio:.3g}x): the two are on "
                 "different scales, and the int8 ranges fit the calibration data only (check the "
                 "calibration data and --image-scale/--image-offset)."
             )
