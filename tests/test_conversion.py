@@ -115,12 +115,15 @@ def test_validate_an_artifact_against_its_source(digits_int8: dict[str, Any]) ->
     result = api.validate(ValidateOptions(Path(digits_int8["artifact"]), samples=450))
     assert result.passed and result.samples == 450 and result.precision == "int8"
     assert result.top1_agreement is not None and result.top1_agreement >= 0.97
-    with pytest.raises(AccuracyError, match="outside tolerance: probabilities values") as caught:
+    with pytest.raises(AccuracyError, match="probabilities values") as caught:
         api.validate(ValidateOptions(Path(digits_int8["artifact"]), samples=200, tolerance=1e-6))
     strict = caught.value.result  # the whole result rides on the error (exit 4)
     assert isinstance(strict, ValidateResult) and not strict.passed and strict.samples == 200
     assert strict.verdict == "failed"  # a failed values check outranks an undecided rate
-    assert [c.name for c in strict.checks if not c.passed] == ["probabilities values"]
+    # The values check is the one that fails; a retrained model whose int8 flips two of these
+    # 200 samples leaves top-1 agreement undecided (inconclusive), never failed.
+    failed = [c.name for c in strict.checks if not c.passed and not c.inconclusive]
+    assert failed == ["probabilities values"]
 
 
 def test_an_artifact_validates_against_another_artifact(
