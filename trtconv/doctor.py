@@ -16,6 +16,7 @@ from trtconv.backends import registry
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.environment import git_commit
 from trtconv.facts import Facts
+from trtconv.protocol.doctor import DoctorSection, RawSection, read_section
 from trtconv.protocol.support import Support
 from trtconv.quantize.isa import cpu_int8_class, int8_note
 from trtconv.serving.status import doctor_section as serving_section
@@ -87,7 +88,7 @@ class DoctorReport(JsonResult):
     (`conversions`), every library's version and trtconv's commit.
 
     The document carries each section as a top-level key between tf2onnx and gpus; `from_json`
-    reads every key it does not declare back as a section.
+    reads every key it does not declare back as a section (trtconv.protocol.doctor).
     """
 
     schema_version: int = DOCTOR_SCHEMA_VERSION
@@ -95,7 +96,7 @@ class DoctorReport(JsonResult):
     tensorflow: TensorFlowInfo
     onnx: Library
     tf2onnx: Library
-    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sections: dict[str, DoctorSection] = field(default_factory=dict)
     gpus: list[GpuInfo]
     cpu: CpuInfo
     conversions: list[Support]
@@ -112,9 +113,13 @@ class DoctorReport(JsonResult):
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> DoctorReport:
         """The report a `to_json` document describes (its undeclared keys are sections)."""
+        registry.backends()  # every registered backend's section type known
         declared = {spec.name for spec in fields(cls)}
-        sections = {key: value for key, value in document.items() if key not in declared}
-        return super().from_json({**document, "sections": sections})
+        sections = {k: read_section(k, block) for k, block in document.items() if k not in declared}
+        rest = {key: value for key, value in document.items() if key in declared}
+        report = super().from_json(rest)
+        report.sections.update(sections)
+        return report
 
 
 def doctor(deep: bool = True) -> DoctorReport:
@@ -124,11 +129,12 @@ def doctor(deep: bool = True) -> DoctorReport:
     whether it sees a GPU (a few seconds); `deep=False` uses only the fast checks.
     """
     facts = registry.facts_here(deep)
-    sections: dict[str, dict[str, Any]] = {}
+    sections: dict[str, DoctorSection] = {}
     for backend in registry.backends():
         if backend.doctor is not None:
-            sections.update(backend.doctor(facts))
-    sections.update(serving_section())
+            section = backend.doctor(facts)
+            sections[section.KEY] = section
+    sections.update({key: RawSection(block) for key, block in serving_section().items()})
     return DoctorReport(
         python=PythonInfo(facts.python, sys.executable),
         tensorflow=TensorFlowInfo(**facts.tensorflow.to_dict()),

@@ -111,7 +111,7 @@ def test_trains_on_an_image_folder_at_its_own_size(tmp_path: Path) -> None:
     assert card.input.shape == [None, 12, 12, 3]
     assert card.preprocessing["scale"] == pytest.approx(1 / 255)
     assert card.preprocessing["sources"]["scale"] == "default"
-    assert card.output["shape"] == [None, 2]
+    assert card.output.shape == [None, 2]
     assert (tmp_path / "out" / "saved_model" / "saved_model.pb").is_file()
 
 
