@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import UsageError
-from trtconv.onnxlib.tf_names import tf_origin
+from trtconv.onnxlib.tf_names import TfOrigin, tf_origin
 from trtconv.outputs.tolerance import budget_for
 from trtconv.quantize.ladder import describe, doubling, scheme_variants
 from trtconv.quantize.ladder_record import SpeedRow
@@ -26,6 +28,14 @@ from trtconv.quantize.search import (
     unshowable,
 )
 from trtconv.quantize.speed import bench_no_gain_warnings, no_gain_notes
+
+
+class Row(NamedTuple):
+    """What the bench warnings read of a result row."""
+
+    label: str
+    batch_size: int
+    throughput_per_s: float
 
 
 def _part(count: int, name: str) -> ArraySet:
@@ -114,22 +124,18 @@ def test_float_layer_steps_double_up_to_the_cap(most: int, counts: list[int]) ->
 
 def test_tf_origin_of_tf2onnx_and_ort_names() -> None:
     fused = "StatefulPartitionedCall/functional_1/hidden_1/MatMul/MatMulAddFusion"
-    assert tf_origin(fused) == {
-        "tf_op": "functional_1/hidden_1/MatMul",
-        "tf_layer": "functional_1/hidden_1",
-    }
-    assert tf_origin("StatefulPartitionedCall/model/conv_1/BiasAdd__6") == {
-        "tf_op": "model/conv_1/BiasAdd",
-        "tf_layer": "model/conv_1",
-    }
-    assert tf_origin("Transpose__22") == {"tf_op": None, "tf_layer": None}
+    assert tf_origin(fused) == TfOrigin("functional_1/hidden_1/MatMul", "functional_1/hidden_1")
+    assert tf_origin("StatefulPartitionedCall/model/conv_1/BiasAdd__6") == TfOrigin(
+        "model/conv_1/BiasAdd", "model/conv_1"
+    )
+    assert tf_origin("Transpose__22") == TfOrigin(None, None)
     # A convolution tf2onnx renamed: placed by its weight (dequantised, as the Q/DQ model has it).
     weight = "StatefulPartitionedCall/mnv2_1/Conv1_1/convolution/merged_input:0"
     activation = "StatefulPartitionedCall/mnv2_1/bn_1/batchnorm/mul_1__6:0"
     renamed = tf_origin(
         "Conv__339", (weight + "_DequantizeLinear_Output", "Conv__339:0", activation)
     )
-    assert renamed == {"tf_op": "mnv2_1/Conv1_1/convolution", "tf_layer": "mnv2_1/Conv1_1"}
+    assert renamed == TfOrigin("mnv2_1/Conv1_1/convolution", "mnv2_1/Conv1_1")
 
 
 def test_output_error_is_relative_and_summed_over_outputs() -> None:
@@ -198,7 +204,7 @@ def test_bench_names_int8_artifacts_that_buy_nothing_over_fp32() -> None:
     ]
     speeds = {"m-fp32": (100.0, 400.0), "m-int8": (150.0, 410.0), "other-int8": (1.0, 1.0)}
     rows = [
-        {"label": label, "batch_size": size, "throughput_per_s": value}
+        Row(label, size, value)
         for label, values in speeds.items()
         for size, value in zip((1, 8), values, strict=True)
     ]

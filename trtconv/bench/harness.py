@@ -419,7 +419,7 @@ def assemble(
     rounds' `totals`), every warning, the environment."""
     rows = compared(rows, models, totals)
     warnings = plan.warnings + collect_warnings(rows)
-    warnings += bench_no_gain_warnings(plan.models, [row.to_json() for row in rows])
+    warnings += bench_no_gain_warnings(plan.models, rows)
     overheads = [m.harness_overhead_ms for m in models if m.harness_overhead_ms is not None]
     return BenchResult(
         baseline=plan.baseline.label,

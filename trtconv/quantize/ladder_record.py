@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from trtconv.core.results import JsonResult, optional_key
+from trtconv.onnxlib.tf_names import TfOrigin
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,6 @@ class NncfLadderRecord(LadderRecord):
     records_control: ClassVar[bool] = True
 
 
-def float_node(origin: Mapping[str, Any], output_error: float | None) -> FloatNode:
-    """A FloatNode from {node, op_type, tf_op, tf_layer} (QuantizedNode.to_dict, tf_origin)."""
-    return FloatNode(
-        origin["node"], origin["op_type"], origin["tf_op"], origin["tf_layer"], output_error
-    )
+def float_node(node: str, op_type: str, origin: TfOrigin, output_error: float | None) -> FloatNode:
+    """A FloatNode for ONNX node `node` of `op_type`, from TensorFlow's `origin`."""
+    return FloatNode(node, op_type, origin.tf_op, origin.tf_layer, output_error)

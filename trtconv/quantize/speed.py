@@ -11,7 +11,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -107,15 +107,26 @@ def no_gain_notes(rows: list[SpeedRow]) -> list[str]:
     ]
 
 
-def bench_no_gain_warnings(models: Sequence[Any], rows: list[dict[str, Any]]) -> list[str]:
+class Measured(Protocol):
+    """What the warnings read of a bench result row (trtconv.measure.bench_result.BenchRow)."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def throughput_per_s(self) -> float: ...
+
+
+def bench_no_gain_warnings(models: Sequence[Any], rows: Sequence[Measured]) -> list[str]:
     """`trtconv bench`: one line per int8 artifact not clearly faster than an fp32 artifact of
     the same source model and backend, naming the batch sizes.
 
     `models` are bench entries (label, kind, backend, precision, source_model); `rows` the
     result rows (label, batch_size, throughput_per_s).
     """
-    throughput = {(row["label"], row["batch_size"]): row["throughput_per_s"] for row in rows}
-    sizes = sorted({row["batch_size"] for row in rows})
+    throughput = {(row.label, row.batch_size): row.throughput_per_s for row in rows}
+    sizes = sorted({row.batch_size for row in rows})
     artifacts = [m for m in models if m.kind == ARTIFACT and m.source_model is not None]
     warnings = []
     for int8 in (m for m in artifacts if m.precision == "int8"):

@@ -89,7 +89,8 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         # ONNX Runtime on this CPU runs the CPU scheme itself: the ladder's timing says what
         # int8 buys. Kept as pure Q/DQ (no offline fusion into QLinearConv): the same file runs
         # on any EP and is what TensorRT builds explicit-precision engines from.
-        qdq, summary["quantization"] = qdq_model(request, QDQ_SCHEME, timed=True)
+        qdq, quantization = qdq_model(request, QDQ_SCHEME, timed=True)
+        summary["quantization"] = quantization.to_json()
         shutil.copyfile(qdq, output)
     elif request.precision == "fp16":
         fp16 = fp16_model(request, output)

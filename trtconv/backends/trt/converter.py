@@ -28,6 +28,7 @@ from trtconv.backends.trt.runner import create_builder, cuda_ready
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.fsutil import write_atomic
 from trtconv.core.lazy import require
+from trtconv.core.results import JsonResult
 from trtconv.onnxlib.fp16_model import fp16_model
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 from trtconv.quantize.build import qdq_model
@@ -40,7 +41,7 @@ QDQ_SCHEME = "s8s8"
 
 def source_onnx(
     request: ConversionRequest, plan: BuildPlan, work: Path
-) -> tuple[Path, dict[str, Any] | None]:
+) -> tuple[Path, JsonResult | None]:
     """(the ONNX the plan builds from, its `quantization` block for int8 or `fp16` block): the
     export quantised to S8S8 Q/DQ (trtconv.quantize.build; checked for what TensorRT
     dequantises), the mixed fp16 model of the export written into `work`
@@ -58,7 +59,7 @@ def source_onnx(
         return qdq, quantization
     if plan.source == "fp16":
         fp16 = work / "model.fp16.onnx"
-        return fp16, fp16_model(request, fp16).to_json()  # float32 where float16 overflows
+        return fp16, fp16_model(request, fp16)  # float32 where float16 overflows
     return request.onnx_path, None
 
 
@@ -77,7 +78,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         summary = build_engine(trt, source, plan, request)
     summary["source_onnx"] = source.name
     if quantization is not None:
-        summary["fp16" if plan.source == "fp16" else "quantization"] = quantization
+        summary["fp16" if plan.source == "fp16" else "quantization"] = quantization.to_json()
     gpu = registry.facts_here().best_gpu
     return ConversionOutcome(PAYLOAD, summary, gpu.to_dict() if gpu else {})
 
