@@ -79,21 +79,14 @@ def cpu_info() -> dict[str, Any]:
     return probe_cpu().to_dict()
 
 
-def device_block() -> dict[str, Any]:
-    """The CPU (model, cores, features) and GPUs of this machine, as JSON."""
-    return {
-        "cpu": cpu_info(),
-        "gpus": [gpu.to_dict() for gpu in probe_gpus()],
-    }
-
-
 def environment_block(packages: Iterable[str] = ()) -> dict[str, Any]:
     """The `environment` block every result JSON carries; `packages` as for library_versions
     (the registry's `declared_packages()`)."""
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
-        **device_block(),
+        "cpu": cpu_info(),
+        "gpus": [gpu.to_dict() for gpu in probe_gpus()],
         "libraries": library_versions(packages),
         "commit": git_commit(),
     }

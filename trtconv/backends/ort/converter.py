@@ -100,15 +100,11 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     else:
         raise UsageError(f"The ort backend does not support precision '{request.precision}'.")
     summary["op_counts"] = op_counts(output)
-    return ConversionOutcome(payload=PAYLOAD, summary=summary, device=_device(providers))
-
-
-def _device(providers: list[str]) -> dict[str, Any]:
-    device: dict[str, Any] = {"provider": providers[0], "cpu": probe_cpu().model}
+    device: dict[str, str | None] = {"provider": providers[0], "cpu": probe_cpu().model}
     if providers[0] != CPU:
         gpus = probe_gpus()
         device["gpu"] = gpus[0].name if gpus else None
-    return device
+    return ConversionOutcome(payload=PAYLOAD, summary=summary, device=device)
 
 
 def optimize_offline(source: Path, output: Path, providers: list[str]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from trtconv.backends.trt.builder import (
     PAYLOAD,
     TIMING_CACHE,
     BuildPlan,
+    EngineSummary,
     attach_timing_cache,
     build_plan,
     configure_builder,
@@ -75,7 +76,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     plan = build_plan(tensorrt_major(trt), request.precision)
     with tempfile.TemporaryDirectory(prefix="trtconv-trt-") as work:
         source, quantization = source_onnx(request, plan, Path(work))
-        summary = build_engine(trt, source, plan, request)
+        summary = build_engine(trt, source, plan, request).to_json()
     summary["source_onnx"] = source.name
     if quantization is not None:
         summary["fp16" if plan.source == "fp16" else "quantization"] = quantization.to_json()
@@ -85,7 +86,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
 
 def build_engine(
     trt: Any, source: Path, plan: BuildPlan, request: ConversionRequest
-) -> dict[str, Any]:
+) -> EngineSummary:
     """Parse `source`, build by `plan` into request.output_dir (engine and timing cache), keep
     the timing cache for the next build; returns the conversion summary."""
     logger = trt.Logger(trt.Logger.WARNING)
@@ -109,15 +110,19 @@ def build_engine(
     timing = bytes(cache.serialize())
     (request.output_dir / TIMING_CACHE).write_bytes(timing)
     _keep_timing_cache(stored, timing)
-    return {
-        "tensorrt_version": str(trt.__version__),
-        "layers": int(network.num_layers),
-        **plan.to_dict(),
-        "profile": {name: [list(s) for s in shape] for name, shape in shapes.items()},
-        "batch_range": [min(request.batch_sizes), max(request.batch_sizes)],
-        "timing_cache": cache_use.to_dict(),
-        "timing_cache_reused": cache_use.status == "reused",
-    }
+    return EngineSummary(
+        tensorrt_version=str(trt.__version__),
+        layers=int(network.num_layers),
+        builder_flags_set=list(plan.set_flags),
+        builder_flags_cleared=list(plan.clear_flags),
+        strongly_typed=plan.strongly_typed,
+        built_from=plan.source,
+        explicit_quantization=plan.precision == "int8",
+        profile={name: [list(s) for s in shape] for name, shape in shapes.items()},
+        batch_range=[min(request.batch_sizes), max(request.batch_sizes)],
+        timing_cache=cache_use,
+        timing_cache_reused=cache_use.status == "reused",
+    )
 
 
 def _keep_timing_cache(path: Path, data: bytes) -> None:
