@@ -15,7 +15,7 @@ from typing import Any
 from trtconv.backends import registry
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.environment import git_commit
-from trtconv.facts import Facts
+from trtconv.facts import Facts, TensorFlowFacts
 from trtconv.protocol.doctor import DoctorSection, RawSection, read_section
 from trtconv.protocol.support import Support
 from trtconv.quantize.isa import cpu_int8_class, int8_note
@@ -53,6 +53,19 @@ class TensorFlowInfo:
     cudnn_version: str | None
     gpus_seen: int | None
     reason: str
+
+    @classmethod
+    def of(cls, tf: TensorFlowFacts) -> TensorFlowInfo:
+        """What the facts say of TensorFlow's build (and the GPUs it saw, when asked)."""
+        return cls(
+            tf.version,
+            tf.is_cuda_build,
+            tf.is_tensorrt_build,
+            tf.cuda_version,
+            tf.cudnn_version,
+            tf.asked.gpu_count if tf.asked else None,
+            tf.reason,
+        )
 
 
 @dataclass(frozen=True)
@@ -137,7 +150,7 @@ def doctor(deep: bool = True) -> DoctorReport:
     sections.update({key: RawSection(block) for key, block in serving_section().items()})
     return DoctorReport(
         python=PythonInfo(facts.python, sys.executable),
-        tensorflow=TensorFlowInfo(**facts.tensorflow.to_dict()),
+        tensorflow=TensorFlowInfo.of(facts.tensorflow),
         onnx=Library(facts.version("onnx")),
         tf2onnx=Library(facts.version("tf2onnx")),
         sections=sections,
