@@ -16,6 +16,7 @@ from trtconv.backends import registry
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.environment import git_commit
 from trtconv.facts import Facts, TensorFlowFacts
+from trtconv.facts.hardware import GpuBlock
 from trtconv.protocol.doctor import DoctorSection, RawSection, read_section
 from trtconv.protocol.support import Support
 from trtconv.quantize.isa import cpu_int8_class, int8_note
@@ -69,19 +70,6 @@ class TensorFlowInfo:
 
 
 @dataclass(frozen=True)
-class GpuInfo:
-    """A GPU, its compute capability ("8.6") and which reduced precisions run fast on it."""
-
-    name: str
-    compute_capability: str
-    memory_mb: float
-    driver: str
-    tf32: bool
-    fp16: bool
-    int8: bool
-
-
-@dataclass(frozen=True)
 class CpuInfo:
     """The CPU, its features of note (name: present) and its int8 class with what it means."""
 
@@ -110,7 +98,7 @@ class DoctorReport(JsonResult):
     onnx: Library
     tf2onnx: Library
     sections: dict[str, DoctorSection] = field(default_factory=dict)
-    gpus: list[GpuInfo]
+    gpus: list[GpuBlock]
     cpu: CpuInfo
     conversions: list[Support]
     libraries: dict[str, str | None]
@@ -154,7 +142,7 @@ def doctor(deep: bool = True) -> DoctorReport:
         onnx=Library(facts.version("onnx")),
         tf2onnx=Library(facts.version("tf2onnx")),
         sections=sections,
-        gpus=[GpuInfo(**gpu.to_dict()) for gpu in facts.gpus],
+        gpus=[gpu.block() for gpu in facts.gpus],
         cpu=_cpu(facts),
         conversions=registry.support_matrix(facts),
         libraries=dict(facts.libraries),
@@ -164,6 +152,13 @@ def doctor(deep: bool = True) -> DoctorReport:
 
 def _cpu(facts: Facts) -> CpuInfo:
     """The CPU with its int8 class: which int8 artifacts run on it exactly."""
-    cpu = facts.cpu.to_dict()
-    int8_class = cpu_int8_class(cpu)
-    return CpuInfo(**cpu, int8_class=int8_class, int8_note=int8_note(int8_class))
+    cpu = facts.cpu.block()
+    int8_class = cpu_int8_class(facts.cpu.to_dict())
+    return CpuInfo(
+        model=cpu.model or "",
+        arch=cpu.arch or "",
+        logical_cores=cpu.logical_cores or 0,
+        features=cpu.features,
+        int8_class=int8_class,
+        int8_note=int8_note(int8_class),
+    )

@@ -13,6 +13,7 @@ from typing import Any
 
 import trtconv.measure.stats as stats
 from trtconv.core.results import JsonResult, optional_key
+from trtconv.environment import BenchEnvironment
 from trtconv.measure.budget import Budget
 from trtconv.options import SpeedGoal
 
@@ -194,7 +195,7 @@ class BenchResult(JsonResult):
     settings: Settings
     threads: int | None
     warnings: list[str] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: BenchEnvironment = field(default_factory=BenchEnvironment)
     report: dict[str, str] | None = optional_key()
 
 

@@ -19,7 +19,7 @@ from trtconv.backends import registry
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.fsutil import atomic_directory, check_output_free
 from trtconv.core.results import JsonResult, optional_key, to_jsonable
-from trtconv.environment import Environment, environment_block
+from trtconv.environment import BenchEnvironment, Environment, machine_environment
 from trtconv.measure.bench_result import ROW_KEYS, BenchResult, BenchRow, ModelInfo, Settings
 from trtconv.report.plots import PlotView, write_plots
 from trtconv.report.writers import (
@@ -106,7 +106,7 @@ class MergedSource:
     source_sha256: str | None = None  # a release's source model
     harness_overhead_ms: float | None = None
     warnings: list[str] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: BenchEnvironment = field(default_factory=BenchEnvironment)
 
 
 @dataclass(kw_only=True)
@@ -126,7 +126,7 @@ class MergeResult(JsonResult):
     settings: Settings
     sources: list[MergedSource]
     results: list[MergedRow]
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: Environment = field(default_factory=Environment)
     report: dict[str, str] | None = optional_key()
 
 
@@ -173,9 +173,9 @@ def read_source(directory: Path) -> BenchSource:
     return BenchSource(directory, kind, result, sha)
 
 
-def machine_name(environment: dict[str, Any]) -> str:
-    """`2x NVIDIA L4` from the GPUs of an environment block, else its CPU model."""
-    return Environment.from_json(environment).machine
+def machine_name(block: Mapping[str, Any]) -> str:
+    """`2x NVIDIA L4` from the GPUs of an environment block (as JSON), else its CPU model."""
+    return Environment.from_json(block).machine
 
 
 def _comparable(source: BenchSource, with_source_model: bool) -> dict[str, Any]:
@@ -237,7 +237,7 @@ def check_mergeable(sources: list[BenchSource]) -> None:
 
 def _machines(sources: list[BenchSource]) -> list[str]:
     """Each source's machine; a name shared by several runs is numbered (`X #1`, `X #2`)."""
-    names = [machine_name(source.result.environment) for source in sources]
+    names = [source.result.environment.machine for source in sources]
     counts, seen = Counter(names), Counter[str]()
     numbered = []
     for name in names:
@@ -275,7 +275,7 @@ def merge_documents(sources: list[BenchSource]) -> MergeResult:
         results=[
             MergedRow(machine, row) for source, machine in pairs for row in source.result.results
         ],
-        environment=environment_block(registry.declared_packages()),
+        environment=machine_environment(registry.declared_packages()),
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from trtconv.core.fsutil import atomic_directory
 from trtconv.core.results import to_jsonable
-from trtconv.environment import Environment
+from trtconv.environment import BenchEnvironment
 from trtconv.measure.bench_result import ROW_KEYS, BenchResult, BenchRow
 from trtconv.report.plots import PlotView, interval, write_plots
 
@@ -134,9 +134,8 @@ def write_csv(
     return path
 
 
-def environment_lines(block: Mapping[str, Any]) -> list[str]:
-    """An environment block as Markdown list items (CPU, GPU, threads, Python, libraries)."""
-    environment = Environment.from_json(block)
+def environment_lines(environment: BenchEnvironment) -> list[str]:
+    """A bench environment as Markdown list items (CPU, GPU, threads, Python, libraries)."""
     cpu = environment.cpu
     libraries = environment.libraries or {}
     versions = ", ".join(f"{k} {v}" for k, v in libraries.items() if v)

@@ -26,7 +26,7 @@ from trtconv.backends import registry
 from trtconv.core.errors import UsageError
 from trtconv.core.lazy import require
 from trtconv.core.results import JsonResult, optional_key
-from trtconv.environment import environment_block
+from trtconv.environment import Environment, machine_environment
 from trtconv.options import DEFAULT_NUM_ITER, DEFAULT_WARMUP_STEPS, TrainBenchmarkOptions
 from trtconv.train.amp import AmpBlock, AmpChoice, choose_policy
 from trtconv.train.distribute import (
@@ -109,7 +109,7 @@ class SingleBenchmarkResult(TrainBenchmarkResult):
     final_loss: float
     peak_rss_mb: float
     gpu_peak_memory_mb: float | None  # None without a GPU
-    environment: dict[str, Any]
+    environment: Environment
 
 
 @dataclass(kw_only=True)
@@ -141,7 +141,7 @@ class GridBenchmarkResult(TrainBenchmarkResult):
     amp_dtype: str
     baseline: str  # which row the speedups are against
     rows: list[GridRow]
-    environment: dict[str, Any]
+    environment: Environment
 
 
 def step_statistics(seconds: list[float]) -> dict[str, float]:
@@ -309,7 +309,7 @@ def run_benchmark(options: TrainBenchmarkOptions, plan: DistributionPlan) -> Sin
         final_loss=loss,
         peak_rss_mb=peak_rss_mb(),
         gpu_peak_memory_mb=gpu_peak_memory_mb(),
-        environment=environment_block(registry.declared_packages()),
+        environment=machine_environment(registry.declared_packages()),
     )
 
 
@@ -396,7 +396,7 @@ def run_grid(options: TrainBenchmarkOptions) -> GridBenchmarkResult:
         amp_dtype=options.amp_dtype,
         baseline=f"{rows[0].mode} at batch {rows[0].batch_size}",
         rows=rows,
-        environment=environment_block(registry.declared_packages()),
+        environment=machine_environment(registry.declared_packages()),
     )
 
 

@@ -30,7 +30,7 @@ from trtconv.core.errors import InputError, UsageError
 from trtconv.core.fsutil import atomic_directory, check_output_free
 from trtconv.core.model_io import ModelSignature, TensorSpec
 from trtconv.core.results import JsonResult
-from trtconv.environment import environment_block
+from trtconv.environment import Environment, machine_environment
 from trtconv.options import TrainOptions
 from trtconv.savedmodel import MODEL_CARD
 from trtconv.train.amp import AmpBlock, AmpChoice, choose_policy
@@ -228,7 +228,7 @@ class TrainResult(JsonResult):
     train_seconds: float
     exported_dtype: str = "float32"
     trtconv_version: str = __version__
-    environment: dict[str, Any]
+    environment: Environment
 
 
 def train(options: TrainOptions) -> TrainResult:
@@ -375,5 +375,5 @@ class _Session:
             test_accuracy=accuracy,
             train_images_per_s=result.images_per_s,
             train_seconds=train_seconds,
-            environment=environment_block(registry.declared_packages()),
+            environment=machine_environment(registry.declared_packages()),
         )
