@@ -48,7 +48,7 @@ def test_report_on_this_machine() -> None:
     features = report.cpu.features
     assert set(features) >= {"avx2", "avx512f", "avx512_vnni", "avx512_bf16"}
     assert all(isinstance(present, bool) for present in features.values())
-    conversions = [support.to_dict() for support in report.conversions]
+    conversions = report.to_json()["conversions"]  # as doctor --json prints them
     ort = rows(conversions, "ort")
     assert ort["fp32"]["ok"] and ort["int8"]["ok"]
     assert ort["fp16"]["ok"] and not ort["fp16"]["runs_here"]  # converts for a GPU
