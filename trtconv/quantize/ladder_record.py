@@ -89,6 +89,19 @@ class LadderSpeed(JsonResult):
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class AccuracyControlSettings:
+    """What NNCF's accuracy control was asked (OpenVINO's ladder): the metric drop it may allow
+    (absolute), at most how many groups of quantised operations it reverts, on how many samples
+    it ranks them, and the metric."""
+
+    max_drop: float
+    drop_type: str
+    max_num_iterations: int
+    ranking_subset_size: int
+    metric: str
+
+
 @dataclass(kw_only=True)
 class LadderRecord(JsonResult):
     """The ladder a conversion climbed. `sensitivity` is None where the ranking is not exposed
@@ -104,7 +117,7 @@ class LadderRecord(JsonResult):
     chosen_step: int
     scheme: str
     steps: list[LadderStep]
-    accuracy_control: dict[str, Any] | None = optional_key()
+    accuracy_control: AccuracyControlSettings | None = optional_key()
     kept_float: list[FloatNode] = field(default_factory=list)
     sensitivity: list[FloatNode] | None = None
     speed: LadderSpeed | None = None

@@ -49,7 +49,13 @@ from trtconv.protocol.request import ConversionRequest, SearchSlice
 from trtconv.quantize.budget import CALIBRATE, PROBE, TimeLimit
 from trtconv.quantize.isa import cpu_weight_range
 from trtconv.quantize.ladder import MAX_FLOAT_SHARE
-from trtconv.quantize.ladder_record import FloatNode, LadderStep, NncfLadderRecord, float_node
+from trtconv.quantize.ladder_record import (
+    AccuracyControlSettings,
+    FloatNode,
+    LadderStep,
+    NncfLadderRecord,
+    float_node,
+)
 from trtconv.quantize.search import (
     Score,
     budget_and_search_data,
@@ -70,6 +76,7 @@ SCORE_BATCH = 32
 # OpenVINO's CPU default on bf16 CPUs would compute them in bf16. A model with operations kept
 # in float pins f32 (recorded as the conversion's `inference_precision`, read by the runner).
 PINNED = "f32"
+METRIC = "top-1 agreement with the native model"  # what accuracy control scores
 
 
 def quantize_int8(model: Any, request: ConversionRequest) -> tuple[Any, NncfSummary]:
@@ -177,7 +184,7 @@ class NncfLadder:
         self.steps: list[LadderStep] = []
         self.outcome = ""
         self.kept_float: list[FloatNode] = []
-        self.control: dict[str, Any] | None = None
+        self.control: AccuracyControlSettings | None = None
         checked = rate_words({name: role.role for name, role in self.scorer.roles.items()})
         self.note = resolution_note(len(search.data), search.tolerance, checked)
         self.unshowable = unshowable(len(search.data), search.tolerance)
@@ -241,9 +248,9 @@ class NncfLadder:
         max_drop = 1.0 - (aim if aim is not None and tolerance.confidence > 0
                           else tolerance.min_top1_agreement)  # fmt: skip
         ranking = min(RANKING_SAMPLES, len(data))
-        self.control = {"max_drop": round(max_drop, 6), "drop_type": "absolute",
-                        "max_num_iterations": iterations, "ranking_subset_size": ranking,
-                        "metric": "top-1 agreement with the native model"}  # fmt: skip
+        self.control = AccuracyControlSettings(
+            round(max_drop, 6), "absolute", iterations, ranking, METRIC
+        )
 
         out_of_time = self.clock.steps_of(PROBE)  # each evaluation fits, or none starts
 
