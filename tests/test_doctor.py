@@ -15,6 +15,7 @@ from trtconv.backends import registry
 from trtconv.cli import app
 from trtconv.core.precision import PRECISIONS
 from trtconv.doctor import DoctorReport
+from trtconv.protocol.doctor import RawSection
 
 
 def run_doctor(*args: str, block: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
@@ -37,16 +38,17 @@ def rows(conversions: list[dict[str, Any]], backend: str) -> dict[str, dict[str,
 def test_report_on_this_machine() -> None:
     report = api.doctor(deep=False)
     assert report.tensorflow.is_tensorrt_build is True
-    assert report.sections["tf_trt"]["usable"] is False
-    assert "libnvinfer.so.8.6.1" in report.sections["tf_trt"]["reason"]
+    sections = report.to_json()  # each backend's section, as doctor --json prints it
+    assert sections["tf_trt"]["usable"] is False
+    assert "libnvinfer.so.8.6.1" in sections["tf_trt"]["reason"]
     assert report.gpus == []
-    assert report.sections["tensorrt"]["version"] is None
-    assert "CPUExecutionProvider" in report.sections["onnxruntime"]["providers"]
+    assert sections["tensorrt"]["version"] is None
+    assert "CPUExecutionProvider" in sections["onnxruntime"]["providers"]
     # Every feature of note has a yes/no, whatever this CPU has.
     features = report.cpu.features
     assert set(features) >= {"avx2", "avx512f", "avx512_vnni", "avx512_bf16"}
     assert all(isinstance(present, bool) for present in features.values())
-    conversions = [support.to_dict() for support in report.conversions]
+    conversions = report.to_json()["conversions"]  # as doctor --json prints them
     ort = rows(conversions, "ort")
     assert ort["fp32"]["ok"] and ort["int8"]["ok"]
     assert ort["fp16"]["ok"] and not ort["fp16"]["runs_here"]  # converts for a GPU
@@ -70,6 +72,9 @@ def test_json_is_one_document_and_exit_0() -> None:
     assert {"tf_trt", "tensorrt", "onnxruntime"} <= set(keys[5:-5])
     again = DoctorReport.from_json(report)
     assert list(again.sections) == keys[5:-5] and again.to_json() == report
+    # The backends' sections come back as their types; only serving's is still a plain block.
+    raw = [key for key, section in again.sections.items() if isinstance(section, RawSection)]
+    assert raw == ["serving"]
 
 
 def test_missing_libraries_are_rows_not_crashes() -> None:
@@ -101,8 +106,8 @@ def test_missing_tensorflow_is_reported(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(registry, "probe", facts.probe.__wrapped__)
     report = doctor_module.doctor(deep=True)  # deep: still must not ask a missing TensorFlow
     assert report.tensorflow.version is None
-    assert "not installed" in report.sections["tf_trt"]["reason"]
-    assert report.sections["tf_trt"]["asked_tensorflow"] is False
+    tf_trt = report.to_json()["tf_trt"]
+    assert "not installed" in tf_trt["reason"] and tf_trt["asked_tensorflow"] is False
 
 
 @pytest.mark.no_gpu
@@ -114,6 +119,9 @@ def test_human_report_shows_fixes_verbatim() -> None:
     # Square brackets must survive rich's markup: the extras are what users copy.
     assert "trtconv[gpu]" in text and "trtconv[trt]" in text
     assert "libnvinfer.so.8.6.1" in text
+    # Every section's row of the libraries table, read from its fields.
+    for component in ("TF-TRT", "TensorRT (python)", "ONNX Runtime", "OpenVINO", "Serving"):
+        assert f"│ {component}" in result.output, component
 
 
 @pytest.mark.slow

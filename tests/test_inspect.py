@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from trtconv import api
 from trtconv.cli import app
 from trtconv.core.errors import InputError, UsageError
+from trtconv.core.model_io import TensorSpec
 from trtconv.inspect_model import (
     ArtifactInspection,
     InspectResult,
@@ -33,9 +34,10 @@ def test_inspect_saved_model(digits_model_dir: Path) -> None:
     result = api.inspect(digits_model_dir / "saved_model")
     assert isinstance(result, SavedModelInspection) and result.kind == "saved_model"
     serving = result.signatures["serving_default"]
-    assert serving["inputs"] == [{"name": "image", "shape": [None, 8, 8, 1], "dtype": "float32"}]
-    output = {"name": "probabilities", "shape": [None, 10], "dtype": "float32"}
-    assert serving["outputs"] == [output]
+    assert serving.inputs == (TensorSpec("image", (None, 8, 8, 1), "float32"),)
+    assert serving.outputs == (TensorSpec("probabilities", (None, 10), "float32"),)
+    document = result.to_json()["signatures"]["serving_default"]  # as --json prints it
+    assert document["inputs"] == [{"name": "image", "shape": [None, 8, 8, 1], "dtype": "float32"}]
     histogram = result.op_histogram
     assert histogram is not None and result.graph_dtypes is not None
     # Counted inside the nested model function, not just the StatefulPartitionedCall wrapper.
@@ -81,7 +83,8 @@ def test_inspect_onnx_file(tmp_path: Path) -> None:
     result = api.inspect(tmp_path / "model.onnx")
     assert isinstance(result, OnnxInspection) and result.kind == "onnx"
     assert result.op_histogram == {"MatMul": 1, "Relu": 1}
-    assert result.inputs == [{"name": "x", "shape": [None, 4], "dtype": "float32"}]
+    assert result.inputs == [TensorSpec("x", (None, 4), "float32")]
+    assert result.to_json()["inputs"] == [{"name": "x", "shape": [None, 4], "dtype": "float32"}]
     assert result.opsets == {"ai.onnx": 17}
     assert not result.quantized
     assert list(result.to_json()) == [

@@ -15,7 +15,9 @@ from typing import Any
 from trtconv.backends import registry
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.environment import git_commit
-from trtconv.facts import Facts
+from trtconv.facts import Facts, TensorFlowFacts
+from trtconv.facts.hardware import GpuBlock
+from trtconv.protocol.doctor import DoctorSection, RawSection, read_section
 from trtconv.protocol.support import Support
 from trtconv.quantize.isa import cpu_int8_class, int8_note
 from trtconv.serving.status import doctor_section as serving_section
@@ -53,18 +55,18 @@ class TensorFlowInfo:
     gpus_seen: int | None
     reason: str
 
-
-@dataclass(frozen=True)
-class GpuInfo:
-    """A GPU, its compute capability ("8.6") and which reduced precisions run fast on it."""
-
-    name: str
-    compute_capability: str
-    memory_mb: float
-    driver: str
-    tf32: bool
-    fp16: bool
-    int8: bool
+    @classmethod
+    def of(cls, tf: TensorFlowFacts) -> TensorFlowInfo:
+        """What the facts say of TensorFlow's build (and the GPUs it saw, when asked)."""
+        return cls(
+            tf.version,
+            tf.is_cuda_build,
+            tf.is_tensorrt_build,
+            tf.cuda_version,
+            tf.cudnn_version,
+            tf.asked.gpu_count if tf.asked else None,
+            tf.reason,
+        )
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class DoctorReport(JsonResult):
     (`conversions`), every library's version and trtconv's commit.
 
     The document carries each section as a top-level key between tf2onnx and gpus; `from_json`
-    reads every key it does not declare back as a section.
+    reads every key it does not declare back as a section (trtconv.protocol.doctor).
     """
 
     schema_version: int = DOCTOR_SCHEMA_VERSION
@@ -95,8 +97,8 @@ class DoctorReport(JsonResult):
     tensorflow: TensorFlowInfo
     onnx: Library
     tf2onnx: Library
-    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
-    gpus: list[GpuInfo]
+    sections: dict[str, DoctorSection] = field(default_factory=dict)
+    gpus: list[GpuBlock]
     cpu: CpuInfo
     conversions: list[Support]
     libraries: dict[str, str | None]
@@ -112,9 +114,13 @@ class DoctorReport(JsonResult):
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> DoctorReport:
         """The report a `to_json` document describes (its undeclared keys are sections)."""
+        registry.backends()  # every registered backend's section type known
         declared = {spec.name for spec in fields(cls)}
-        sections = {key: value for key, value in document.items() if key not in declared}
-        return super().from_json({**document, "sections": sections})
+        sections = {k: read_section(k, block) for k, block in document.items() if k not in declared}
+        rest = {key: value for key, value in document.items() if key in declared}
+        report = super().from_json(rest)
+        report.sections.update(sections)
+        return report
 
 
 def doctor(deep: bool = True) -> DoctorReport:
@@ -124,18 +130,19 @@ def doctor(deep: bool = True) -> DoctorReport:
     whether it sees a GPU (a few seconds); `deep=False` uses only the fast checks.
     """
     facts = registry.facts_here(deep)
-    sections: dict[str, dict[str, Any]] = {}
+    sections: dict[str, DoctorSection] = {}
     for backend in registry.backends():
         if backend.doctor is not None:
-            sections.update(backend.doctor(facts))
-    sections.update(serving_section())
+            section = backend.doctor(facts)
+            sections[section.KEY] = section
+    sections.update({key: RawSection(block) for key, block in serving_section().items()})
     return DoctorReport(
         python=PythonInfo(facts.python, sys.executable),
-        tensorflow=TensorFlowInfo(**facts.tensorflow.to_dict()),
+        tensorflow=TensorFlowInfo.of(facts.tensorflow),
         onnx=Library(facts.version("onnx")),
         tf2onnx=Library(facts.version("tf2onnx")),
         sections=sections,
-        gpus=[GpuInfo(**gpu.to_dict()) for gpu in facts.gpus],
+        gpus=[gpu.block() for gpu in facts.gpus],
         cpu=_cpu(facts),
         conversions=registry.support_matrix(facts),
         libraries=dict(facts.libraries),
@@ -145,6 +152,13 @@ def doctor(deep: bool = True) -> DoctorReport:
 
 def _cpu(facts: Facts) -> CpuInfo:
     """The CPU with its int8 class: which int8 artifacts run on it exactly."""
-    cpu = facts.cpu.to_dict()
-    int8_class = cpu_int8_class(cpu)
-    return CpuInfo(**cpu, int8_class=int8_class, int8_note=int8_note(int8_class))
+    cpu = facts.cpu.block()
+    int8_class = cpu_int8_class(facts.cpu.to_dict())
+    return CpuInfo(
+        model=cpu.model or "",
+        arch=cpu.arch or "",
+        logical_cores=cpu.logical_cores or 0,
+        features=cpu.features,
+        int8_class=int8_class,
+        int8_note=int8_note(int8_class),
+    )

@@ -4,12 +4,59 @@ from __future__ import annotations
 
 import platform
 import subprocess
+from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trtconv.core.results import JsonResult
 from trtconv.facts import probe_cpu, probe_gpus
+from trtconv.facts.hardware import CpuBlock, GpuBlock
 from trtconv.facts.libraries import library_versions
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment(JsonResult):
+    """The `environment` block every result JSON carries: Python, the platform, the CPU and
+    GPUs, library versions and trtconv's commit. Read back from a result written by another
+    trtconv, a key may be absent or null."""
+
+    python: str | None = None
+    platform: str | None = None
+    cpu: CpuBlock | None = None
+    gpus: list[GpuBlock] | None = None
+    libraries: dict[str, str | None] | None = None
+    commit: str | None = None
+
+    @property
+    def machine(self) -> str:
+        """`2x NVIDIA L4` from the GPUs, else the CPU model."""
+        gpus = Counter(gpu.name for gpu in self.gpus or [])
+        if gpus:
+            return ", ".join(f"{n}x {name}" if n > 1 else name for name, n in gpus.items())
+        return (self.cpu.model if self.cpu else None) or "unknown machine"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchEnvironment(Environment):
+    """A bench result's environment: the machine's, and the threads the models ran with (None:
+    each library's default)."""
+
+    threads: int | None = None
+
+    @classmethod
+    def of(cls, environment: Environment, threads: int | None) -> BenchEnvironment:
+        """`environment` with the bench's threads."""
+        return cls(
+            python=environment.python,
+            platform=environment.platform,
+            cpu=environment.cpu,
+            gpus=environment.gpus,
+            libraries=environment.libraries,
+            commit=environment.commit,
+            threads=threads,
+        )
 
 
 def git_commit(directory: Path | None = None) -> str | None:
@@ -33,21 +80,20 @@ def cpu_info() -> dict[str, Any]:
     return probe_cpu().to_dict()
 
 
-def device_block() -> dict[str, Any]:
-    """The CPU (model, cores, features) and GPUs of this machine, as JSON."""
-    return {
-        "cpu": cpu_info(),
-        "gpus": [gpu.to_dict() for gpu in probe_gpus()],
-    }
+def machine_environment(packages: Iterable[str] = ()) -> Environment:
+    """This machine's environment; `packages` as for library_versions (the registry's
+    `declared_packages()`)."""
+    return Environment(
+        python=platform.python_version(),
+        platform=platform.platform(),
+        cpu=probe_cpu().block(),
+        gpus=[gpu.block() for gpu in probe_gpus()],
+        libraries=library_versions(packages),
+        commit=git_commit(),
+    )
 
 
 def environment_block(packages: Iterable[str] = ()) -> dict[str, Any]:
-    """The `environment` block every result JSON carries; `packages` as for library_versions
-    (the registry's `declared_packages()`)."""
-    return {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        **device_block(),
-        "libraries": library_versions(packages),
-        "commit": git_commit(),
-    }
+    """`machine_environment(packages)` as JSON, for results whose `environment` is still a
+    dict."""
+    return machine_environment(packages).to_json()

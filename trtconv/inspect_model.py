@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from trtconv.core.errors import InputError
 from trtconv.core.fsutil import dir_size_bytes
 from trtconv.core.lazy import require
-from trtconv.core.model_io import missing_signature
+from trtconv.core.model_io import ModelSignature, TensorSpec, missing_signature
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.manifest import CalibrationRecord, read_manifest
 from trtconv.model_paths import (
@@ -71,7 +71,7 @@ class SavedModelInspection(InspectResult):
     and, when it has a serving signature, that graph's op histogram and dtypes."""
 
     kind: str = field(default=SAVED_MODEL, init=False)
-    signatures: dict[str, dict[str, Any]]
+    signatures: dict[str, ModelSignature]
     model_card: dict[str, Any] | None
     serving_signature: str | None = optional_key()
     op_histogram: dict[str, int] | None = optional_key()
@@ -87,8 +87,8 @@ class OnnxInspection(InspectResult):
     kind: str = field(default=ONNX, init=False)
     opsets: dict[str, int]
     producer: str
-    inputs: list[dict[str, Any]]
-    outputs: list[dict[str, Any]]
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
     op_histogram: dict[str, int]
     op_count: int
     quantized: bool
@@ -172,7 +172,7 @@ def inspect_saved_model(path: Path, signature: str | None = None) -> SavedModelI
     path = check_saved_model_dir(path)
     loaded = revive(path)  # through tf_keras or its signature graphs where objects fail
     signatures = {
-        key: signature_of(function, key, path).to_dict()
+        key: signature_of(function, key, path)
         for key, function in sorted(dict(loaded.signatures).items())
     }
     result = SavedModelInspection(
@@ -210,11 +210,11 @@ def _onnx_nodes(graph: Any) -> list[Any]:
     return nodes
 
 
-def _onnx_tensor(value: Any, onnx: Any) -> dict[str, Any]:
+def _onnx_tensor(value: Any, onnx: Any) -> TensorSpec:
     tensor = value.type.tensor_type
-    shape = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+    shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
-    return {"name": value.name, "shape": shape, "dtype": dtype}
+    return TensorSpec(value.name, shape, dtype)
 
 
 def inspect_onnx(path: Path) -> OnnxInspection:

@@ -104,4 +104,5 @@ def test_kept_nodes_of_a_nested_revived_model_are_named_by_their_keras_layer() -
     assert kept_by_layer(kept)[0].startswith(line)
     matmul = next(node for node in model.graph.node if node.op_type == "MatMul")
     quantized = QuantizedNode(matmul.name, matmul.op_type, tuple(matmul.input))
-    assert kept_text(float_node(quantized.to_dict(), None)) == "model/front/cqt (MatMul)"
+    kept = float_node(quantized.name, quantized.op_type, quantized.origin, None)
+    assert kept_text(kept) == "model/front/cqt (MatMul)"

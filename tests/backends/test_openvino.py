@@ -63,7 +63,7 @@ def test_fp32_ir_keeps_names_and_float32_weights_and_matches_tensorflow(
     stored = ov.Core().read_model(str(path)).get_ops()
     constants = [op for op in stored if op.get_type_name() == "Constant"]
     assert constants and all(op.get_element_type() != ov.Type.f16 for op in constants)
-    assert runner.runtime_properties()["inference_precision_hint"] == "f32"
+    assert runner.runtime_properties().inference_precision_hint == "f32"
     outputs = run_batched(runner, digits_held_out)
     np.testing.assert_allclose(
         outputs["probabilities"], digits_reference["probabilities"], atol=1e-5
@@ -150,7 +150,7 @@ def test_overflow_fix_and_float_nodes_reach_nncf() -> None:
     model = ir.model_from_saved_model(small_resnet(), native.signature)
     feed = calibration_feed(calibration.head(64), 32)
     full, summary = quantize_model(model, feed, NncfOptions(reduce_range=True))
-    assert summary["overflow_fix"] == "enable"
+    assert summary.overflow_fix == "enable"
     convolutions = [
         op.get_friendly_name()
         for op in model.get_ordered_ops()
@@ -159,7 +159,7 @@ def test_overflow_fix_and_float_nodes_reach_nncf() -> None:
     kept, kept_summary = quantize_model(
         model, feed, NncfOptions(ignored_nodes=tuple(convolutions[:2]))
     )
-    assert kept_summary["float_nodes"] == convolutions[:2]
+    assert kept_summary.float_nodes == convolutions[:2]
     assert [name for name, int8 in weighted_ops(kept).items() if not int8] == convolutions[:2]
     assert all(weighted_ops(full).values())
 
@@ -184,7 +184,7 @@ def test_throughput_hint_splits_a_batch_across_requests_and_joins_it_in_order(
     throughput = OpenVinoRunner(digits_ir, "fp32", hint="throughput")
     latency.activate()
     throughput.activate()
-    assert throughput.runtime_properties()["infer_requests"] >= 2
+    assert throughput.runtime_properties().infer_requests >= 2
     batch = {"image": digits_held_out.inputs["image"][:9]}
     np.testing.assert_allclose(
         throughput.infer(batch)["probabilities"], latency.infer(batch)["probabilities"], atol=1e-6
@@ -200,7 +200,7 @@ def test_bf16_computes_in_bfloat16_within_tolerance(
     runner = OpenVinoRunner(digits_ir, "bf16")
     runner.activate()
     result = validate_runners(digits_native, runner, digits_held_out, "bf16")
-    assert runner.runtime_properties()["inference_precision_hint"] == "bf16"
+    assert runner.runtime_properties().inference_precision_hint == "bf16"
     assert result.passed, result.to_json()
 
 

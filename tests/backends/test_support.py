@@ -130,11 +130,10 @@ def test_tftrt_needs_the_tensorrt_major_tensorflow_was_built_with(
 def test_doctor_says_which_tensorrt_tf_trt_refuses() -> None:
     from trtconv.backends.tftrt import rules as tftrt_rules
 
-    section = tftrt_rules.doctor_section(gpu_machine(A100, tftrt="10.3.0"))["tf_trt"]
-    assert section["usable"] is False and section["loaded_tensorrt"] == "10.3.0"
-    assert (
-        "TF-TRT refuses TensorRT 10.3.0: it needs TensorRT 8 (8.6.1 or newer)" in section["reason"]
-    )
+    section = tftrt_rules.doctor_section(gpu_machine(A100, tftrt="10.3.0"))
+    assert section.usable is False and section.loaded_tensorrt == "10.3.0"
+    assert "TF-TRT refuses TensorRT 10.3.0: it needs TensorRT 8 (8.6.1 or newer)" in section.reason
+    assert section.to_json()["reason"] == section.reason  # the block doctor --json prints
 
 
 def test_ort_fp16_with_a_working_cuda_provider() -> None:
@@ -195,11 +194,11 @@ def test_doctor_names_both_onnxruntime_packages_when_both_are_installed() -> Non
     from trtconv.backends.ort import rules as ort_rules
 
     both = described(libraries={"onnxruntime": "1.31.1", "onnxruntime-gpu": "1.31.1"})
-    section = ort_rules.doctor_section(both)["onnxruntime"]
-    assert section["packages"] == {"onnxruntime": "1.31.1", "onnxruntime-gpu": "1.31.1"}
-    assert "both installed" in section["notes"] and "pip uninstall -y" in section["notes"]
-    one = ort_rules.doctor_section(described(libraries={"onnxruntime-gpu": None}))["onnxruntime"]
-    assert set(one["packages"]) == {"onnxruntime"} and "both" not in one["notes"]
+    section = ort_rules.doctor_section(both)
+    assert section.packages == {"onnxruntime": "1.31.1", "onnxruntime-gpu": "1.31.1"}
+    assert "both installed" in section.notes and "pip uninstall -y" in section.notes
+    one = ort_rules.doctor_section(described(libraries={"onnxruntime-gpu": None}))
+    assert set(one.packages) == {"onnxruntime"} and "both" not in one.notes
 
 
 def test_the_gpu_fix_names_the_cuda_major_of_each_extra() -> None:

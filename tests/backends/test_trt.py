@@ -186,7 +186,7 @@ def test_source_onnx_is_the_qdq_model_for_int8_and_an_fp16_copy_on_11(
     digits = ArraySet({"image": load_digits("train").x}, None, "digits")
     request.calibration = calibration_feed(digits, 32)
     fp16, block = trt_converter.source_onnx(request, trt_builder.build_plan(11, "fp16"), tmp_path)
-    assert block is not None and block["kept_float32"] == []  # the mixed fp16 model's record
+    assert block is not None and block.to_json()["kept_float32"] == []  # the fp16 record
     model = onnx.load(str(fp16))
     floats = {i.data_type for i in model.graph.initializer if i.data_type in (1, 10)}
     assert floats == {10}  # float16 weights

@@ -62,7 +62,7 @@ def test_build_info_is_read_without_importing_tensorflow_and_matches_it() -> Non
     import tensorflow as tf
 
     real = dict(tf.sysconfig.get_build_info())
-    read = tf_facts.read_tf_build_info()
+    read = tf_facts.read_tf_build_info().to_json()
     for key in ("is_cuda_build", "is_tensorrt_build", "cuda_version", "cudnn_version"):
         assert read[key] == real[key]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from trtconv.cli._fp16 import kept_by_layer
 from trtconv.onnxlib.fp16_record import KeptNode
-from trtconv.onnxlib.tf_names import tf_origin
+from trtconv.onnxlib.tf_names import TfOrigin, tf_origin
 from trtconv.quantize.ladder_record import float_node
 from trtconv.quantize.ladder_text import kept_text
 from trtconv.quantize.sensitivity import QuantizedNode
@@ -15,24 +15,25 @@ NESTED = "StatefulPartitionedCall/model_1/cq_t2010v2_1/PartitionedCall/Partition
 
 
 def test_function_calls_inside_a_name_are_no_layer() -> None:
-    assert tf_origin(f"{NESTED}/Conv2D") == {
-        "tf_op": "model_1/cq_t2010v2_1/Conv2D",
-        "tf_layer": "model_1/cq_t2010v2_1",
-    }
-    assert tf_origin(f"{NESTED}_1/StatefulPartitionedCall_2/stft/Reshape__7") == {
-        "tf_op": "model_1/cq_t2010v2_1/stft/Reshape",
-        "tf_layer": "model_1/cq_t2010v2_1/stft",
-    }
+    assert tf_origin(f"{NESTED}/Conv2D") == TfOrigin(
+        "model_1/cq_t2010v2_1/Conv2D", "model_1/cq_t2010v2_1"
+    )
+    assert tf_origin(f"{NESTED}_1/StatefulPartitionedCall_2/stft/Reshape__7") == TfOrigin(
+        "model_1/cq_t2010v2_1/stft/Reshape", "model_1/cq_t2010v2_1/stft"
+    )
     renamed = tf_origin("Conv__12", (f"{NESTED}/Conv2D/ReadVariableOp:0",))
-    assert renamed["tf_layer"] == "model_1/cq_t2010v2_1"
+    assert renamed.tf_layer == "model_1/cq_t2010v2_1"
 
 
 def test_the_ladder_and_fp16_print_the_keras_layer() -> None:
     node = QuantizedNode(f"{NESTED}/Conv2D", "Conv", (f"{NESTED}/Conv2D/ReadVariableOp:0",))
-    assert kept_text(float_node(node.to_dict(), None)) == "model_1/cq_t2010v2_1 (Conv)"
-    origin = node.to_dict()
+    origin = node.origin
+    assert (
+        kept_text(float_node(node.name, node.op_type, origin, None))
+        == "model_1/cq_t2010v2_1 (Conv)"
+    )
     why = "underflow: 100% of its input below 6.1e-05"
-    kept = [KeptNode(origin["node"], origin["op_type"], origin["tf_op"], origin["tf_layer"], why)]
+    kept = [KeptNode(node.name, node.op_type, origin.tf_op, origin.tf_layer, why)]
     assert kept_by_layer(kept) == [
         "model_1/cq_t2010v2_1: Conv (underflow: 100% of its input below 6.1e-05)"
     ]

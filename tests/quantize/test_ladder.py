@@ -213,7 +213,7 @@ def test_trt_s8s8_model_gets_the_same_exclusions(
         # The trt backend's own path to its S8S8 model, up to TensorRT (absent here).
         qdq, summary = source_onnx(request, build_plan(11, "int8"), tmp_path)
     assert summary is not None
-    quantization = summary
+    quantization = summary.to_json()  # the block the manifest records
     assert quantization["scheme"] == "s8s8" and quantization["int8_target"] is None
     ladder = quantization["ladder"]
     assert ladder["met_budget"] and ladder["speed"] is None  # TensorRT's speed is the engine's

@@ -9,7 +9,7 @@ import pytest
 
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import UsageError
-from trtconv.onnxlib.tf_names import tf_origin
+from trtconv.onnxlib.tf_names import TfOrigin, tf_origin
 from trtconv.outputs.tolerance import budget_for
 from trtconv.quantize.ladder import describe, doubling, scheme_variants
 from trtconv.quantize.ladder_record import SpeedRow
@@ -28,6 +28,15 @@ from trtconv.quantize.search import (
     unshowable,
 )
 from trtconv.quantize.speed import bench_no_gain_warnings, no_gain_notes
+
+
+class Row(NamedTuple):
+    """What the bench warnings read of a result row."""
+
+    label: str
+    batch_size: int
+    throughput_per_s: float
+    device: str | None = "cpu"
 
 
 def _part(count: int, name: str) -> ArraySet:
@@ -116,22 +125,18 @@ def test_float_layer_steps_double_up_to_the_cap(most: int, counts: list[int]) ->
 
 def test_tf_origin_of_tf2onnx_and_ort_names() -> None:
     fused = "StatefulPartitionedCall/functional_1/hidden_1/MatMul/MatMulAddFusion"
-    assert tf_origin(fused) == {
-        "tf_op": "functional_1/hidden_1/MatMul",
-        "tf_layer": "functional_1/hidden_1",
-    }
-    assert tf_origin("StatefulPartitionedCall/model/conv_1/BiasAdd__6") == {
-        "tf_op": "model/conv_1/BiasAdd",
-        "tf_layer": "model/conv_1",
-    }
-    assert tf_origin("Transpose__22") == {"tf_op": None, "tf_layer": None}
+    assert tf_origin(fused) == TfOrigin("functional_1/hidden_1/MatMul", "functional_1/hidden_1")
+    assert tf_origin("StatefulPartitionedCall/model/conv_1/BiasAdd__6") == TfOrigin(
+        "model/conv_1/BiasAdd", "model/conv_1"
+    )
+    assert tf_origin("Transpose__22") == TfOrigin(None, None)
     # A convolution tf2onnx renamed: placed by its weight (dequantised, as the Q/DQ model has it).
     weight = "StatefulPartitionedCall/mnv2_1/Conv1_1/convolution/merged_input:0"
     activation = "StatefulPartitionedCall/mnv2_1/bn_1/batchnorm/mul_1__6:0"
     renamed = tf_origin(
         "Conv__339", (weight + "_DequantizeLinear_Output", "Conv__339:0", activation)
     )
-    assert renamed == {"tf_op": "mnv2_1/Conv1_1/convolution", "tf_layer": "mnv2_1/Conv1_1"}
+    assert renamed == TfOrigin("mnv2_1/Conv1_1/convolution", "mnv2_1/Conv1_1")
 
 
 def test_output_error_is_relative_and_summed_over_outputs() -> None:
@@ -171,15 +176,6 @@ def test_int8_that_buys_nothing_is_named_per_batch_size() -> None:
     [note] = no_gain_notes(rows)
     assert "batch 8 (1.00x fp32), 32 (0.70x fp32) in" in note and "batch 1 " not in note
     assert no_gain_notes(rows[:1]) == []
-
-
-class Row(NamedTuple):
-    """What the bench warnings read of a result row."""
-
-    label: str
-    batch_size: int
-    throughput_per_s: float
-    device: str | None = "cpu"
 
 
 def test_bench_names_int8_artifacts_that_buy_nothing_over_fp32() -> None:

@@ -60,7 +60,7 @@ def test_int8_qdq_u8s8_runs_on_cpu_and_agrees(
 
     output = work_dir() / "digits.qdq.onnx"
     summary = quantize_qdq(digits_onnx(digits_saved_model), output, _feed(digits_native))
-    assert summary["calibration_samples_seen"] == 256 and summary["scheme"] == "u8s8"
+    assert summary.calibration_samples_seen == 256 and summary.scheme == "u8s8"
     counts = op_counts(output)
     assert counts["QuantizeLinear"] > 0 and counts["DequantizeLinear"] > 0
     model = onnx.load(str(output))
@@ -72,7 +72,7 @@ def test_int8_qdq_u8s8_runs_on_cpu_and_agrees(
     assert any(array.dtype == np.int8 and array.ndim == 4 for array in initializers.values())
     # The output Softmax stays float: nothing quantises its output.
     softmax = [node for node in model.graph.node if node.op_type == "Softmax"]
-    assert softmax and summary["kept_float"] == [node.name for node in softmax]
+    assert softmax and summary.kept_float == [node.name for node in softmax]
     quantized_inputs = {n.input[0] for n in model.graph.node if n.op_type == "QuantizeLinear"}
     assert not quantized_inputs & {node.output[0] for node in softmax}
     assert not list(output.parent.glob("augmented_model*.onnx"))
@@ -99,7 +99,7 @@ def test_int8_other_methods_and_tensorrt_scheme(
     output = tmp_path / "s8s8.onnx"
     options = QdqOptions(scheme="s8s8", method=method)
     summary = quantize_qdq(digits_onnx(digits_saved_model), output, _feed(digits_native), options)
-    assert summary["calib_method"] == method
+    assert summary.calib_method == method
     model = onnx.load(str(output))
     initializers = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
     zero_points = [
@@ -126,8 +126,8 @@ def test_weight_range_in_the_model(
     output = tmp_path / "model.qdq.onnx"
     options = QdqOptions(reduce_range=reduce_range)
     summary = quantize_qdq(digits_onnx(digits_saved_model), output, _feed(digits_native), options)
-    assert summary["reduce_range"] is reduce_range
-    assert summary["weights"].endswith("7-bit range") is reduce_range
+    assert summary.reduce_range is reduce_range
+    assert summary.weights.endswith("7-bit range") is reduce_range
     weights = _int8_weights(output)
     assert weights  # every conv and dense layer
     largest = max(int(np.abs(w.astype(np.int16)).max()) for w in weights)
@@ -162,7 +162,7 @@ def test_entropy_searches_thresholds_minmax_does_not(
         output = tmp_path / f"{method}.onnx"
         summary = quantize_qdq(source, output, feed, QdqOptions(method=method))
         scales[method] = _activation_scales(output)
-    assert "193 candidate ranges" in summary["calibration"]
+    assert "193 candidate ranges" in summary.calibration
     assert scales["entropy"].keys() == scales["minmax"].keys()
     entropy, minmax = scales["entropy"], scales["minmax"]
     assert any(entropy[name] < minmax[name] for name in minmax)  # a narrower range, somewhere

@@ -201,8 +201,8 @@ def test_releases_from_two_machines_merge_with_speedups_per_machine(
     assert [s.kind for s in merged.sources] == ["release", "release"]
     rows = ort_release.document["bench"]["results"]
     for machine in merged.machines:
-        mine = [r for r in merged.results if r["machine"] == machine]
-        assert [r["speedup_vs_baseline"] for r in mine] == [r["speedup_vs_baseline"] for r in rows]
+        mine = [r.row for r in merged.results if r.machine == machine]
+        assert [r.speedup_vs_baseline for r in mine] == [r["speedup_vs_baseline"] for r in rows]
     assert "ort-int8" in (tmp_path / "merged" / "report.md").read_text()
 
     document = json.loads((other / "release.json").read_text())

@@ -19,6 +19,8 @@ from trtconv.calib.sources import ArraySet
 from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature, Outputs, TensorSpec
+from trtconv.environment import BenchEnvironment
+from trtconv.facts.hardware import CpuBlock
 from trtconv.measure.bench_result import (
     ROW_KEYS,
     SCHEMA_VERSION,
@@ -96,7 +98,9 @@ def make_result(with_eval: bool = True) -> BenchResult:
     entries = [model for model, _, _ in models]
     plan = BenchPlan(entries, entries[0], "the first SavedModel given")
     result = assemble(plan, settings, infos, rows)
-    result.environment = {"cpu": {"model": "test cpu", "logical_cores": 2}, "threads": 2}
+    result.environment = BenchEnvironment(
+        cpu=CpuBlock(model="test cpu", logical_cores=2), threads=2
+    )
     assert result.schema_version == SCHEMA_VERSION
     assert result.order == ["digits", "digits-ort-int8"]
     return result

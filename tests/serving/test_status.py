@@ -21,7 +21,7 @@ def test_reasons_name_the_missing_piece() -> None:
 
 
 def test_doctor_reports_serving() -> None:
-    section = doctor(deep=False).sections["serving"]
+    section = doctor(deep=False).to_json()["serving"]
     assert section["usable"] is (section["reason"] == "")
     assert section["row"]["component"] == "Serving (PyTriton)"
 

@@ -69,7 +69,7 @@ def test_resnet50_benchmark_at_small_size() -> None:
     assert result.peak_rss_mb > 100  # TensorFlow and a 25M-parameter model are resident
     assert result.gpu_peak_memory_mb is None  # no GPU here
     if probe_cpu().has_bf16:
-        assert result.amp["training_compute_dtype"] == "bfloat16"
+        assert result.amp.training_compute_dtype == "bfloat16"
 
 
 # The keys of the grid's --json document and of each of its rows, recorded before the grid's

@@ -107,11 +107,11 @@ def test_trains_on_an_image_folder_at_its_own_size(tmp_path: Path) -> None:
     _write_pngs(tmp_path / "images")
     card = api.train(TrainOptions(data=str(tmp_path / "images"), epochs=2, output=tmp_path / "out"))
     assert card.labels == ["bright", "dark"]
-    assert card.data["train_samples"] + card.data["test_samples"] == 20
-    assert card.input["shape"] == [None, 12, 12, 3]
+    assert card.data.train_samples + card.data.test_samples == 20
+    assert card.input.shape == [None, 12, 12, 3]
     assert card.preprocessing["scale"] == pytest.approx(1 / 255)
     assert card.preprocessing["sources"]["scale"] == "default"
-    assert card.output["shape"] == [None, 2]
+    assert card.output.shape == [None, 2]
     assert (tmp_path / "out" / "saved_model" / "saved_model.pb").is_file()
 
 
@@ -124,7 +124,7 @@ def test_trains_on_an_image_folder_at_the_size_asked_for(tmp_path: Path) -> None
         data=str(tmp_path / "images"), epochs=1, output=tmp_path / "out", image_size=16,
         preprocessing=PreprocessingOptions(mean=(0.5,), std=(0.25,)),
     ))  # fmt: skip
-    assert card.input["shape"] == [None, 16, 16, 3]
+    assert card.input.shape == [None, 16, 16, 3]
     assert card.preprocessing["image_size"] == [16, 16]
     assert (card.preprocessing["mean"], card.preprocessing["std"]) == ([0.5], [0.25])
     with pytest.raises(UsageError, match="--image-size resizes image folders"):
@@ -175,7 +175,7 @@ def test_trains_on_an_npz_without_claiming_a_scaling(tmp_path: Path) -> None:
     np.savez(tmp_path / "d.npz", x=digits.x, y=digits.labels)
     card = api.train(TrainOptions(data=str(tmp_path / "d.npz"), epochs=1, output=tmp_path / "out"))
     assert card.preprocessing["scale"] == 1.0
-    assert card.data["train_samples"] == 160
+    assert card.data.train_samples == 160
 
 
 def _bad_npz(tmp_path: Path, case: str) -> Path:

@@ -15,13 +15,13 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.facts import Facts, probe
 from trtconv.manifest import read_manifest
 from trtconv.model_paths import model_kind, saved_model_in
+from trtconv.protocol.doctor import DoctorSection
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 from trtconv.protocol.runner import Runner, RunnerFactory, RunOptions
 from trtconv.protocol.serving import TritonServing
@@ -61,8 +61,8 @@ class Backend:
     # Distributions it needs beyond trtconv's own (their versions go into facts and manifests).
     packages: tuple[str, ...] = ()
     auto_rank: int | None = None  # place in `--backend auto`'s order (lowest first); None: never
-    # Sections this backend adds to `trtconv doctor`'s report: {key: JSON block}.
-    doctor: Callable[[Facts], dict[str, Any]] | None = None
+    # The section this backend adds to `trtconv doctor`'s report.
+    doctor: Callable[[Facts], DoctorSection] | None = None
     # How Triton serves its payloads natively (`trtconv deploy`); None: it cannot.
     triton: TritonServing | None = None
 

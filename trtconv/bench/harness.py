@@ -50,7 +50,7 @@ from trtconv.core.errors import TrtconvError, UsageError
 from trtconv.core.fsutil import check_output_free
 from trtconv.core.model_io import Outputs
 from trtconv.core.progress import Progress, Steps
-from trtconv.environment import environment_block
+from trtconv.environment import BenchEnvironment, machine_environment
 from trtconv.measure import stats
 from trtconv.measure.bench_result import (
     ROW_KEYS_OF_MODEL,
@@ -433,10 +433,9 @@ def assemble(
         settings=settings,
         threads=settings.threads,
         warnings=warnings,
-        environment={
-            **environment_block(registry.declared_packages()),
-            "threads": settings.threads,
-        },
+        environment=BenchEnvironment.of(
+            machine_environment(registry.declared_packages()), settings.threads
+        ),
     )
 
 

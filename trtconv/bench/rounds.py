@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from trtconv.bench.messages import (
 from trtconv.core import errors
 from trtconv.core.errors import TrtconvError
 from trtconv.core.lazy import TF_LOG_LEVEL
+from trtconv.core.results import JsonResult
 from trtconv.measure import stats
 from trtconv.measure.bench_result import Settings
 from trtconv.measure.budget import Budget
@@ -67,6 +68,7 @@ NO_WARMUP = Budget(iterations=0)
 
 # One round of one model, as the worker reports it (trtconv.bench.worker.measure_batch).
 Round = RoundSamples
+Reply = TypeVar("Reply", bound=JsonResult)
 
 
 def worker_error(failure: WorkerFailure, label: str) -> TrtconvError:
@@ -124,7 +126,7 @@ class Worker:
 
     def __enter__(self) -> Worker:
         try:
-            self.loaded = Loaded.from_json(self._read())
+            self.loaded = self._read(Loaded)
         except BaseException:  # a load error or an interrupt: the process must not outlive us
             self.close(kill=True)
             raise
@@ -138,8 +140,9 @@ class Worker:
     ) -> None:
         self.close()
 
-    def request(self, message: Request) -> dict[str, Any]:
-        """Send one request; return the worker's reply (its JSON). Raises the worker's error."""
+    def request(self, message: Request, reply: type[Reply]) -> Reply:
+        """Send one request; return the worker's reply, read as `reply`. Raises the worker's
+        error."""
         stdin: IO[str] | None = self.process.stdin
         try:
             assert stdin is not None
@@ -147,7 +150,7 @@ class Worker:
             stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # it died: _read says why
-        return self._read()
+        return self._read(reply)
 
     def ready(self) -> Loaded:
         """What the worker reported once loaded (it is loaded inside the `with` block)."""
@@ -157,13 +160,13 @@ class Worker:
     def round(self, batch_size: int, warmup: Budget, measure: Budget) -> Round:
         """One timed round at `batch_size`: its raw samples."""
         request = Request(op=ROUND, batch_size=batch_size, warmup=warmup, measure=measure)
-        return RoundSamples.from_json(self.request(request))
+        return self.request(request, RoundSamples)
 
     def finish(self) -> Finished:
         """Peak memory, the evaluation outputs' file, warnings; the worker then exits."""
-        return Finished.from_json(self.request(Request(op=FINISH)))
+        return self.request(Request(op=FINISH), Finished)
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self, reply: type[Reply]) -> Reply:
         stdout: IO[str] | None = self.process.stdout
         assert stdout is not None
         document = last_document(stdout.readline())
@@ -176,7 +179,7 @@ class Worker:
             )
         if "error" in document:
             raise worker_error(WorkerFailure.from_json(document), self.label)
-        return document
+        return reply.from_json(document)
 
     def close(self, kill: bool = False) -> None:
         """End the process: it exits by itself after `finish` or when its stdin closes (within

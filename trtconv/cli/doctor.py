@@ -33,8 +33,7 @@ def render_report(report: DoctorReport, console: Console) -> None:
 
 
 def _libraries_table(report: DoctorReport) -> Table:
-    tf, sections = report.tensorflow, report.sections
-    tftrt, trt, ort = sections["tf_trt"], sections["tensorrt"], sections["onnxruntime"]
+    tf = report.tensorflow
     table = Table(title="Libraries", title_justify="left")
     table.add_column("component")
     table.add_column("version / state")
@@ -47,26 +46,13 @@ def _libraries_table(report: DoctorReport) -> Table:
     if tf.gpus_seen is not None:
         build += f"; sees {tf.gpus_seen} GPU(s)"
     table.add_row("TensorFlow", _text(tf.version), escape(tf.reason or build))
-    linked = tftrt["linked_tensorrt"] or "? (--quick: TensorFlow not asked)"
-    versions = f"links TensorRT {linked}"
-    if tftrt["loaded_tensorrt"]:
-        versions += f", loads {tftrt['loaded_tensorrt']}"
-    table.add_row(
-        "TF-TRT", YES if tftrt["usable"] else NO, escape(f"{versions}: {tftrt['reason']}")
-    )
-    table.add_row("TensorRT (python)", _text(trt["version"]), escape(trt["reason"] or "usable"))
     table.add_row("ONNX", _text(report.onnx.version), "")
     table.add_row("tf2onnx", _text(report.tf2onnx.version), "")
-    providers = ", ".join(ort["providers"]) or "none"
-    packages = ", ".join(f"{name} {version}" for name, version in ort["packages"].items())
-    notes = f"; {ort['notes']}" if ort["notes"] else ""
-    details = f"{packages or 'not installed'}; providers: {providers}{notes}"
-    table.add_row("ONNX Runtime", _text(ort["version"]), escape(details))
-    # Backends may give their doctor section one row of this table ({component, version, details}).
-    for section in sections.values():
-        row = section.get("row")
-        if isinstance(row, dict):
-            table.add_row(escape(row["component"]), _text(row["version"]), escape(row["details"]))
+    # The backends' (and serving's) sections give their own rows.
+    for section in report.sections.values():
+        for row in section.library_rows():
+            state = _text(row.version) if row.usable is None else YES if row.usable else NO
+            table.add_row(escape(row.component), state, escape(row.details))
     return table
 
 

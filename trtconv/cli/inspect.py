@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -29,11 +29,6 @@ def _size(size_bytes: int) -> str:
     return f"{size_bytes / (1024 * 1024):.2f} MiB"
 
 
-def _tensor(spec: dict[str, Any]) -> str:
-    dims = ",".join("?" if d is None else str(d) for d in spec["shape"])
-    return f"{spec['name']}: {spec['dtype']}[{dims}]"
-
-
 def _render_histogram(histogram: dict[str, int], console: Console) -> None:
     table = Table(title=f"op histogram ({sum(histogram.values())} ops, {len(histogram)} types)")
     table.add_column("op")
@@ -49,10 +44,10 @@ def _render_saved_model(result: SavedModelInspection, console: Console) -> None:
     console.print(f"[bold]SavedModel[/bold] {result.path}  ({_size(result.size_bytes)})")
     for key, signature in result.signatures.items():
         console.print(f"  signature [bold]{key}[/bold]")
-        for spec in signature["inputs"]:
-            console.print(f"    in  {_tensor(spec)}")
-        for spec in signature["outputs"]:
-            console.print(f"    out {_tensor(spec)}")
+        for spec in signature.inputs:
+            console.print(f"    in  {spec.describe()}")
+        for spec in signature.outputs:
+            console.print(f"    out {spec.describe()}")
     if result.graph_dtypes is not None and result.op_histogram is not None:
         console.print(f"  graph dtypes: {', '.join(result.graph_dtypes)}")
         _render_histogram(result.op_histogram, console)
@@ -71,9 +66,9 @@ def _render_onnx(result: OnnxInspection, console: Console) -> None:
     console.print(f"[bold]ONNX[/bold] {result.path}  ({_size(result.size_bytes)})")
     console.print(f"  opsets: {opsets}   producer: {result.producer}")
     for spec in result.inputs:
-        console.print(f"    in  {_tensor(spec)}")
+        console.print(f"    in  {spec.describe()}")
     for spec in result.outputs:
-        console.print(f"    out {_tensor(spec)}")
+        console.print(f"    out {spec.describe()}")
     _render_histogram(result.op_histogram, console)
 
 

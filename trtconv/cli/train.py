@@ -111,19 +111,19 @@ BatchSizes = Annotated[str | None, typer.Option(help="Grid batch sizes, e.g. 32,
 
 def render_card(card: TrainResult, console: Console) -> None:
     amp = card.amp
-    console.print(f"[bold]{card.model}[/bold] trained with {amp['policy']} ({amp['reason']})")
+    console.print(f"[bold]{card.model}[/bold] trained with {amp.policy} ({amp.reason})")
     console.print(
         f"  test accuracy {card.test_accuracy:.4f}   "
         f"training {card.train_images_per_s:.0f} images/s   {card.train_seconds:.1f} s"
     )
     strategy = card.strategy
-    if strategy.get("replicas", 1) > 1:
+    if strategy.replicas > 1:
         console.print(
-            f"  {strategy['name']}: {strategy['replicas']} replicas on {strategy['workers']} "
+            f"  {strategy.name}: {strategy.replicas} replicas on {strategy.workers} "
             f"worker(s), global batch {card.batch_size}"
         )
     if card.saved_model is None:
-        console.print(f"  SavedModel: written by the chief ({strategy.get('task')} writes nothing)")
+        console.print(f"  SavedModel: written by the chief ({strategy.task} writes nothing)")
     else:
         console.print(f"  SavedModel: {card.saved_model}")
 
@@ -136,10 +136,10 @@ def render_benchmark(result: SingleBenchmarkResult, console: Console) -> None:
     amp = result.amp
     shape = "x".join(str(d) for d in result.input_shape[1:])
     strategy = result.strategy
-    replicas = f" over {strategy['replicas']} replicas" if strategy["replicas"] > 1 else ""
+    replicas = f" over {strategy.replicas} replicas" if strategy.replicas > 1 else ""
     console.print(
         f"[bold]{result.model}[/bold] {shape}, batch {result.batch_size}{replicas}, "
-        f"{amp['policy']}{' + XLA' if result.xla else ''}: "
+        f"{amp.policy}{' + XLA' if result.xla else ''}: "
         f"[bold]{result.images_per_s:.1f} images/s[/bold]"
     )
     console.print(
@@ -161,18 +161,18 @@ def render_grid(result: GridBenchmarkResult, console: Console) -> None:
     for column in ("mode", "policy", "batch", "img/s", "step ms", "p99 ms", "RSS MiB", "speedup"):
         table.add_column(column, justify="left" if column in ("mode", "policy") else "right")
     for row in result.rows:
-        if row.get("error"):
-            table.add_row(row["mode"], "error", str(row["batch_size"]), row["error"][:60])
+        if row.error:
+            table.add_row(row.mode, "error", str(row.batch_size), row.error[:60])
             continue
         table.add_row(
-            row["mode"],
-            row["policy"],
-            str(row["batch_size"]),
-            _fmt(row["images_per_s"], ".1f"),
-            _fmt(row["step_ms_mean"], ".1f"),
-            _fmt(row["step_ms_p99"], ".1f"),
-            _fmt(row["peak_rss_mb"], ".0f"),
-            _fmt(row["speedup"], ".2f") + ("x" if row["speedup"] is not None else ""),
+            row.mode,
+            row.policy,
+            str(row.batch_size),
+            _fmt(row.images_per_s, ".1f"),
+            _fmt(row.step_ms_mean, ".1f"),
+            _fmt(row.step_ms_p99, ".1f"),
+            _fmt(row.peak_rss_mb, ".0f"),
+            _fmt(row.speedup, ".2f") + ("x" if row.speedup is not None else ""),
         )
     console.print(table)
 

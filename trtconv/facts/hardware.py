@@ -7,7 +7,7 @@ import os
 import platform
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,32 @@ MIN_COMPUTE_CAPABILITY: dict[str, tuple[int, int] | None] = {
 
 
 @dataclass(frozen=True)
+class CpuBlock:
+    """A CPU as result JSON records it (an environment block's `cpu`): model, architecture,
+    logical cores, and every feature of note with whether it is present. None: not recorded
+    (a block written by another trtconv)."""
+
+    model: str | None = None
+    arch: str | None = None
+    logical_cores: int | None = None
+    features: dict[str, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GpuBlock:
+    """A GPU as result JSON records it: name, compute capability ("8.6"), memory, driver and
+    which reduced precisions run fast on it. None: not recorded."""
+
+    name: str
+    compute_capability: str | None = None
+    memory_mb: float | None = None
+    driver: str | None = None
+    tf32: bool | None = None
+    fp16: bool | None = None
+    int8: bool | None = None
+
+
+@dataclass(frozen=True)
 class Cpu:
     """The CPU: model name, architecture (platform.machine()), logical cores this process may
     use, and the features of note it has."""
@@ -52,14 +78,14 @@ class Cpu:
         """True when the CPU computes bfloat16 natively (AVX512-BF16 or AMX)."""
         return bool(self.features & {"avx512_bf16", "amx_bf16"})
 
+    def block(self) -> CpuBlock:
+        """This CPU as result JSON records it."""
+        features = {name: name in self.features for name in CPU_FEATURES}
+        return CpuBlock(self.model, self.arch, self.logical_cores, features)
+
     def to_dict(self) -> dict[str, Any]:
         """{model, arch, logical_cores, features: {name: present}} for every feature of note."""
-        return {
-            "model": self.model,
-            "arch": self.arch,
-            "logical_cores": self.logical_cores,
-            "features": {name: name in self.features for name in CPU_FEATURES},
-        }
+        return asdict(self.block())
 
 
 @dataclass(frozen=True)
@@ -80,17 +106,21 @@ class Gpu:
         need = MIN_COMPUTE_CAPABILITY[precision]
         return need is None or self.compute_capability >= need
 
+    def block(self) -> GpuBlock:
+        """This GPU as result JSON records it."""
+        return GpuBlock(
+            name=self.name,
+            compute_capability=self.capability,
+            memory_mb=self.memory_mb,
+            driver=self.driver,
+            tf32=self.supports("tf32"),
+            fp16=self.supports("fp16"),
+            int8=self.supports("int8"),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """name, compute capability, memory, driver and which reduced precisions run fast."""
-        return {
-            "name": self.name,
-            "compute_capability": self.capability,
-            "memory_mb": self.memory_mb,
-            "driver": self.driver,
-            "tf32": self.supports("tf32"),
-            "fp16": self.supports("fp16"),
-            "int8": self.supports("int8"),
-        }
+        return asdict(self.block())
 
 
 def cpu_from_flags(model: str, arch: str, cores: int, flags: Iterable[str]) -> Cpu:

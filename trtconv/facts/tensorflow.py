@@ -15,9 +15,11 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from trtconv.core.results import JsonResult
 
 # The TensorRT TensorFlow 2.17 was linked against; TF dlopens exactly these sonames (seen with
 # TF_CPP_MIN_LOG_LEVEL=0). The subprocess probe reads the real value from
@@ -43,6 +45,27 @@ class TfTrtReport:
 
 
 @dataclass(frozen=True)
+class TfBuildInfo(JsonResult):
+    """What of `tf.sysconfig.get_build_info()` trtconv reads (its other keys are ignored)."""
+
+    is_cuda_build: bool = False
+    is_tensorrt_build: bool = False
+    cuda_version: str | None = None
+    cudnn_version: str | None = None
+
+
+@dataclass(frozen=True)
+class _ProbeReport(JsonResult):
+    """The subprocess probe's JSON line (_TF_PROBE): versions as lists of numbers."""
+
+    enabled: bool = False
+    linked: list[int] = field(default_factory=list)
+    loaded: list[int] = field(default_factory=list)
+    gpus: int | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class TensorFlowFacts:
     """TensorFlow's build info and the TensorRT libraries TF-TRT would load.
 
@@ -59,18 +82,6 @@ class TensorFlowFacts:
     libnvinfer_version: str | None = None
     libnvinfer_reason: str = ""
     asked: TfTrtReport | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The doctor's `tensorflow` block."""
-        return {
-            "version": self.version,
-            "is_cuda_build": self.is_cuda_build,
-            "is_tensorrt_build": self.is_tensorrt_build,
-            "cuda_version": self.cuda_version,
-            "cudnn_version": self.cudnn_version,
-            "gpus_seen": self.asked.gpu_count if self.asked else None,
-            "reason": self.reason,
-        }
 
 
 def probe_tensorflow(version: str | None, ask: bool) -> TensorFlowFacts:
@@ -97,17 +108,17 @@ def probe_tensorflow(version: str | None, ask: bool) -> TensorFlowFacts:
         )
     return TensorFlowFacts(
         version,
-        is_cuda_build=bool(build.get("is_cuda_build")),
-        is_tensorrt_build=bool(build.get("is_tensorrt_build")),
-        cuda_version=build.get("cuda_version"),
-        cudnn_version=build.get("cudnn_version"),
+        is_cuda_build=bool(build.is_cuda_build),
+        is_tensorrt_build=bool(build.is_tensorrt_build),
+        cuda_version=build.cuda_version,
+        cudnn_version=build.cudnn_version,
         libnvinfer_version=nvinfer_version,
         libnvinfer_reason=nvinfer_reason,
         asked=tf_trt_subprocess_probe() if ask else None,
     )
 
 
-def read_tf_build_info() -> dict[str, Any]:
+def read_tf_build_info() -> TfBuildInfo:
     """`tf.sysconfig.get_build_info()` without importing TensorFlow (it is a literal in a file).
 
     Raises OSError when TensorFlow's files are not found and ValueError when the file changed.
@@ -124,7 +135,7 @@ def read_tf_build_info() -> dict[str, Any]:
             and isinstance(node.value, ast.Call)
             and node.value.args
         ):
-            return dict(ast.literal_eval(node.value.args[0]))
+            return TfBuildInfo.from_json(dict(ast.literal_eval(node.value.args[0])))
     raise ValueError(f"no build_info literal in {path}")
 
 
@@ -188,21 +199,19 @@ def tf_trt_subprocess_probe(timeout: float = 120.0) -> TfTrtReport:
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return TfTrtReport(error=f"could not run the probe ({exc})")
-    report: dict[str, Any] = {}
-    for line in done.stdout.splitlines():
-        if line.startswith("TRTCONV_PROBE "):
-            report = json.loads(line.removeprefix("TRTCONV_PROBE "))
-    if not report:
+    lines = [line for line in done.stdout.splitlines() if line.startswith("TRTCONV_PROBE ")]
+    if not lines:
         tail = done.stderr.strip().splitlines()[-1:] or [f"exit code {done.returncode}"]
         return TfTrtReport(error=f"TensorFlow exited with code {done.returncode} ({tail[0][:300]})")
+    report = _ProbeReport.from_json(json.loads(lines[-1].removeprefix("TRTCONV_PROBE ")))
     return TfTrtReport(
-        enabled=bool(report.get("enabled")),
-        linked=_version_text(report.get("linked")),
-        loaded=_version_text(report.get("loaded")),
-        gpu_count=report.get("gpus"),
+        enabled=bool(report.enabled),
+        linked=_version_text(report.linked),
+        loaded=_version_text(report.loaded),
+        gpu_count=report.gpus,
         load_causes=_stderr_causes(done.stderr, ("nvinfer",)),
         gpu_causes=_stderr_causes(done.stderr, ("libcud", "cuInit", "GPU libraries")),
-        error=str(report.get("error", "")),
+        error=str(report.error),
     )
 
 

@@ -9,11 +9,11 @@ disappears; adding a key does not need a bump.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 import trtconv.measure.stats as stats
 from trtconv.core.data_contract import DataContract
 from trtconv.core.results import JsonResult, optional_key
+from trtconv.environment import BenchEnvironment
 from trtconv.measure.budget import Budget
 from trtconv.options import SpeedGoal
 
@@ -195,7 +195,7 @@ class BenchResult(JsonResult):
     settings: Settings
     threads: int | None
     warnings: list[str] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: BenchEnvironment = field(default_factory=BenchEnvironment)
     report: dict[str, str] | None = optional_key()
 
 

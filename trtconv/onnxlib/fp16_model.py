@@ -124,7 +124,5 @@ def kept_float32(model: Any, kept: dict[str, str]) -> list[KeptNode]:
         if why:
             tensors = (*node.input[1:], *node.output, *node.input[:1])
             origin = tf_origin(node.name, tensors)
-            found.append(
-                KeptNode(node.name, node.op_type, origin["tf_op"], origin["tf_layer"], why)
-            )
+            found.append(KeptNode(node.name, node.op_type, origin.tf_op, origin.tf_layer, why))
     return found

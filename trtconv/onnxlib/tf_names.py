@@ -5,6 +5,7 @@ name a kept node by)."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 # The function calls of a TensorFlow graph, as tf2onnx keeps them in the names of the ops it
 # inlines: the SavedModel's own call ("StatefulPartitionedCall/..."), and the calls inside it of
@@ -17,7 +18,15 @@ DQ_OUTPUT = "_DequantizeLinear_Output"
 TF2ONNX_SUFFIX = re.compile(r"__\d+$")
 
 
-def tf_origin(node_name: str, tensors: tuple[str, ...] = ()) -> dict[str, str | None]:
+@dataclass(frozen=True)
+class TfOrigin:
+    """The TensorFlow op an ONNX node came from and its layer (None: not known)."""
+
+    tf_op: str | None = None
+    tf_layer: str | None = None
+
+
+def tf_origin(node_name: str, tensors: tuple[str, ...] = ()) -> TfOrigin:
     """The TensorFlow op and layer (name scope) an ONNX node of a tf2onnx export came from.
 
     tf2onnx keeps TensorFlow's op names ("StatefulPartitionedCall/functional_1/dense_1/MatMul"),
@@ -33,12 +42,12 @@ def tf_origin(node_name: str, tensors: tuple[str, ...] = ()) -> dict[str, str | 
     if parts and parts[-1].endswith("Fusion"):
         parts.pop()
     if len(parts) >= 2:
-        return {"tf_op": "/".join(parts), "tf_layer": "/".join(parts[:-1])}
+        return TfOrigin("/".join(parts), "/".join(parts[:-1]))
     for tensor in tensors:
         parts = _tf_parts(tensor.split(":")[0].removesuffix(DQ_OUTPUT))
         if len(parts) >= 3:
-            return {"tf_op": "/".join(parts[:-1]), "tf_layer": "/".join(parts[:-2])}
-    return {"tf_op": None, "tf_layer": None}
+            return TfOrigin("/".join(parts[:-1]), "/".join(parts[:-2]))
+    return TfOrigin()
 
 
 def _tf_parts(name: str) -> list[str]:

@@ -4,8 +4,7 @@ package (`rules.py`); they read `trtconv.facts.Facts` and never probe."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from trtconv.core.errors import MissingDependencyError
 from trtconv.facts import Facts
@@ -35,9 +34,6 @@ class Support:
     reason: str
     fix: str = ""
     runs_here: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def require(self) -> None:
         """Raise MissingDependencyError (exit 3) naming the reason and the fix unless ok."""

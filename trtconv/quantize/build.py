@@ -9,18 +9,17 @@ Q/DQ model with the same options is made once.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from trtconv.core.errors import ConversionError
 from trtconv.protocol.request import ConversionRequest
-from trtconv.quantize.isa import CPU_SCHEME, cpu_weight_range
+from trtconv.quantize.isa import CPU_SCHEME, WeightChoice, cpu_weight_range
 from trtconv.quantize.ladder import LadderSettings, quantize_int8
-from trtconv.quantize.qdq import QdqOptions
+from trtconv.quantize.qdq import QdqOptions, QdqSummary
 
 SHARED_KEY = "qdq models"
 
 
-def qdq_model(request: ConversionRequest, scheme: str, timed: bool) -> tuple[Path, dict[str, Any]]:
+def qdq_model(request: ConversionRequest, scheme: str, timed: bool) -> tuple[Path, QdqSummary]:
     """(path of the Q/DQ model, the `quantization` summary block) for `request` in `scheme`.
 
     The CPU scheme (U8S8) gets the weight range its target's kernels need; other schemes (S8S8
@@ -33,21 +32,21 @@ def qdq_model(request: ConversionRequest, scheme: str, timed: bool) -> tuple[Pat
         raise ConversionError(
             "int8 needs the ONNX export, calibration data and a work directory in the request."
         )
-    decision: dict[str, Any] = {"int8_target": None}
+    choice: WeightChoice | None = None
     options = QdqOptions(scheme, request.calib_method)
     if scheme == CPU_SCHEME:
-        reduce_range, decision = cpu_weight_range(request.int8_target)
-        options = QdqOptions(scheme, request.calib_method, reduce_range)
+        choice = cpu_weight_range(request.int8_target)
+        options = QdqOptions(scheme, request.calib_method, choice.reduce_range)
     made = request.shared.setdefault(SHARED_KEY, {})
     if options not in made:
         made[options] = _quantized(request, options, timed)
     path, summary = made[options]
-    return path, {**summary, **decision}
+    return path, summary if choice is None else summary.with_weights(choice)
 
 
 def _quantized(
     request: ConversionRequest, options: QdqOptions, timed: bool
-) -> tuple[Path, dict[str, Any]]:
+) -> tuple[Path, QdqSummary]:
     """The Q/DQ model for `options` in the request's scratch directory."""
     assert request.onnx_path and request.calibration and request.work_dir  # checked by qdq_model
     index = len(request.shared[SHARED_KEY])

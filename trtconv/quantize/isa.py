@@ -95,18 +95,24 @@ def this_cpu_int8_class() -> str:
     return cpu_int8_class(environment.cpu_info())
 
 
-def cpu_weight_range(target: str) -> tuple[bool, dict[str, Any]]:
-    """(7-bit weights?, the record of the choice) for a CPU-scheme int8 model meant for `target`
-    (options.INT8_TARGETS), converted on this CPU."""
+@dataclass(frozen=True)
+class WeightChoice:
+    """The weight range of a CPU-scheme int8 model converted here, as its `quantization` block
+    records it (`int8_target`, `weight_range_reason`, `converted_on_cpu_class`)."""
+
+    reduce_range: bool  # 7-bit weights
+    int8_target: str
+    weight_range_reason: str
+    converted_on_cpu_class: str
+
+
+def cpu_weight_range(target: str) -> WeightChoice:
+    """The weight range of a CPU-scheme int8 model meant for `target` (options.INT8_TARGETS),
+    converted on this CPU."""
     here = this_cpu_int8_class()
     choice = weight_range(target, here)
     log.info("int8 weights: %s (%s)", choice.description, choice.reason)
-    record = {
-        "int8_target": choice.target,
-        "weight_range_reason": choice.reason,
-        "converted_on_cpu_class": here,
-    }
-    return choice.reduce_range, record
+    return WeightChoice(choice.reduce_range, choice.target, choice.reason, here)
 
 
 def int8_note(here: str) -> str:

@@ -45,7 +45,7 @@ from trtconv.quantize.ladder_record import (
     LadderStep,
     float_node,
 )
-from trtconv.quantize.qdq import QdqOptions, QdqQuantizer
+from trtconv.quantize.qdq import QdqOptions, QdqQuantizer, QdqSummary
 from trtconv.quantize.search import (
     Score,
     SearchScorer,
@@ -96,7 +96,7 @@ def quantize_int8(
     work: Path,
     settings: LadderSettings | None,
     model_name: str | None = None,
-) -> dict[str, Any]:
+) -> QdqSummary:
     """Write the Q/DQ model of `source` to `output`: full int8, or the ladder's choice.
 
     `settings` None (--no-fallback): full int8 only, as before the ladder. Returns the
@@ -105,11 +105,11 @@ def quantize_int8(
     """
     quantizer = QdqQuantizer(source, work / "qdq", feed, model_name)
     if settings is None:
-        return {**quantizer.quantize(output, options), "ladder": None}
+        return quantizer.quantize(output, options)
     ladder = Ladder(quantizer, settings, work / "ladder")
     chosen = ladder.climb(options)
     shutil.copyfile(chosen.path, output)
-    return {**chosen.summary, "ladder": ladder.record(chosen).to_json()}
+    return replace(chosen.summary, ladder=ladder.record(chosen))
 
 
 @dataclass
@@ -119,7 +119,7 @@ class ScoredModel:
     step: int
     options: QdqOptions
     path: Path
-    summary: dict[str, Any]
+    summary: QdqSummary
     score: Score
     float_nodes: list[QuantizedNode] = field(default_factory=list)
 
@@ -319,7 +319,7 @@ class Ladder:
 
     def rank(self, base: ScoredModel) -> list[tuple[QuantizedNode, float]]:
         """Every quantised node of `base`'s model with its error when quantised alone."""
-        nodes = quantized_nodes(base.path, base.summary["kept_float"])
+        nodes = quantized_nodes(base.path, base.summary.kept_float)
         self.planned += 1
         started = time.perf_counter()
         probe = self.work / "probe.onnx"
@@ -369,10 +369,13 @@ class Ladder:
             scheme=describe(chosen.options),
             steps=self.steps,
             kept_float=[
-                float_node(node.to_dict(), _round(errors.get(node.name)))
+                float_node(node.name, node.op_type, node.origin, _round(errors.get(node.name)))
                 for node in chosen.float_nodes
             ],
-            sensitivity=[float_node(node.to_dict(), _round(error)) for node, error in self.ranking],
+            sensitivity=[
+                float_node(node.name, node.op_type, node.origin, _round(error))
+                for node, error in self.ranking
+            ],
             speed=speed,
         )
 
@@ -413,7 +416,7 @@ def _step_record(candidate: ScoredModel, stage: str, change: str, seconds: float
 
 def _layer(node: QuantizedNode) -> str:
     """The TensorFlow layer a node came from, else its ONNX name."""
-    return node.to_dict()["tf_layer"] or node.name
+    return node.origin.tf_layer or node.name
 
 
 def _round(value: float | None) -> float | None:

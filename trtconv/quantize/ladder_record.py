@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from trtconv.core.results import JsonResult, optional_key
+from trtconv.onnxlib.tf_names import TfOrigin
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,19 @@ class LadderSpeed(JsonResult):
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class AccuracyControlSettings:
+    """What NNCF's accuracy control was asked (OpenVINO's ladder): the metric drop it may allow
+    (absolute), at most how many groups of quantised operations it reverts, on how many samples
+    it ranks them, and the metric."""
+
+    max_drop: float
+    drop_type: str
+    max_num_iterations: int
+    ranking_subset_size: int
+    metric: str
+
+
 @dataclass(kw_only=True)
 class LadderRecord(JsonResult):
     """The ladder a conversion climbed. `sensitivity` is None where the ranking is not exposed
@@ -103,7 +117,7 @@ class LadderRecord(JsonResult):
     chosen_step: int
     scheme: str
     steps: list[LadderStep]
-    accuracy_control: dict[str, Any] | None = optional_key()
+    accuracy_control: AccuracyControlSettings | None = optional_key()
     kept_float: list[FloatNode] = field(default_factory=list)
     sensitivity: list[FloatNode] | None = None
     speed: LadderSpeed | None = None
@@ -136,8 +150,6 @@ class NncfLadderRecord(LadderRecord):
     records_control: ClassVar[bool] = True
 
 
-def float_node(origin: Mapping[str, Any], output_error: float | None) -> FloatNode:
-    """A FloatNode from {node, op_type, tf_op, tf_layer} (QuantizedNode.to_dict, tf_origin)."""
-    return FloatNode(
-        origin["node"], origin["op_type"], origin["tf_op"], origin["tf_layer"], output_error
-    )
+def float_node(node: str, op_type: str, origin: TfOrigin, output_error: float | None) -> FloatNode:
+    """A FloatNode for ONNX node `node` of `op_type`, from TensorFlow's `origin`."""
+    return FloatNode(node, op_type, origin.tf_op, origin.tf_layer, output_error)

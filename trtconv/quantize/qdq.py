@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +26,12 @@ from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.lazy import require
 from trtconv.core.memory import PeakRss
 from trtconv.core.model_io import CalibrationFeed
+from trtconv.core.results import JsonResult, optional_key
 from trtconv.onnxlib.export import op_counts
 from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD
 from trtconv.quantize.checks import require_tensorrt_qdq
+from trtconv.quantize.isa import WeightChoice
+from trtconv.quantize.ladder_record import LadderRecord
 from trtconv.quantize.streaming import collect_histograms
 
 log = logging.getLogger(__name__)
@@ -100,13 +103,49 @@ def _calibration_reader(feed: CalibrationFeed) -> Any:
     return FeedReader()
 
 
+@dataclass(frozen=True, kw_only=True)
+class QdqSummary(JsonResult):
+    """A Q/DQ int8 model's `quantization` block (the manifest's, in `conversion_summary`): how
+    it was quantised and calibrated, the ladder's record (None: the ladder was off) and, for the
+    CPU scheme, the weight range chosen for where it will run (`int8_target` None otherwise)."""
+
+    format: str = "qdq"
+    scheme: str
+    activations: str
+    weights: str
+    reduce_range: bool
+    per_channel: bool
+    calib_method: str
+    calibration: str  # the method in words
+    shape_inference: str
+    kept_float: list[str] = field(default_factory=list)
+    calibration_samples_seen: int
+    # The process's peak RSS while calibrating, and its growth over the RSS before.
+    calibration_peak_rss_mb: float | None
+    calibration_rss_growth_mb: float | None
+    quantize_seconds: float
+    ladder: LadderRecord | None = None
+    int8_target: str | None = None
+    weight_range_reason: str | None = optional_key()
+    converted_on_cpu_class: str | None = optional_key()
+
+    def with_weights(self, choice: WeightChoice) -> QdqSummary:
+        """This block with the weight range chosen for the CPU scheme."""
+        return replace(
+            self,
+            int8_target=choice.int8_target,
+            weight_range_reason=choice.weight_range_reason,
+            converted_on_cpu_class=choice.converted_on_cpu_class,
+        )
+
+
 def quantize_qdq(
     source: Path,
     output: Path,
     feed: CalibrationFeed,
     options: QdqOptions | None = None,
     model_name: str | None = None,
-) -> dict[str, Any]:
+) -> QdqSummary:
     """Calibrate on `feed` and write an explicit Q/DQ int8 model of `source` to `output`.
 
     Weights are symmetric; `options` (default QdqOptions()) chooses the rest. Intermediate files
@@ -157,7 +196,7 @@ class QdqQuantizer:
             self.caches[method] = calibrate(self.prepare(), self.feed, method, directory, self.name)
         return self.caches[method]
 
-    def quantize(self, output: Path, options: QdqOptions) -> dict[str, Any]:
+    def quantize(self, output: Path, options: QdqOptions) -> QdqSummary:
         """Write the Q/DQ model `options` describe to `output`; its summary for the manifest.
 
         Raises UsageError for unknown options and ConversionError when calibration or
@@ -175,23 +214,21 @@ class QdqQuantizer:
             raise ConversionError(f"The quantised model of {self.name} holds no Q/DQ nodes.")
         if options.scheme == "s8s8":
             require_tensorrt_qdq(output, self.name)
-        return {
-            "format": "qdq",
-            "scheme": options.scheme,
-            "activations": "uint8" if options.scheme == "u8s8" else "int8 (symmetric)",
-            "weights": options.weights,
-            "reduce_range": options.reduce_range,
-            "per_channel": options.per_channel,
-            "calib_method": options.method,
-            "calibration": _method_detail(options.method),
-            "shape_inference": self.shape_inference,
-            "kept_float": float_nodes,
-            "calibration_samples_seen": calibration.samples,
-            # The process's peak RSS while calibrating, and its growth over the RSS before.
-            "calibration_peak_rss_mb": calibration.peak_rss_mb,
-            "calibration_rss_growth_mb": calibration.rss_growth_mb,
-            "quantize_seconds": round(time.perf_counter() - started, 3),
-        }
+        return QdqSummary(
+            scheme=options.scheme,
+            activations="uint8" if options.scheme == "u8s8" else "int8 (symmetric)",
+            weights=options.weights,
+            reduce_range=options.reduce_range,
+            per_channel=options.per_channel,
+            calib_method=options.method,
+            calibration=_method_detail(options.method),
+            shape_inference=self.shape_inference,
+            kept_float=float_nodes,
+            calibration_samples_seen=calibration.samples,
+            calibration_peak_rss_mb=calibration.peak_rss_mb,
+            calibration_rss_growth_mb=calibration.rss_growth_mb,
+            quantize_seconds=round(time.perf_counter() - started, 3),
+        )
 
 
 def _quantize_static(

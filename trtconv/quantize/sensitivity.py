@@ -17,10 +17,9 @@ import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from trtconv.core.lazy import require
-from trtconv.onnxlib.tf_names import tf_origin
+from trtconv.onnxlib.tf_names import TfOrigin, tf_origin
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +54,10 @@ class QuantizedNode:
     op_type: str
     tensors: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        """{node, op_type, tf_op, tf_layer}: the ONNX node and the TensorFlow op it came from."""
-        return {"node": self.name, "op_type": self.op_type, **tf_origin(self.name, self.tensors)}
+    @property
+    def origin(self) -> TfOrigin:
+        """The TensorFlow op and layer this node came from."""
+        return tf_origin(self.name, self.tensors)
 
 
 def quantized_nodes(qdq_model: Path, kept_float: Collection[str] = ()) -> list[QuantizedNode]:

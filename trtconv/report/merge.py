@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from trtconv.backends import registry
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.fsutil import atomic_directory, check_output_free
-from trtconv.core.results import JsonResult, optional_key
-from trtconv.environment import environment_block
-from trtconv.measure.bench_result import ROW_KEYS
-from trtconv.report.plots import write_plots
+from trtconv.core.results import JsonResult, optional_key, to_jsonable
+from trtconv.environment import BenchEnvironment, Environment, machine_environment
+from trtconv.measure.bench_result import ROW_KEYS, BenchResult, BenchRow, ModelInfo, Settings
+from trtconv.report.plots import PlotView, write_plots
 from trtconv.report.writers import (
     TABLE_COLUMNS,
     environment_lines,
@@ -30,8 +31,6 @@ from trtconv.report.writers import (
     write_csv,
 )
 from trtconv.report.writers import write_json as write_result_json
-
-Result = dict[str, Any]  # a bench result document as read from disk
 
 MERGE_SCHEMA_VERSION = 1
 MERGED_KIND = "bench-merge"  # the merged document's `kind`: not a run to merge again
@@ -53,12 +52,46 @@ SEPARATOR = " @ "  # plot series: "model @ machine"
 
 @dataclass
 class BenchSource:
-    """One directory given to merge: its bench document and, for a release, its source model."""
+    """One directory given to merge: its bench result and, for a release, its source model."""
 
     directory: Path
     kind: str  # "bench" or "release"
-    document: Result
+    result: BenchResult
     source_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What identifies a model across machines (an entry of the merged `models`): its path
+    differs from one runner to the next."""
+
+    label: str
+    backend: str
+    precision: str
+    xla: bool
+    kind: str
+    is_baseline: bool
+
+    @classmethod
+    def of(cls, model: ModelInfo) -> ModelIdentity:
+        return cls(*(getattr(model, key) for key in MODEL_IDENTITY))
+
+
+@dataclass(frozen=True)
+class MergedRow(JsonResult):
+    """A row of the merged `results`: the machine it was measured on, then the run's row."""
+
+    machine: str
+    row: BenchRow
+
+    def to_json(self) -> dict[str, Any]:
+        """{"machine": ..., **the row}."""
+        return {"machine": self.machine, **self.row.to_json()}
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> MergedRow:
+        """The row a `to_json` document describes."""
+        return cls(str(document["machine"]), BenchRow.from_json(document))
 
 
 @dataclass
@@ -73,17 +106,15 @@ class MergedSource:
     source_sha256: str | None = None  # a release's source model
     harness_overhead_ms: float | None = None
     warnings: list[str] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: BenchEnvironment = field(default_factory=BenchEnvironment)
 
 
 @dataclass(kw_only=True)
 class MergeResult(JsonResult):
     """The merged report (`trtconv report merge --json`; results.json of the merged report).
 
-    The runs' rows and models stay the documents' own dicts: the merge passes them through
-    whatever trtconv wrote them. `results` are every run's rows, each with its `machine` first;
-    `models` the models' identity (MODEL_IDENTITY); `environment` where the merge ran; `report`
-    the written files by kind.
+    `results` are every run's rows, each with its `machine` first; `models` the models'
+    identity; `environment` where the merge ran; `report` the written files by kind.
     """
 
     schema_version: int = MERGE_SCHEMA_VERSION
@@ -91,15 +122,15 @@ class MergeResult(JsonResult):
     baseline: str
     order: list[str]
     machines: list[str]
-    models: list[dict[str, Any]]
-    settings: dict[str, Any]
+    models: list[ModelIdentity]
+    settings: Settings
     sources: list[MergedSource]
-    results: list[dict[str, Any]]
-    environment: dict[str, Any] = field(default_factory=dict)
+    results: list[MergedRow]
+    environment: Environment = field(default_factory=Environment)
     report: dict[str, str] | None = optional_key()
 
 
-def _read_json(path: Path) -> Result:
+def _read_json(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -135,26 +166,28 @@ def read_source(directory: Path) -> BenchSource:
     missing = [key for key in BENCH_KEYS if key not in document]
     if missing:
         raise InputError(f"{results} is not a bench result: it has no '{missing[0]}'.")
-    return BenchSource(directory, kind, document, sha)
+    try:
+        result = BenchResult.from_json(document)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise InputError(f"{results} is not a bench result this trtconv reads ({exc}).") from None
+    return BenchSource(directory, kind, result, sha)
 
 
-def machine_name(environment: dict[str, Any]) -> str:
-    """`2x NVIDIA L4` from the GPUs of an environment block, else its CPU model."""
-    gpus = Counter(str(gpu.get("name")) for gpu in environment.get("gpus") or [])
-    if gpus:
-        return ", ".join(f"{n}x {name}" if n > 1 else name for name, n in gpus.items())
-    return str((environment.get("cpu") or {}).get("model") or "unknown machine")
+def machine_name(block: Mapping[str, Any]) -> str:
+    """`2x NVIDIA L4` from the GPUs of an environment block (as JSON), else its CPU model."""
+    return Environment.from_json(block).machine
 
 
-def _comparable(source: BenchSource, with_source_model: bool) -> Result:
-    """What must be equal for two runs to share a table, in the order differences are named."""
-    document = source.document
-    keys: Result = {
-        "schema_version": document["schema_version"],
-        "models": [{k: model.get(k) for k in MODEL_IDENTITY} for model in document["models"]],
-        "order": document["order"],
-        "baseline": document["baseline"],
-        "settings": document["settings"],
+def _comparable(source: BenchSource, with_source_model: bool) -> dict[str, Any]:
+    """What must be equal for two runs to share a table, in the order differences are named
+    (as JSON: the differences are named by key path)."""
+    result = source.result
+    keys: dict[str, Any] = {
+        "schema_version": result.schema_version,
+        "models": to_jsonable([ModelIdentity.of(model) for model in result.models]),
+        "order": result.order,
+        "baseline": result.baseline,
+        "settings": to_jsonable(result.settings),
     }
     if with_source_model:
         keys["source_model.sha256"] = source.source_sha256
@@ -204,7 +237,7 @@ def check_mergeable(sources: list[BenchSource]) -> None:
 
 def _machines(sources: list[BenchSource]) -> list[str]:
     """Each source's machine; a name shared by several runs is numbered (`X #1`, `X #2`)."""
-    names = [machine_name(source.document["environment"]) for source in sources]
+    names = [source.result.environment.machine for source in sources]
     counts, seen = Counter(names), Counter[str]()
     numbered = []
     for name in names:
@@ -218,33 +251,31 @@ def merge_documents(sources: list[BenchSource]) -> MergeResult:
     UsageError when the sources differ in models or settings."""
     check_mergeable(sources)
     machines = _machines(sources)
-    first = sources[0].document
+    first = sources[0].result
     pairs = list(zip(sources, machines, strict=True))
     return MergeResult(
-        baseline=first["baseline"],
-        order=first["order"],
+        baseline=first.baseline,
+        order=first.order,
         machines=machines,
-        models=[{k: model.get(k) for k in MODEL_IDENTITY} for model in first["models"]],
-        settings=first["settings"],
+        models=[ModelIdentity.of(model) for model in first.models],
+        settings=first.settings,
         sources=[
             MergedSource(
                 directory=source.directory,
                 kind=source.kind,
                 machine=machine,
-                baseline_model=source.document.get("baseline_model"),
+                baseline_model=source.result.baseline_model,
                 source_sha256=source.source_sha256,
-                harness_overhead_ms=source.document.get("harness_overhead_ms"),
-                warnings=source.document.get("warnings", []),
-                environment=source.document["environment"],
+                harness_overhead_ms=source.result.harness_overhead_ms,
+                warnings=source.result.warnings,
+                environment=source.result.environment,
             )
             for source, machine in pairs
         ],
         results=[
-            {"machine": machine, **row}
-            for source, machine in pairs
-            for row in source.document["results"]
+            MergedRow(machine, row) for source, machine in pairs for row in source.result.results
         ],
-        environment=environment_block(registry.declared_packages()),
+        environment=machine_environment(registry.declared_packages()),
     )
 
 
@@ -252,12 +283,13 @@ def pivot(result: MergeResult, key: str) -> tuple[list[str], list[list[str]]]:
     """One figure per machine side by side: headers and text rows (model, runs as, batch,
     then one cell per machine), models in measuring order, then batch size."""
     pattern = next(fmt for _, column, fmt in TABLE_COLUMNS if column == key)
-    first: dict[tuple[str, int], Result] = {}
+    first: dict[tuple[str, int], BenchRow] = {}
     by_machine: dict[tuple[str, int], dict[str, Any]] = {}
-    for row in result.results:
-        cell = (row["label"], int(row["batch_size"]))
+    for merged in result.results:
+        row = merged.row
+        cell = (row.label, row.batch_size)
         first.setdefault(cell, row)
-        by_machine.setdefault(cell, {})[row["machine"]] = row.get(key)
+        by_machine.setdefault(cell, {})[merged.machine] = getattr(row, key)
     order = sorted(first, key=lambda cell: (result.order.index(cell[0]), cell[1]))
     rows = [
         [
@@ -287,22 +319,23 @@ def render_markdown(result: MergeResult, plots: list[str] | None = None) -> str:
         lines += [f"### {source.machine}", "", f"- from: `{source.directory}`"]
         lines += environment_lines(source.environment)
         lines += [f"- warning: {w}" for w in source.warnings] + [""]
-    lines += ["## Settings", "", *(f"- {k}: {v}" for k, v in result.settings.items()), ""]
+    settings: dict[str, Any] = to_jsonable(result.settings)
+    lines += ["## Settings", "", *(f"- {k}: {v}" for k, v in settings.items()), ""]
     if plots:
         lines += ["## Plots", "", *(f"![{Path(p).stem}]({p})" for p in plots), ""]
     return "\n".join(lines)
 
 
-def plot_view(result: MergeResult) -> Result:
+def plot_view(result: MergeResult) -> PlotView:
     """The merged rows as the plots read a bench result: one series per model and machine."""
-    series = [f"{label}{SEPARATOR}{m}" for m in result.machines for label in result.order]
-    return {
-        "order": series,
-        "baseline": f"{result.baseline}{SEPARATOR}{result.machines[0]}",
-        "results": [
-            {**row, "label": f"{row['label']}{SEPARATOR}{row['machine']}"} for row in result.results
+    return PlotView(
+        order=[f"{label}{SEPARATOR}{m}" for m in result.machines for label in result.order],
+        baseline=f"{result.baseline}{SEPARATOR}{result.machines[0]}",
+        rows=[
+            replace(merged.row, label=f"{merged.row.label}{SEPARATOR}{merged.machine}")
+            for merged in result.results
         ],
-    }
+    )
 
 
 def write_merged_report(
@@ -314,7 +347,8 @@ def write_merged_report(
     with atomic_directory(directory, force=force) as staging:
         names = [png.name for png in write_plots(plot_view(result), staging)]
         write_result_json(result.to_json(), staging / "results.json")
-        write_csv(result.results, staging / "results.csv", keys=CSV_KEYS)
+        rows = [merged.to_json() for merged in result.results]
+        write_csv(rows, staging / "results.csv", keys=CSV_KEYS)
         (staging / "report.md").write_text(render_markdown(result, names))
     files = {"json": "results.json", "csv": "results.csv", "markdown": "report.md"}
     files.update({Path(name).stem: name for name in names})

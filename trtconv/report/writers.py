@@ -1,7 +1,7 @@
 """Write a bench result as JSON, CSV and Markdown, and the whole report directory.
 
-The bench writers take the typed result (trtconv.measure.bench_result.BenchResult); the cell,
-CSV and environment helpers take plain rows and blocks, so the merged report
+The writers take the typed result (trtconv.measure.bench_result.BenchResult); the cell,
+CSV and environment helpers take its rows and environment, so the merged report
 (trtconv.report.merge) shares them.
 """
 
@@ -15,11 +15,12 @@ from typing import Any
 
 from trtconv.core.fsutil import atomic_directory
 from trtconv.core.results import to_jsonable
-from trtconv.measure.bench_result import ROW_KEYS, BenchResult
-from trtconv.report.plots import write_plots
+from trtconv.environment import BenchEnvironment
+from trtconv.measure.bench_result import ROW_KEYS, BenchResult, BenchRow
+from trtconv.report.plots import PlotView, interval, write_plots
 
-# Draws a result document's plots into a directory; returns the PNGs written.
-Plotter = Callable[[Mapping[str, Any], Path], list[Path]]
+# Draws a result's plots into a directory; returns the PNGs written.
+Plotter = Callable[[PlotView, Path], list[Path]]
 
 # Columns of report.md: (header, key, format). The terminal table shows the HUMAN_KEYS subset.
 TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -68,26 +69,27 @@ def format_value(value: Any, pattern: str) -> str:
     return pattern.format(value)
 
 
-def figure_cell(row: Mapping[str, Any], key: str, pattern: str, compact: bool = False) -> str:
+def figure_cell(row: BenchRow, key: str, pattern: str, compact: bool = False) -> str:
     """A row's figure as a table cell, followed by its 95% interval where it has one:
     "1.42× (1.31-1.55)" (`compact`: only the COMPACT_INTERVALS)."""
-    cell = format_value(row.get(key), pattern)
-    interval = row.get(f"{key}_ci95")
+    value = getattr(row, key)
+    cell = format_value(value, pattern)
+    bounds = interval(row, key)
     shown = COMPACT_INTERVALS if compact else INTERVAL_FORMATS
-    if interval is None or key not in shown or row.get(key) is None:
+    if bounds is None or key not in shown or value is None:
         return cell
-    if key == "speedup_vs_baseline" and row.get("is_baseline"):
+    if key == "speedup_vs_baseline" and row.is_baseline:
         return cell  # 1.00× by definition
-    low, high = (INTERVAL_FORMATS[key].format(bound) for bound in interval)
+    low, high = (INTERVAL_FORMATS[key].format(bound) for bound in bounds)
     return f"{cell} ({low}-{high})"
 
 
-def model_cells(row: Mapping[str, Any]) -> list[str]:
+def model_cells(row: BenchRow) -> list[str]:
     """`label` (a `*` on the baseline) and `backend precision`."""
-    star = " *" if row.get("is_baseline") else ""
-    backend = row["backend"] + ("+xla" if row.get("xla") else "")
-    backend += "+throughput" if row.get("throughput_mode") else ""
-    return [f"{row['label']}{star}", f"{backend} {row['precision']}"]
+    star = " *" if row.is_baseline else ""
+    backend = row.backend + ("+xla" if row.xla else "")
+    backend += "+throughput" if row.throughput_mode else ""
+    return [f"{row.label}{star}", f"{backend} {row.precision}"]
 
 
 def _columns(compact: bool) -> list[tuple[str, str, str]]:
@@ -97,10 +99,9 @@ def _columns(compact: bool) -> list[tuple[str, str, str]]:
 def table_rows(result: BenchResult, compact: bool = False) -> list[list[str]]:
     """The table as text cells, models in measuring order, then batch size."""
     columns = _columns(compact)
-    rows = [row.to_json() for row in result.results]
     return [
         model_cells(row) + [figure_cell(row, key, fmt, compact) for _, key, fmt in columns]
-        for row in rows
+        for row in result.results
     ]
 
 
@@ -133,19 +134,20 @@ def write_csv(
     return path
 
 
-def environment_lines(environment: Mapping[str, Any]) -> list[str]:
-    """The environment block as Markdown list items (CPU, GPU, threads, Python, libraries)."""
-    cpu = environment.get("cpu", {})
-    libraries = environment.get("libraries", {})
+def environment_lines(environment: BenchEnvironment) -> list[str]:
+    """A bench environment as Markdown list items (CPU, GPU, threads, Python, libraries)."""
+    cpu = environment.cpu
+    libraries = environment.libraries or {}
     versions = ", ".join(f"{k} {v}" for k, v in libraries.items() if v)
-    gpus = ", ".join(g["name"] for g in environment.get("gpus", [])) or "none"
+    gpus = ", ".join(gpu.name for gpu in environment.gpus or []) or "none"
+    model, cores = (cpu.model, cpu.logical_cores) if cpu else (None, None)
     return [
-        f"- CPU: {cpu.get('model')} ({cpu.get('logical_cores')} logical cores available)",
+        f"- CPU: {model} ({cores} logical cores available)",
         f"- GPU: {gpus}",
-        f"- threads: {environment.get('threads') or 'library default'}",
-        f"- Python {environment.get('python')} on {environment.get('platform')}",
+        f"- threads: {environment.threads or 'library default'}",
+        f"- Python {environment.python} on {environment.platform}",
         f"- libraries: {versions}",
-        f"- commit: {environment.get('commit')}",
+        f"- commit: {environment.commit}",
     ]
 
 
@@ -201,9 +203,9 @@ def write_report(
     directory = Path(directory)
     document = result.to_json()
     with atomic_directory(directory, force=force) as staging:
-        names = [png.name for png in plotter(document, staging)]
+        names = [png.name for png in plotter(PlotView.of(result), staging)]
         write_json(document, staging / "results.json")
-        write_csv(document["results"], staging / "results.csv")
+        write_csv([row.to_json() for row in result.results], staging / "results.csv")
         write_markdown(result, staging / "report.md", names)
     files = {"json": "results.json", "csv": "results.csv", "markdown": "report.md"}
     files.update({Path(name).stem: name for name in names})

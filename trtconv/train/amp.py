@@ -10,6 +10,7 @@ from typing import Any
 
 from trtconv.core.errors import UsageError
 from trtconv.core.lazy import require
+from trtconv.core.results import optional_key
 from trtconv.facts import Facts, probe_cpu, probe_gpus
 from trtconv.options import AMP_DTYPES
 
@@ -28,6 +29,28 @@ class AmpChoice:
     @property
     def loss_scaling(self) -> bool:
         return self.policy == "mixed_float16"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AmpBlock:
+    """The `amp` block of a model card or benchmark: the policy, why, whether the loss is scaled
+    (the card only) and the dtype a hidden layer of the trained model really computed in."""
+
+    policy: str
+    reason: str
+    loss_scaling: bool | None = optional_key()
+    training_compute_dtype: str | None
+
+    @classmethod
+    def of(cls, choice: AmpChoice, compute_dtype: str | None, card: bool = True) -> AmpBlock:
+        """The block for `choice` (`card`: with loss scaling, as the model card records it)."""
+        scaling = choice.loss_scaling if card else None
+        return cls(
+            policy=choice.policy,
+            reason=choice.reason,
+            loss_scaling=scaling,
+            training_compute_dtype=compute_dtype,
+        )
 
 
 def choose_policy(amp: bool, amp_dtype: str, machine: Facts | None = None) -> AmpChoice:

@@ -25,12 +25,13 @@ import numpy as np
 from trtconv.backends import registry
 from trtconv.core.errors import UsageError
 from trtconv.core.lazy import require
-from trtconv.core.results import JsonResult
-from trtconv.environment import environment_block
+from trtconv.core.results import JsonResult, optional_key
+from trtconv.environment import Environment, machine_environment
 from trtconv.options import DEFAULT_NUM_ITER, DEFAULT_WARMUP_STEPS, TrainBenchmarkOptions
-from trtconv.train.amp import AmpChoice, choose_policy
+from trtconv.train.amp import AmpBlock, AmpChoice, choose_policy
 from trtconv.train.distribute import (
     DistributionPlan,
+    StrategyBlock,
     check_global_batch,
     cluster_failures,
     describe_strategy,
@@ -92,9 +93,9 @@ class SingleBenchmarkResult(TrainBenchmarkResult):
     batch_size: int  # global, over every replica
     warmup_steps: int
     num_iter: int
-    amp: dict[str, Any]  # policy, reason, training_compute_dtype
+    amp: AmpBlock  # policy, reason, training_compute_dtype
     xla: bool
-    strategy: dict[str, Any]
+    strategy: StrategyBlock
     images_per_s: float  # over the whole cluster
     step_ms_mean: float
     step_ms_median: float
@@ -108,7 +109,26 @@ class SingleBenchmarkResult(TrainBenchmarkResult):
     final_loss: float
     peak_rss_mb: float
     gpu_peak_memory_mb: float | None  # None without a GPU
-    environment: dict[str, Any]
+    environment: Environment
+
+
+@dataclass(kw_only=True)
+class GridRow:
+    """One cell of the grid: its throughput, step latency and memory, or its `error` (then the
+    figures are None); `speedup` against the grid's first row."""
+
+    mode: str
+    batch_size: int
+    error: str | None = optional_key()
+    policy: str | None = None
+    xla: bool | None = None
+    images_per_s: float | None = None
+    step_ms_mean: float | None = None
+    step_ms_p99: float | None = None
+    step_ms_cv: float | None = None
+    peak_rss_mb: float | None = None
+    gpu_peak_memory_mb: float | None = None
+    speedup: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,8 +140,8 @@ class GridBenchmarkResult(TrainBenchmarkResult):
     num_iter: int
     amp_dtype: str
     baseline: str  # which row the speedups are against
-    rows: list[dict[str, Any]]  # a failed cell: mode, batch_size, error, no throughput
-    environment: dict[str, Any]
+    rows: list[GridRow]
+    environment: Environment
 
 
 def step_statistics(seconds: list[float]) -> dict[str, float]:
@@ -273,39 +293,24 @@ def run_benchmark(options: TrainBenchmarkOptions, plan: DistributionPlan) -> Sin
     )
     with cluster_failures(plan):
         warmup_seconds, seconds, loss = _timed_steps(run_step, warmup_steps, num_iter)
+    statistics: dict[str, Any] = step_statistics(seconds)  # the step_ms_* fields
     return SingleBenchmarkResult(
         model=options.model,
         input_shape=[None, *input_shape],
         batch_size=batch,
         warmup_steps=warmup_steps,
         num_iter=num_iter,
-        amp=_amp_block(amp_choice, keras_model),
+        amp=AmpBlock.of(amp_choice, training_compute_dtype(keras_model), card=False),
         xla=options.xla,
         strategy=describe_strategy(plan, strategy),
         images_per_s=batch * num_iter / float(sum(seconds)),
-        **_timings(seconds, warmup_seconds, loss),
+        **statistics,
+        warmup_seconds=warmup_seconds,
+        final_loss=loss,
+        peak_rss_mb=peak_rss_mb(),
+        gpu_peak_memory_mb=gpu_peak_memory_mb(),
+        environment=machine_environment(registry.declared_packages()),
     )
-
-
-def _amp_block(amp_choice: AmpChoice, keras_model: Any) -> dict[str, Any]:
-    """The policy, why, and the dtype a hidden layer of the trained model really computed in."""
-    return {
-        "policy": amp_choice.policy,
-        "reason": amp_choice.reason,
-        "training_compute_dtype": training_compute_dtype(keras_model),
-    }
-
-
-def _timings(seconds: list[float], warmup_seconds: float, loss: float) -> dict[str, Any]:
-    """The result's fields from step latency onwards: statistics, memory, environment."""
-    return {
-        **step_statistics(seconds),
-        "warmup_seconds": warmup_seconds,
-        "final_loss": loss,
-        "peak_rss_mb": peak_rss_mb(),
-        "gpu_peak_memory_mb": gpu_peak_memory_mb(),
-        "environment": environment_block(registry.declared_packages()),
-    }
 
 
 def _cell_command(
@@ -336,15 +341,15 @@ def _run_cell(command: list[str]) -> SingleBenchmarkResult | str:
     return SingleBenchmarkResult.from_json(document)
 
 
-def _grid_row(cell: GridCell, batch: int, outcome: SingleBenchmarkResult | str) -> dict[str, Any]:
+def _grid_row(cell: GridCell, batch: int, outcome: SingleBenchmarkResult | str) -> GridRow:
     """One row of the grid: the cell's throughput, latency and memory, or its `error`."""
-    row: dict[str, Any] = {"mode": cell.mode, "batch_size": batch}
     if isinstance(outcome, str):
         log.warning("grid cell %s batch %d failed: %s", cell.mode, batch, outcome)
-        row.update(error=outcome, images_per_s=None)
-        return row
-    row.update(
-        policy=outcome.amp["policy"],
+        return GridRow(mode=cell.mode, batch_size=batch, error=outcome)
+    return GridRow(
+        mode=cell.mode,
+        batch_size=batch,
+        policy=outcome.amp.policy,
         xla=outcome.xla,
         images_per_s=outcome.images_per_s,
         step_ms_mean=outcome.step_ms_mean,
@@ -353,15 +358,14 @@ def _grid_row(cell: GridCell, batch: int, outcome: SingleBenchmarkResult | str) 
         peak_rss_mb=outcome.peak_rss_mb,
         gpu_peak_memory_mb=outcome.gpu_peak_memory_mb,
     )
-    return row
 
 
-def _add_speedups(rows: list[dict[str, Any]]) -> None:
+def _add_speedups(rows: list[GridRow]) -> None:
     """Give each row its `speedup` against the first (None where either has no throughput)."""
-    baseline = rows[0].get("images_per_s")
+    baseline = rows[0].images_per_s
     for row in rows:
-        throughput = row.get("images_per_s")
-        row["speedup"] = throughput / baseline if baseline and throughput else None
+        throughput = row.images_per_s
+        row.speedup = throughput / baseline if baseline and throughput else None
 
 
 def run_grid(options: TrainBenchmarkOptions) -> GridBenchmarkResult:
@@ -377,7 +381,7 @@ def run_grid(options: TrainBenchmarkOptions) -> GridBenchmarkResult:
     counts = _counts(options)
     _check_counts(min(sizes), *counts)
     input_shape = _input_shape(config.input_shape, options.image_size)
-    rows: list[dict[str, Any]] = []
+    rows: list[GridRow] = []
     for batch in sizes:
         for cell in GRID_MODES:
             log.info("grid cell: %s, batch %d", cell.mode, batch)
@@ -390,9 +394,9 @@ def run_grid(options: TrainBenchmarkOptions) -> GridBenchmarkResult:
         warmup_steps=counts[0],
         num_iter=counts[1],
         amp_dtype=options.amp_dtype,
-        baseline=f"{rows[0]['mode']} at batch {rows[0]['batch_size']}",
+        baseline=f"{rows[0].mode} at batch {rows[0].batch_size}",
         rows=rows,
-        environment=environment_block(registry.declared_packages()),
+        environment=machine_environment(registry.declared_packages()),
     )
 
 

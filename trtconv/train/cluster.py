@@ -76,15 +76,6 @@ class Cluster:
         task = {"type": self.task_type, "index": self.task_index}
         return json.dumps({"cluster": self.jobs, "task": task})
 
-    def describe(self) -> dict[str, Any]:
-        """The cluster as the model card records it."""
-        return {
-            "task": self.name,
-            "address": self.address,
-            "is_chief": self.is_chief,
-            "cluster": self.jobs,
-        }
-
 
 def split_address(address: str) -> tuple[str, int]:
     """`host:port` (or `[v6]:port`) -> (host, port). Raises UsageError when it is not one."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from trtconv.core.errors import ClusterError, UsageError
 from trtconv.core.lazy import require
+from trtconv.core.results import optional_key
 from trtconv.options import DEFAULT_CLUSTER_TIMEOUT_S, STRATEGIES, ClusterOptions
 from trtconv.train.cluster import (
     TF_CONFIG_ENV,
@@ -271,15 +272,32 @@ def cluster_failures(plan: DistributionPlan) -> Iterator[None]:
         ) from exc
 
 
-def describe_strategy(plan: DistributionPlan, strategy: Any) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class StrategyBlock:
     """The `strategy` block of a model card or benchmark: name, workers, replicas, devices
-    (this worker's), and for a cluster which task this was and every address."""
-    block: dict[str, Any] = {
-        "name": plan.name,
-        "workers": plan.cluster.workers if plan.cluster else 1,
-        "replicas": int(strategy.num_replicas_in_sync),
-        "devices": strategy_devices(strategy),
-    }
-    if plan.cluster is not None:
-        block.update(plan.cluster.describe())
-    return block
+    (this worker's), and for a cluster which task this was, its address, whether it is the
+    chief and every task's address by role."""
+
+    name: str
+    workers: int = 1
+    replicas: int = 1
+    devices: list[str]
+    task: str | None = optional_key()
+    address: str | None = optional_key()
+    is_chief: bool | None = optional_key()
+    cluster: dict[str, list[str]] | None = optional_key()
+
+
+def describe_strategy(plan: DistributionPlan, strategy: Any) -> StrategyBlock:
+    """The `strategy` block of a model card or benchmark (see StrategyBlock)."""
+    cluster = plan.cluster
+    return StrategyBlock(
+        name=plan.name,
+        workers=cluster.workers if cluster else 1,
+        replicas=int(strategy.num_replicas_in_sync),
+        devices=strategy_devices(strategy),
+        task=cluster.name if cluster else None,
+        address=cluster.address if cluster else None,
+        is_chief=cluster.is_chief if cluster else None,
+        cluster=cluster.jobs if cluster else None,
+    )

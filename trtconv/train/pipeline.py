@@ -30,12 +30,13 @@ from trtconv.core.errors import InputError, UsageError
 from trtconv.core.fsutil import atomic_directory, check_output_free
 from trtconv.core.model_io import ModelSignature, TensorSpec
 from trtconv.core.results import JsonResult
-from trtconv.environment import environment_block
+from trtconv.environment import Environment, machine_environment
 from trtconv.options import TrainOptions
 from trtconv.savedmodel import MODEL_CARD
-from trtconv.train.amp import AmpChoice, choose_policy
+from trtconv.train.amp import AmpBlock, AmpChoice, choose_policy
 from trtconv.train.distribute import (
     DistributionPlan,
+    StrategyBlock,
     check_global_batch,
     cluster_failures,
     describe_strategy,
@@ -63,11 +64,39 @@ def _preprocessing(spec: str, config: ModelConfig, pixels: Preprocessing | None)
     return {**config.preprocessing, "scale": 1.0, "offset": 0.0}
 
 
-def _split(spec: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class HeldOut:
     """Which samples the model never trained on (validate and bench evaluate on the same)."""
-    if spec == "digits":
-        return {"held_out_fraction": DIGITS_TEST_FRACTION, "seed": DIGITS_SPLIT_SEED}
-    return {"held_out_fraction": HOLDOUT_FRACTION, "seed": HOLDOUT_SEED}
+
+    held_out_fraction: float
+    seed: int
+
+    @classmethod
+    def of(cls, spec: str) -> HeldOut:
+        """The split `--data spec` is trained with."""
+        if spec == "digits":
+            return cls(DIGITS_TEST_FRACTION, DIGITS_SPLIT_SEED)
+        return cls(HOLDOUT_FRACTION, HOLDOUT_SEED)
+
+
+@dataclass(frozen=True)
+class TensorBlock:
+    """The model card's `input` or `output`: name, shape ([None, ...]) and dtype."""
+
+    name: str
+    shape: list[int | None]
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class DataBlock:
+    """The model card's `data`: source, sample counts, the held-out split, sha256."""
+
+    source: str
+    train_samples: int
+    test_samples: int
+    split: HeldOut
+    sha256: str
 
 
 def _check_labels(data: ArraySet) -> np.ndarray:
@@ -181,14 +210,14 @@ class TrainResult(JsonResult):
     model: str
     saved_model: Path | None = None  # None until the chief writes it (other workers: always)
     signature: str = "serving_default"
-    input: dict[str, Any]  # name, shape ([None, H, W, C]), dtype
-    output: dict[str, Any]
+    input: TensorBlock  # shape [None, H, W, C]
+    output: TensorBlock
     preprocessing: dict[str, Any]  # how raw pixels become inputs, and the image size
     labels: list[str]
-    data: dict[str, Any]  # source, sample counts, the held-out split, sha256
-    amp: dict[str, Any]  # the policy, why, loss scaling, the dtype training really computed in
+    data: DataBlock
+    amp: AmpBlock  # the policy, why, loss scaling, the dtype training really computed in
     xla: bool
-    strategy: dict[str, Any]
+    strategy: StrategyBlock
     epochs: int
     batch_size: int  # global, over every replica
     batch_size_per_replica: int
@@ -199,7 +228,7 @@ class TrainResult(JsonResult):
     train_seconds: float
     exported_dtype: str = "float32"
     trtconv_version: str = __version__
-    environment: dict[str, Any]
+    environment: Environment
 
 
 def train(options: TrainOptions) -> TrainResult:
@@ -321,26 +350,21 @@ class _Session:
         replicas = int(self.distribution.num_replicas_in_sync)
         return TrainResult(
             model=config.name,
-            input={"name": config.input_name, "shape": [None, *shape], "dtype": "float32"},
-            output={"name": OUTPUT_NAME, "shape": [None, classes], "dtype": "float32"},
+            input=TensorBlock(config.input_name, [None, *shape]),
+            output=TensorBlock(OUTPUT_NAME, [None, classes]),
             preprocessing={
                 **_preprocessing(prepared.spec, config, prepared.pixels),
                 "image_size": list(shape[:2]),
             },
             labels=train_set.class_names or [str(i) for i in range(classes)],
-            data={
-                "source": prepared.spec,
-                "train_samples": len(train_set),
-                "test_samples": len(prepared.test_set),
-                "split": _split(prepared.spec),
-                "sha256": train_set.sha256(),
-            },
-            amp={
-                "policy": self.amp_choice.policy,
-                "reason": self.amp_choice.reason,
-                "loss_scaling": self.amp_choice.loss_scaling,
-                "training_compute_dtype": result.compute_dtype,
-            },
+            data=DataBlock(
+                prepared.spec,
+                len(train_set),
+                len(prepared.test_set),
+                HeldOut.of(prepared.spec),
+                train_set.sha256(),
+            ),
+            amp=AmpBlock.of(self.amp_choice, result.compute_dtype),
             xla=self.xla,
             strategy=describe_strategy(self.plan, self.distribution),
             epochs=len(result.epoch_seconds),
@@ -351,5 +375,5 @@ class _Session:
             test_accuracy=accuracy,
             train_images_per_s=result.images_per_s,
             train_seconds=train_seconds,
-            environment=environment_block(registry.declared_packages()),
+            environment=machine_environment(registry.declared_packages()),
         )

@@ -4,6 +4,7 @@ how the CPU plugin computes it, set when the runner compiles it); int8 is the NN
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from trtconv.backends.openvino.ladder import quantize_int8
 from trtconv.backends.openvino.runner import INFERENCE_PRECISION
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.lazy import require
-from trtconv.environment import cpu_info
+from trtconv.facts import probe_cpu
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 
 SHARED_KEY = "openvino float IR"
@@ -48,14 +49,10 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
             raise ConversionError("openvino int8 needs calibration data (request.calibration).")
         model, quantization = quantize_int8(model.clone(), request)  # the shared IR stays float
         # Ops the int8 ladder kept in float pin the precision the runner computes them in.
-        pinned = quantization.pop("inference_precision", None)
+        pinned = quantization.inference_precision
         summary["inference_precision"] = pinned or summary["inference_precision"]
-        summary["quantization"] = quantization
+        summary["quantization"] = replace(quantization, inference_precision=None).to_json()
     ir.save_ir(model, Path(request.output_dir))
     summary["op_counts"] = ir.op_counts(model)
-    return ConversionOutcome(payload=ir.PAYLOAD, summary=summary, device=_device())
-
-
-def _device() -> dict[str, Any]:
-
-    return {"device": "CPU", "cpu": cpu_info()["model"]}
+    device = {"device": "CPU", "cpu": probe_cpu().model}
+    return ConversionOutcome(payload=ir.PAYLOAD, summary=summary, device=device)

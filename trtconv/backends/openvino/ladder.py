@@ -22,6 +22,7 @@ import logging
 import math
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ import numpy as np
 from trtconv.backends.openvino.quantize import (
     AccuracyControl,
     NncfOptions,
+    NncfSummary,
     StopAccuracyControl,
     quantize_model,
     quantize_with_accuracy_control,
@@ -47,7 +49,13 @@ from trtconv.protocol.request import ConversionRequest, SearchSlice
 from trtconv.quantize.budget import CALIBRATE, PROBE, TimeLimit
 from trtconv.quantize.isa import cpu_weight_range
 from trtconv.quantize.ladder import MAX_FLOAT_SHARE
-from trtconv.quantize.ladder_record import FloatNode, LadderStep, NncfLadderRecord, float_node
+from trtconv.quantize.ladder_record import (
+    AccuracyControlSettings,
+    FloatNode,
+    LadderStep,
+    NncfLadderRecord,
+    float_node,
+)
 from trtconv.quantize.search import (
     Score,
     budget_and_search_data,
@@ -68,9 +76,10 @@ SCORE_BATCH = 32
 # OpenVINO's CPU default on bf16 CPUs would compute them in bf16. A model with operations kept
 # in float pins f32 (recorded as the conversion's `inference_precision`, read by the runner).
 PINNED = "f32"
+METRIC = "top-1 agreement with the native model"  # what accuracy control scores
 
 
-def quantize_int8(model: Any, request: ConversionRequest) -> tuple[Any, dict[str, Any]]:
+def quantize_int8(model: Any, request: ConversionRequest) -> tuple[Any, NncfSummary]:
     """(the int8 `ov.Model`, its quantisation summary with the `ladder` record) for `model`.
 
     Without `request.search` (--no-fallback) NNCF's int8 as it comes, `ladder` None. With ops
@@ -79,13 +88,13 @@ def quantize_int8(model: Any, request: ConversionRequest) -> tuple[Any, dict[str
     CPUs without VNNI), recorded with the summary. Raises ConversionError when NNCF fails.
     """
     assert request.calibration is not None  # the converter checks it
-    reduce_range, decision = cpu_weight_range(request.int8_target)
-    options = NncfOptions(reduce_range=reduce_range)
+    choice = cpu_weight_range(request.int8_target)
+    options = NncfOptions(reduce_range=choice.reduce_range)
     if request.search is None:
         quantized, summary = quantize_model(model, request.calibration, options)
-        return quantized, {**summary, "ladder": None, **decision}
+        return quantized, summary.with_weights(choice)
     quantized, summary = NncfLadder(request.search, request.calibration, options).climb(model)
-    return quantized, {**summary, **decision}
+    return quantized, summary.with_weights(choice)
 
 
 class SliceScorer:
@@ -175,14 +184,14 @@ class NncfLadder:
         self.steps: list[LadderStep] = []
         self.outcome = ""
         self.kept_float: list[FloatNode] = []
-        self.control: dict[str, Any] | None = None
+        self.control: AccuracyControlSettings | None = None
         checked = rate_words({name: role.role for name, role in self.scorer.roles.items()})
         self.note = resolution_note(len(search.data), search.tolerance, checked)
         self.unshowable = unshowable(len(search.data), search.tolerance)
         if self.note:
             log.warning("int8 ladder: %s", self.note)
 
-    def climb(self, model: Any) -> tuple[Any, dict[str, Any]]:
+    def climb(self, model: Any) -> tuple[Any, NncfSummary]:
         """(the model to ship, its quantisation summary with the ladder record)."""
         step_started = time.perf_counter()
         full, summary = quantize_model(model, self.feed, self.options)
@@ -239,9 +248,9 @@ class NncfLadder:
         max_drop = 1.0 - (aim if aim is not None and tolerance.confidence > 0
                           else tolerance.min_top1_agreement)  # fmt: skip
         ranking = min(RANKING_SAMPLES, len(data))
-        self.control = {"max_drop": round(max_drop, 6), "drop_type": "absolute",
-                        "max_num_iterations": iterations, "ranking_subset_size": ranking,
-                        "metric": "top-1 agreement with the native model"}  # fmt: skip
+        self.control = AccuracyControlSettings(
+            round(max_drop, 6), "absolute", iterations, ranking, METRIC
+        )
 
         out_of_time = self.clock.steps_of(PROBE)  # each evaluation fits, or none starts
 
@@ -268,16 +277,16 @@ class NncfLadder:
                  seconds)  # fmt: skip
         return score if score is not None else Score(None, None, None, math.inf, False)
 
-    def give_up(self, summary: dict[str, Any], score: Score, why: str) -> dict[str, Any]:
+    def give_up(self, summary: NncfSummary, score: Score, why: str) -> NncfSummary:
         """The full int8 model's summary, with why the ladder stopped short of the budget."""
         self.outcome = f"budget not met: {why}; kept full int8 (step 0)"
         log.warning("int8 ladder: %s", self.outcome)
         return self.summary(summary, score, 0)
 
-    def summary(self, summary: dict[str, Any], score: Score, chosen: int) -> dict[str, Any]:
+    def summary(self, summary: NncfSummary, score: Score, chosen: int) -> NncfSummary:
         """`summary` with the ladder record, and the pinned precision when ops are in float."""
-        pinned = {"inference_precision": PINNED} if chosen else {}
-        return {**summary, **pinned, "ladder": self.record(score, chosen).to_json()}
+        pinned = PINNED if chosen else None
+        return replace(summary, inference_precision=pinned, ladder=self.record(score, chosen))
 
     def record(self, chosen_score: Score, chosen_step: int) -> NncfLadderRecord:
         """The ladder for the manifest, in the ONNX Runtime ladder's shape (trtconv.quantize.
@@ -320,7 +329,7 @@ def reverted_ops(full: Any, restored: Any) -> list[FloatNode]:
     before, after = weighted_ops(full), weighted_ops(restored)
     types = {op.get_friendly_name(): op.get_type_name() for op in restored.get_ordered_ops()}
     return [
-        float_node({"node": name, "op_type": types[name], **tf_origin(name)}, None)
+        float_node(name, types[name], tf_origin(name), None)
         for name, int8 in before.items()
         if int8 and after.get(name) is False
     ]

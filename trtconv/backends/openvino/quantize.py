@@ -23,13 +23,15 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds
-from trtconv.quantize.isa import CPU_SCHEME
+from trtconv.core.results import JsonResult, optional_key
+from trtconv.quantize.isa import CPU_SCHEME, WeightChoice
+from trtconv.quantize.ladder_record import NncfLadderRecord
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +52,45 @@ class NncfOptions:
         return OVERFLOW_FIX[self.reduce_range]
 
 
+@dataclass(frozen=True, kw_only=True)
+class NncfSummary(JsonResult):
+    """An OpenVINO int8 model's `quantization` block: NNCF's settings and what it quantised,
+    the precision the artifact must run in when ops are kept in float, the ladder's record
+    (None: the ladder was off) and the weight range chosen for where it will run."""
+
+    tool: str = "nncf"
+    nncf_version: str
+    # uint8 activations (after ReLU) x int8 weights on the CPU's int8 kernels: the same class as
+    # ONNX Runtime's U8S8, with the same saturation without VNNI.
+    scheme: str = CPU_SCHEME
+    format: str = "FakeQuantize (NNCF defaults: min/max ranges, fast bias correction)"
+    samples: int
+    batches: int
+    overflow_fix: str
+    reduce_range: bool
+    float_nodes: list[str] = field(default_factory=list)
+    int8_weight_ops: int
+    float_weight_ops: list[str] = field(default_factory=list)
+    quantize_seconds: float
+    inference_precision: str | None = optional_key()
+    ladder: NncfLadderRecord | None = None
+    int8_target: str | None = None
+    weight_range_reason: str | None = None
+    converted_on_cpu_class: str | None = None
+
+    def with_weights(self, choice: WeightChoice) -> NncfSummary:
+        """This block with the weight range chosen for where it will run."""
+        return replace(
+            self,
+            int8_target=choice.int8_target,
+            weight_range_reason=choice.weight_range_reason,
+            converted_on_cpu_class=choice.converted_on_cpu_class,
+        )
+
+
 def quantize_model(
     model: Any, feed: CalibrationFeed, options: NncfOptions
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Any, NncfSummary]:
     """(the quantised `ov.Model`, the quantisation summary) for `model` calibrated on `feed`.
 
     Every batch of `feed` is used once. Raises ConversionError when the feed is empty or NNCF
@@ -100,7 +138,7 @@ class AccuracyControl:
 
 def quantize_with_accuracy_control(
     model: Any, feed: CalibrationFeed, options: NncfOptions, control: AccuracyControl
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Any, NncfSummary]:
     """(the `ov.Model` NNCF's accuracy control settled on, its quantisation summary): `model`
     quantised as `quantize_model` does, then its most damaging quantised operations kept in
     float as `control` bounds it. Raises StopAccuracyControl when `control.metric` does (a
@@ -148,26 +186,21 @@ def _advanced(nncf: Any, options: NncfOptions) -> Any:
 
 def _summary(
     quantized: Any, batches: list[Feeds], options: NncfOptions, started: float
-) -> dict[str, Any]:
+) -> NncfSummary:
     """The quantisation summary of `quantized`, calibrated on `batches` from `started` on."""
     nncf = require("nncf")
     weighted = weighted_ops(quantized)
-    return {
-        "tool": "nncf",
-        "nncf_version": nncf.__version__,
-        # uint8 activations (after ReLU) x int8 weights on the CPU's int8 kernels: the same
-        # class as ONNX Runtime's U8S8, with the same saturation without VNNI.
-        "scheme": CPU_SCHEME,
-        "format": "FakeQuantize (NNCF defaults: min/max ranges, fast bias correction)",
-        "samples": sum(len(next(iter(batch.values()))) for batch in batches),
-        "batches": len(batches),
-        "overflow_fix": options.overflow_fix,
-        "reduce_range": options.reduce_range,
-        "float_nodes": list(options.ignored_nodes),
-        "int8_weight_ops": sum(weighted.values()),
-        "float_weight_ops": sorted(name for name, int8 in weighted.items() if not int8),
-        "quantize_seconds": round(time.perf_counter() - started, 3),
-    }
+    return NncfSummary(
+        nncf_version=nncf.__version__,
+        samples=sum(len(next(iter(batch.values()))) for batch in batches),
+        batches=len(batches),
+        overflow_fix=options.overflow_fix,
+        reduce_range=options.reduce_range,
+        float_nodes=list(options.ignored_nodes),
+        int8_weight_ops=sum(weighted.values()),
+        float_weight_ops=sorted(name for name, int8 in weighted.items() if not int8),
+        quantize_seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 def _ignored_scope(nncf: Any, names: Sequence[str]) -> Any:

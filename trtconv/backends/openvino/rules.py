@@ -3,10 +3,12 @@ only where the CPU computes them natively (OpenVINO's CPU plugin would otherwise
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from trtconv.core.lazy import require
 from trtconv.facts import Facts
+from trtconv.protocol.doctor import DoctorSection, LibraryRow
 from trtconv.protocol.support import Support, verdict
 
 NAME = "openvino"
@@ -34,41 +36,55 @@ def support(facts: Facts, precision: str) -> Support:
     return verdict(NAME, precision, f"OpenVINO {version}{how} on the CPU")
 
 
-def doctor_section(facts: Facts) -> dict[str, Any]:
-    """The doctor's `openvino` block: versions, and the devices OpenVINO sees with what each
-    computes natively (asked of OpenVINO itself)."""
-    version = facts.version("openvino")
+@dataclass(frozen=True)
+class OpenVinoDevice:
+    """A device OpenVINO sees, and what it computes natively (OPTIMIZATION_CAPABILITIES)."""
+
+    name: str
+    full_name: str
+    capabilities: list[str]
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.full_name} ({', '.join(self.capabilities)})"
+
+
+@dataclass(frozen=True)
+class OpenVinoSection(DoctorSection):
+    """The doctor's `openvino` block: versions, the devices OpenVINO sees with what each computes
+    natively (asked of OpenVINO itself), and its row of doctor's libraries table."""
+
+    KEY: ClassVar[str] = NAME
+    version: str | None
+    nncf_version: str | None
+    devices: list[OpenVinoDevice]
+    notes: str
+    row: LibraryRow
+
+    def library_rows(self) -> list[LibraryRow]:
+        return [self.row]
+
+
+def doctor_section(facts: Facts) -> OpenVinoSection:
+    """The doctor's `openvino` section for the machine `facts` describe."""
+    version, nncf = facts.version("openvino"), facts.version("nncf")
     devices, notes = probe_devices() if version else ([], "not installed: " + INSTALL_FIX)
-    described = "; ".join(f"{d['name']}: {d['full_name']} ({', '.join(d['capabilities'])})"
-                          for d in devices)  # fmt: skip
-    return {
-        NAME: {
-            "version": version,
-            "nncf_version": facts.version("nncf"),
-            "devices": devices,
-            "notes": notes,
-            # One row of doctor's libraries table.
-            "row": {
-                "component": "OpenVINO",
-                "version": version,
-                "details": f"devices: {described or 'none'}; NNCF {facts.version('nncf')}"
-                + (f"; {notes}" if notes else ""),
-            },
-        }
-    }
+    described = "; ".join(device.describe() for device in devices)
+    details = f"devices: {described or 'none'}; NNCF {nncf}" + (f"; {notes}" if notes else "")
+    row = LibraryRow(component="OpenVINO", version=version, details=details)
+    return OpenVinoSection(version, nncf, devices, notes, row)
 
 
-def probe_devices() -> tuple[list[dict[str, Any]], str]:
-    """([{name, full_name, capabilities}] for every device OpenVINO sees, a note on failure)."""
+def probe_devices() -> tuple[list[OpenVinoDevice], str]:
+    """(every device OpenVINO sees, a note on failure)."""
 
     try:
         core = require("openvino").Core()
         return [
-            {
-                "name": name,
-                "full_name": str(core.get_property(name, "FULL_DEVICE_NAME")),
-                "capabilities": list(core.get_property(name, "OPTIMIZATION_CAPABILITIES")),
-            }
+            OpenVinoDevice(
+                name,
+                str(core.get_property(name, "FULL_DEVICE_NAME")),
+                list(core.get_property(name, "OPTIMIZATION_CAPABILITIES")),
+            )
             for name in core.available_devices
         ], ""
     except Exception as exc:  # a broken install is a row in the report, not a crash

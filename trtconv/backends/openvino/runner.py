@@ -20,6 +20,7 @@ with them).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,20 @@ LATENCY, THROUGHPUT = "latency", "throughput"
 HINTS = (LATENCY, THROUGHPUT)
 # trtconv precision -> OpenVINO's INFERENCE_PRECISION_HINT; None: the plugin's default.
 INFERENCE_PRECISION = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": None}
+# `compile_model`'s configuration: OpenVINO property names and their values.
+CompileConfig = dict[str, str | bool | int]
+
+
+@dataclass(frozen=True)
+class RuntimeProperties:
+    """What OpenVINO chose for a compiled model (its property values as OpenVINO spells them),
+    the inference requests trtconv keeps and the performance hint it asked for."""
+
+    inference_precision_hint: str
+    num_streams: str
+    inference_num_threads: str
+    infer_requests: int
+    performance_hint: str
 
 
 class OpenVinoRunner(Runner):
@@ -67,17 +82,16 @@ class OpenVinoRunner(Runner):
         self.compiled: Any = None
         self._requests: list[Any] = []
 
-    def compile_config(self) -> dict[str, Any]:
-        """The `compile_model` configuration for this runner's hint, precision and threads."""
-        return compile_config(self.precision, self.hint, self.threads, self.inference_precision)
-
     def activate_impl(self) -> ModelSignature:
         ov = require("openvino")
         if not self.path.is_file():
             raise InputError(f"OpenVINO model {self.path} does not exist.")
         core = ov.Core()
         try:
-            self.compiled = core.compile_model(str(self.path), DEVICE, self.compile_config())
+            config = compile_config(
+                self.precision, self.hint, self.threads, self.inference_precision
+            )
+            self.compiled = core.compile_model(str(self.path), DEVICE, config)
         except Exception as exc:
             raise InputError(f"OpenVINO could not load {self.path}: {first_line(exc)}") from exc
         count = 1
@@ -89,15 +103,16 @@ class OpenVinoRunner(Runner):
             outputs=tuple(_spec(port) for port in self.compiled.outputs),
         )
 
-    def runtime_properties(self) -> dict[str, Any]:
+    def runtime_properties(self) -> RuntimeProperties:
         """What OpenVINO chose for this compiled model: precision, streams, threads, requests."""
-        keys = ("INFERENCE_PRECISION_HINT", "NUM_STREAMS", "INFERENCE_NUM_THREADS")
-        found: dict[str, Any] = {
-            key.lower(): _text(self.compiled.get_property(key)) for key in keys
-        }
-        found["infer_requests"] = len(self._requests)
-        found["performance_hint"] = self.hint
-        return found
+        read = self.compiled.get_property
+        return RuntimeProperties(
+            inference_precision_hint=_text(read("INFERENCE_PRECISION_HINT")),
+            num_streams=_text(read("NUM_STREAMS")),
+            inference_num_threads=_text(read("INFERENCE_NUM_THREADS")),
+            infer_requests=len(self._requests),
+            performance_hint=self.hint,
+        )
 
     def deactivate_impl(self) -> None:
         self._requests, self.compiled = [], None
@@ -130,10 +145,10 @@ def compile_config(
     hint: str = LATENCY,
     threads: int | None = None,
     inference_precision: str | None = None,
-) -> dict[str, Any]:
+) -> CompileConfig:
     """OpenVINO's `compile_model` configuration for a trtconv precision, hint and thread count;
     `inference_precision` (an OpenVINO type name) replaces the precision's own."""
-    config: dict[str, Any] = {
+    config: CompileConfig = {
         "PERFORMANCE_HINT": hint.upper(),
         "CPU_DENORMALS_OPTIMIZATION": True,
     }

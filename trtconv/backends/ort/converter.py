@@ -84,12 +84,14 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         "provider_options": [provider_options(p, request.precision) for p in providers],
     }
     if request.precision in ("fp32", "tf32"):
-        summary.update(optimize_offline(request.onnx_path, output, providers))
+        seconds = optimize_offline(request.onnx_path, output, providers)
+        summary.update(optimization_level=SAVED_OPTIMIZATION, optimize_seconds=seconds)
     elif request.precision == "int8":
         # ONNX Runtime on this CPU runs the CPU scheme itself: the ladder's timing says what
         # int8 buys. Kept as pure Q/DQ (no offline fusion into QLinearConv): the same file runs
         # on any EP and is what TensorRT builds explicit-precision engines from.
-        qdq, summary["quantization"] = qdq_model(request, QDQ_SCHEME, timed=True)
+        qdq, quantization = qdq_model(request, QDQ_SCHEME, timed=True)
+        summary["quantization"] = quantization.to_json()
         shutil.copyfile(qdq, output)
     elif request.precision == "fp16":
         fp16 = fp16_model(request, output)
@@ -99,19 +101,16 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     else:
         raise UsageError(f"The ort backend does not support precision '{request.precision}'.")
     summary["op_counts"] = op_counts(output)
-    return ConversionOutcome(payload=PAYLOAD, summary=summary, device=_device(providers))
-
-
-def _device(providers: list[str]) -> dict[str, Any]:
-    device: dict[str, Any] = {"provider": providers[0], "cpu": probe_cpu().model}
+    device: dict[str, str | None] = {"provider": providers[0], "cpu": probe_cpu().model}
     if providers[0] != CPU:
         gpus = probe_gpus()
         device["gpu"] = gpus[0].name if gpus else None
-    return device
+    return ConversionOutcome(payload=PAYLOAD, summary=summary, device=device)
 
 
-def optimize_offline(source: Path, output: Path, providers: list[str]) -> dict[str, Any]:
-    """Apply ORT_ENABLE_BASIC graph optimisations to `source` and save them as `output`."""
+def optimize_offline(source: Path, output: Path, providers: list[str]) -> float:
+    """Apply ORT_ENABLE_BASIC graph optimisations to `source` and save them as `output`;
+    returns the seconds it took."""
     ort = require("onnxruntime")
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
@@ -123,7 +122,4 @@ def optimize_offline(source: Path, output: Path, providers: list[str]) -> dict[s
         raise ConversionError(f"ONNX Runtime could not optimise {source}: {exc}") from exc
     if not output.is_file():
         raise ConversionError(f"ONNX Runtime wrote no optimised model to {output}.")
-    return {
-        "optimization_level": SAVED_OPTIMIZATION,
-        "optimize_seconds": round(time.perf_counter() - started, 3),
-    }
+    return round(time.perf_counter() - started, 3)

@@ -4,9 +4,11 @@ a GPU provider and converts anywhere (validated by float16 emulation where none 
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from trtconv.facts import Facts
+from trtconv.protocol.doctor import DoctorSection, LibraryRow
 from trtconv.protocol.support import EXPORT_FIX, Support, gpu_too_old, onnx_export_missing, verdict
 
 NAME = "ort"
@@ -75,17 +77,34 @@ def both_packages_note(facts: Facts) -> str:
     )
 
 
-def doctor_section(facts: Facts) -> dict[str, Any]:
+@dataclass(frozen=True)
+class OnnxRuntimeSection(DoctorSection):
     """The doctor's `onnxruntime` block: version, the installed ONNX Runtime packages (both when
-    both are), and the providers that really run."""
+    both are), the providers that really run and those the build lists."""
+
+    KEY: ClassVar[str] = "onnxruntime"
+    version: str | None
+    packages: dict[str, str | None]
+    providers: list[str]
+    available_providers: list[str]
+    notes: str
+
+    def library_rows(self) -> list[LibraryRow]:
+        providers = ", ".join(self.providers) or "none"
+        packages = ", ".join(f"{name} {version}" for name, version in self.packages.items())
+        notes = f"; {self.notes}" if self.notes else ""
+        details = f"{packages or 'not installed'}; providers: {providers}{notes}"
+        return [LibraryRow(component="ONNX Runtime", version=self.version, details=details)]
+
+
+def doctor_section(facts: Facts) -> OnnxRuntimeSection:
+    """The doctor's `onnxruntime` section for the machine `facts` describe."""
     ort = facts.onnxruntime
     notes = [note for note in (both_packages_note(facts), ort.reason) if note]
-    return {
-        "onnxruntime": {
-            "version": ort.version,
-            "packages": {name: facts.version(name) for name in PACKAGES if facts.version(name)},
-            "providers": list(ort.providers),
-            "available_providers": list(ort.available_providers),
-            "notes": "; ".join(notes),
-        }
-    }
+    return OnnxRuntimeSection(
+        version=ort.version,
+        packages={name: facts.version(name) for name in PACKAGES if facts.version(name)},
+        providers=list(ort.providers),
+        available_providers=list(ort.available_providers),
+        notes="; ".join(notes),
+    )

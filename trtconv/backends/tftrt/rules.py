@@ -9,10 +9,12 @@ TF-TRT, its INT8 calibration included, needs TensorRT 8 (8.6.1+); TensorRT 10 an
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from trtconv.facts import Facts, TfTrtReport, version_tuple
 from trtconv.facts.tensorflow import TFTRT_LINKED_TENSORRT
+from trtconv.protocol.doctor import DoctorSection, LibraryRow
 from trtconv.protocol.support import NO_GPU, Support, gpu_text, gpu_too_old, verdict
 
 NAME = "tftrt"
@@ -123,17 +125,36 @@ def support(facts: Facts, precision: str) -> Support:
     return verdict(NAME, precision, f"TF-TRT{how} with TensorRT {loaded} on {gpu_text(facts)}")
 
 
-def doctor_section(facts: Facts) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TfTrtSection(DoctorSection):
     """The doctor's `tf_trt` block: usable, why, and the TensorRT it links and loads."""
+
+    KEY: ClassVar[str] = "tf_trt"
+    usable: bool
+    reason: str
+    linked_tensorrt: str | None  # None: TensorFlow not asked (doctor --quick)
+    loaded_tensorrt: str | None
+    libnvinfer: str
+    asked_tensorflow: bool
+
+    def library_rows(self) -> list[LibraryRow]:
+        linked = self.linked_tensorrt or "? (--quick: TensorFlow not asked)"
+        versions = f"links TensorRT {linked}"
+        if self.loaded_tensorrt:
+            versions += f", loads {self.loaded_tensorrt}"
+        details = f"{versions}: {self.reason}"
+        return [LibraryRow(component="TF-TRT", version=None, details=details, usable=self.usable)]
+
+
+def doctor_section(facts: Facts) -> TfTrtSection:
+    """The doctor's `tf_trt` section for the machine `facts` describe."""
     tf = facts.tensorflow
     usable, reason = status(facts)
-    return {
-        "tf_trt": {
-            "usable": usable,
-            "reason": reason,
-            "linked_tensorrt": tf.asked.linked if tf.asked else None,
-            "loaded_tensorrt": (tf.asked.loaded if tf.asked else None) or tf.libnvinfer_version,
-            "libnvinfer": tf.libnvinfer_reason or f"loadable ({tf.libnvinfer_version})",
-            "asked_tensorflow": tf.asked is not None,
-        }
-    }
+    return TfTrtSection(
+        usable=usable,
+        reason=reason,
+        linked_tensorrt=tf.asked.linked if tf.asked else None,
+        loaded_tensorrt=(tf.asked.loaded if tf.asked else None) or tf.libnvinfer_version,
+        libnvinfer=tf.libnvinfer_reason or f"loadable ({tf.libnvinfer_version})",
+        asked_tensorflow=tf.asked is not None,
+    )

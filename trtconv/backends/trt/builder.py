@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.core.errors import ConversionError, InputError, UsageError
+from trtconv.core.results import JsonResult
 from trtconv.facts import Gpu
 
 PAYLOAD = "model.plan"
@@ -53,15 +54,6 @@ class BuildPlan:
     set_flags: tuple[str, ...]
     clear_flags: tuple[str, ...]
     strongly_typed: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "builder_flags_set": list(self.set_flags),
-            "builder_flags_cleared": list(self.clear_flags),
-            "strongly_typed": self.strongly_typed,
-            "built_from": self.source,
-            "explicit_quantization": self.precision == "int8",
-        }
 
 
 # precision -> (source, flags to set, flags to clear), TensorRT 10 (weakly typed).
@@ -165,8 +157,24 @@ class TimingCacheUse:
     status: str  # "reused" | "new" | "rejected"
     reason: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": str(self.path), "status": self.status, "reason": self.reason}
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSummary(JsonResult):
+    """What a TensorRT engine build did (the start of the conversion summary): the version, the
+    network's layers, the plan's builder flags and source, the optimisation profile (per input:
+    min, opt, max shapes), the batch range and the timing cache."""
+
+    tensorrt_version: str
+    layers: int
+    builder_flags_set: list[str]
+    builder_flags_cleared: list[str]
+    strongly_typed: bool
+    built_from: str
+    explicit_quantization: bool
+    profile: dict[str, list[list[int]]]
+    batch_range: list[int]
+    timing_cache: TimingCacheUse
+    timing_cache_reused: bool
 
 
 def attach_timing_cache(config: Any, path: Path) -> tuple[Any, TimingCacheUse]:

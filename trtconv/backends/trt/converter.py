@@ -14,6 +14,7 @@ from trtconv.backends.trt.builder import (
     PAYLOAD,
     TIMING_CACHE,
     BuildPlan,
+    EngineSummary,
     attach_timing_cache,
     build_plan,
     configure_builder,
@@ -28,6 +29,7 @@ from trtconv.backends.trt.runner import create_builder, cuda_ready
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.fsutil import write_atomic
 from trtconv.core.lazy import require
+from trtconv.core.results import JsonResult
 from trtconv.onnxlib.fp16_model import fp16_model
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 from trtconv.quantize.build import qdq_model
@@ -40,7 +42,7 @@ QDQ_SCHEME = "s8s8"
 
 def source_onnx(
     request: ConversionRequest, plan: BuildPlan, work: Path
-) -> tuple[Path, dict[str, Any] | None]:
+) -> tuple[Path, JsonResult | None]:
     """(the ONNX the plan builds from, its `quantization` block for int8 or `fp16` block): the
     export quantised to S8S8 Q/DQ (trtconv.quantize.build; checked for what TensorRT
     dequantises), the mixed fp16 model of the export written into `work`
@@ -58,7 +60,7 @@ def source_onnx(
         return qdq, quantization
     if plan.source == "fp16":
         fp16 = work / "model.fp16.onnx"
-        return fp16, fp16_model(request, fp16).to_json()  # float32 where float16 overflows
+        return fp16, fp16_model(request, fp16)  # float32 where float16 overflows
     return request.onnx_path, None
 
 
@@ -74,17 +76,17 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     plan = build_plan(tensorrt_major(trt), request.precision)
     with tempfile.TemporaryDirectory(prefix="trtconv-trt-") as work:
         source, quantization = source_onnx(request, plan, Path(work))
-        summary = build_engine(trt, source, plan, request)
+        summary = build_engine(trt, source, plan, request).to_json()
     summary["source_onnx"] = source.name
     if quantization is not None:
-        summary["fp16" if plan.source == "fp16" else "quantization"] = quantization
+        summary["fp16" if plan.source == "fp16" else "quantization"] = quantization.to_json()
     gpu = registry.facts_here().best_gpu
     return ConversionOutcome(PAYLOAD, summary, gpu.to_dict() if gpu else {})
 
 
 def build_engine(
     trt: Any, source: Path, plan: BuildPlan, request: ConversionRequest
-) -> dict[str, Any]:
+) -> EngineSummary:
     """Parse `source`, build by `plan` into request.output_dir (engine and timing cache), keep
     the timing cache for the next build; returns the conversion summary."""
     logger = trt.Logger(trt.Logger.WARNING)
@@ -108,15 +110,19 @@ def build_engine(
     timing = bytes(cache.serialize())
     (request.output_dir / TIMING_CACHE).write_bytes(timing)
     _keep_timing_cache(stored, timing)
-    return {
-        "tensorrt_version": str(trt.__version__),
-        "layers": int(network.num_layers),
-        **plan.to_dict(),
-        "profile": {name: [list(s) for s in shape] for name, shape in shapes.items()},
-        "batch_range": [min(request.batch_sizes), max(request.batch_sizes)],
-        "timing_cache": cache_use.to_dict(),
-        "timing_cache_reused": cache_use.status == "reused",
-    }
+    return EngineSummary(
+        tensorrt_version=str(trt.__version__),
+        layers=int(network.num_layers),
+        builder_flags_set=list(plan.set_flags),
+        builder_flags_cleared=list(plan.clear_flags),
+        strongly_typed=plan.strongly_typed,
+        built_from=plan.source,
+        explicit_quantization=plan.precision == "int8",
+        profile={name: [list(s) for s in shape] for name, shape in shapes.items()},
+        batch_range=[min(request.batch_sizes), max(request.batch_sizes)],
+        timing_cache=cache_use,
+        timing_cache_reused=cache_use.status == "reused",
+    )
 
 
 def _keep_timing_cache(path: Path, data: bytes) -> None:

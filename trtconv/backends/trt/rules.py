@@ -3,9 +3,11 @@ high enough compute capability, and the ONNX export's libraries."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from trtconv.facts import Facts, version_tuple
+from trtconv.protocol.doctor import DoctorSection, LibraryRow
 from trtconv.protocol.support import (
     EXPORT_FIX,
     GPU_FIX,
@@ -65,13 +67,25 @@ def support(facts: Facts, precision: str) -> Support:
     return runs
 
 
-def doctor_section(facts: Facts) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TensorRtSection(DoctorSection):
     """The doctor's `tensorrt` block: the Python module's version and whether it is usable."""
+
+    KEY: ClassVar[str] = "tensorrt"
+    version: str | None
+    usable: bool
+    reason: str
+
+    def library_rows(self) -> list[LibraryRow]:
+        details = self.reason or "usable"
+        return [LibraryRow(component="TensorRT (python)", version=self.version, details=details)]
+
+
+def doctor_section(facts: Facts) -> TensorRtSection:
+    """The doctor's `tensorrt` section for the machine `facts` describe."""
     problem = module_problem(facts)
-    return {
-        "tensorrt": {
-            "version": facts.tensorrt.version,
-            "usable": not problem and facts.has_gpu,
-            "reason": problem if facts.tensorrt.version is None or problem else "",
-        }
-    }
+    return TensorRtSection(
+        version=facts.tensorrt.version,
+        usable=not problem and facts.has_gpu,
+        reason=problem if facts.tensorrt.version is None or problem else "",
+    )
