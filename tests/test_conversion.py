@@ -12,6 +12,7 @@ from convert_fixtures import digits_rgb16_npz, small_resnet
 from trtconv import api
 from trtconv.backends.registry import open_runner
 from trtconv.core.errors import AccuracyError
+from trtconv.facts.hardware import CpuBlock
 from trtconv.manifest import Manifest, read_manifest
 from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
 from trtconv.validation import ValidateResult
@@ -188,12 +189,12 @@ def test_int8_weight_range_follows_this_cpu(digits_int8: dict[str, Any]) -> None
 
 
 # An AVX2 EPYC as environment.cpu_info() describes it: no AVX-512, no VNNI.
-EPYC_AVX2 = {
-    "model": "AMD EPYC 7B12 (described)",
-    "arch": "x86_64",
-    "logical_cores": 2,
-    "features": {"avx2": True, "fma": True, "f16c": True},
-}
+EPYC_AVX2 = CpuBlock(
+    model="AMD EPYC 7B12 (described)",
+    arch="x86_64",
+    logical_cores=2,
+    features={"avx2": True, "fma": True, "f16c": True},
+)
 
 
 def test_vnni_validated_artifact_moved_to_a_cpu_without_vnni_warns(

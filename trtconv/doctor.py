@@ -153,7 +153,7 @@ def doctor(deep: bool = True) -> DoctorReport:
 def _cpu(facts: Facts) -> CpuInfo:
     """The CPU with its int8 class: which int8 artifacts run on it exactly."""
     cpu = facts.cpu.block()
-    int8_class = cpu_int8_class(facts.cpu.to_dict())
+    int8_class = cpu_int8_class(cpu)
     return CpuInfo(
         model=cpu.model or "",
         arch=cpu.arch or "",

@@ -8,7 +8,6 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from trtconv.core.results import JsonResult
 from trtconv.facts import probe_cpu, probe_gpus
@@ -75,9 +74,11 @@ def git_commit(directory: Path | None = None) -> str | None:
     return completed.stdout.strip() or None
 
 
-def cpu_info() -> dict[str, Any]:
-    """This machine's CPU as JSON (facts.probe_cpu): model, arch, logical cores, features."""
-    return probe_cpu().to_dict()
+def cpu_info() -> CpuBlock:
+    """This machine's CPU (facts.probe_cpu) as result JSON records it: model, arch, logical
+    cores, features. Callers read it through this module, so a test can describe another CPU by
+    replacing it."""
+    return probe_cpu().block()
 
 
 def machine_environment(packages: Iterable[str] = ()) -> Environment:
@@ -91,9 +92,3 @@ def machine_environment(packages: Iterable[str] = ()) -> Environment:
         libraries=library_versions(packages),
         commit=git_commit(),
     )
-
-
-def environment_block(packages: Iterable[str] = ()) -> dict[str, Any]:
-    """`machine_environment(packages)` as JSON, for results whose `environment` is still a
-    dict."""
-    return machine_environment(packages).to_json()

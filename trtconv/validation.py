@@ -77,7 +77,7 @@ class ValidateResult(ValidationReport):
 def validating_machine() -> ValidatingMachine:
     """The CPU (and its int8 class) a validation ran on: int8 verdicts hold per CPU class."""
     cpu = environment.cpu_info()  # by module: a test describes another CPU by replacing it
-    return ValidatingMachine(cpu["model"], cpu_int8_class(cpu))
+    return ValidatingMachine(cpu.model or "", cpu_int8_class(cpu))
 
 
 def validate_runners(

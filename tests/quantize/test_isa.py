@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 
+from trtconv.facts.hardware import CpuBlock
 from trtconv.quantize import isa
 
 
-def cpu(*features: str, arch: str = "x86_64") -> dict[str, Any]:
+def cpu(*features: str, arch: str = "x86_64") -> CpuBlock:
     """A CPU described as environment.cpu_info() does (only the named features present)."""
-    return {"model": "described", "arch": arch, "features": dict.fromkeys(features, True)}
+    return CpuBlock("described", arch, None, dict.fromkeys(features, True))
 
 
 SAPPHIRE_RAPIDS = cpu("avx2", "avx512f", "avx512bw", "avx512_vnni", "amx_int8")
@@ -29,11 +30,11 @@ GRAVITON = cpu(arch="aarch64")
         (EPYC_ZEN2, isa.X86_NO_VNNI),
         (SKYLAKE_X, isa.X86_NO_VNNI),
         (GRAVITON, isa.ARM64),
-        ({"features": {}}, isa.OTHER),
-        ({"features": {"avx2": True}}, isa.X86_NO_VNNI),  # older descriptions have no arch
+        (CpuBlock(features={}), isa.OTHER),
+        (CpuBlock(features={"avx2": True}), isa.X86_NO_VNNI),  # older descriptions have no arch
     ],
 )
-def test_cpu_int8_class(described: dict[str, Any], expected: str) -> None:
+def test_cpu_int8_class(described: CpuBlock, expected: str) -> None:
     assert isa.cpu_int8_class(described) == expected
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.release.conversions import bench_row, converted, passing_validation
+from trtconv.environment import Environment
 from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
 from trtconv.release.command_options import speed_goal
@@ -197,7 +198,7 @@ def test_a_release_undecided_on_speed_is_inconclusive_in_one_sentence(tmp_path: 
     assert "30 s (gates.speed_time_limit_s)" in reason and reason.count(". ") == 0
     document = ReleaseDocument(
         config=config, config_sha256="", release_dir="", source_model=None, targets=[target],
-        bench=None, plots=[], steps=[], environment={}, created_at="",
+        bench=None, plots=[], steps=[], environment=Environment(), created_at="",
     )  # fmt: skip
     assert (document.verdict, document.exit_code) == (INCONCLUSIVE, 4)
     # Any failed gate makes it failed, not inconclusive.

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from tests.release.conversions import bench_row, converted
+from trtconv.environment import Environment
 from trtconv.measure.bench_result import BenchResult, BenchRow, Settings
 from trtconv.release.config import load_config
 from trtconv.release.document import (
@@ -47,7 +48,7 @@ def judged_document(tmp_path: Path) -> ReleaseDocument:
         bench=bench_of([row]),
         plots=[],
         steps=[StepEntry("convert-ort-fp32", False, "not run before", 1.25, 1.25)],
-        environment={},
+        environment=Environment(),
         created_at="2024-01-01T00:00:00Z",
         native_bench=[bench_row(batch_size=8, throughput_per_s=450.25)],
     )

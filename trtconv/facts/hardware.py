@@ -83,10 +83,6 @@ class Cpu:
         features = {name: name in self.features for name in CPU_FEATURES}
         return CpuBlock(self.model, self.arch, self.logical_cores, features)
 
-    def to_dict(self) -> dict[str, Any]:
-        """{model, arch, logical_cores, features: {name: present}} for every feature of note."""
-        return asdict(self.block())
-
 
 @dataclass(frozen=True)
 class Gpu:

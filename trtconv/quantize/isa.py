@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trtconv import environment
+from trtconv.facts.hardware import CpuBlock
 from trtconv.options import INT8_TARGETS
 
 log = logging.getLogger(__name__)
@@ -41,14 +42,14 @@ ARM_ARCHES = ("aarch64", "arm64")
 CPU_SCHEME = "u8s8"
 
 
-def cpu_int8_class(cpu: dict[str, Any]) -> str:
+def cpu_int8_class(cpu: CpuBlock) -> str:
     """The int8 class of a CPU described as `environment.cpu_info()` does.
 
     `cpu` has `features` ({name: bool}) and optionally `arch` (platform.machine()); a description
     without `arch` is taken as x86 when it lists x86 features.
     """
-    features = cpu.get("features") or {}
-    arch = str(cpu.get("arch") or "").lower()
+    features = cpu.features
+    arch = (cpu.arch or "").lower()
     if arch in ARM_ARCHES:
         return ARM64
     if arch and arch not in X86_ARCHES:

@@ -16,6 +16,7 @@ from trtconv.convert.result import ConvertResult
 from trtconv.convert.tournament import TournamentTable
 from trtconv.core.errors import TrtconvError
 from trtconv.core.results import JsonResult, to_jsonable
+from trtconv.environment import Environment
 from trtconv.manifest import Manifest
 from trtconv.measure.bench_result import BenchResult, BenchRow
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
@@ -148,7 +149,7 @@ class ReleaseResult(JsonResult):
     steps: list[StepEntry]
     reused_steps: list[str]
     timings: dict[str, float]  # seconds per step, and total_seconds
-    environment: dict[str, Any]
+    environment: Environment
     created_at: str
     verdict: str  # "passed", "failed" or "inconclusive" (no target passed; one was undecided)
     exit_code: int
@@ -246,7 +247,7 @@ class ReleaseDocument:
     bench: BenchResult
     plots: list[str]
     steps: list[StepEntry]
-    environment: dict[str, Any]
+    environment: Environment
     created_at: str
     native_bench: list[BenchRow] = field(default_factory=list)
     recommendation: Recommendation | None = None

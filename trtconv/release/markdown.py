@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups
+from trtconv.facts.hardware import CpuBlock
 from trtconv.measure.bench_result import BenchRow
 from trtconv.outputs.confidence import interval_text
 from trtconv.outputs.validation_report import ValidationReport
@@ -254,6 +255,7 @@ def render_markdown(document: ReleaseResult) -> str:
     """The whole release.md, from the release's result (a saved release.json, read back with
     `ReleaseResult.from_json`, renders the same report)."""
     environment = document.environment
+    cpu = environment.cpu or CpuBlock()
     batch = document.gate_batch_size
     native = _row_at(document.native_bench, batch)
     source = document.source_model
@@ -282,11 +284,11 @@ def render_markdown(document: ReleaseResult) -> str:
     lines += [
         "## Environment",
         "",
-        f"- CPU: {environment['cpu']['model']} ({environment['cpu']['logical_cores']} cores)",
-        f"- GPUs: {', '.join(g['name'] for g in environment['gpus']) or 'none'}",
-        f"- Python {environment['python']}, commit {environment['commit'] or 'unknown'}",
+        f"- CPU: {cpu.model} ({cpu.logical_cores} cores)",
+        f"- GPUs: {', '.join(gpu.name for gpu in environment.gpus or []) or 'none'}",
+        f"- Python {environment.python}, commit {environment.commit or 'unknown'}",
         "- Libraries: "
-        + ", ".join(f"{k} {v}" for k, v in environment["libraries"].items() if v is not None),
+        + ", ".join(f"{k} {v}" for k, v in (environment.libraries or {}).items() if v is not None),
         "",
     ]
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from trtconv.core.errors import GateError
 from trtconv.core.fsutil import sha256_path, write_atomic
 from trtconv.core.interrupts import sigterm_as_interrupt
 from trtconv.core.progress import Progress
-from trtconv.environment import environment_block
+from trtconv.environment import machine_environment
 from trtconv.measure.bench_result import BenchResult
 from trtconv.options import ReleaseOptions
 from trtconv.release.config import load_config
@@ -151,7 +151,7 @@ def _document(
         bench=bench,
         plots=plots,
         steps=run.steps,
-        environment=environment_block(registry.declared_packages()),
+        environment=machine_environment(registry.declared_packages()),
         created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
 

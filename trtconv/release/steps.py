@@ -95,7 +95,7 @@ def device_fingerprint() -> DeviceFingerprint:
     """This machine's DeviceFingerprint."""
     cpu = probe_cpu()
     gpus = [gpu.to_dict() for gpu in probe_gpus()]
-    return DeviceFingerprint(cpu.model, cpu.to_dict()["features"], gpus)
+    return DeviceFingerprint(cpu.model, cpu.block().features, gpus)
 
 
 class ReleaseRun:

@@ -27,7 +27,7 @@ import numpy as np
 
 from trtconv.backends.registry import worker_environment
 from trtconv.core.errors import MissingDependencyError
-from trtconv.environment import environment_block
+from trtconv.environment import machine_environment
 from trtconv.serving.deploy import model_name
 from trtconv.serving.latency import p99_interval, rate_bounds, trace_file_latencies_ms
 from trtconv.serving.options import MLPERF_MIN_DURATION_S, ServerBenchOptions
@@ -308,7 +308,7 @@ def server_bench(options: ServerBenchOptions) -> ServerBenchResult:
             "p99 intervals: 95% order-statistic (distribution-free) intervals over each run's "
             "query latencies from LoadGen's trace; an open upper end means too few queries.",
         ],
-        environment=environment_block(("nvidia-pytriton", "tritonclient", "mlcommons-loadgen")),
+        environment=machine_environment(("nvidia-pytriton", "tritonclient", "mlcommons-loadgen")),
     )
 
 

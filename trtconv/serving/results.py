@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from trtconv.core.results import JsonResult
+from trtconv.environment import Environment
 
 SERVING_SCHEMA_VERSION = 1
 
@@ -119,7 +119,7 @@ class ServerBenchResult(JsonResult):
     # qps_at_budget with dynamic batching over batch-1 serving, per model (compare_batching).
     batching_gain: dict[str, float | None]
     notes: list[str]
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: Environment = field(default_factory=Environment)
     schema_version: int = SERVING_SCHEMA_VERSION
 
 
@@ -154,5 +154,5 @@ class ScenarioBenchResult(JsonResult):
     rows: list[ScenarioRow]
     ratios_vs_baseline: dict[str, float | None]  # completed_qps over the first model's
     notes: list[str]
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: Environment = field(default_factory=Environment)
     schema_version: int = SERVING_SCHEMA_VERSION

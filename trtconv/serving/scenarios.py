@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trtconv.environment import environment_block
+from trtconv.environment import machine_environment
 from trtconv.serving.latency import p99_interval
 from trtconv.serving.loadtest import (
     batch_counts,
@@ -123,5 +123,5 @@ def scenario_bench(options: ScenarioBenchOptions) -> ScenarioBenchResult:
         scenario=options.scenario, run_s=options.run_s, rows=rows, ratios_vs_baseline=ratios,
         notes=[minimum, "p99 intervals: 95% order-statistic intervals over the query latencies "
                "from LoadGen's trace (open: too few queries)."],
-        environment=environment_block(("nvidia-pytriton", "tritonclient", "mlcommons-loadgen")),
+        environment=machine_environment(("nvidia-pytriton", "tritonclient", "mlcommons-loadgen")),
     )  # fmt: skip
