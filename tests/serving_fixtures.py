@@ -47,7 +47,7 @@ def pytriton_or_skip() -> None:
     except ImportError as exc:
         from trtconv.serving.status import doctor_section
 
-        why = doctor_section()["serving"]["reason"] or "see trtconv doctor"
+        why = doctor_section().reason or "see trtconv doctor"
         pytest.skip(f"serving needs nvidia-pytriton and tritonclient[http] ({exc}): {why}")
 
 

@@ -16,6 +16,7 @@ from trtconv.cli import app
 from trtconv.core.precision import PRECISIONS
 from trtconv.doctor import DoctorReport
 from trtconv.protocol.doctor import RawSection
+from trtconv.serving.status import ServingSection
 
 
 def run_doctor(*args: str, block: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
@@ -72,9 +73,9 @@ def test_json_is_one_document_and_exit_0() -> None:
     assert {"tf_trt", "tensorrt", "onnxruntime"} <= set(keys[5:-5])
     again = DoctorReport.from_json(report)
     assert list(again.sections) == keys[5:-5] and again.to_json() == report
-    # The backends' sections come back as their types; only serving's is still a plain block.
-    raw = [key for key, section in again.sections.items() if isinstance(section, RawSection)]
-    assert raw == ["serving"]
+    # The backends' and serving's sections come back as their types, none as a plain block.
+    assert isinstance(again.sections["serving"], ServingSection)
+    assert not [section for section in again.sections.values() if isinstance(section, RawSection)]
 
 
 def test_missing_libraries_are_rows_not_crashes() -> None:

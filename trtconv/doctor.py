@@ -17,9 +17,10 @@ from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.environment import git_commit
 from trtconv.facts import Facts, TensorFlowFacts
 from trtconv.facts.hardware import GpuBlock
-from trtconv.protocol.doctor import DoctorSection, RawSection, read_section
+from trtconv.protocol.doctor import DoctorSection, read_section
 from trtconv.protocol.support import Support
 from trtconv.quantize.isa import cpu_int8_class, int8_note
+from trtconv.serving.status import ServingSection
 from trtconv.serving.status import doctor_section as serving_section
 
 DOCTOR_SCHEMA_VERSION = 1
@@ -135,7 +136,7 @@ def doctor(deep: bool = True) -> DoctorReport:
         if backend.doctor is not None:
             section = backend.doctor(facts)
             sections[section.KEY] = section
-    sections.update({key: RawSection(block) for key, block in serving_section().items()})
+    sections[ServingSection.KEY] = serving_section()
     return DoctorReport(
         python=PythonInfo(facts.python, sys.executable),
         tensorflow=TensorFlowInfo.of(facts.tensorflow),

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 from trtconv.facts.libraries import dist_version, version_tuple
+from trtconv.protocol.doctor import DoctorSection, LibraryRow
 
 MIN_GLIBC = (2, 35)
 INSTALL_FIX = "pip install 'trtconv[serve]'"
@@ -36,26 +38,33 @@ def serving_reason(pytriton: str | None, glibc: str | None) -> str:
     return ""
 
 
-def doctor_section() -> dict[str, Any]:
-    """The doctor's `serving` block: versions, whether `serve` can run, and why not."""
+@dataclass(frozen=True)
+class ServingSection(DoctorSection):
+    """The doctor's `serving` block: PyTriton's, tritonclient's and LoadGen's versions, the
+    glibc, whether `trtconv serve` can run here and why not, and its libraries table row."""
+
+    KEY: ClassVar[str] = "serving"
+    pytriton_version: str | None
+    tritonclient_version: str | None
+    loadgen_version: str | None
+    glibc: str | None
+    usable: bool
+    reason: str  # "" when usable
+    row: LibraryRow
+
+    def library_rows(self) -> list[LibraryRow]:
+        return [self.row]
+
+
+def doctor_section() -> ServingSection:
+    """The doctor's `serving` section for this machine."""
     pytriton = dist_version("nvidia-pytriton")
     glibc = glibc_version()
     reason = serving_reason(pytriton, glibc)
     client = dist_version("tritonclient")
     loadgen = dist_version("mlcommons-loadgen")
-    return {
-        "serving": {
-            "pytriton_version": pytriton,
-            "tritonclient_version": client,
-            "loadgen_version": loadgen,
-            "glibc": glibc,
-            "usable": not reason,
-            "reason": reason,
-            "row": {
-                "component": "Serving (PyTriton)",
-                "version": pytriton,
-                "details": (reason or "trtconv serve can run")
-                + f"; tritonclient {client}; MLPerf LoadGen {loadgen}",
-            },
-        }
-    }
+    details = (reason or "trtconv serve can run") + (
+        f"; tritonclient {client}; MLPerf LoadGen {loadgen}"
+    )
+    row = LibraryRow(component="Serving (PyTriton)", version=pytriton, details=details)
+    return ServingSection(pytriton, client, loadgen, glibc, not reason, reason, row)
