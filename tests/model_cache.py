@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import trtconv
+from trtconv.onnxlib.export import OnnxExport
 
 LIBRARIES = ("tensorflow", "keras", "numpy", "tf2onnx", "onnx", "onnxruntime", "openvino", "nncf")
 DONE = ".complete"
@@ -87,7 +88,7 @@ def tree_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def caching_export(root: Path, export: Callable[..., dict[str, Any]]) -> Callable[..., Any]:
+def caching_export(root: Path, export: Callable[..., OnnxExport]) -> Callable[..., OnnxExport]:
     """`export` (trtconv's export_onnx: tf2onnx in a subprocess, then its checks) remembered by
     the SavedModel's bytes, the signature, the arguments and the library versions.
 
@@ -95,7 +96,9 @@ def caching_export(root: Path, export: Callable[..., dict[str, Any]]) -> Callabl
     worker or run, copy its ONNX file and summary. What trtconv does with the export (its
     check against TensorFlow, the conversion) still runs every time. Failures are not kept."""
 
-    def export_once(saved_model: Path, output: Path, signature: Any, *args: Any, **kw: Any) -> Any:
+    def export_once(
+        saved_model: Path, output: Path, signature: Any, *args: Any, **kw: Any
+    ) -> OnnxExport:
         parts = [tree_digest(Path(saved_model)), repr(signature), repr((args, kw)), *versions()]
         key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
         root.mkdir(parents=True, exist_ok=True)
@@ -105,9 +108,9 @@ def caching_export(root: Path, export: Callable[..., dict[str, Any]]) -> Callabl
             if not summary.exists():
                 result = export(saved_model, output, signature, *args, **kw)
                 shutil.copyfile(output, onnx)
-                summary.write_text(json.dumps(result))
+                summary.write_text(json.dumps(result.to_json()))
                 return result
         shutil.copyfile(onnx, output)
-        return json.loads(summary.read_text())
+        return OnnxExport.from_json(json.loads(summary.read_text()))
 
     return export_once

@@ -21,6 +21,19 @@ MANIFEST_SCHEMA_VERSION = 1
 STATUSES = ("passed", "failed", "not judged", "unvalidated")
 
 
+@dataclass(frozen=True, kw_only=True)
+class QuantizationBlock(JsonResult):
+    """What readers of an artifact use of its `conversion_summary.quantization` block, whichever
+    backend wrote it (ONNX Runtime's `QdqSummary`, OpenVINO's `NncfSummary`, TensorRT's): the
+    scheme (`u8s8`: the CPU's int8 kernels), whether the weights are 7-bit, and the int8
+    ladder's record as its JSON (None: the ladder was off), which `quantize.ladder_record`, a
+    layer above, reads back as its type. The block itself is the backend's record."""
+
+    scheme: str | None = None
+    reduce_range: bool = False
+    ladder: dict[str, Any] | None = None
+
+
 @dataclass
 class Manifest(JsonResult):
     """Everything a release needs to trust an artifact; `payload` is relative to its directory.
@@ -63,11 +76,11 @@ class Manifest(JsonResult):
         return machine.cpu_int8_class if machine else None
 
     @property
-    def quantization(self) -> dict[str, Any] | None:
-        """The int8 quantisation block the backend recorded (scheme, weights, the ladder), or
-        None for an artifact that was not quantised."""
-        block: dict[str, Any] | None = self.conversion_summary.get("quantization")
-        return block
+    def quantization(self) -> QuantizationBlock | None:
+        """What trtconv reads of the int8 quantisation block the backend recorded (scheme,
+        weights, the ladder), or None for an artifact that was not quantised."""
+        block = self.conversion_summary.get("quantization")
+        return QuantizationBlock.from_json(block) if block else None
 
 
 def write_manifest(directory: Path, manifest: Manifest) -> Path:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from trtconv.facts.hardware import CpuBlock
+from trtconv.manifest import QuantizationBlock
 from trtconv.quantize import isa
 
 
@@ -62,8 +61,8 @@ def test_weight_range_refuses_unknown_target() -> None:
         isa.weight_range("avx2", isa.X86_VNNI)
 
 
-FULL_RANGE = {"scheme": "u8s8", "reduce_range": False}
-SEVEN_BIT = {"scheme": "u8s8", "reduce_range": True}
+FULL_RANGE = QuantizationBlock(scheme="u8s8", reduce_range=False)
+SEVEN_BIT = QuantizationBlock(scheme="u8s8", reduce_range=True)
 
 
 def test_vnni_validated_full_range_artifact_warns_on_a_cpu_without_vnni() -> None:
@@ -86,12 +85,15 @@ def test_seven_bit_artifact_only_notes_the_unmeasured_class() -> None:
     [
         (FULL_RANGE, isa.X86_VNNI, isa.X86_VNNI),  # same class: its validation holds
         (FULL_RANGE, isa.X86_NO_VNNI, isa.X86_NO_VNNI),  # validated where it saturates: measured
-        ({"scheme": "s8s8"}, isa.X86_VNNI, isa.X86_NO_VNNI),  # TensorRT's scheme: GPU kernels
+        # TensorRT's scheme: GPU kernels
+        (QuantizationBlock(scheme="s8s8"), isa.X86_VNNI, isa.X86_NO_VNNI),
         (None, None, isa.X86_NO_VNNI),  # not an int8 artifact
         (FULL_RANGE, None, isa.X86_VNNI),  # unknown origin, but nothing saturates here
     ],
 )
-def test_no_warning(quantization: Any, validated_on: str | None, here: str) -> None:
+def test_no_warning(
+    quantization: QuantizationBlock | None, validated_on: str | None, here: str
+) -> None:
     assert isa.portability_warning(quantization, validated_on, here, "m") is None
 
 

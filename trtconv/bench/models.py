@@ -11,14 +11,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from trtconv.backends import registry
 from trtconv.calib.calibration_record import CalibrationRecord
 from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature
-from trtconv.manifest import read_manifest
+from trtconv.manifest import QuantizationBlock, read_manifest
 from trtconv.model_paths import (
     ARTIFACT,
     SAVED_MODEL,
@@ -49,8 +48,8 @@ class ModelEntry:
     xla: bool = False
     throughput: bool = False  # run in its backend's throughput mode (RunOptions.throughput)
     source_model: Path | None = None
-    # int8 artifacts: the Q/DQ summary and the CPU class their validation ran on.
-    quantization: dict[str, Any] | None = None
+    # int8 artifacts: their quantization block and the CPU class their validation ran on.
+    quantization: QuantizationBlock | None = None
     validated_on: str | None = None
     # Artifacts: the verdict of their conversion's validation (manifest status), the data
     # contract and the judging they were converted with.

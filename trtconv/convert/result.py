@@ -36,8 +36,8 @@ class ConvertResult(JsonResult):
     @property
     def ladder(self) -> LadderRecord | None:
         """The int8 precision ladder the manifest records (None when none climbed)."""
-        quantization = (self.manifest.quantization if self.manifest else None) or {}
-        return LadderRecord.read(quantization.get("ladder"))
+        quantization = self.manifest.quantization if self.manifest else None
+        return LadderRecord.read(quantization.ladder if quantization else None)
 
     @property
     def fp16(self) -> Fp16Summary | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from trtconv.core.precision import Precision
 from trtconv.core.progress import Steps
 from trtconv.facts import library_versions, probe_cpu
 from trtconv.manifest import Manifest, read_manifest, write_manifest
-from trtconv.onnxlib.export import export_onnx, verify_export
+from trtconv.onnxlib.export import ExportCheck, OnnxExport, export_onnx, verify_export
 from trtconv.options import ConvertOptions
 from trtconv.outputs.compare import (
     TOP1,
@@ -59,7 +59,7 @@ class Workspace:
     roles: Roles
     work: Path
     shared: dict[str, Any] = field(default_factory=dict)
-    export: tuple[Path, dict[str, Any]] | None = None
+    export: tuple[Path, OnnxExport] | None = None
 
 
 def open_workspace(
@@ -114,7 +114,7 @@ def convert_into(
     summary: dict[str, Any] = {}
     if plan.backend.needs_onnx:
         request.onnx_path, export = checked_export(plan, space, steps)
-        summary["onnx_export"] = export
+        summary["onnx_export"] = export.to_json()
     assert plan.backend.convert is not None  # plan_single and best accept converters only
     int8 = plan.precision == Precision.INT8 and plan.backend.qdq_scheme is not None
     what = f"converting with {plan.backend.name}"
@@ -174,9 +174,7 @@ def _search_slice(plan: ConversionPlan, space: Workspace) -> SearchSlice | None:
     )
 
 
-def checked_export(
-    plan: ConversionPlan, space: Workspace, steps: Steps
-) -> tuple[Path, dict[str, Any]]:
+def checked_export(plan: ConversionPlan, space: Workspace, steps: Steps) -> tuple[Path, OnnxExport]:
     """The ONNX export in the workspace, checked against TensorFlow's outputs (made once)."""
     if space.export is None:
         steps.start("exporting to ONNX")
@@ -186,14 +184,8 @@ def checked_export(
         reference = {name: a[:EXPORT_CHECK_SAMPLES] for name, a in space.reference.items()}
         tolerance = export_tolerance(plan.options.tolerance, plan.options.judging.tolerances)
         check = verify_export(path, held_out, reference, space.roles, tolerance, plan.saved_model)
-        export["check"] = {
-            "samples": check.samples,
-            "max_abs_error": {name: o.max_abs_error for name, o in check.outputs.items()},
-            "top1_agreement": check.top1_agreement,
-        }
-        space.export = (path, export)
-    path, export = space.export
-    return path, dict(export)
+        space.export = (path, replace(export, check=ExportCheck.of(check)))
+    return space.export
 
 
 def export_tolerance(overall: float | None, per_output: Mapping[str, float]) -> Tolerance:

@@ -14,13 +14,14 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from trtconv.core.errors import ConversionError, itemised
 from trtconv.core.lazy import TF_LOG_LEVEL, require
 from trtconv.core.model_io import ModelSignature
+from trtconv.core.results import JsonResult, optional_key
 from trtconv.onnxlib.session import CPU, OrtRunner
 from trtconv.outputs.compare import compare, run_batched
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
@@ -44,11 +45,11 @@ def export_onnx(
     signature: ModelSignature,
     opset: int = OPSET,
     timeout_s: float = EXPORT_TIMEOUT_S,
-) -> dict[str, Any]:
+) -> OnnxExport:
     """Export `saved_model`'s `signature` (by its name) to `output` (opset, the signature's
     batch, names kept).
 
-    Returns a summary {opset, seconds, nodes, size_bytes}. Raises ConversionError when tf2onnx
+    Returns what was exported (unchecked: `check` None). Raises ConversionError when tf2onnx
     fails or the ONNX model's inputs/outputs do not match `signature`.
     """
     require("tf2onnx")  # fail with an install hint here, not as a subprocess traceback
@@ -88,13 +89,38 @@ def export_onnx(
             f"tf2onnx could not export {saved_model} to ONNX: {_last_error(completed.stderr)}"
         )
     nodes = finalize_onnx(output, signature)
-    return {
-        "exporter": "tf2onnx",
-        "opset": opset,
-        "seconds": round(seconds, 3),
-        "nodes": nodes,
-        "size_bytes": output.stat().st_size,
-    }
+    size = output.stat().st_size
+    return OnnxExport(opset=opset, seconds=round(seconds, 3), nodes=nodes, size_bytes=size)
+
+
+@dataclass(frozen=True)
+class ExportCheck:
+    """The export checked against TensorFlow's outputs: on how many held-out samples, each
+    output's largest absolute error, and the top-1 agreement (None: no class output)."""
+
+    samples: int
+    max_abs_error: dict[str, float | None]
+    top1_agreement: float | None
+
+    @classmethod
+    def of(cls, report: ValidationReport) -> ExportCheck:
+        """The check `verify_export`'s report describes."""
+        errors = {name: output.max_abs_error for name, output in report.outputs.items()}
+        return cls(report.samples, errors, report.top1_agreement)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnnxExport(JsonResult):
+    """The ONNX export (a manifest's `conversion_summary.onnx_export`): the exporter and opset,
+    how long it took, the graph's node count and file size, and its check against TensorFlow
+    (None until checked; the key is absent then)."""
+
+    exporter: str = "tf2onnx"
+    opset: int
+    seconds: float
+    nodes: int
+    size_bytes: int
+    check: ExportCheck | None = optional_key()
 
 
 def _last_error(stderr: str) -> str:
@@ -180,7 +206,7 @@ def op_counts(path: Path) -> dict[str, int]:
     return dict(sorted(Counter(node.op_type for node in model.graph.node).items()))
 
 
-def to_float16(source: Path, output: Path) -> dict[str, Any]:
+def to_float16(source: Path, output: Path) -> None:
     """A plain fp16 copy of `source` at `output`: float16 weights and compute everywhere,
     float32 inputs and outputs (casts at the edges). Backends build the mixed copy instead
     (trtconv.onnxlib.fp16_model), which keeps the nodes float16 breaks in float32.
@@ -191,4 +217,3 @@ def to_float16(source: Path, output: Path) -> dict[str, Any]:
     float16 = require("onnxruntime.transformers.float16")
     model = float16.convert_float_to_float16(onnx.load(str(source)), keep_io_types=True)
     onnx.save(model, str(output))
-    return {"float16": "weights and compute; inputs and outputs stay float32"}

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from trtconv import environment
 from trtconv.facts.hardware import CpuBlock
+from trtconv.manifest import QuantizationBlock
 from trtconv.options import INT8_TARGETS
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def int8_note(here: str) -> str:
 
 
 def portability_warning(
-    quantization: dict[str, Any] | None,
+    quantization: QuantizationBlock | None,
     validated_on: str | None,
     here: str,
     what: str,
@@ -142,13 +142,13 @@ def portability_warning(
     """A warning when a U8S8 int8 artifact runs on a CPU class other than the one it was
     validated on, or None.
 
-    `quantization` is the manifest's `conversion_summary.quantization`; `validated_on` the class
+    `quantization` is the manifest's `quantization` block; `validated_on` the class
     recorded with its validation (None for artifacts made before trtconv recorded it);
     `measured_here` says the caller measures accuracy on this CPU (validate, bench --eval-data).
     """
-    if not quantization or quantization.get("scheme") != CPU_SCHEME or validated_on == here:
+    if quantization is None or quantization.scheme != CPU_SCHEME or validated_on == here:
         return None
-    saturates = here == X86_NO_VNNI and not quantization.get("reduce_range")
+    saturates = here == X86_NO_VNNI and not quantization.reduce_range
     if validated_on is None and not saturates:
         return None
     origin = f"validated on an {validated_on} CPU" if validated_on else "of unknown origin"
