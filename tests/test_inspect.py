@@ -20,6 +20,7 @@ from trtconv.inspect_model import (
     SavedModelInspection,
 )
 from trtconv.manifest import Manifest, write_manifest
+from trtconv.savedmodel import ModelCard, read_model_card
 
 
 def assert_reads_back(result: InspectResult) -> None:
@@ -57,6 +58,17 @@ def test_inspect_a_train_output_directory_finds_its_saved_model(digits_model_dir
     assert isinstance(result, SavedModelInspection)
     assert result.path == digits_model_dir / "saved_model"
     assert result.model_card is not None and result.model_card["amp"]["policy"]
+
+
+def test_a_hand_written_model_card_reads_with_the_keys_it_has(tmp_path: Path) -> None:
+    written = {"data": {"source": "x.npz"}, "amp": {"policy": "float32"}, "note": "by hand"}
+    (tmp_path / "trtconv.json").write_text(json.dumps(written))
+    card = read_model_card(tmp_path / "saved_model")  # beside the SavedModel, as train writes
+    assert card == ModelCard(written, amp_policy="float32", data_source="x.npz")
+    assert card.model is None and card.labels == [] and card.preprocessing is None
+    (tmp_path / "trtconv.json").write_text("{not json")
+    with pytest.raises(InputError, match="is not valid JSON"):
+        read_model_card(tmp_path)
 
 
 def _tiny_onnx(path: Path) -> None:

@@ -175,11 +175,12 @@ def inspect_saved_model(path: Path, signature: str | None = None) -> SavedModelI
         key: signature_of(function, key, path)
         for key, function in sorted(dict(loaded.signatures).items())
     }
+    card = read_model_card(path)
     result = SavedModelInspection(
         path=path,
         size_bytes=dir_size_bytes(path),
         signatures=signatures,
-        model_card=read_model_card(path),
+        model_card=card.document if card is not None else None,  # shown whole, as written
     )
     key = signature or SERVING_KEY
     if signature is not None and signature not in signatures:

@@ -7,7 +7,7 @@ import logging
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -151,15 +151,48 @@ def _spec(name: str, tensor: Any, kind: str, model: Path | str) -> TensorSpec:
     return TensorSpec(name, tuple(tensor.shape.as_list()), tensor.dtype.name)
 
 
-def read_model_card(path: Path) -> dict[str, Any] | None:
-    """The `trtconv.json` model card beside a SavedModel trained by trtconv, if any."""
+@dataclass(frozen=True)
+class ModelCard:
+    """The `trtconv.json` model card `trtconv train` writes beside a SavedModel (its train
+    result): what other commands read of it typed (the model, its test accuracy and labels, the
+    mixed-precision policy, the data it trained on, the preprocessing of raw pixels, a block
+    calib resolves), and the card as written (`inspect` shows it whole). A card written by hand
+    may hold some keys only; the rest are None or empty."""
+
+    document: dict[str, Any]
+    model: str | None = None
+    test_accuracy: float | None = None
+    labels: list[str] = field(default_factory=list)
+    amp_policy: str | None = None
+    data_source: str | None = None
+    preprocessing: dict[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> ModelCard:
+        """The card `document` (trtconv.json's content) is."""
+        amp, data = document.get("amp") or {}, document.get("data") or {}
+        source = data.get("source")
+        return cls(
+            document=document,
+            model=document.get("model"),
+            test_accuracy=document.get("test_accuracy"),
+            labels=list(document.get("labels") or []),
+            amp_policy=amp.get("policy"),
+            data_source=str(source) if source else None,
+            preprocessing=document.get("preprocessing"),
+        )
+
+
+def read_model_card(path: Path) -> ModelCard | None:
+    """The `trtconv.json` model card beside a SavedModel trained by trtconv, if any. Raises
+    InputError when the file is not JSON."""
     import json
 
     for candidate in (Path(path) / MODEL_CARD, Path(path).parent / MODEL_CARD):
         if candidate.is_file():
             try:
-                data: dict[str, Any] = json.loads(candidate.read_text())
+                document = json.loads(candidate.read_text())
             except json.JSONDecodeError as exc:
                 raise InputError(f"Model card {candidate} is not valid JSON: {exc}.") from exc
-            return data
+            return ModelCard.from_json(document)
     return None

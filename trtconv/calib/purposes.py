@@ -51,8 +51,7 @@ def trained_on(spec: str, saved_model: Path | None) -> str | None:
 def card_data(saved_model: Path | None) -> str | None:
     """The data the model card beside `saved_model` says the model trained on, if any."""
     card = read_model_card(saved_model) if saved_model is not None else None
-    source = ((card or {}).get("data") or {}).get("source")
-    return str(source) if source else None
+    return card.data_source if card is not None else None
 
 
 def same_source(first: str, second: str) -> bool:

@@ -122,7 +122,7 @@ def card_preprocessing(
     # Both as blocks: a model card's may hold some values only (the rest default).
     recorded = [
         (MANIFEST, manifest.to_dict() if manifest is not None else None),
-        (MODEL_CARD, (card or {}).get("preprocessing")),
+        (MODEL_CARD, card.preprocessing if card is not None else None),
     ]
     first = signature.inputs[0] if len(signature.inputs) == 1 else None
     layout = input_layout(first) if first is not None else None

@@ -18,6 +18,7 @@ from trtconv.inspect_model import (
     SavedModelInspection,
     inspect_path,
 )
+from trtconv.savedmodel import ModelCard
 
 TOP_OPS = 15  # the human view shows the most common ops; --json has them all
 ModelArg = Annotated[
@@ -51,13 +52,12 @@ def _render_saved_model(result: SavedModelInspection, console: Console) -> None:
     if result.graph_dtypes is not None and result.op_histogram is not None:
         console.print(f"  graph dtypes: {', '.join(result.graph_dtypes)}")
         _render_histogram(result.op_histogram, console)
-    card = result.model_card
-    if card:
-        amp = card.get("amp", {})
+    if result.model_card:
+        card = ModelCard.from_json(result.model_card)
+        accuracy = card.test_accuracy if card.test_accuracy is not None else float("nan")
         console.print(
-            f"  model card: {card.get('model')} trained with {amp.get('policy')}, "
-            f"test accuracy {card.get('test_accuracy', float('nan')):.4f}, "
-            f"{len(card.get('labels', []))} labels"
+            f"  model card: {card.model} trained with {card.amp_policy}, "
+            f"test accuracy {accuracy:.4f}, {len(card.labels)} labels"
         )
 
 
