@@ -113,6 +113,7 @@ def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> No
     from trtconv.bench.harness import model_info, model_rows
     from trtconv.bench.models import ModelEntry
     from trtconv.measure.bench_result import Settings
+    from trtconv.measure.stats import summarize
 
     warmup, measure = Budget(iterations=1), Budget(iterations=4)
     measured = measure_batch(DeviceRunner(SIGNATURE), batches(2), warmup, measure)
@@ -130,6 +131,12 @@ def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> No
     assert (settings.warmup, settings.measure) == (warmup, measure)
     [row] = model_rows(model_info(entry, report, False), report, settings)
     assert row.transfer_ms_mean == 0.75
+    # The latency figures are the summary's, under the row's unit-suffixed names.
+    summary = summarize(measured.latencies_ms)
+    for name in ("min", "mean", "trimmed_mean", "p50", "p90", "p95", "p99", "max", "std"):
+        assert getattr(row, f"latency_ms_{name}") == getattr(summary, name)
+    figures = (row.iterations, row.cv_percent, row.cv_trimmed_percent)
+    assert figures == (summary.count, summary.cv_percent, summary.cv_trimmed_percent)
 
 
 def test_the_timed_call_skips_the_per_call_input_check() -> None:

@@ -73,24 +73,6 @@ def test_throughput_and_speedup() -> None:
     assert stats.speedup(400.0, None) is None
 
 
-def test_flat_keys_carry_units() -> None:
-    flat = stats.summarize([1.0, 2.0, 3.0]).to_dict()
-    assert set(flat) == {
-        "iterations",
-        "cv_percent",
-        "cv_trimmed_percent",
-        "latency_ms_min",
-        "latency_ms_mean",
-        "latency_ms_trimmed_mean",
-        "latency_ms_p50",
-        "latency_ms_p90",
-        "latency_ms_p95",
-        "latency_ms_p99",
-        "latency_ms_max",
-        "latency_ms_std",
-    }
-
-
 def test_trimmed_cv_ignores_rare_stalls_but_not_a_spread() -> None:
     steady = np.full(1000, 0.030)
     steady[::100] = 1.0  # ten scheduler stalls of a 30 µs call

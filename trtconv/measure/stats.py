@@ -15,7 +15,7 @@ Definitions (also in BENCHMARKS.md):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,8 @@ CV_WARN_PERCENT_GPU = 1.0
 
 @dataclass(frozen=True)
 class LatencyStats:
-    """Summary of latency samples, all in milliseconds except `cv_percent` and `count`."""
+    """Summary of latency samples, all in milliseconds except `cv_percent` and `count` (a bench
+    row holds them as `latency_ms_p99`, ..., `iterations`)."""
 
     count: int
     min: float
@@ -51,17 +52,6 @@ class LatencyStats:
     std: float
     cv_percent: float
     cv_trimmed_percent: float
-
-    def to_dict(self, prefix: str = "latency_ms_") -> dict[str, Any]:
-        """Flat, unit-suffixed keys: `latency_ms_p99`, ..., plus `cv_percent` and `iterations`."""
-        data = asdict(self)
-        flat: dict[str, Any] = {
-            "iterations": data.pop("count"),
-            "cv_percent": data.pop("cv_percent"),
-            "cv_trimmed_percent": data.pop("cv_trimmed_percent"),
-        }
-        flat.update({f"{prefix}{key}": value for key, value in data.items()})
-        return flat
 
 
 def as_samples(values: Sequence[float] | np.ndarray) -> np.ndarray:
