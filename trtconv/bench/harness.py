@@ -32,7 +32,7 @@ from trtconv.bench.accuracy import (
     validation_warnings,
 )
 from trtconv.bench.inputs import check_entry_fits, input_map, load_inputs, save_arrays
-from trtconv.bench.messages import WorkerFailure, WorkerReport, WorkerSpec
+from trtconv.bench.messages import WorkerReport, WorkerSpec
 from trtconv.bench.models import (
     BenchPlan,
     ModelEntry,
@@ -145,16 +145,14 @@ def run_worker(spec: WorkerSpec, workdir: Path, index: int) -> WorkerReport:
     completed = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if completed.stderr:
         log.debug("worker %s stderr:\n%s", spec.label, completed.stderr)
-    document = rounds.last_document(completed.stdout)
-    if document is None:
+    report = rounds.read_reply(completed.stdout, WorkerReport, spec.label)
+    if report is None:
         tail = completed.stderr.strip().splitlines()[-1:] or ["no output"]
         raise TrtconvError(
             f"The benchmark worker for {spec.label} exited with code {completed.returncode} "
             f"and no result (last message: {tail[0][:200]})."
         )
-    if "error" in document:
-        raise rounds.worker_error(WorkerFailure.from_json(document), spec.label)
-    return WorkerReport.from_json(document)
+    return report
 
 
 # ---------------------------------------------------------------------------- results

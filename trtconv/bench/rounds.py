@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, TypeVar
+from typing import IO, TypeVar
 
 import numpy as np
 
@@ -79,16 +79,19 @@ def worker_error(failure: WorkerFailure, label: str) -> TrtconvError:
     return cls(f"Benchmark of {label} failed: {failure.error.message}")
 
 
-def last_document(stdout: str) -> dict[str, Any] | None:
-    """The last JSON line of a worker's output, None when there is none."""
+def read_reply(stdout: str, reply: type[Reply], label: str) -> Reply | None:
+    """The worker's reply in the last JSON line of its output `stdout`, read as `reply`; None
+    when there is none. Raises the worker's error (as its trtconv type) when it reported one."""
     lines = [line for line in stdout.splitlines() if line.strip()]
-    if not lines:
-        return None
     try:
-        document: dict[str, Any] = json.loads(lines[-1])
+        document = json.loads(lines[-1]) if lines else None
     except json.JSONDecodeError:
         return None
-    return document
+    if not isinstance(document, dict):
+        return None
+    if "error" in document:
+        raise worker_error(WorkerFailure.from_json(document), label)
+    return reply.from_json(document)
 
 
 def worker_command(spec: WorkerSpec, workdir: Path, index: int, *flags: str) -> list[str]:
@@ -169,17 +172,15 @@ class Worker:
     def _read(self, reply: type[Reply]) -> Reply:
         stdout: IO[str] | None = self.process.stdout
         assert stdout is not None
-        document = last_document(stdout.readline())
-        if document is None:
+        received = read_reply(stdout.readline(), reply, self.label)
+        if received is None:
             code = self.process.wait()
             tail = self.log_path.read_text().strip().splitlines()[-1:] or ["no output"]
             raise TrtconvError(
                 f"The benchmark worker for {self.label} exited with code {code} and no result "
                 f"(last message: {tail[0][:200]})."
             )
-        if "error" in document:
-            raise worker_error(WorkerFailure.from_json(document), self.label)
-        return reply.from_json(document)
+        return received
 
     def close(self, kill: bool = False) -> None:
         """End the process: it exits by itself after `finish` or when its stdin closes (within
