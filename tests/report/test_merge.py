@@ -138,6 +138,27 @@ def test_different_models_exit_2_naming_the_key(reports: Reports, tmp_path: Path
     assert not (tmp_path / "merged").exists()
 
 
+def as_release(report: Path, directory: Path, sha256: str) -> Path:
+    """`report` as a release directory would hold it (bench/results.json) of a source model
+    with `sha256`."""
+    shutil.copytree(report, directory / "bench")
+    source = {"path": "model", "sha256": sha256}
+    (directory / "release.json").write_text(json.dumps({"source_model": source}))
+    return directory
+
+
+@pytest.mark.slow
+def test_releases_of_different_source_models_exit_2_naming_the_key(
+    reports: Reports, tmp_path: Path
+) -> None:
+    first = as_release(reports.here, tmp_path / "first", "a" * 64)
+    second = as_release(reports.other, tmp_path / "second", "b" * 64)
+    with pytest.raises(UsageError, match=r"source_model\.sha256 differs \(\"b+\" there"):
+        merge_reports([first, second], tmp_path / "merged")
+    merged = merge_reports([first, reports.other], tmp_path / "merged")  # a bench has no sha
+    assert [source.source_sha256 for source in merged.sources] == ["a" * 64, None]
+
+
 @pytest.mark.slow
 def test_output_is_never_replaced_silently_nor_an_input(reports: Reports, tmp_path: Path) -> None:
     output = tmp_path / "merged"

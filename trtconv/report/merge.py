@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from trtconv.backends import registry
 from trtconv.core.errors import InputError, UsageError
@@ -31,6 +31,8 @@ from trtconv.report.writers import (
     write_csv,
 )
 from trtconv.report.writers import write_json as write_result_json
+
+T = TypeVar("T")
 
 MERGE_SCHEMA_VERSION = 1
 MERGED_KIND = "bench-merge"  # the merged document's `kind`: not a run to merge again
@@ -130,14 +132,70 @@ class MergeResult(JsonResult):
     report: dict[str, str] | None = optional_key()
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SourceModelSha:
+    """A release's source model as a merge compares it: its sha256 (None: not recorded)."""
+
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseSource(JsonResult):
+    """What a merge reads of a release.json: the source model its bench measured."""
+
+    source_model: SourceModelSha | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunIdentity:
+    """What must be equal for two runs to share a table, in the order differences are named
+    (by key path of its JSON: `settings.batch_sizes`, `source_model.sha256`); the source model
+    is compared only between two releases."""
+
+    schema_version: int
+    models: list[ModelIdentity]
+    order: list[str]
+    baseline: str
+    settings: Settings
+    source_model: SourceModelSha | None = optional_key()
+
+    @classmethod
+    def of(cls, source: BenchSource, with_source_model: bool) -> RunIdentity:
+        result = source.result
+        return cls(
+            schema_version=result.schema_version,
+            models=[ModelIdentity.of(model) for model in result.models],
+            order=result.order,
+            baseline=result.baseline,
+            settings=result.settings,
+            source_model=SourceModelSha(source.source_sha256) if with_source_model else None,
+        )
+
+
+def _read_document(path: Path, reads: Callable[[Mapping[str, Any]], T]) -> T:
+    """`reads` applied to the JSON object `path` holds. Raises InputError when the file is not
+    readable JSON or holds no object."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path} is not readable JSON ({exc}).") from None
     if not isinstance(document, dict):
         raise InputError(f"{path} must hold a JSON object, found {type(document).__name__}.")
-    return document
+    return reads(document)
+
+
+def _bench_result(path: Path, document: Mapping[str, Any]) -> BenchResult:
+    """The bench result `document` (read from `path`) is. Raises InputError for a merged
+    report or a document that is not a bench result."""
+    if document.get("kind") == MERGED_KIND:
+        raise InputError(f"{path} is already a merged report; merge the runs it came from.")
+    missing = [key for key in BENCH_KEYS if key not in document]
+    if missing:
+        raise InputError(f"{path} is not a bench result: it has no '{missing[0]}'.")
+    try:
+        return BenchResult.from_json(document)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise InputError(f"{path} is not a bench result this trtconv reads ({exc}).") from None
 
 
 def read_source(directory: Path) -> BenchSource:
@@ -152,46 +210,21 @@ def read_source(directory: Path) -> BenchSource:
     kind, sha = "bench", None
     results = directory / RESULTS_JSON
     if (directory / RELEASE_JSON).is_file():
-        release = _read_json(directory / RELEASE_JSON)
+        release = _read_document(directory / RELEASE_JSON, ReleaseSource.from_json)
         kind, results = "release", directory / "bench" / RESULTS_JSON
-        sha = (release.get("source_model") or {}).get("sha256")
+        sha = release.source_model.sha256 if release.source_model else None
     if not results.is_file():
         raise InputError(
             f"{directory} is neither a `trtconv bench --report` directory ({RESULTS_JSON}) nor a "
             f"release directory ({RELEASE_JSON} and bench/{RESULTS_JSON})."
         )
-    document = _read_json(results)
-    if document.get("kind") == MERGED_KIND:
-        raise InputError(f"{results} is already a merged report; merge the runs it came from.")
-    missing = [key for key in BENCH_KEYS if key not in document]
-    if missing:
-        raise InputError(f"{results} is not a bench result: it has no '{missing[0]}'.")
-    try:
-        result = BenchResult.from_json(document)
-    except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise InputError(f"{results} is not a bench result this trtconv reads ({exc}).") from None
+    result = _read_document(results, lambda document: _bench_result(results, document))
     return BenchSource(directory, kind, result, sha)
 
 
 def machine_name(block: Mapping[str, Any]) -> str:
     """`2x NVIDIA L4` from the GPUs of an environment block (as JSON), else its CPU model."""
     return Environment.from_json(block).machine
-
-
-def _comparable(source: BenchSource, with_source_model: bool) -> dict[str, Any]:
-    """What must be equal for two runs to share a table, in the order differences are named
-    (as JSON: the differences are named by key path)."""
-    result = source.result
-    keys: dict[str, Any] = {
-        "schema_version": result.schema_version,
-        "models": to_jsonable([ModelIdentity.of(model) for model in result.models]),
-        "order": result.order,
-        "baseline": result.baseline,
-        "settings": to_jsonable(result.settings),
-    }
-    if with_source_model:
-        keys["source_model.sha256"] = source.source_sha256
-    return keys
 
 
 def first_difference(a: Any, b: Any, where: str = "") -> tuple[str, Any, Any] | None:
@@ -224,7 +257,8 @@ def check_mergeable(sources: list[BenchSource]) -> None:
     for other in sources[1:]:
         both_releases = reference.kind == other.kind == "release"
         found = first_difference(
-            _comparable(reference, both_releases), _comparable(other, both_releases)
+            to_jsonable(RunIdentity.of(reference, both_releases)),
+            to_jsonable(RunIdentity.of(other, both_releases)),
         )
         if found:
             key, mine, theirs = found
