@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tests.release.conversions import bench_row, converted
 from trtconv.environment import Environment
+from trtconv.facts.hardware import CpuBlock, GpuBlock
 from trtconv.measure.bench_result import BenchResult, BenchRow, Settings
 from trtconv.release.config import load_config
 from trtconv.release.document import (
@@ -20,6 +21,7 @@ from trtconv.release.document import (
     StepEntry,
     TargetEntry,
 )
+from trtconv.release.markdown import render_markdown
 from trtconv.release.verdict import judge_targets
 
 KEYS = json.loads(Path(__file__).with_name("release_keys.json").read_text())
@@ -93,3 +95,19 @@ def test_result_loads_back_as_itself(tmp_path: Path) -> None:
     loaded = ReleaseResult.from_json(json.loads(json.dumps(result.to_json())))
     assert loaded == result
     assert loaded.to_json() == result.to_json()
+
+
+def test_release_md_names_the_machine_from_the_typed_environment(tmp_path: Path) -> None:
+    document = judged_document(tmp_path)
+    document.environment = Environment(
+        python="3.12.1",
+        platform="Linux",
+        cpu=CpuBlock("AMD EPYC 9R14", "x86_64", 2, {"avx512_vnni": True}),
+        gpus=[GpuBlock("NVIDIA L4"), GpuBlock("NVIDIA L4")],
+        libraries={"onnxruntime": "1.20.1", "tensorrt": None},
+        commit=None,
+    )
+    saved = json.loads(json.dumps(document.result().to_json()))  # as release.json reads back
+    markdown = render_markdown(ReleaseResult.from_json(saved))
+    assert "- CPU: AMD EPYC 9R14 (2 cores)\n- GPUs: NVIDIA L4, NVIDIA L4\n" in markdown
+    assert "- Python 3.12.1, commit unknown\n- Libraries: onnxruntime 1.20.1\n" in markdown
