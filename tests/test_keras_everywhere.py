@@ -41,7 +41,7 @@ def test_inspect_a_keras_file(suffix: str) -> None:
     assert isinstance(inspection, SavedModelInspection)
     assert inspection.path == model and inspection.size_bytes == model.stat().st_size
     serving = inspection.signatures["serving_default"]
-    assert [i["name"] for i in serving["inputs"]] == ["image"]
+    assert serving.input_names == ["image"]
     assert inspection.op_histogram and inspection.op_histogram.get("Conv2D") == 2
 
 

@@ -92,7 +92,7 @@ def test_a_release_config_accepts_it(backend: Backend, digits_saved_model: Path)
     schema = release_schema()["$defs"]["target"]["properties"]["requested_backend"]
     assert NAME in schema["enum"]
     jsonschema.validate(NAME, schema)
-    json.dumps(config.to_dict())
+    json.dumps(config.to_json())
 
 
 def test_unregistered_it_is_unknown_again(backend: Backend) -> None:
