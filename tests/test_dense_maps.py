@@ -22,8 +22,8 @@ from roles_fixtures import (
 from trtconv import api
 from trtconv.calib.purposes import fitted_indices
 from trtconv.core.errors import AccuracyError
+from trtconv.core.judging import Judging
 from trtconv.options import ConvertOptions, ValidateOptions
-from trtconv.outputs.roles import Judging
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # converts real models
 

@@ -15,9 +15,9 @@ from roles_fixtures import class_id_model, digits_npz, float16_model, mask_npz, 
 
 from trtconv import api
 from trtconv.core.errors import AccuracyError, ConversionError, UsageError
+from trtconv.core.judging import Judging
 from trtconv.onnxlib.export import export_onnx
 from trtconv.options import ConvertOptions, ValidateOptions
-from trtconv.outputs.roles import Judging
 from trtconv.savedmodel import load_saved_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # trains, converts and releases real models

@@ -13,21 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trtconv.calib.contract import ALL as ALL_SPLIT
-from trtconv.calib.contract import (
-    DEFAULT,
-    HELD_OUT,
-    MANIFEST,
-    MODEL_CARD,
-    OPTION,
-    Preprocessing,
-    PreprocessingOptions,
-    check_split,
-)
+from trtconv.calib.contract import DEFAULT, MANIFEST, MODEL_CARD, OPTION, Preprocessing, check_split
 from trtconv.calib.purposes import HELD_OUT_PART, drop_fitted, trained_on
 from trtconv.calib.readers import ALL, VALIDATION, card_preprocessing, read_model_data
 from trtconv.calib.sources import ArraySet, input_stats, recorded_spec
 from trtconv.core.model_io import ModelSignature
+from trtconv.options import ALL as ALL_SPLIT
+from trtconv.options import HELD_OUT, PreprocessingOptions
 from trtconv.savedmodel import read_model_card
 
 if TYPE_CHECKING:

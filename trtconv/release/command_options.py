@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from trtconv.options import (
+    DEFAULT_CONFIDENCE,
     DEFAULT_RANK_DURATION_S,
     DEFAULT_VALIDATE_SAMPLES,
     BenchOptions,
@@ -19,7 +20,6 @@ from trtconv.options import (
     TrainOptions,
     ValidateOptions,
 )
-from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
 from trtconv.outputs.tolerance import tolerance_for
 from trtconv.release.settings import ReleaseConfig, Target
 
