@@ -167,22 +167,23 @@ def shared_dir() -> Path:
 
 
 def built_once(build: Callable[..., Path]) -> Callable[..., Path]:
-    """`build(*args)`, which writes under shared_dir() and returns a path there, run once for all
-    pytest-xdist workers (and kept across runs): the first caller builds while the others wait
-    on a file lock, then every caller gets the recorded path. Within a process it is a cached
-    function. Nested builds lock in the order they call each other, so they cannot deadlock."""
+    """`build(*args, **kwargs)`, which writes under shared_dir() and returns a path there, run
+    once for all pytest-xdist workers (and kept across runs): the first caller builds while the
+    others wait on a file lock, then every caller gets the recorded path. Within a process it is
+    a cached function. Nested builds lock in the order they call each other, so they cannot
+    deadlock."""
 
     @functools.cache
     @functools.wraps(build)
-    def once(*args: Any) -> Path:
-        what = f"{build.__module__}.{build.__qualname__}{args!r}"
+    def once(*args: Any, **kwargs: Any) -> Path:
+        what = f"{build.__module__}.{build.__qualname__}{args!r}{sorted(kwargs.items())!r}"
         key = f"{build.__name__}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
         folder = shared_dir()
         done = folder / f"{key}{DONE}"
         with (folder / f"{key}.lock").open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             if not done.exists():
-                done.write_text(str(build(*args)))
+                done.write_text(str(build(*args, **kwargs)))
         return Path(done.read_text())
 
     return once
