@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests import tiers
-from tests.model_cache import cache_root, cached_build, caching_export
+from tests import model_cache, tiers
+from tests.model_cache import cached_build, caching_export, exports_dir
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -20,6 +20,10 @@ DIGITS_EPOCHS = 12
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     tiers.add_option(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    model_cache.configure(config)  # before pytest-xdist starts its workers: they inherit it
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -79,9 +83,9 @@ def _onnx_exports_kept(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     from trtconv.convert import workspace
 
-    root = cache_root(request.config) / "onnx-exports"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(workspace, "export_onnx", caching_export(root, workspace.export_onnx))
+        export = caching_export(exports_dir(), workspace.export_onnx)
+        patch.setattr(workspace, "export_onnx", export)
         yield
 
 

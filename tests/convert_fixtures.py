@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.model_cache import built_once, export_onnx_once, shared_dir
 from trtconv.calib.sources import ArraySet, load_digits, split_holdout
 
 RESNET_SIZE = 16  # digits upsampled 2x to 16x16, grey repeated to 3 channels
@@ -38,14 +39,13 @@ def model_card(saved_model: Path, data: Path) -> Path:
     return saved_model
 
 
-@functools.cache
+@built_once
 def digits_onnx(saved_model: Path) -> Path:
     """The digits SavedModel exported to ONNX (tf2onnx, opset 17) once."""
-    from trtconv.onnxlib.export import export_onnx
     from trtconv.savedmodel import load_saved_model
 
-    output = work_dir() / "digits.onnx"
-    export_onnx(saved_model, output, load_saved_model(saved_model).signature)
+    output = shared_dir() / "digits.onnx"
+    export_onnx_once(saved_model, output, load_saved_model(saved_model).signature)
     return output
 
 
@@ -57,13 +57,13 @@ def digits_rgb16() -> ArraySet:
 
 
 def save_npz(data: ArraySet, name: str) -> Path:
-    """`data` as work_dir()/NAME with arrays x and y (its labels)."""
-    path = work_dir() / name
+    """`data` as shared_dir()/NAME with arrays x and y (its labels)."""
+    path = shared_dir() / name
     np.savez(path, x=data.x, y=data.labels)
     return path
 
 
-@functools.cache
+@built_once
 def digits_rgb16_npz() -> Path:
     """digits_rgb16 saved as an .npz with arrays x and y."""
     return save_npz(digits_rgb16(), "digits16.npz")
@@ -92,7 +92,7 @@ def build_small_resnet(num_classes: int = 10) -> object:
     return keras.Model(inputs, logits)
 
 
-@functools.cache
+@built_once
 def small_resnet() -> Path:
     """A small residual CNN trained briefly on the calibration part of digits16; its SavedModel.
 
@@ -110,7 +110,7 @@ def small_resnet() -> Path:
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     model.fit(train.x, train.labels, epochs=4, batch_size=32, verbose=0)
-    path = work_dir() / "resnet16" / "saved_model"
+    path = shared_dir() / "resnet16" / "saved_model"
     export_saved_model(model, path, "image", (RESNET_SIZE, RESNET_SIZE, 3))
     return model_card(path, digits_rgb16_npz())
 
@@ -130,7 +130,7 @@ def text_tokens(samples: int = 1000, seed: int = 0) -> ArraySet:
     return ArraySet({"x": tokens}, labels.astype(np.int64), "tokens")
 
 
-@functools.cache
+@built_once
 def text_model() -> Path:
     """A SavedModel over int32 token ids with a dynamic sequence length: embedding,
     multi-head self-attention, pooling, softmax; trained briefly. Input `tokens` [batch, None]."""
@@ -157,12 +157,12 @@ def text_model() -> Path:
 
     module = tf.Module()
     module.model, module.serve = model, serve
-    path = work_dir() / "text" / "saved_model"
+    path = shared_dir() / "text" / "saved_model"
     tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
     return model_card(path, text_tokens_npz())
 
 
-@functools.cache
+@built_once
 def text_tokens_npz() -> Path:
     """text_tokens saved as an .npz with arrays x (int32) and y."""
     return save_npz(text_tokens(), "tokens.npz")
@@ -189,7 +189,7 @@ def build_outlier_model() -> object:
     return keras.Model(inputs, layers.Dense(10, name="logits")(x))
 
 
-@functools.cache
+@built_once
 def outlier_model() -> Path:
     """The outlier model trained briefly on the digits training split; its SavedModel."""
     import keras
@@ -212,7 +212,7 @@ def outlier_model() -> Path:
     b_logits -= OUTLIER_OFFSET * w_logits[channels].sum(axis=0)
     hidden.set_weights([w_hidden, b_hidden])
     logits.set_weights([w_logits, b_logits])
-    path = work_dir() / "outlier" / "saved_model"
+    path = shared_dir() / "outlier" / "saved_model"
     export_saved_model(model, path, "image", (8, 8, 1))
     return path
 
@@ -257,13 +257,13 @@ def box_label_data() -> ArraySet:
     return digits.take(keep)
 
 
-@functools.cache
+@built_once
 def box_label_npz() -> Path:
     """box_label_data saved as an .npz with arrays x and y."""
     return save_npz(box_label_data(), "box_label.npz")
 
 
-@functools.cache
+@built_once
 def box_label_model() -> Path:
     """Two outputs: `box` [N, 4] (linear regression of the ink's bounding box) and `label`
     [N, 3] (softmax over digits 0-2). `box` sorts first and has more than one column."""
@@ -288,7 +288,7 @@ def box_label_model() -> Path:
         return {"box": box, "label": tf.nn.softmax(logits, axis=-1)}
 
     spec = tf.TensorSpec([None, 8, 8, 1], tf.float32, name="image")
-    path = _save_serving(model, outputs, work_dir() / "box_label" / "saved_model", spec)
+    path = _save_serving(model, outputs, shared_dir() / "box_label" / "saved_model", spec)
     return model_card(path, box_label_npz())
 
 
@@ -299,7 +299,7 @@ def binary_data() -> ArraySet:
     return ArraySet({"x": digits.x}, (digits.labels >= 5).astype(np.int64), "digits>=5")
 
 
-@functools.cache
+@built_once
 def binary_npz(scale: float = 1.0) -> Path:
     """binary_data with x multiplied by `scale` (100: data 100x off the model's scale)."""
     data = binary_data()
@@ -307,7 +307,7 @@ def binary_npz(scale: float = 1.0) -> Path:
     return save_npz(scaled, f"binary-x{scale:g}.npz")
 
 
-@functools.cache
+@built_once
 def sigmoid_model() -> Path:
     """A binary classifier with one sigmoid output `score` [N, 1] (digit >= 5)."""
     import keras
@@ -326,7 +326,7 @@ def sigmoid_model() -> Path:
     path = _save_serving(
         model,
         lambda image: {"score": model(image, training=False)},
-        work_dir() / "sigmoid" / "saved_model",
+        shared_dir() / "sigmoid" / "saved_model",
         spec,
     )
     return model_card(path, binary_npz(1.0))
@@ -338,14 +338,14 @@ IMAGE_SIZE, IMAGE_CLASSES = 16, 5
 IMAGE_SCALE, IMAGE_OFFSET = 1.0, 0.0
 
 
-@functools.cache
+@built_once
 def image_folder() -> Path:
     """Digits 0-4 as 16x16 RGB PNGs in one folder per class, tinted so channels differ."""
     from PIL import Image
 
     digits = load_digits("all")
     assert digits.labels is not None
-    root = work_dir() / "images"
+    root = shared_dir() / "images"
     tint = np.array([1.0, 0.6, 0.3], np.float32)
     for index, (image, label) in enumerate(zip(digits.x, digits.labels, strict=True)):
         if label >= IMAGE_CLASSES:
@@ -358,7 +358,7 @@ def image_folder() -> Path:
     return root
 
 
-@functools.cache
+@built_once
 def image_model() -> Path:
     """A CNN over raw pixels (built-in rescaling) trained on image_folder; softmax output
     `probabilities`. No model card: what it expects travels only if the user says it."""
@@ -387,7 +387,7 @@ def image_model() -> Path:
     path = _save_serving(
         model,
         lambda image: {"probabilities": tf.nn.softmax(model(image, training=False), axis=-1)},
-        work_dir() / "image" / "saved_model",
+        shared_dir() / "image" / "saved_model",
         spec,
     )
     return model_card(path, image_folder())
@@ -416,7 +416,7 @@ def build_overflow_model() -> object:
     return keras.Model(inputs, layers.Dense(10, name="logits")(x))
 
 
-@functools.cache
+@built_once
 def overflow_model() -> Path:
     """The overflow model trained briefly on the digits training split, then 'wide' scaled so the
     median over samples of its largest activation is OVERFLOW_PEAK; its SavedModel."""
@@ -438,7 +438,7 @@ def overflow_model() -> Path:
     scale = OVERFLOW_PEAK / float(np.median(peaks))
     kernel, bias = wide.get_weights()
     wide.set_weights([kernel * scale, bias * scale])  # relu(s * z) = s * relu(z), s > 0
-    path = work_dir() / "overflow" / "saved_model"
+    path = shared_dir() / "overflow" / "saved_model"
     export_saved_model(model, path, "image", (8, 8, 1))
     return path
 
@@ -458,7 +458,7 @@ def digits32() -> ArraySet:
     return ArraySet({"x": images.astype(np.float32)}, digits.labels, "digits32")
 
 
-@functools.cache
+@built_once
 def digits32_npz() -> Path:
     """digits32 saved as an .npz with arrays x and y."""
     return save_npz(digits32(), "digits32.npz")
@@ -499,12 +499,12 @@ def _save_signatures(name: str, signatures: dict[str, object], model: object) ->
 
     module = tf.Module()
     module.model = model  # tracked: its variables are saved with the module
-    path = work_dir() / name / "saved_model"
+    path = shared_dir() / name / "saved_model"
     tf.saved_model.save(module, str(path), signatures=signatures)
     return path
 
 
-@functools.cache
+@built_once
 def fixed_batch_model() -> Path:
     """cnn32 exported with a fixed batch of 1: serving_default(image [1,32,32,3]) ->
     probabilities, as mobile and edge exports come."""
@@ -519,7 +519,7 @@ def fixed_batch_model() -> Path:
     return _save_signatures("fixed1", {"serving_default": serve}, model)
 
 
-@functools.cache
+@built_once
 def two_signature_model(with_default: bool = True) -> Path:
     """cnn32 with serving_default -> probabilities and predict_logits -> logits (only
     predict_logits when not `with_default`)."""
@@ -538,15 +538,15 @@ def two_signature_model(with_default: bool = True) -> Path:
     return _save_signatures(f"signatures-{with_default}", signatures, model)
 
 
-@functools.cache
+@built_once
 def keras_file(suffix: str = ".keras") -> Path:
     """cnn32 saved by Keras itself (`model.save`) as a .keras or .h5 file."""
-    path = work_dir() / f"cnn32{suffix}"
+    path = shared_dir() / f"cnn32{suffix}"
     cnn32().save(str(path))  # type: ignore[attr-defined]
     return path
 
 
-@functools.cache
+@built_once
 def dynamic_size_model() -> Path:
     """The CNN for any height and width, image [None, None, None, 3], with seeded random weights
     (what it is run on is random data: only the shapes matter)."""
@@ -563,7 +563,7 @@ def dynamic_size_model() -> Path:
     return _save_signatures("dynamic", {"serving_default": serve}, model)
 
 
-@functools.cache
+@built_once
 def png_model() -> Path:
     """A TF-Serving-style model: serving_default(png: string [None]) decodes PNG bytes in the
     graph, scales them to [0, 1] and runs cnn32 -> probabilities."""
@@ -584,7 +584,7 @@ def png_model() -> Path:
     return _save_signatures("png", {"serving_default": serve}, model)
 
 
-@functools.cache
+@built_once
 def png_npz(samples: int = 200) -> Path:
     """The first `samples` digits32 images encoded as PNG: an .npz holding `x`, an object
     array of bytes, and labels `y`."""
@@ -594,6 +594,6 @@ def png_npz(samples: int = 200) -> Path:
     pixels = np.round(data.x * 255).astype(np.uint8)
     encoded = np.empty(len(pixels), dtype=object)
     encoded[:] = [tf.io.encode_png(image).numpy() for image in pixels]
-    path = work_dir() / "png.npz"
+    path = shared_dir() / "png.npz"
     np.savez(path, x=encoded, y=data.labels)
     return path

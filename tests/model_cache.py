@@ -4,14 +4,21 @@ A build lands in the pytest cache (.pytest_cache/d/trtconv-models/, git-ignored)
 hashes trtconv's source, the versions of the libraries that shape a model and the build's own
 description: change any of them and the next run builds afresh. One worker builds while the
 others wait on a file lock, then all read the same directory. Tests treat it as read-only.
+
+The run's first process (the pytest-xdist controller, or pytest alone) picks the directory and
+hands it to the workers in the environment (`configure`): without the cache plugin
+(`-p no:cacheprovider`) it is a temporary one, still one for all workers. The small models of
+tests/*_fixtures.py are built the same way, once for all workers (`built_once`).
 """
 
 from __future__ import annotations
 
 import atexit
 import fcntl
+import functools
 import hashlib
 import json
+import os
 import platform
 import shutil
 import tempfile
@@ -25,6 +32,7 @@ import pytest
 import trtconv
 from trtconv.onnxlib.export import OnnxExport
 
+ROOT_VARIABLE = "TRTCONV_TEST_MODELS"  # the directory, handed from the controller to its workers
 LIBRARIES = ("tensorflow", "keras", "numpy", "tf2onnx", "onnx", "onnxruntime", "openvino", "nncf")
 DONE = ".complete"
 
@@ -50,14 +58,27 @@ def source_key(description: str) -> str:
     return digest.hexdigest()[:20]
 
 
-def cache_root(config: pytest.Config) -> Path:
-    """The pytest cache's directory for models; a fresh temporary one without the cache."""
+def configure(config: pytest.Config) -> None:
+    """In the run's first process, choose the models' directory for every worker: the pytest
+    cache's, or a temporary one (removed at exit) without the cache plugin."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker: its controller chose
+        return
     cache = getattr(config, "cache", None)
     if cache is None:  # -p no:cacheprovider
         path = Path(tempfile.mkdtemp(prefix="trtconv-models-"))
         atexit.register(shutil.rmtree, path, ignore_errors=True)
-        return path
-    return Path(cache.mkdir("trtconv-models"))
+    else:
+        path = Path(cache.mkdir("trtconv-models"))
+    os.environ[ROOT_VARIABLE] = str(path)
+
+
+def cache_root(config: pytest.Config | None = None) -> Path:
+    """The models' directory `configure` chose (a fresh temporary one outside pytest)."""
+    chosen = os.environ.get(ROOT_VARIABLE)
+    if chosen is None:  # a fixtures module run as a script
+        chosen = tempfile.mkdtemp(prefix="trtconv-models-")
+        os.environ[ROOT_VARIABLE] = chosen
+    return Path(chosen)
 
 
 def cached_build(
@@ -88,6 +109,19 @@ def tree_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def exports_dir() -> Path:
+    """Where `caching_export` keeps the run's ONNX exports."""
+    return cache_root() / "onnx-exports"
+
+
+def export_onnx_once(saved_model: Path, output: Path, signature: Any) -> OnnxExport:
+    """trtconv's export_onnx for a test that needs an export, not the exporting: through the
+    same cache as the conversions (tests/conftest.py), so tf2onnx exports a model once."""
+    from trtconv.onnxlib.export import export_onnx
+
+    return caching_export(exports_dir(), export_onnx)(saved_model, output, signature)
+
+
 def caching_export(root: Path, export: Callable[..., OnnxExport]) -> Callable[..., OnnxExport]:
     """`export` (trtconv's export_onnx: tf2onnx in a subprocess, then its checks) remembered by
     the SavedModel's bytes, the signature, the arguments and the library versions.
@@ -114,3 +148,45 @@ def caching_export(root: Path, export: Callable[..., OnnxExport]) -> Callable[..
         return OnnxExport.from_json(json.loads(summary.read_text()))
 
     return export_once
+
+
+@functools.cache
+def shared_dir() -> Path:
+    """Where `built_once` builds go: ROOT/fixtures-KEY, KEY hashing trtconv's source, the library
+    versions and the fixture modules' source (tests/*_fixtures.py, this file)."""
+    tests = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted([*tests.glob("*_fixtures.py"), Path(__file__).resolve()]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    root = cache_root()
+    folder = root / f"fixtures-{source_key(digest.hexdigest())}"
+    folder.mkdir(parents=True, exist_ok=True)
+    with (root / "fixtures.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for old in root.glob("fixtures-*"):  # builds of older sources
+            if old != folder:
+                shutil.rmtree(old, ignore_errors=True)
+    return folder
+
+
+def built_once(build: Callable[..., Path]) -> Callable[..., Path]:
+    """`build(*args, **kwargs)`, which writes under shared_dir() and returns a path there, run
+    once for all pytest-xdist workers (and kept across runs): the first caller builds while the
+    others wait on a file lock, then every caller gets the recorded path. Within a process it is
+    a cached function. Nested builds lock in the order they call each other, so they cannot
+    deadlock."""
+
+    @functools.cache
+    @functools.wraps(build)
+    def once(*args: Any, **kwargs: Any) -> Path:
+        what = f"{build.__module__}.{build.__qualname__}{args!r}{sorted(kwargs.items())!r}"
+        key = f"{build.__name__}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
+        folder = shared_dir()
+        done = folder / f"{key}{DONE}"
+        with (folder / f"{key}.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not done.exists():
+                done.write_text(str(build(*args, **kwargs)))
+        return Path(done.read_text())
+
+    return once

@@ -4,12 +4,12 @@ Each trains for a few seconds on the digits; built once per session (cached func
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import numpy as np
-from convert_fixtures import _save_serving, save_npz, work_dir
+from convert_fixtures import _save_serving, save_npz
 
+from tests.model_cache import built_once, shared_dir
 from trtconv.calib.sources import ArraySet, load_digits, split_holdout
 
 MASK_CLASSES = 3  # background, light ink, dark ink
@@ -27,13 +27,13 @@ def mask_data() -> ArraySet:
     return ArraySet({"x": digits.x}, masks(digits.x), "digit-masks")
 
 
-@functools.cache
+@built_once
 def mask_npz() -> Path:
     """mask_data saved as an .npz with arrays x and y (y of shape [N, 8, 8])."""
     return save_npz(mask_data(), "digit_masks.npz")
 
 
-@functools.cache
+@built_once
 def unet_model() -> Path:
     """A UNet-like segmenter: conv, pool, conv, upsample, skip concat, conv, and a per-pixel
     softmax `mask` [N, 8, 8, 3]."""
@@ -55,12 +55,12 @@ def unet_model() -> Path:
     return _save_serving(
         model,
         lambda image: {"mask": model(image, training=False)},
-        work_dir() / "unet" / "saved_model",
+        shared_dir() / "unet" / "saved_model",
         spec,
     )
 
 
-@functools.cache
+@built_once
 def class_id_model() -> Path:
     """A digits classifier returning `probabilities` [N, 10] (softmax) and `class_id` [N]
     (int64, tf.argmax of the probabilities)."""
@@ -84,10 +84,10 @@ def class_id_model() -> Path:
         return {"probabilities": probabilities, "class_id": tf.argmax(probabilities, axis=-1)}
 
     spec = tf.TensorSpec([None, 8, 8, 1], tf.float32, name="image")
-    return _save_serving(model, outputs, work_dir() / "class_id" / "saved_model", spec)
+    return _save_serving(model, outputs, shared_dir() / "class_id" / "saved_model", spec)
 
 
-@functools.cache
+@built_once
 def float16_model() -> Path:
     """A digits classifier built with Keras' mixed_float16 policy on every layer, the last
     included (the common mistake): its `probabilities` [N, 10] are float16."""
@@ -107,7 +107,7 @@ def float16_model() -> Path:
     return _save_serving(
         model,
         lambda image: {"probabilities": model(image, training=False)},
-        work_dir() / "float16" / "saved_model",
+        shared_dir() / "float16" / "saved_model",
         spec,
     )
 
@@ -124,15 +124,15 @@ def frames(samples: int = 1000) -> np.ndarray:
     return np.where(notes, rng.uniform(0.6, 1.0, x.shape), x).astype(np.float32)
 
 
-@functools.cache
+@built_once
 def frames_npz() -> Path:
     """frames() as an .npz holding only `x` (no labels)."""
-    path = work_dir() / "frames.npz"
+    path = shared_dir() / "frames.npz"
     np.savez(path, x=frames())
     return path
 
 
-@functools.cache
+@built_once
 def frame_map_model(lost: bool = False) -> Path:
     """Per-frame sigmoid maps `onset` [N, 32, 24]: a Dense over the bins, weights set by hand.
 
@@ -159,7 +159,7 @@ def frame_map_model(lost: bool = False) -> Path:
     return _save_serving(
         model,
         lambda x: {"onset": model(x, training=False)},
-        work_dir() / name / "saved_model",
+        shared_dir() / name / "saved_model",
         spec,
     )
 
@@ -176,15 +176,15 @@ def proposal_images(samples: int = 1000) -> np.ndarray:
     return x.astype(np.float32)
 
 
-@functools.cache
+@built_once
 def proposal_npz() -> Path:
     """proposal_images() as an .npz holding only `x`."""
-    path = work_dir() / "proposals.npz"
+    path = shared_dir() / "proposals.npz"
     np.savez(path, x=proposal_images())
     return path
 
 
-@functools.cache
+@built_once
 def proposal_model() -> Path:
     """A fully convolutional proposal net (as a face detector's first stage): two 3x3 convs,
     then a 1x1 sigmoid `face_prob` [N, 12, 12, 1] and a 1x1 box map `bbox` [N, 12, 12, 4]
@@ -214,10 +214,10 @@ def proposal_model() -> Path:
         return {"face_prob": found[0], "bbox": found[1]}
 
     spec = tf.TensorSpec([None, 16, 16, 1], tf.float32, name="image")
-    return _save_serving(model, outputs, work_dir() / "proposals" / "saved_model", spec)
+    return _save_serving(model, outputs, shared_dir() / "proposals" / "saved_model", spec)
 
 
-@functools.cache
+@built_once
 def digits_npz() -> Path:
     """All digits with their labels as an .npz."""
     return save_npz(load_digits("all"), "digits_all.npz")

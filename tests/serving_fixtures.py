@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import pytest
-from convert_fixtures import DIGITS32, _save_signatures, cnn32, digits32_npz, work_dir
+from convert_fixtures import DIGITS32, _save_signatures, cnn32, digits32_npz
+
+from tests.model_cache import built_once, shared_dir
 
 
-@functools.cache
+@built_once
 def small_model() -> Path:
     """cnn32 (a small Keras CNN trained briefly on digits) as a SavedModel:
     serving_default(image float32[?,32,32,3]) -> probabilities float32[?,10]."""
@@ -24,13 +25,13 @@ def small_model() -> Path:
     return _save_signatures("serving-cnn32", {"serving_default": serve}, model)
 
 
-@functools.cache
+@built_once
 def artifact(backend: str, precision: str) -> Path:
     """small_model converted by trtconv (calibrated and validated on digits32; verdicts on point
     figures: these tests are about serving, not about how many samples decide a verdict)."""
     from trtconv import api
 
-    output = work_dir() / f"serving-{backend}-{precision}"
+    output = shared_dir() / f"serving-{backend}-{precision}"
     options = api.ConvertOptions(
         small_model(), precision, backend=backend, output=output,
         calib_data=str(digits32_npz()), calib_samples=200, validate_samples=200, confidence=0,

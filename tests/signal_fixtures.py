@@ -4,11 +4,11 @@ carry the function calls of its layers. Built once per test session (cached func
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import numpy as np
-from convert_fixtures import work_dir
+
+from tests.model_cache import built_once, shared_dir
 
 # Framed audio: FRAMES frames of FRAME samples; a quiet recording (noise at NOISE, -80 dBFS) in
 # which each of NOTES tones (TONE amplitude, -60 dBFS) sounds in some frames. The front end's
@@ -71,7 +71,7 @@ def build_audio_model() -> object:
     return model
 
 
-@functools.cache
+@built_once
 def audio_model() -> Path:
     """The audio model trained briefly on framed_signal; its SavedModel, serving_default(frames)
     -> {notes: sigmoid probabilities [N, FRAMES, notes]}."""
@@ -95,21 +95,21 @@ def audio_model() -> Path:
     module = tf.Module()
     module.model = model  # tracked: its variables are saved with the module
     module.serve = serve
-    path = work_dir() / "audio" / "saved_model"
+    path = shared_dir() / "audio" / "saved_model"
     tf.saved_model.save(module, str(path), signatures={"serving_default": serve})
     return path
 
 
-@functools.cache
+@built_once
 def audio_npz(samples: int = 256, seed: int = 1) -> Path:
     """framed_signal as an .npz with one array `x` (no labels)."""
     frames, _ = framed_signal(samples, seed)
-    path = work_dir() / f"audio-{samples}-{seed}.npz"
+    path = shared_dir() / f"audio-{samples}-{seed}.npz"
     np.savez(path, x=frames)
     return path
 
 
-@functools.cache
+@built_once
 def nested_keras2_model() -> Path:
     """A Keras 2 (tf_keras) model that calls a revived model: 'front' (a functional model with
     a custom layer 'cqt': log(square(x @ w) + FLOOR)) saved as a SavedModel and loaded back
@@ -130,10 +130,10 @@ def nested_keras2_model() -> Path:
     features = keras.Input((FRAME,), name="features")
     front = keras.Model(features, Cqt(name="cqt")(features), name="front")
     front.get_layer("cqt").set_weights([stft_basis()[:, :8]])
-    front.save(str(work_dir() / "front"))
-    revived = keras.models.load_model(str(work_dir() / "front"))
+    front.save(str(shared_dir() / "front"))
+    revived = keras.models.load_model(str(shared_dir() / "front"))
     x = keras.Input((FRAME,), name="x")
     model = keras.Model(x, keras.layers.Dense(4, name="head")(revived(x)), name="model")
-    path = work_dir() / "nested" / "saved_model"
+    path = shared_dir() / "nested" / "saved_model"
     model.save(str(path))
     return path

@@ -25,6 +25,7 @@ from convert_fixtures import (
     two_signature_model,
 )
 
+from tests.model_cache import export_onnx_once
 from trtconv import api
 from trtconv.backends.registry import open_runner
 from trtconv.backends.tftrt import converter as tftrt
@@ -278,7 +279,7 @@ def test_onnx_runs_the_fixed_batch_export_one_sample_at_a_time(tmp_path: Path) -
     """The export check: tf2onnx keeps the fixed batch, and run_batched honours it."""
     model = fixed_batch_model()
     signature = load_saved_model(model).signature
-    export.export_onnx(model, tmp_path / "m.onnx", signature)
+    export_onnx_once(model, tmp_path / "m.onnx", signature)
     data = read_model_data(str(digits32_npz()), signature, role=VALIDATION, samples=5)
     with OrtRunner(tmp_path / "m.onnx") as runner:
         assert runner.signature.fixed_batch == 1

@@ -23,8 +23,8 @@ from trtconv import api
 from trtconv.calib.purposes import fitted_indices
 from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import AccuracyError
+from trtconv.core.judging import Judging
 from trtconv.options import ConvertOptions, ValidateOptions
-from trtconv.outputs.roles import Judging
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # converts real models
 

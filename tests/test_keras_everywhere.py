@@ -4,13 +4,12 @@ a SavedModel for the run (Keras' own `model.export`), the user's file named in e
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from convert_fixtures import digits32_npz, keras_file
 
+from tests.cli_runner import run_cli
 from trtconv import api
 from trtconv.inspect_model import SavedModelInspection, inspect_path
 from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
@@ -85,11 +84,7 @@ def test_release_of_a_keras_file(tmp_path: Path) -> None:
     model = keras_file(".h5")
     config = tmp_path / "release.toml"
     config.write_text(_release_toml(model, gates="min_top1_agreement = 0.9\n"))
-    completed = subprocess.run(
-        [sys.executable, "-m", "trtconv", "release", str(config), "--output",
-         str(tmp_path / "out"), "--json"],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
+    completed = run_cli("release", config, "--output", tmp_path / "out", "--json")
     assert completed.returncode == 0, completed.stderr[-3000:]
     document = json.loads(completed.stdout)
     assert document["source_model"]["path"] == str(model)

@@ -25,7 +25,7 @@ MAX_LOCAL_IMPORTS = 15
 
 # Bottom first. A module belongs to the layer of its longest matching prefix.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("core", ("trtconv", "trtconv.core")),
+    ("core and options", ("trtconv", "trtconv.core", "trtconv.options")),
     (
         "facts and model",
         (
@@ -38,15 +38,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "data, compare, results, options",
-        (
-            "trtconv.calib",
-            "trtconv.manifest",
-            "trtconv.outputs",
-            "trtconv.measure",
-            "trtconv.zoo",
-            "trtconv.options",
-        ),
+        "data, compare, results",
+        ("trtconv.calib", "trtconv.manifest", "trtconv.outputs", "trtconv.measure", "trtconv.zoo"),
     ),
     (
         "backend protocol",

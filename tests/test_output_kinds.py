@@ -5,19 +5,18 @@ class id judged as labels. Each verdict is checked against plain TensorFlow + ON
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from roles_fixtures import class_id_model, digits_npz, float16_model, mask_npz, unet_model
 
+from tests.cli_runner import run_cli
+from tests.model_cache import export_onnx_once
 from trtconv import api
 from trtconv.core.errors import AccuracyError, ConversionError, UsageError
-from trtconv.onnxlib.export import export_onnx
+from trtconv.core.judging import Judging
 from trtconv.options import ConvertOptions, ValidateOptions
-from trtconv.outputs.roles import Judging
 from trtconv.savedmodel import load_saved_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # trains, converts and releases real models
@@ -144,11 +143,8 @@ min_top1_agreement = 0.9
 
 
 def _release(config: Path, output: Path, *extra: str) -> dict:
-    completed = subprocess.run(
-        [sys.executable, "-m", "trtconv", "release", str(config), "--output", str(output),
-         *extra, "--json"],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+    """`trtconv release CONFIG --json` in this process (tests/cli_runner.py)."""
+    completed = run_cli("release", config, "--output", output, *extra, "--json")
     assert completed.stdout, completed.stderr
     return json.loads(completed.stdout)  # type: ignore[no-any-return]
 
@@ -158,11 +154,9 @@ def test_an_int64_class_id_is_judged_by_its_agreement(tmp_path: Path) -> None:
     else a ladder that missed the budget at every step and kept layers in float; accuracy was
     never computed ("labels fit several outputs", said 13 times)."""
     artifact = tmp_path / "class-id-int8"
-    completed = subprocess.run(
-        [sys.executable, "-m", "trtconv", "convert", str(class_id_model()), "--precision",
-         "int8", "--backend", "ort", "--calib-data", str(digits_npz()), "--output",
-         str(artifact), "--no-fallback", "--json"],
-        capture_output=True, text=True, timeout=600,
+    completed = run_cli(
+        "convert", class_id_model(), "--precision", "int8", "--backend", "ort",
+        "--calib-data", digits_npz(), "--output", artifact, "--no-fallback", "--json",
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr
     assert completed.stderr.count("labels fit several outputs") == 1
@@ -230,5 +224,5 @@ def test_the_export_check_takes_tolerance_and_names_the_users_model(tmp_path: Pa
 
 def _export(tmp_path: Path) -> Path:
     path = tmp_path / "float16.onnx"
-    export_onnx(float16_model(), path, load_saved_model(float16_model()).signature)
+    export_onnx_once(float16_model(), path, load_saved_model(float16_model()).signature)
     return path

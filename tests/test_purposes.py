@@ -4,13 +4,13 @@ never judging on a sample a conversion was fitted to. On a small MLP built here.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import numpy as np
 import pytest
 from convert_fixtures import work_dir
 
+from tests.model_cache import built_once, shared_dir
 from trtconv import api
 from trtconv.calib.sources import ArraySet
 from trtconv.core.data_contract import Purpose
@@ -32,7 +32,7 @@ def features(samples: int, seed: int) -> ArraySet:
     return ArraySet({"x": x}, (x @ directions).argmax(axis=1).astype(np.int64), f"f{seed}")
 
 
-@functools.cache
+@built_once
 def mlp() -> Path:
     """A 16-feature MLP trained on 2,000 samples none of the tests' files hold; no model card."""
     import keras
@@ -49,7 +49,7 @@ def mlp() -> Path:
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
     model.fit(train.x, train.labels, epochs=8, batch_size=64, verbose=0)
-    path = work_dir() / "mlp16" / "saved_model"
+    path = shared_dir() / "mlp16" / "saved_model"
     export_saved_model(model, path, "features", (FEATURES,))
     return path
 

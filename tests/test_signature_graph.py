@@ -160,9 +160,10 @@ def test_converts_validates_and_benches_without_resaving(
     assert validated.verdict == "passed"
     assert Path(validated.reference) == path
 
-    bench = api.bench(
-        api.BenchOptions((path, artifact), batch_sizes=(1,), eval_data="digits", rounds=2)
+    options = api.BenchOptions(
+        (path, artifact), batch_sizes=(1,), eval_data="digits", rounds=2, warmup=1, iterations=4
     )
+    bench = api.bench(options)
     rows = {row.label: row for row in bench.results}
     assert rows["ort"].top1_agreement == pytest.approx(1.0, abs=0.01)
     assert json.dumps(bench.to_json())  # serialises

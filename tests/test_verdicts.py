@@ -18,14 +18,13 @@ from convert_fixtures import (
 )
 
 from trtconv import api
-from trtconv.calib.contract import PreprocessingOptions
 from trtconv.cli import main
 from trtconv.core.errors import AccuracyError
+from trtconv.core.judging import Judging
 from trtconv.manifest import read_manifest
 from trtconv.onnxlib.session import OrtRunner
-from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
+from trtconv.options import BenchOptions, ConvertOptions, PreprocessingOptions, ValidateOptions
 from trtconv.outputs.compare import run_batched
-from trtconv.outputs.roles import Judging
 from trtconv.validation import ValidateResult
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # trains, converts and benches real models

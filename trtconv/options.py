@@ -1,5 +1,9 @@
-"""Each command's options as one frozen dataclass: the home of every default but those of the
-types they hold (the verdicts' confidence level is trtconv.outputs.confidence's).
+"""Each command's options as one frozen dataclass: the home of every default, the verdicts'
+confidence level and the data splits included.
+
+It sits at the bottom of the layers, beside trtconv.core, and imports only core: whatever an
+options object holds is defined here (`PreprocessingOptions`) or in core (`Judging`, the output
+roles and tolerances the user states), so every layer above can take an options object.
 
 The typer commands build these from their flags, `trtconv.api` callers build them directly and
 the release config builds them from TOML, so a default written here is the default everywhere.
@@ -13,12 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trtconv.calib.contract import SPLITS, PreprocessingOptions
 from trtconv.core.errors import UsageError
+from trtconv.core.judging import Judging
 from trtconv.core.precision import PRECISIONS
-from trtconv.outputs.confidence import DEFAULT_CONFIDENCE, check_confidence
-from trtconv.outputs.roles import Judging
 
+# The level of the interval a validation verdict is decided by (--confidence; 0: point rule).
+DEFAULT_CONFIDENCE = 0.95
+# The part of a data set a model is evaluated on: what it did not train on, or all of it.
+HELD_OUT, ALL = "held-out", "all"
+SPLITS = (HELD_OUT, ALL)
 DEFAULT_BATCH_SIZES = (1, 8, 32)
 DEFAULT_CALIB_SAMPLES = 500
 # int8 on a source shared with validation (no --validate-data) calibrates on this many samples
@@ -65,6 +72,15 @@ DEFAULT_SPEED_TIME_LIMIT_S = 60.0
 DEFAULT_RELEASE_BATCH_SIZES = (1, 8)
 
 
+def check_confidence(confidence: float) -> None:
+    """Raise UsageError unless `confidence` is 0 (point decisions) or a level in (0, 1)."""
+    if not 0.0 <= confidence < 1.0:
+        raise UsageError(
+            f"--confidence must be 0 (point decisions) or a level below 1, e.g. 0.95; found "
+            f"{confidence}."
+        )
+
+
 def check_choice(flag: str, value: str, choices: Sequence[str]) -> None:
     """Raise UsageError unless `value` is one of `choices` (`flag` names the option)."""
     if value not in choices:
@@ -90,6 +106,27 @@ def check_batch_sizes(sizes: Sequence[int]) -> None:
     """Raise UsageError unless `sizes` is a non-empty list of positive integers."""
     if not sizes or any(size < 1 for size in sizes):
         raise UsageError(f"--batch-sizes must be positive integers, found {list(sizes)}.")
+
+
+@dataclass(frozen=True)
+class PreprocessingOptions:
+    """What the user said on the command line (or in a release config); None: not said."""
+
+    scale: float | None = None
+    offset: float | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.scale is not None and self.scale == 0:
+            raise UsageError("--image-scale must not be 0: every pixel would become the offset.")
+        if self.std is not None and any(s <= 0 for s in self.std):
+            raise UsageError(f"--image-std values must be positive, found {list(self.std)}.")
+        if self.mean is not None and self.std is not None and len(self.mean) != len(self.std):
+            raise UsageError(
+                f"--image-mean has {len(self.mean)} values and --image-std {len(self.std)}: "
+                "give one per channel (or one for all) to both."
+            )
 
 
 @dataclass(frozen=True)

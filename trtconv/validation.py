@@ -17,10 +17,11 @@ from trtconv.backends import registry
 from trtconv.calib.judged_data import JudgedData, judged_data, scale_warning
 from trtconv.calib.sources import ArraySet
 from trtconv.core.data_contract import DataContract
+from trtconv.core.judging import Judging
 from trtconv.core.model_io import Outputs
 from trtconv.manifest import Manifest, read_manifest
 from trtconv.model_paths import is_artifact_dir, require_exists, saved_model_in
-from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
+from trtconv.options import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES, ValidateOptions
 from trtconv.outputs.compare import (
     compare,
     output_roles,
@@ -30,8 +31,7 @@ from trtconv.outputs.compare import (
     undecidable_warning,
     validation_batches,
 )
-from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
-from trtconv.outputs.roles import Judging
+from trtconv.outputs.roles import over_recorded
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
 from trtconv.outputs.validation_report import ValidatingMachine, ValidationReport
 from trtconv.protocol.runner import Runner, RunOptions
@@ -136,7 +136,7 @@ def validate(options: ValidateOptions) -> ValidateResult:
     artifact = require_exists(options.artifact, "Artifact")
     manifest = read_manifest(artifact)
     named = Path(options.reference or manifest.source_model["path"])
-    judging = options.judging.over(manifest.judging)
+    judging = over_recorded(options.judging, manifest.judging)
     judging.check_names(manifest.model_signature.output_names)
     # A Keras source (convert m.keras) is exported again, and a SavedModel TensorFlow cannot
     # revive loaded as its signature graphs, for this validation only: the result names the user's.

@@ -14,13 +14,14 @@ from convert_fixtures import OVERFLOW_LAYERS, overflow_model, work_dir
 from fp16_check import independent_emulation
 from rich.console import Console
 
+from tests.model_cache import export_onnx_once
 from trtconv.backends import registry
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.calib.sources import load_digits
 from trtconv.cli import main
 from trtconv.cli._fp16 import render_fp16
 from trtconv.convert.result import ConvertResult
-from trtconv.onnxlib.export import export_onnx, to_float16
+from trtconv.onnxlib.export import to_float16
 from trtconv.onnxlib.fp16 import Float16EmulationRunner
 from trtconv.onnxlib.session import OrtRunner
 from trtconv.protocol.runner import RunOptions
@@ -56,7 +57,7 @@ def test_a_plain_float16_copy_overflows_and_the_cpu_provider_hides_it() -> None:
 
     saved_model = overflow_model()
     export, plain = work_dir() / "overflow.onnx", work_dir() / "overflow.plain-fp16.onnx"
-    export_onnx(saved_model, export, load_saved_model(saved_model).signature)
+    export_onnx_once(saved_model, export, load_saved_model(saved_model).signature)
     to_float16(export, plain)
     assert agreement(independent_emulation(plain), saved_model) < 0.5
     cpu = ort.InferenceSession(str(plain), providers=["CPUExecutionProvider"])

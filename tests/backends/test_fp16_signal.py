@@ -17,11 +17,12 @@ from fp16_check import independent_emulation
 from rich.console import Console
 from signal_fixtures import audio_model, audio_npz, framed_signal, nested_keras2_model
 
+from tests.model_cache import export_onnx_once
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.cli import main
 from trtconv.cli._fp16 import kept_by_layer, render_fp16
 from trtconv.convert.result import ConvertResult
-from trtconv.onnxlib.export import export_onnx, to_float16
+from trtconv.onnxlib.export import to_float16
 from trtconv.onnxlib.fp16 import emulate_float16, emulation_session, load_model
 from trtconv.onnxlib.fp16_analysis import analyse, analysis_batches
 from trtconv.onnxlib.fp16_model import kept_float32
@@ -52,7 +53,7 @@ def max_error(session: Any, frames: np.ndarray, reference: np.ndarray) -> float:
 def test_a_plain_float16_copy_of_the_audio_front_end_underflows() -> None:
     saved_model = audio_model()
     export, plain = work_dir() / "audio.onnx", work_dir() / "audio.plain-fp16.onnx"
-    export_onnx(saved_model, export, load_saved_model(saved_model).signature)
+    export_onnx_once(saved_model, export, load_saved_model(saved_model).signature)
     to_float16(export, plain)
     frames, reference = held_out()
     trtconv_emulation = emulation_session(emulate_float16(load_model(plain)))
@@ -91,7 +92,7 @@ def test_ort_fp16_keeps_the_audio_front_end_in_float32_and_passes(
 def test_kept_nodes_of_a_nested_revived_model_are_named_by_their_keras_layer() -> None:
     saved_model = nested_keras2_model()
     export = work_dir() / "nested.onnx"
-    export_onnx(saved_model, export, load_saved_model(saved_model).signature)
+    export_onnx_once(saved_model, export, load_saved_model(saved_model).signature)
     model = load_model(export)
     names = [node.name for node in model.graph.node]
     assert any("cqt/StatefulPartitionedCall/StatefulPartitionedCall/" in name for name in names)

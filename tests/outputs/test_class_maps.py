@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from trtconv.core.errors import UsageError
+from trtconv.core.judging import CLASS_MAP, OutputRole
 from trtconv.outputs.compare import compare
 from trtconv.outputs.judge import mean_iou
-from trtconv.outputs.roles import CLASS_MAP, OutputRole, fitting_roles, infer_role, resolve_roles
+from trtconv.outputs.roles import fitting_roles, infer_role, resolve_roles
 from trtconv.outputs.tolerance import tolerance_for
 from trtconv.release.gates import Measures, evaluate_gates
 from trtconv.release.settings import GateSettings

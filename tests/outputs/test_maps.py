@@ -9,17 +9,10 @@ import numpy as np
 import pytest
 
 from trtconv.core.errors import UsageError
+from trtconv.core.judging import BINARY, REGRESSION, Judging, OutputRole, parse_role_options
 from trtconv.outputs.compare import compare, rate_words, undecidable_warning
 from trtconv.outputs.maps import MIN_SAMPLE_F1, sample_f1
-from trtconv.outputs.roles import (
-    BINARY,
-    REGRESSION,
-    Judging,
-    OutputRole,
-    infer_role,
-    parse_role_options,
-    resolve_roles,
-)
+from trtconv.outputs.roles import infer_role, judging_record, over_recorded, resolve_roles
 from trtconv.outputs.tolerance import tolerance_for
 from trtconv.outputs.validation_report import roles_of
 from trtconv.quantize.search import resolution_note, step_words
@@ -114,10 +107,10 @@ def test_a_gated_box_map_is_judged_only_where_the_score_says_a_face_is() -> None
     got["bbox"][faces] += 1.0
     assert not compare(want, got, tolerance_for("int8"), roles=roles).passed
     # The manifest keeps the gate: validate judges the artifact the same way.
-    recorded = Judging().record(roles_of(report, roles))
+    recorded = judging_record(Judging(), roles_of(report, roles))
     assert recorded.roles["bbox"].where == "face_prob"
     assert recorded.to_json()["roles"]["bbox"]["where"] == "face_prob"
-    assert Judging().over(recorded).roles["bbox"].where == "face_prob"
+    assert over_recorded(Judging(), recorded).roles["bbox"].where == "face_prob"
 
 
 def test_a_regression_map_counts_a_sample_within_when_95_percent_of_its_values_are() -> None:

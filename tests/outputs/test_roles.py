@@ -7,19 +7,18 @@ import numpy as np
 import pytest
 
 from trtconv.core.errors import AccuracyError, UsageError
-from trtconv.outputs.compare import compare, raise_if_failed
-from trtconv.outputs.roles import (
+from trtconv.core.judging import (
     BINARY,
     CLASSES,
     REGRESSION,
     TENSOR,
     Judging,
     OutputRole,
-    infer_role,
     parse_role_options,
     parse_tolerance_options,
-    resolve_roles,
 )
+from trtconv.outputs.compare import compare, raise_if_failed
+from trtconv.outputs.roles import infer_role, resolve_roles
 from trtconv.outputs.tolerance import tolerance_for
 
 RNG = np.random.default_rng(0)

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from trtconv.calib.contract import PreprocessingOptions
 from trtconv.core.errors import UsageError
+from trtconv.core.judging import Judging
 from trtconv.options import (
     DEFAULT_RELEASE_BATCH_SIZES,
     BenchOptions,
     Contest,
     ConvertOptions,
+    PreprocessingOptions,
     TrainOptions,
     ValidateOptions,
 )
-from trtconv.outputs.roles import Judging
 from trtconv.outputs.tolerance import tolerance_for
 from trtconv.release.command_options import (
     bench_options,

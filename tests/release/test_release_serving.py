@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 from serving_fixtures import alive, descendants, pytriton_or_skip
 
+from tests.cli_runner import run_cli
 from trtconv.release.schema import release_schema
 
 pytestmark = [
@@ -60,8 +59,7 @@ def test_a_release_serves_its_targets_gates_them_and_deploys_the_recommendation(
     config = tmp_path / "release.toml"
     config.write_text(CONFIG.format(model=digits_saved_model))
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "trtconv", "release", str(config), "--output", str(out)]
-    completed = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=900)
+    completed = run_cli("release", config, "--output", out, "--json")  # in this process
     document = json.loads(completed.stdout)
     assert completed.returncode == 0, document.get("recommendation_reason", completed.stderr)
     jsonschema.validate(document, release_schema())

@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 
 from trtconv import api
-from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.sources import load_digits
 from trtconv.core.errors import InputError, UsageError
 from trtconv.facts import probe_cpu
 from trtconv.inspect_model import graph_def_of, graph_dtypes
-from trtconv.options import ClusterOptions, ConvertOptions, TrainOptions
+from trtconv.options import ClusterOptions, ConvertOptions, PreprocessingOptions, TrainOptions
 
 LOW_PRECISION = {"bfloat16", "float16", "half"}
 

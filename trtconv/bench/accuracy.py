@@ -11,14 +11,15 @@ from pathlib import Path
 import numpy as np
 
 from trtconv.bench.models import BenchPlan, ModelEntry
-from trtconv.calib.contract import PreprocessingOptions
 from trtconv.calib.judged_data import judged_data, scale_warning
 from trtconv.calib.sources import ArraySet, input_stats
 from trtconv.core.data_contract import DataContract
+from trtconv.core.judging import Judging
 from trtconv.core.model_io import Outputs
 from trtconv.measure.bench_result import ModelInfo
+from trtconv.options import PreprocessingOptions
 from trtconv.outputs.compare import compare, output_roles
-from trtconv.outputs.roles import Judging
+from trtconv.outputs.roles import over_recorded
 from trtconv.outputs.tolerance import tolerance_for
 from trtconv.outputs.validation_report import FAILED, NOT_JUDGED
 
@@ -93,9 +94,9 @@ def prepare(
     recorded = next((m.judging for m in plan.models if m.judging), None)
     names = plan.baseline.signature.output_names
     given = judging or Judging()
-    merged = given.over(recorded)
+    merged = over_recorded(given, recorded)
     merged.check_names(names)
-    by_model = {m.label: given.over(m.judging) for m in plan.models if m.judging}
+    by_model = {m.label: over_recorded(given, m.judging) for m in plan.models if m.judging}
     return AccuracySet(evaluation.data, evaluation.contract, merged, by_model)
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from trtconv.core.data_contract import (
@@ -27,34 +26,12 @@ from trtconv.core.data_contract import (
 )
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import TensorSpec
+from trtconv.options import HELD_OUT, SPLITS, PreprocessingOptions
 
 log = logging.getLogger(__name__)
 
 OPTION, MANIFEST, MODEL_CARD, SIGNATURE = "option", "manifest", "model card", "model signature"
-HELD_OUT, ALL = "held-out", "all"
-SPLITS = (HELD_OUT, ALL)
 DEFAULTS: dict[str, Any] = {"scale": DEFAULT_SCALE, "offset": 0.0, "mean": None, "std": None}
-
-
-@dataclass(frozen=True)
-class PreprocessingOptions:
-    """What the user said on the command line (or in a release config); None: not said."""
-
-    scale: float | None = None
-    offset: float | None = None
-    mean: tuple[float, ...] | None = None
-    std: tuple[float, ...] | None = None
-
-    def __post_init__(self) -> None:
-        if self.scale is not None and self.scale == 0:
-            raise UsageError("--image-scale must not be 0: every pixel would become the offset.")
-        if self.std is not None and any(s <= 0 for s in self.std):
-            raise UsageError(f"--image-std values must be positive, found {list(self.std)}.")
-        if self.mean is not None and self.std is not None and len(self.mean) != len(self.std):
-            raise UsageError(
-                f"--image-mean has {len(self.mean)} values and --image-std {len(self.std)}: "
-                "give one per channel (or one for all) to both."
-            )
 
 
 def parse_channels(text: str | None, flag: str) -> tuple[float, ...] | None:

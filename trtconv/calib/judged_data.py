@@ -13,15 +13,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trtconv.calib.calibration_record import CalibrationRecord, InputStats
-from trtconv.calib.contract import ALL as ALL_SPLIT
 from trtconv.calib.contract import (
     DEFAULT,
-    HELD_OUT,
     MANIFEST,
     MODEL_CARD,
     OPTION,
     Preprocessing,
-    PreprocessingOptions,
     check_split,
 )
 from trtconv.calib.purposes import HELD_OUT_PART, card_data, drop_fitted, trained_on
@@ -29,6 +26,8 @@ from trtconv.calib.readers import ALL, VALIDATION, card_preprocessing, read_mode
 from trtconv.calib.sources import ArraySet, input_stats, recorded_spec
 from trtconv.core.data_contract import DataContract
 from trtconv.core.model_io import ModelSignature
+from trtconv.options import ALL as ALL_SPLIT
+from trtconv.options import HELD_OUT, PreprocessingOptions
 
 log = logging.getLogger(__name__)
 

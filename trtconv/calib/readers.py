@@ -33,7 +33,6 @@ from trtconv.calib.contract import (
     MODEL_CARD,
     NCHW,
     Preprocessing,
-    PreprocessingOptions,
     input_layout,
     is_default,
     resolve_preprocessing,
@@ -52,6 +51,7 @@ from trtconv.calib.sources import (
 )
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, TensorSpec, numpy_dtype
+from trtconv.options import PreprocessingOptions
 from trtconv.savedmodel import read_model_card
 
 log = logging.getLogger(__name__)

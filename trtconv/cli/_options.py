@@ -13,10 +13,10 @@ from typing import Annotated
 
 import typer
 
-from trtconv.calib.contract import PreprocessingOptions, parse_channels
+from trtconv.calib.contract import parse_channels
 from trtconv.core.errors import UsageError
-from trtconv.options import DEFAULT_BATCH_SIZES
-from trtconv.outputs.roles import Judging, parse_role_options, parse_tolerance_options
+from trtconv.core.judging import Judging, parse_role_options, parse_tolerance_options
+from trtconv.options import DEFAULT_BATCH_SIZES, PreprocessingOptions
 
 OutputRoleOpt = Annotated[
     list[str] | None,

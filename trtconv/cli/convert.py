@@ -47,6 +47,7 @@ from trtconv.core.model_io import parse_input_shapes
 from trtconv.options import (
     DEFAULT_CALIB_METHOD,
     DEFAULT_CALIB_SAMPLES,
+    DEFAULT_CONFIDENCE,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
     DEFAULT_RANK_BATCH_SIZE,
     DEFAULT_RANK_DURATION_S,
@@ -55,7 +56,6 @@ from trtconv.options import (
     Contest,
     ConvertOptions,
 )
-from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
 from trtconv.outputs.validation_report import Check, ValidationReport
 
 MARKS = {

@@ -29,8 +29,7 @@ from trtconv.cli._options import (
 from trtconv.cli._output import run_command
 from trtconv.cli.convert import render_validation
 from trtconv.core.data_contract import DataContract
-from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
-from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
+from trtconv.options import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES, ValidateOptions
 from trtconv.validation import ValidateResult, validate
 
 ArtifactArg = Annotated[Path, typer.Argument(help="Artifact directory (holds manifest.json).")]

@@ -20,8 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from trtconv.calib.contract import ALL as ALL_SPLIT
-from trtconv.calib.contract import HELD_OUT, Preprocessing
+from trtconv.calib.contract import Preprocessing
 from trtconv.calib.judged_data import data_spec, model_preprocessing, record_contract
 from trtconv.calib.purposes import CALIBRATION as CALIBRATING
 from trtconv.calib.purposes import (
@@ -50,9 +49,11 @@ from trtconv.calib.sources import ArraySet
 from trtconv.core.data_contract import DataContract, Purpose
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature
+from trtconv.options import ALL as ALL_SPLIT
 from trtconv.options import (
     DEFAULT_CALIB_SAMPLES,
     FP16_RANGE_SAMPLES,
+    HELD_OUT,
     SHARED_CALIB_SAMPLES,
     ConvertOptions,
 )

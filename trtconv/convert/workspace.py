@@ -21,6 +21,7 @@ from trtconv.calib.readers import describe
 from trtconv.convert.data import ConversionData
 from trtconv.convert.plan import ConversionPlan
 from trtconv.core.fsutil import sha256_path
+from trtconv.core.judging import Roles
 from trtconv.core.model_io import Outputs
 from trtconv.core.precision import Precision
 from trtconv.core.progress import Steps
@@ -35,7 +36,7 @@ from trtconv.outputs.compare import (
     run_batched,
     undecidable_warning,
 )
-from trtconv.outputs.roles import Roles
+from trtconv.outputs.roles import judging_record
 from trtconv.outputs.tolerance import TOLERANCES, Tolerance, budget_for, tolerance_for
 from trtconv.outputs.validation_report import ValidationReport, roles_of
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest, SearchSlice
@@ -129,7 +130,7 @@ def convert_into(
     report = _validate_staged(directory, plan, space)
     manifest.validation = report
     manifest.status = report.verdict
-    manifest.judging = plan.options.judging.record(roles_of(report, space.roles))
+    manifest.judging = judging_record(plan.options.judging, roles_of(report, space.roles))
     write_manifest(directory, manifest)
     return manifest, report
 

@@ -19,6 +19,7 @@ import numpy as np
 from trtconv.calib.readers import batches
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import AccuracyError, UsageError, itemised
+from trtconv.core.judging import BINARY, CLASS_MAP, CLASSES, REGRESSION, Judging, Roles
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.results import JsonResult
 from trtconv.model_paths import is_saved_model_dir
@@ -26,15 +27,7 @@ from trtconv.outputs.confidence import percent, proportion_interval, samples_to_
 from trtconv.outputs.exact import values_decide
 from trtconv.outputs.judge import judge_output
 from trtconv.outputs.maps import gate_of
-from trtconv.outputs.roles import (
-    BINARY,
-    CLASS_MAP,
-    CLASSES,
-    REGRESSION,
-    Judging,
-    Roles,
-    resolve_roles,
-)
+from trtconv.outputs.roles import resolve_roles
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.outputs.validation_report import FAILED, INCONCLUSIVE, Check, ValidationReport
 from trtconv.savedmodel import SERVING_KEY

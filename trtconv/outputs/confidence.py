@@ -20,11 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trtconv.core.errors import UsageError
-
 PASSED, FAILED, INCONCLUSIVE = "passed", "failed", "inconclusive"
-# The level of the interval a validation verdict is decided by (--confidence; 0: point rule).
-DEFAULT_CONFIDENCE = 0.95
 # The level of the intervals every report carries (`<figure>_ci95`), whatever decides verdicts.
 CI95 = 0.95
 # The bootstrap's resamples (scipy's default) and seed: the same data gives the same interval.
@@ -36,15 +32,6 @@ BOOTSTRAP_BATCH = 1000
 MAX_SAMPLES = 10**8
 
 Interval = tuple[float, float]
-
-
-def check_confidence(confidence: float) -> None:
-    """Raise UsageError unless `confidence` is 0 (point decisions) or a level in (0, 1)."""
-    if not 0.0 <= confidence < 1.0:
-        raise UsageError(
-            f"--confidence must be 0 (point decisions) or a level below 1, e.g. 0.95; found "
-            f"{confidence}."
-        )
 
 
 def proportion_interval(successes: int, samples: int, level: float = CI95) -> Interval | None:

@@ -22,9 +22,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from trtconv.core.judging import CLASSES, OutputRole
 from trtconv.outputs.confidence import samples_needed
 from trtconv.outputs.judge import Judgement
-from trtconv.outputs.roles import CLASSES, OutputRole
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.outputs.validation_report import Check, ValidationReport
 

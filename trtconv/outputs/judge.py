@@ -30,6 +30,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trtconv.core.errors import UsageError
+from trtconv.core.judging import (
+    BINARY,
+    CLASS_MAP,
+    CLASSES,
+    DECISIONS,
+    REGRESSION,
+    TENSOR,
+    OutputRole,
+)
 from trtconv.outputs.confidence import (
     CI95,
     INCONCLUSIVE,
@@ -48,15 +57,6 @@ from trtconv.outputs.maps import (
     is_decision_map,
     per_sample,
     regression_rate,
-)
-from trtconv.outputs.roles import (
-    BINARY,
-    CLASS_MAP,
-    CLASSES,
-    DECISIONS,
-    REGRESSION,
-    TENSOR,
-    OutputRole,
 )
 from trtconv.outputs.tolerance import resolution_atol
 from trtconv.outputs.validation_report import Check, OutputComparison

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trtconv.core.errors import UsageError
+from trtconv.core.judging import BINARY, CLASS_MAP, CLASSES, OutputRole
 from trtconv.outputs.confidence import Rate
-from trtconv.outputs.roles import BINARY, CLASS_MAP, CLASSES, OutputRole
 
 # A decision map's sample agrees when the F1 of its positives is at least this.
 MIN_SAMPLE_F1 = 0.9

@@ -14,22 +14,34 @@
 A role is set by the user (`--output-role NAME=ROLE`, a release config, an artifact's manifest)
 or inferred from the op that ends the output's graph (a `Softmax`, a `Sigmoid`), its dtype and
 shape, and the reference model's values. Every role says where it came from.
+
+The role names, their parsing and the settings a user states (`Judging`) are
+trtconv.core.judging's, so that options can hold them; here roles are inferred and resolved, and
+a `Judging` meets the one recorded in a manifest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from trtconv.core.errors import UsageError
+from trtconv.core.judging import (
+    BINARY,
+    CLASS_MAP,
+    CLASSES,
+    DECISIONS,
+    REGRESSION,
+    ROLES,
+    TENSOR,
+    Judging,
+    OutputRole,
+    Roles,
+)
 from trtconv.core.results import JsonResult, optional_key
 
-CLASSES, BINARY, REGRESSION, TENSOR = "classes", "binary", "regression", "tensor"
-CLASS_MAP = "class_map"
-ROLES = (CLASSES, BINARY, CLASS_MAP, REGRESSION, TENSOR)
-DECISIONS = (CLASSES, BINARY, CLASS_MAP)  # roles judged by what the model decides
 PROBABILITY_THRESHOLD, LOGIT_THRESHOLD = 0.5, 0.0
 SUM_TO_ONE = 1e-3  # rows of probabilities sum to 1 within this
 
@@ -54,121 +66,6 @@ class JudgingRecord(JsonResult):
     tolerances: dict[str, float] = field(default_factory=dict)
     allow_unjudged: bool = False
     labels_output: str | None = optional_key()
-
-
-@dataclass(frozen=True)
-class OutputRole:
-    """One output's role, where it came from, (binary) the decision threshold, and
-    (regression) the score output that says where an object is (`where`)."""
-
-    role: str
-    source: str  # "option", "release config", "manifest" or "inferred: WHY"
-    threshold: float | None = None
-    # The output the labels score (--labels-output); recorded as the judging block's
-    # `labels_output`, not per role.
-    labels: bool = False
-    where: str | None = None  # regression judged only where this score output says so
-
-    def to_dict(self) -> dict[str, object]:
-        found: dict[str, object] = {
-            "role": self.role, "source": self.source, "threshold": self.threshold,
-        }  # fmt: skip
-        if self.where is not None:  # only when set: manifests written before read the same
-            found["where"] = self.where
-        return found
-
-
-Roles = dict[str, OutputRole]
-
-
-def parse_role(text: str, where: str, source: str) -> OutputRole:
-    """`classes`, `binary`, `binary:THRESHOLD`, `class_map`, `regression`,
-    `regression:where=SCORE` or `tensor`. Raises UsageError."""
-    role, _, option = text.strip().partition(":")
-    gate = option.startswith("where=") and role == REGRESSION
-    if option.startswith("where=") and not gate:
-        raise UsageError(
-            f"{where}: where=SCORE gates a regression output (a box or landmark head), found "
-            f"'{text}'; spell it NAME=regression:where=SCORE."
-        )
-    if role not in ROLES or (option and role != BINARY and not gate):
-        raise UsageError(
-            f"{where}: expected one of {', '.join(ROLES)} (binary:THRESHOLD for another "
-            "decision threshold, regression:where=SCORE to judge only where the output SCORE "
-            f"says an object is there), found '{text}'."
-        )
-    if gate:
-        score = option.removeprefix("where=").strip()
-        if not score:
-            raise UsageError(f"{where}: 'where=' in '{text}' names no output.")
-        return OutputRole(role, source, where=score)
-    if not option:
-        return OutputRole(role, source)
-    try:
-        return OutputRole(role, source, float(option))
-    except ValueError:
-        raise UsageError(f"{where}: the threshold in '{text}' is not a number.") from None
-
-
-def parse_assignments(items: Sequence[str], flag: str) -> dict[str, str]:
-    """`NAME=VALUE` items of a repeated option as a dict. Raises UsageError naming the flag."""
-    parsed: dict[str, str] = {}
-    for item in items:
-        name, equals, value = item.partition("=")
-        if not equals or not name.strip() or not value.strip():
-            raise UsageError(f"{flag} takes NAME=VALUE (an output name), found '{item}'.")
-        parsed[name.strip()] = value.strip()
-    return parsed
-
-
-def parse_role_options(items: Sequence[str] | None, source: str = "option") -> Roles:
-    """`--output-role NAME=ROLE` (repeatable) as roles keyed by output name."""
-    assignments = parse_assignments(items or [], "--output-role")
-    return {
-        name: parse_role(text, f"--output-role {name}", source)
-        for name, text in assignments.items()
-    }
-
-
-def parse_tolerance_options(items: Sequence[str] | None) -> tuple[float | None, dict[str, float]]:
-    """`--tolerance X` and `--tolerance NAME=X` (repeatable): (global atol, per-output atols).
-
-    Raises UsageError for a value that is not a positive number or a global one given twice.
-    """
-    overall: float | None = None
-    per_output: dict[str, float] = {}
-    for item in items or []:
-        name, equals, text = item.rpartition("=")
-        value = _positive(text, f"--tolerance {item}")
-        if not equals:
-            if overall is not None:
-                raise UsageError("--tolerance X (for every output) is given twice.")
-            overall = value
-        elif not name.strip():
-            raise UsageError(f"--tolerance takes X or NAME=X, found '{item}'.")
-        else:
-            per_output[name.strip()] = value
-    return overall, per_output
-
-
-def _positive(text: str, where: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise UsageError(f"{where}: expected a positive number.") from None
-    if not value > 0:
-        raise UsageError(f"{where}: expected a positive number, found {text}.")
-    return value
-
-
-def check_output_names(names: Iterable[str], outputs: Sequence[str], what: str) -> None:
-    """Raise UsageError when `what` names an output the model does not have."""
-    unknown = sorted(set(names) - set(outputs))
-    if unknown:
-        raise UsageError(
-            f"{what} names output(s) {', '.join(unknown)}; the model's outputs are "
-            f"{', '.join(outputs)}."
-        )
 
 
 def resolve_roles(
@@ -294,76 +191,29 @@ def _shape(array: np.ndarray) -> str:
     return "[batch, " + ", ".join(str(d) for d in array.shape[1:]) + "]"
 
 
-@dataclass(frozen=True)
-class Judging:
-    """What a user says about a model's outputs: roles, per-output absolute tolerances, and
-    whether an output that nothing can judge may pass ("not judged" is exit 4 otherwise)."""
+def over_recorded(judging: Judging, recorded: JudgingRecord | None) -> Judging:
+    """`judging` over the settings recorded in a manifest (`judging` block): roles and
+    tolerances given in `judging` win, the recorded ones fill in (their source says
+    "manifest")."""
+    recorded = recorded or JudgingRecord()
+    roles = {
+        name: OutputRole(data.role, f"manifest ({data.source})", data.threshold, where=data.where)
+        for name, data in recorded.roles.items()
+    }
+    tolerances = {**recorded.tolerances, **judging.tolerances}
+    labelled = judging.labels_output or recorded.labels_output
+    return Judging({**roles, **judging.roles}, tolerances, judging.allow_unjudged, labelled)
 
-    roles: Mapping[str, OutputRole] = field(default_factory=dict)
-    tolerances: Mapping[str, float] = field(default_factory=dict)
-    allow_unjudged: bool = False
-    labels_output: str | None = None  # the output labels score (--labels-output); None: found
 
-    @classmethod
-    def build(
-        cls,
-        roles: Mapping[str, str] | None = None,
-        tolerances: Mapping[str, float] | None = None,
-        allow_unjudged: bool = False,
-        source: str = "option",
-        labels_output: str | None = None,
-    ) -> Judging:
-        """From `{output: "classes" | "binary[:T]" | ...}`, `{output: atol}` and the output
-        labels score. Raises UsageError for an unknown role or a tolerance that is not
-        positive."""
-        parsed = {
-            name: parse_role(text, f"--output-role {name}", source)
-            for name, text in (roles or {}).items()
-        }
-        for name, value in (tolerances or {}).items():
-            _positive(str(value), f"--tolerance {name}")
-        return cls(parsed, dict(tolerances or {}), allow_unjudged, labels_output)
-
-    def check_names(self, outputs: Sequence[str]) -> None:
-        """Raise UsageError when a role or tolerance names an output the model lacks."""
-        check_output_names(self.roles, outputs, "--output-role")
-        gates = [role.where for role in self.roles.values() if role.where]
-        check_output_names(gates, outputs, "--output-role NAME=regression:where=SCORE")
-        check_output_names(self.tolerances, outputs, "--tolerance NAME=X")
-        if self.labels_output:
-            check_output_names([self.labels_output], outputs, "--labels-output")
-
-    def over(self, recorded: JudgingRecord | None) -> Judging:
-        """These settings over those recorded in a manifest (`judging` block): roles and
-        tolerances given here win, the recorded ones fill in (their source says "manifest")."""
-        recorded = recorded or JudgingRecord()
-        roles = {
-            name: OutputRole(
-                data.role, f"manifest ({data.source})", data.threshold, where=data.where
-            )
-            for name, data in recorded.roles.items()
-        }
-        tolerances = {**recorded.tolerances, **self.tolerances}
-        labelled = self.labels_output or recorded.labels_output
-        return Judging({**roles, **self.roles}, tolerances, self.allow_unjudged, labelled)
-
-    def record(self, resolved: Roles) -> JudgingRecord:
-        """The manifest's `judging` block: every output's role (with its source) and the
-        per-output tolerances."""
-        return JudgingRecord(
-            roles={
-                name: RoleRecord(role.role, role.source, role.threshold, role.where)
-                for name, role in resolved.items()
-            },
-            tolerances=dict(self.tolerances),
-            allow_unjudged=self.allow_unjudged,
-            labels_output=self.labels_output or None,
-        )
-
-    def mark_labelled(self, roles: Roles) -> Roles:
-        """`roles` with the output `labels_output` names marked as the one labels score."""
-        if self.labels_output is None or self.labels_output not in roles:
-            return roles
-        role = roles[self.labels_output]
-        labelled = OutputRole(role.role, role.source, role.threshold, True, role.where)
-        return {**roles, self.labels_output: labelled}
+def judging_record(judging: Judging, resolved: Roles) -> JudgingRecord:
+    """The manifest's `judging` block: every output's role (with its source) and the
+    per-output tolerances."""
+    return JudgingRecord(
+        roles={
+            name: RoleRecord(role.role, role.source, role.threshold, role.where)
+            for name, role in resolved.items()
+        },
+        tolerances=dict(judging.tolerances),
+        allow_unjudged=judging.allow_unjudged,
+        labels_output=judging.labels_output or None,
+    )

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trtconv.core.judging import DECISIONS, OutputRole
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED, Interval
-from trtconv.outputs.roles import DECISIONS, OutputRole
 
 NOT_JUDGED = "not judged"
 __all__ = ["FAILED", "INCONCLUSIVE", "NOT_JUDGED", "PASSED"]

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.calib.sources import ArraySet
+from trtconv.core.judging import Roles
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, Outputs
 from trtconv.core.progress import Progress
 from trtconv.options import DEFAULT_CALIB_METHOD
-from trtconv.outputs.roles import Roles
 from trtconv.outputs.tolerance import Tolerance
 
 

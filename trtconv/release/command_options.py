@@ -11,6 +11,7 @@ from pathlib import Path
 
 from trtconv.core.results import optional_key
 from trtconv.options import (
+    DEFAULT_CONFIDENCE,
     DEFAULT_RANK_DURATION_S,
     DEFAULT_VALIDATE_SAMPLES,
     BenchOptions,
@@ -20,7 +21,6 @@ from trtconv.options import (
     TrainOptions,
     ValidateOptions,
 )
-from trtconv.outputs.confidence import DEFAULT_CONFIDENCE
 from trtconv.outputs.tolerance import tolerance_for
 from trtconv.release.settings import ReleaseConfig, Target
 

@@ -22,13 +22,13 @@ from typing import Any, TypeVar
 
 from trtconv.backends.registry import BEST
 from trtconv.core.errors import UsageError
+from trtconv.core.judging import parse_role
 from trtconv.core.precision import PRECISIONS
 from trtconv.options import (
     CALIB_METHODS,
     INT8_TARGETS,
     SPLITS,
 )
-from trtconv.outputs.roles import parse_role
 from trtconv.release.settings import (
     BenchSettings,
     CalibrationSettings,

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtconv.calib.contract import PreprocessingOptions
+from trtconv.core.judging import Judging
 from trtconv.core.results import JsonResult
 from trtconv.options import (
     DEFAULT_BENCH_ROUNDS,
@@ -20,9 +20,9 @@ from trtconv.options import (
     DEFAULT_RELEASE_BATCH_SIZES,
     DEFAULT_SPEED_TIME_LIMIT_S,
     ConvertOptions,
+    PreprocessingOptions,
     TrainOptions,
 )
-from trtconv.outputs.roles import Judging
 from trtconv.serving.options import DEFAULT_LOAD_RUN_S, DEFAULT_SEARCH_RUNS
 
 

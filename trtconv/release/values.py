@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from trtconv.backends.registry import backend_choices
 from trtconv.core.errors import UsageError
-from trtconv.outputs.roles import parse_role
+from trtconv.core.judging import parse_role
 
 Validator = Callable[[str, Any], Any]
 T = TypeVar("T")

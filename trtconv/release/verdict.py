@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from trtconv.core.judging import DECISIONS
 from trtconv.measure.bench_result import BenchResult, BenchRow
 from trtconv.outputs.confidence import INCONCLUSIVE
-from trtconv.outputs.roles import DECISIONS
 from trtconv.outputs.validation_report import ValidationReport
 from trtconv.release.document import Recommendation, TargetEntry
 from trtconv.release.gates import (

@@ -12,7 +12,7 @@ import numpy as np
 
 from trtconv import __version__
 from trtconv.backends import registry
-from trtconv.calib.contract import NHWC, Preprocessing, PreprocessingOptions, resolve_preprocessing
+from trtconv.calib.contract import NHWC, Preprocessing, resolve_preprocessing
 from trtconv.calib.readers import fit_to_signature
 from trtconv.calib.sources import (
     DIGITS_SPLIT_SEED,
@@ -31,7 +31,7 @@ from trtconv.core.fsutil import atomic_directory, check_output_free
 from trtconv.core.model_io import ModelSignature, TensorSpec
 from trtconv.core.results import JsonResult
 from trtconv.environment import Environment, machine_environment
-from trtconv.options import TrainOptions
+from trtconv.options import PreprocessingOptions, TrainOptions
 from trtconv.savedmodel import MODEL_CARD
 from trtconv.train.amp import AmpBlock, AmpChoice, choose_policy
 from trtconv.train.distribute import (
