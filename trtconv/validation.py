@@ -144,6 +144,7 @@ def validate(options: ValidateOptions) -> ValidateResult:
         reference = named
         report, evaluation, warnings = _run_both(options, artifact, named, manifest, judging)
         warnings.insert(0, _artifact_reference_warning(named))
+        log.warning("%s", warnings[0])
     else:
         with saved_model_for(named) as saved_model:
             reference = saved_model if saved_model == saved_model_in(named) else named
