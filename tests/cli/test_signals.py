@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from trtconv.onnxlib.export import TF2ONNX_CLI
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.serial,  # signals and deadlines: run alone
@@ -81,7 +83,7 @@ def test_sigterm_during_the_onnx_export(digits_saved_model: Path, tmp_path: Path
     output = tmp_path / "out" / "digits-fp32"
     args = ["convert", str(digits_saved_model), "--precision", "fp32", "--backend", "ort"]
     process = start([*args, "--output", str(output)], tmp_path / "tmp")
-    exporting = ("tf2onnx.convert", str(digits_saved_model))
+    exporting = (TF2ONNX_CLI, str(digits_saved_model))
     try:
         wait_for(lambda: processes_running(*exporting), "tf2onnx to start")
     except AssertionError:

@@ -18,7 +18,7 @@ from typing import TextIO
 from trtconv.bench.messages import ErrorInfo, WorkerFailure, WorkerSpec
 from trtconv.bench.worker import run, serve
 from trtconv.core.errors import TrtconvError
-from trtconv.core.lazy import tensorflow_environment
+from trtconv.core.lazy import tensorflow_environment, without_keras_optional_imports
 from trtconv.core.results import JsonResult
 
 SERVE = "--serve"
@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     success."""
     args = sys.argv[1:] if argv is None else argv
     tensorflow_environment()
+    without_keras_optional_imports()  # a worker runs a model: it never plots nor fits
     out = _claim_stdout()
 
     def reply(message: JsonResult) -> None:

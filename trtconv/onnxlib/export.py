@@ -1,6 +1,7 @@
 """SavedModel -> ONNX with tf2onnx, then checked against TensorFlow before anything uses it.
 
-tf2onnx runs in a subprocess (`python -m tf2onnx.convert --saved-model`): on ResNet-50 it takes
+tf2onnx runs in a subprocess (tf2onnx.convert's command line, `--saved-model`, started through
+`trtconv.onnxlib.tf2onnx_cli`, which skips Keras' optional imports): on ResNet-50 it takes
 about a minute and peaks at 7-10 GB, memory the parent process gets back when the child exits.
 `from_function(signatures['serving_default'])` fails in tf2onnx 1.17 (measured here:
 it cannot trace the loaded signature), the CLI path does not.
@@ -37,6 +38,8 @@ EXPORT_TIMEOUT_S = 1800
 # backend's optimised model, the Q/DQ models, the payload copies) are single files: above this
 # size an ONNX-based backend refuses before any work and names --backend openvino.
 ONNX_SIZE_LIMIT_BYTES = 2 * 1024**3
+# The module the export process runs: tf2onnx.convert's command line (see its docstring).
+TF2ONNX_CLI = "trtconv.onnxlib.tf2onnx_cli"
 
 
 def export_onnx(
@@ -56,7 +59,7 @@ def export_onnx(
     command = [
         sys.executable,
         "-m",
-        "tf2onnx.convert",
+        TF2ONNX_CLI,
         "--saved-model",
         str(saved_model),
         "--signature_def",

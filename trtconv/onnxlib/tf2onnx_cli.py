@@ -1,0 +1,16 @@
+"""tf2onnx's command line (`python -m tf2onnx.convert`), started by `export_onnx` in a process
+of its own, without Keras' optional imports (`core.lazy.without_keras_optional_imports`): the
+export uses neither scikit-learn nor matplotlib, and TensorFlow starts a third faster.
+
+Run as `python -m trtconv.onnxlib.tf2onnx_cli ARGS...`: ARGS are tf2onnx.convert's.
+"""
+
+from __future__ import annotations
+
+import runpy
+
+from trtconv.core.lazy import without_keras_optional_imports
+
+if __name__ == "__main__":
+    without_keras_optional_imports()
+    runpy.run_module("tf2onnx.convert", run_name="__main__", alter_sys=True)
