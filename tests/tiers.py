@@ -69,8 +69,7 @@ def ignore_module(path: Path, config: pytest.Config) -> bool | None:
 
 
 def mark_and_select(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests that use a TensorFlow fixture; in a quick run, deselect the marked. Then
-    put the modules that hold `serial` tests first."""
+    """Mark the tests that use a TensorFlow fixture; in a quick run, deselect the marked."""
     for item in items:
         if TENSORFLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(TENSORFLOW)
@@ -79,24 +78,6 @@ def mark_and_select(config: pytest.Config, items: list[pytest.Item]) -> None:
         if heavy:
             config.hook.pytest_deselected(items=heavy)
             items[:] = [item for item in items if item.get_closest_marker(TENSORFLOW) is None]
-    serial_modules_first(items)
-
-
-def serial_modules_first(items: list[pytest.Item]) -> None:
-    """Move the modules that hold `serial` tests to the front, their serial tests first, each
-    module's tests kept together. pytest-xdist hands out modules (--dist loadscope) in this
-    order, so the serial tests run early: while one holds its exclusive lock the other worker
-    waits, and in `make test` the quick tier and lint, running beside this tier, use that core
-    instead of it idling later. Everything else keeps its order (the sort is stable)."""
-    serial = {item.path for item in items if item.get_closest_marker(SERIAL) is not None}
-    first_seen = {item.path: index for index, item in reversed(list(enumerate(items)))}
-
-    def place(item: pytest.Item) -> tuple[bool, int, bool]:
-        if item.path not in serial:
-            return True, 0, False
-        return False, first_seen[item.path], item.get_closest_marker(SERIAL) is None
-
-    items.sort(key=place)
 
 
 def note_before(item: pytest.Item) -> None:
