@@ -173,7 +173,8 @@ def test_speedup_interval_and_a_gate_inside_it_is_inconclusive(result: dict[str,
     assert list(gate.measured_ci95 or ()) == [low, high]
 
 
-@pytest.mark.slow  # not serial: whether load leaves it decided or not, it checks both ways
+@pytest.mark.slow
+@pytest.mark.serial
 def test_a_speed_goal_adds_rounds_until_decided_or_out_of_time(
     benched: BenchResult, digits_saved_model: Path, ort_artifact: Path
 ) -> None:

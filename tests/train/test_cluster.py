@@ -193,7 +193,8 @@ def test_cli_bad_cluster_exits_2_before_anything_runs(
 
 
 @pytest.mark.slow
-@pytest.mark.tensorflow  # not serial: nothing answers on the silent port, however busy the cores
+@pytest.mark.tensorflow
+@pytest.mark.serial
 def test_cli_unreachable_worker_exits_1_naming_it(tmp_path: Path) -> None:
     mine, silent = free_ports(2)
     workers = f"127.0.0.1:{mine},127.0.0.1:{silent}"
