@@ -14,14 +14,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[cpu,dev,openvino,serve]"
 	touch $(STAMP)
 
-# BESIDE prefixes the jobs `make test` runs beside the TensorFlow tier (see `test`).
-BESIDE ?=
-
 lint: install
-	$(BESIDE) $(BIN)/ruff check trtconv tests
-	$(BESIDE) $(BIN)/ruff format --check trtconv tests
-	$(BESIDE) $(BIN)/mypy
-	$(BESIDE) $(BIN)/python -m trtconv.cli.reference --check docs/cli.md
+	$(BIN)/ruff check trtconv tests
+	$(BIN)/ruff format --check trtconv tests
+	$(BIN)/mypy
+	$(BIN)/python -m trtconv.cli.reference --check docs/cli.md
 
 # docs/cli.md is generated from the CLI itself: never edit it by hand.
 docs: install
@@ -35,7 +32,7 @@ XDIST = -n $(JOBS) --dist loadscope
 
 # The tests that import no TensorFlow; one that does fails the run (tests/tiers.py).
 test-quick: install
-	$(BESIDE) $(BIN)/pytest -q --quick $(XDIST)
+	$(BIN)/pytest -q --quick $(XDIST)
 
 # The tests that import TensorFlow (the quick tier's guard keeps the two tiers apart).
 test-tensorflow: install
@@ -43,11 +40,10 @@ test-tensorflow: install
 
 # Everything: lint and both tiers, as three jobs at once. The TensorFlow tier leaves the cores
 # idle about a sixth of its time (its tests wait on servers, worker processes and timeouts);
-# lint and the quick tier, at a lower priority (nice), fill that instead of adding their minute
-# after it or slowing it down. Each output line stays whole; make fails when any job fails.
+# lint and the quick tier fill that instead of adding their half-minute after it. Each output
+# line stays whole; make fails when any of the three fails.
 test: install
-	@$(MAKE) --no-print-directory -j 3 --output-sync=line test-tensorflow test-quick lint \
-	  BESIDE="nice -n 10"
+	@$(MAKE) --no-print-directory -j 3 --output-sync=line test-tensorflow test-quick lint
 
 demo: install
 	bash examples/demo.sh
