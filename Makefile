@@ -39,7 +39,7 @@ test-tensorflow: install
 	$(BIN)/pytest -q -m tensorflow $(XDIST)
 
 # Everything: lint and both tiers, as three jobs at once. The TensorFlow tier leaves the cores
-# idle about a sixth of its time (its tests wait on servers, worker processes and timeouts);
+# idle about 15% of its time (its tests wait on servers, worker processes and timeouts);
 # lint and the quick tier fill that instead of adding their half-minute after it. Each output
 # line stays whole; make fails when any of the three fails.
 test: install
