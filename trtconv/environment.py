@@ -6,7 +6,7 @@ import platform
 import subprocess
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from trtconv.core.results import JsonResult
@@ -46,16 +46,9 @@ class BenchEnvironment(Environment):
 
     @classmethod
     def of(cls, environment: Environment, threads: int | None) -> BenchEnvironment:
-        """`environment` with the bench's threads."""
-        return cls(
-            python=environment.python,
-            platform=environment.platform,
-            cpu=environment.cpu,
-            gpus=environment.gpus,
-            libraries=environment.libraries,
-            commit=environment.commit,
-            threads=threads,
-        )
+        """`environment` with the bench's threads (every field of Environment carried over)."""
+        machine = {field.name: getattr(environment, field.name) for field in fields(environment)}
+        return cls(**machine, threads=threads)
 
 
 def git_commit(directory: Path | None = None) -> str | None:

@@ -56,8 +56,8 @@ def tensorflow_environment() -> None:
 # Keras, which TensorFlow imports whole when it starts, also imports scikit-learn (for its sklearn
 # wrappers) and matplotlib (for its plots) whenever they are installed, each behind an
 # `except ImportError`. trtconv installs both (the digits data, the report's plots); together
-# they are a third of TensorFlow's import (3.7 s -> 2.4 s of CPU here, measured on a 2-core
-# EPYC), paid again by every process that starts TensorFlow.
+# they are a third of TensorFlow's import (3.9 s -> 2.5 s of CPU, 3.7 s -> 2.4 s wall, measured
+# on a 2-core EPYC), paid again by every process that starts TensorFlow.
 KERAS_OPTIONAL_IMPORTS = ("sklearn", "matplotlib")
 
 
