@@ -67,7 +67,8 @@ def test_a_release_serves_its_targets_gates_them_and_deploys_the_recommendation(
     assert native["backend"] == "tf" and int8["precision"] == "int8"
     (entry,) = document["targets"]
     assert entry["serving"] == int8 and int8["qps_at_budget"] > 0
-    # At a 2 s budget the second, doubled rate has queries enough to bound its p99 within it.
+    # At a 2 s budget the second rate (doubled, and no lower than where a 3 s run holds queries
+    # enough to bound its p99: `bounding_rate`) shows the budget surely met.
     (gate,) = [g for g in entry["gates"] if g["name"] == "min_qps_at_budget"]
     assert gate["verdict"] == "passed" and gate["measured"] == int8["qps_at_budget"]
     assert (out / "serving" / "result.json").is_file()

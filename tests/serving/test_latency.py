@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 
 from trtconv.serving.latency import (
+    bounding_rate,
+    next_search_rate,
     p99_interval,
     percentile_ms,
+    queries_to_bound_p99,
     rate_bounds,
     trace_file_latencies_ms,
     trace_latencies_ms,
@@ -67,3 +70,27 @@ def test_rate_bounds_take_only_runs_their_interval_decides() -> None:
     assert rate_bounds(runs[1:2], 20.0) == [None, None]
     # Without an interval the point decides.
     assert rate_bounds([run(70, 19.0, None)], 20.0) == [70, None]
+
+
+def test_the_queries_that_bound_a_p99_are_the_fewest_scipy_bounds() -> None:
+    needed = queries_to_bound_p99()
+    assert p99_interval(np.arange(float(needed)))[1] is not None
+    assert p99_interval(np.arange(float(needed - 1)))[1] is None
+    assert bounding_rate(3.0) * 3.0 > needed  # a 3 s run at that rate holds more, on average
+
+
+def test_the_search_doubles_then_bisects() -> None:
+    bounded, open_above = run(100, 8.0, [6.0, 12.0]), run(100, 8.0, [6.0, None])
+    assert next_search_rate(400, bounded, 400, None, 5.0) == 800
+    assert next_search_rate(400, open_above, 400, None, 5.0) == 800  # already above the bound
+    assert next_search_rate(800, run(800, 40.0, [30.0, 50.0]), 400, 800, 5.0) == 600
+    assert next_search_rate(100, run(100, 40.0, [30.0, None]), 0.0, 100, 5.0) == 50
+
+
+def test_a_run_that_met_the_budget_on_too_few_queries_is_followed_by_one_that_can_show_it() -> None:
+    # A slow first probe started the search at 50 queries/s: 3 s runs at 50 and at 100 hold
+    # 150 and 300 queries, neither enough to show the budget surely met.
+    following = next_search_rate(50, run(50, 8.0, [6.0, None]), 50, None, 3.0)
+    assert following == bounding_rate(3.0) > 100
+    # Once a run missed, the bisection stays between what met and what missed.
+    assert next_search_rate(100, run(100, 40.0, [30.0, None]), 50, 100, 3.0) == 75

@@ -8,7 +8,7 @@ distribution-free order-statistic interval over those latencies (scipy's `quanti
 ranks between which the true 99th percentile lies with 95% confidence, from the binomial law of
 how many queries fall below it. No bootstrap: resampling cannot see beyond the largest latency
 seen, which a p99 of a few hundred queries is close to. Too few queries leave the interval
-unbounded above (about 370 are needed at 95%); its high end is then None.
+unbounded above (368 are needed at 95%: `queries_to_bound_p99`); its high end is then None.
 
 The rate bounds feed `min_qps_at_budget` (trtconv.release.gates): the budget is *surely met*
 at a run's rate when its p99's whole interval is within the budget, *surely missed* when the
@@ -28,6 +28,9 @@ from trtconv.outputs.confidence import CI95, FAILED, PASSED, at_most
 from trtconv.serving.results import LoadRun
 
 PERCENTILE = 0.99
+# A run at rate r for t seconds holds a Poisson number of queries around r * t: aiming a quarter
+# above the count that bounds the p99 leaves it short about once in a hundred thousand runs.
+QUERY_MARGIN = 1.25
 LATENCY_EVENT = re.compile(
     r'"name"\s*:\s*"Latency".*?"issue_delay"\s*:\s*(\d+)\s*,\s*"issue_to_done"\s*:\s*(\d+)'
 )
@@ -77,6 +80,35 @@ def p99_interval(latencies: np.ndarray, level: float = CI95) -> list[float | Non
         round(low, 3) if math.isfinite(low) else round(float(np.min(latencies)), 3),
         round(high, 3) if math.isfinite(high) else None,
     ]
+
+
+def queries_to_bound_p99(level: float = CI95, percentile: float = PERCENTILE) -> int:
+    """The fewest latencies whose `p99_interval` has an upper end: the largest of n lies above
+    the true percentile with probability 1 - percentile^n, which must reach (1 + level) / 2
+    (368 for a p99 at 95%)."""
+    return math.ceil(math.log((1 - level) / 2) / math.log(percentile))
+
+
+def bounding_rate(run_s: float) -> float:
+    """The lowest rate (queries/s) at which a run of `run_s` seconds surely holds queries
+    enough to bound its p99 from above: below it no run of that length can show a budget met."""
+    return queries_to_bound_p99() * QUERY_MARGIN / run_s
+
+
+def next_search_rate(
+    rate: float, run: LoadRun, met: float, missed: float | None, run_s: float
+) -> float:
+    """The rate search's next rate after `run` at `rate`: doubling while runs meet the budget,
+    then bisecting between the best rate that met it (`met`, 0 for none) and the lowest that
+    did not (`missed`). A run that met it on too few queries to show it surely (its p99
+    interval open above) is followed by one at `bounding_rate` at least: a slow first probe
+    must not spend the search on runs that can decide nothing."""
+    if missed is not None:
+        return (met + missed) / 2 if met else rate / 2
+    interval = run.latency_ms_p99_ci95
+    if interval is not None and interval[1] is None:
+        return max(rate * 2, bounding_rate(run_s))
+    return rate * 2
 
 
 def budget_verdict(run: LoadRun, budget_ms: float) -> str:

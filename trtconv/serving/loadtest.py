@@ -29,7 +29,12 @@ from trtconv.backends.registry import worker_environment
 from trtconv.core.errors import MissingDependencyError
 from trtconv.environment import machine_environment
 from trtconv.serving.deploy import model_name
-from trtconv.serving.latency import p99_interval, rate_bounds, trace_file_latencies_ms
+from trtconv.serving.latency import (
+    next_search_rate,
+    p99_interval,
+    rate_bounds,
+    trace_file_latencies_ms,
+)
 from trtconv.serving.options import MLPERF_MIN_DURATION_S, ServerBenchOptions
 from trtconv.serving.results import LoadRun, ServerBenchResult, ServerRow
 from trtconv.serving.server import INSTALL_HINT, ServingError, pytriton, served_kind
@@ -159,6 +164,7 @@ def load_run(
     settings.min_query_count = 1
     summary, latencies, errors = drive(client, name, inputs, settings)
     run = parse_summary(summary, qps, budget_ms, errors)
+    run.queries = run.queries or len(latencies)  # LoadGen's summary may not count them
     run.latency_ms_p99_ci95 = p99_interval(latencies)
     return run
 
@@ -229,9 +235,8 @@ def parse_summary(summary: str, qps: float, budget_ms: float, errors: int) -> Lo
 def search(
     client: Any, name: str, inputs: list[Any], options: ServerBenchOptions, start_qps: float
 ) -> list[LoadRun]:
-    """LoadGen runs at rates chosen to find the highest whose p99 meets the budget: doubling
-    from `start_qps` while runs meet it, then bisecting between the best that met it and the
-    lowest that did not."""
+    """LoadGen runs at rates chosen to find the highest whose p99 meets the budget, from
+    `start_qps` (`next_search_rate`)."""
     runs: list[LoadRun] = []
     rate, met, missed = start_qps, 0.0, None
     for _ in range(options.search_runs):
@@ -241,7 +246,7 @@ def search(
             met = max(met, rate)
         else:
             missed = rate if missed is None else min(missed, rate)
-        rate = rate * 2 if missed is None else (met + missed) / 2 if met else rate / 2
+        rate = next_search_rate(rate, run, met, missed, options.run_s)
     return runs
 
 
