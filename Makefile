@@ -8,10 +8,17 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP)
 
+# uv installs into the venv (which keeps its own pip): it downloads, unpacks and compiles in
+# parallel, about 25 s from nothing where pip took 57-62 s from its cache on 2 cores, and
+# resolves the same versions. uv reads no pip.conf: where it cannot reach an index (a mirror
+# only pip is configured for), pip installs instead.
+UV_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode
+EXTRAS     = ".[cpu,dev,openvino,serve]"
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[cpu,dev,openvino,serve]"
+	$(BIN)/pip install --quiet --upgrade pip "uv>=0.9"
+	$(UV_INSTALL) -e $(EXTRAS) || $(BIN)/pip install --quiet -e $(EXTRAS)
 	touch $(STAMP)
 
 lint: install
