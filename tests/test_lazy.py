@@ -11,7 +11,11 @@ import types
 
 import pytest
 
-from trtconv.core.lazy import without_keras_optional_imports
+from trtconv.core.lazy import (
+    KERAS_START,
+    keras_started_lean,
+    without_keras_optional_imports,
+)
 
 # Records the environment at the moment `import tensorflow` starts, then stops the import (the
 # test needs only that moment, not TensorFlow).
@@ -84,3 +88,54 @@ def test_optional_imports_fail_unless_imported(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(ImportError):
         importlib.import_module("sklearn")
     assert sys.modules["matplotlib"] is imported
+
+
+# Starts TensorFlow through `require`, as trtconv's command line does (with `lean_keras_start`)
+# or as a library user's process does (without), runs a Keras model, then says which optional
+# imports Keras made and whether both are importable afterwards.
+COMMAND_LINE_START = """
+import json, sys
+import numpy as np
+from trtconv.core.lazy import KERAS_OPTIONAL_IMPORTS, lean_keras_start, require
+if sys.argv[1] == "lean":
+    lean_keras_start()
+tf = require("tensorflow")
+model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2)])
+out = model(np.ones((1, 3), np.float32)).numpy()
+loaded = sorted({n.split(".")[0] for n in sys.modules
+                 if n.split(".")[0] in KERAS_OPTIONAL_IMPORTS and sys.modules[n]})
+import matplotlib.pyplot, sklearn.datasets
+print(json.dumps({"shape": list(out.shape), "keras_loaded": loaded}))
+"""
+
+
+def _started(mode: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", COMMAND_LINE_START, mode], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.tensorflow
+def test_the_command_line_starts_keras_lean_and_keeps_both_importable() -> None:
+    assert _started("lean") == {"shape": [1, 2], "keras_loaded": []}
+    # A library user's process: Keras imports both, as it would without trtconv.
+    assert _started("library") == {"shape": [1, 2], "keras_loaded": ["matplotlib", "sklearn"]}
+
+
+def test_the_lean_start_blocks_only_while_keras_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(KERAS_START, "lean", True)
+    monkeypatch.delitem(sys.modules, "keras", raising=False)
+    imported = types.ModuleType("matplotlib")
+    monkeypatch.setitem(sys.modules, "matplotlib", imported)
+    monkeypatch.delitem(sys.modules, "sklearn", raising=False)
+    with keras_started_lean():
+        with pytest.raises(ImportError):
+            importlib.import_module("sklearn")
+        assert sys.modules["matplotlib"] is imported  # already imported: left alone
+    assert "sklearn" not in sys.modules  # importable again
+    # Once Keras has started, nothing is blocked.
+    monkeypatch.setitem(sys.modules, "keras", types.ModuleType("keras"))
+    with keras_started_lean():
+        assert "sklearn" not in sys.modules

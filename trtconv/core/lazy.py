@@ -5,6 +5,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from types import ModuleType
 
 from trtconv.core.errors import MissingDependencyError
@@ -19,11 +22,19 @@ INSTALL_HINTS = {
 }
 
 
+# Modules whose import starts TensorFlow and Keras (TensorFlow imports Keras whole).
+STARTS_TENSORFLOW = ("tensorflow", "keras", "tf2onnx")
+
+
 def require(module: str) -> ModuleType:
     """Import `module` now; raise MissingDependencyError naming how to install it."""
-    if module == "tensorflow":
+    starts_tensorflow = module.split(".")[0] in STARTS_TENSORFLOW
+    if starts_tensorflow:
         tensorflow_environment()
     try:
+        if starts_tensorflow:
+            with keras_started_lean():
+                return importlib.import_module(module)
         return importlib.import_module(module)
     except ImportError as exc:
         top = module.split(".")[0]
@@ -59,6 +70,42 @@ def tensorflow_environment() -> None:
 # they are a third of TensorFlow's import (3.9 s -> 2.5 s of CPU, 3.7 s -> 2.4 s wall, measured
 # on a 2-core EPYC), paid again by every process that starts TensorFlow.
 KERAS_OPTIONAL_IMPORTS = ("sklearn", "matplotlib")
+
+
+@dataclass
+class KerasStart:
+    """Whether `require` starts Keras without its optional imports (`lean_keras_start`)."""
+
+    lean: bool = False
+
+
+KERAS_START = KerasStart()
+
+
+def lean_keras_start() -> None:
+    """From now on in this process, Keras started through `require` skips its optional imports
+    of scikit-learn and matplotlib, which stay importable for trtconv afterwards. For trtconv's
+    command line, whose code never uses what Keras would lose: its scikit-learn wrappers and
+    its plotting helpers (a library user's process keeps them)."""
+    KERAS_START.lean = True
+
+
+@contextmanager
+def keras_started_lean() -> Iterator[None]:
+    """While Keras starts inside the block, with `lean_keras_start` on and Keras not started
+    yet: Keras' optional imports fail at once, and are importable again after the block."""
+    if not KERAS_START.lean or "keras" in sys.modules:
+        yield
+        return
+    blocked = [name for name in KERAS_OPTIONAL_IMPORTS if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
 def without_keras_optional_imports() -> None:
