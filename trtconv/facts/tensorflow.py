@@ -165,8 +165,11 @@ def libnvinfer() -> tuple[str | None, str]:
 
 
 # Runs in a fresh interpreter: get_loaded_tensorrt_version() may abort it, and that is fine there.
+# It plots nothing and fits nothing: TensorFlow starts without Keras' optional imports.
 _TF_PROBE = """
 import json
+from trtconv.core.lazy import without_keras_optional_imports
+without_keras_optional_imports()
 report = {}
 try:
     import tensorflow as tf
