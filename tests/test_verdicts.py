@@ -181,7 +181,7 @@ def test_an_artifact_that_failed_is_said_so_by_validate_and_bench(tmp_path: Path
     assert validated.verdict == "passed" and validated.manifest_status == "failed"
     assert any("its manifest says" in w and "FAILED" in w for w in validated.warnings)
 
-    benched = api.bench(BenchOptions((artifact,), **QUICK_BENCH))
+    benched = api.bench(BenchOptions((artifact,), baseline="first", **QUICK_BENCH))
     rows = [row for row in benched.results if row.label == artifact.name]
     assert rows and all(row.validation == "failed" for row in rows)
     assert any(artifact.name in w and "FAILED" in w for w in benched.warnings)

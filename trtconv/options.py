@@ -65,6 +65,11 @@ DEFAULT_DURATION_S = 3.0
 # bench: the rounds each batch size's timed budget is split into, the models interleaved round by
 # round; the 95% intervals are bootstrapped over them (trtconv.measure.stats).
 DEFAULT_BENCH_ROUNDS = 10
+# bench: what the speedups are over. "source": the first SavedModel given, else the first
+# artifact's source model (measured too); "first": the first model given, nothing added (an
+# artifact against another where TensorFlow is not installed).
+BASELINE_SOURCE, BASELINE_FIRST = "source", "first"
+BASELINES = (BASELINE_SOURCE, BASELINE_FIRST)
 # How long a bench with a speed goal (a release's min_speedup / max_latency_ms_p99 gates) may keep
 # adding rounds while an interval straddles its threshold (release [gates] speed_time_limit_s).
 DEFAULT_SPEED_TIME_LIMIT_S = 60.0
@@ -263,7 +268,7 @@ class BenchOptions:
     the default. `signature`: the SavedModels' signature (None: serving_default, or the one the
     artifacts were converted from); `input_shapes` fill in dynamic dimensions of random data.
     The timed budget is split into `rounds` interleaved rounds; `goal` (None: no goal) adds
-    rounds at its batch size until its thresholds are decided."""
+    rounds at its batch size until its thresholds are decided. `baseline`: one of BASELINES."""
 
     models: tuple[Path, ...]
     batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
@@ -286,8 +291,13 @@ class BenchOptions:
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     rounds: int = DEFAULT_BENCH_ROUNDS
     goal: SpeedGoal | None = None
+    baseline: str = BASELINE_SOURCE
 
     def __post_init__(self) -> None:
+        if self.baseline not in BASELINES:
+            raise UsageError(
+                f"--baseline {self.baseline} is unknown: choose {' or '.join(BASELINES)}."
+            )
         object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
         object.__setattr__(self, "input_shapes", shapes_of(self.input_shapes))
         check_signature(self.signature)

@@ -222,6 +222,18 @@ def test_artifact_alone_brings_its_source_model_as_baseline(
 
 
 @pytest.mark.slow
+def test_an_artifact_alone_with_baseline_first_is_measured_alone(ort_artifact: Path) -> None:
+    """Where TensorFlow is not installed, an artifact can still be benched: no source model
+    is added, so no worker starts TensorFlow."""
+    options = BenchOptions((ort_artifact,), batch_sizes=(2,), baseline="first", **QUICK)
+    alone = api.bench(options)
+    assert alone.order == ["digits-ort-fp32"] and alone.baseline == "digits-ort-fp32"
+    assert alone.baseline_reason == "the first model given (--baseline first)"
+    assert [row.speedup_vs_baseline for row in alone.results] == [1.0]
+    assert not alone.warnings or all("source model" not in w for w in alone.warnings)
+
+
+@pytest.mark.slow
 def test_cli_json_and_report(digits_saved_model: Path, tmp_path: Path) -> None:
     report = tmp_path / "report"
     completed = trtconv_process(
@@ -295,6 +307,7 @@ def test_missing_model_path(tmp_path: Path) -> None:
         (["--iterations", "5", "--duration", "1"], "not both"),
         (["--warmup", "5", "--warmup-s", "1"], "not both"),
         (["--threads", "0"], "at least 1"),
+        (["--baseline", "native"], "choose source or first"),
     ],
 )
 def test_usage_errors(options: list[str], message: str, tmp_path: Path) -> None:

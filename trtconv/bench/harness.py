@@ -465,7 +465,7 @@ def bench(options: BenchOptions, progress: Progress | None = None) -> BenchResul
     an artifact's source) is exported to a SavedModel for this run and measured as one.
     """
     force = _check_report(options.report, options.force)
-    with keras_exported(keras_sources(options.models)) as exported:
+    with keras_exported(keras_sources(options.models, options.baseline)) as exported:
         return _bench(options, progress, force, exported)
 
 
@@ -494,7 +494,10 @@ def _bench(
 
 def _plan(options: BenchOptions, exported: dict[Path, Path] | None = None) -> BenchPlan:
     """The models in measuring order, their batch sizes checked, and the planning warnings."""
-    plan = plan_models(options.models, options.xla, options.throughput, options.signature, exported)
+    plan = plan_models(
+        options.models, options.xla, options.throughput, options.signature, exported,
+        options.baseline,
+    )  # fmt: skip
     plan.batch_sizes = check_batch_sizes(plan.models, options.batch_sizes)
     measured_here = options.eval_data is not None
     plan.warnings += portability_warnings(plan.models, measured_here=measured_here)

@@ -26,7 +26,7 @@ from trtconv.model_paths import (
     model_kind,
     saved_model_in,
 )
-from trtconv.options import DEFAULT_BATCH_SIZES
+from trtconv.options import BASELINE_FIRST, BASELINE_SOURCE, DEFAULT_BATCH_SIZES
 from trtconv.outputs.roles import JudgingRecord
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
 from trtconv.savedmodel import SERVING_KEY, is_keras_file
@@ -123,13 +123,14 @@ def has_throughput_mode(entry: ModelEntry) -> bool:
     return entry.kind == ARTIFACT and registry.get(entry.backend).throughput_mode
 
 
-def keras_sources(paths: Sequence[Path | str]) -> list[Path]:
+def keras_sources(paths: Sequence[Path | str], baseline_from: str = BASELINE_SOURCE) -> list[Path]:
     """The Keras files bench must export to SavedModels: those given, and the first artifact's
-    source model when it is one and no native model is given (it becomes the baseline)."""
+    source model when it is one and no native model is given (it becomes the baseline, unless
+    `baseline_from` is BASELINE_FIRST)."""
     given = [Path(p) for p in paths]
     files = [p for p in given if is_keras_file(p)]
     native = files or [p for p in given if is_saved_model_dir(saved_model_in(p))]
-    if not native and given and is_artifact_dir(given[0]):
+    if baseline_from == BASELINE_SOURCE and not native and given and is_artifact_dir(given[0]):
         source = read_manifest(given[0]).source_model.get("path")
         if source and is_keras_file(Path(source)):
             files.append(Path(source))
@@ -173,11 +174,13 @@ def plan_models(
     throughput: bool = False,
     signature: str | None = None,
     exported: Mapping[Path, Path] | None = None,
+    baseline_from: str = BASELINE_SOURCE,
 ) -> BenchPlan:
     """Resolve every model path, choose the baseline and fix the measuring order.
 
     The baseline is the first SavedModel given; without one, the first artifact's source model
-    (put first and measured too, with the signature the artifact was converted from). SavedModels
+    (put first and measured too, with the signature the artifact was converted from). With
+    `baseline_from` BASELINE_FIRST it is the first model given, and nothing is added. SavedModels
     run `signature` (default serving_default). With --xla each SavedModel is followed by an XLA
     variant; with `throughput` each artifact whose backend has a throughput mode by a run in it.
     Keras files (given, or an artifact's source) run as the SavedModels `exported` from them.
@@ -196,7 +199,9 @@ def plan_models(
         if throughput and has_throughput_mode(entry):
             models.append(throughput_entry(entry))
     native = [m for m in models if m.kind == SAVED_MODEL and not m.xla]
-    if native:
+    if baseline_from == BASELINE_FIRST:
+        baseline, reason = models[0], "the first model given (--baseline first)"
+    elif native:
         baseline, reason = native[0], "the first SavedModel given"
     else:
         first = models[0]

@@ -41,6 +41,8 @@ from trtconv.cli._server import (
 from trtconv.core.model_io import parse_input_shapes
 from trtconv.measure.bench_result import BenchResult
 from trtconv.options import (
+    BASELINE_SOURCE,
+    BASELINES,
     DEFAULT_BENCH_ROUNDS,
     DEFAULT_DEVICE,
     DEFAULT_DURATION_S,
@@ -96,6 +98,14 @@ Throughput = Annotated[
         "--throughput",
         help="Also run each artifact whose backend has a throughput mode in it (OpenVINO: "
         "THROUGHPUT hint, each batch split across parallel streams).",
+    ),
+]
+Baseline = Annotated[
+    str,
+    typer.Option(
+        help=f"{' or '.join(BASELINES)}: what speedups are over. source: the first SavedModel "
+        "given, else the first artifact's source model, measured too; first: the first model "
+        "given, nothing added (an artifact against another, no TensorFlow needed).",
     ),
 ]
 Report = Annotated[
@@ -168,6 +178,7 @@ def bench_cli(
     xla: Xla = False,
     device: DeviceOpt = DEFAULT_DEVICE,
     throughput: Throughput = False,
+    baseline: Baseline = BASELINE_SOURCE,
     report: Report = None,
     force: Force = False,
     signature: SignatureOpt = BenchOptions.signature,
@@ -192,6 +203,7 @@ def bench_cli(
             judging=judging_options(output_role, None, False, labels_output)[1],
             preprocessing=preprocessing_options(image_scale, image_offset, image_mean, image_std),
             split=split, signature=signature, input_shapes=parse_input_shapes(input_shape),
+            baseline=baseline,
         )  # fmt: skip
         with progress_bar("benchmarking") as progress:
             result = api.bench(options, progress)
