@@ -80,10 +80,18 @@ def test_tensorflow_and_keras_start_without_their_optional_imports() -> None:
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"shape": [1, 2], "loaded": []}
 
 
+def absent(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """`name` out of sys.modules for the test, and put back as it was after it, absent
+    included (`delitem` alone records nothing to undo when the name is absent, so a None
+    entry the test leaves would outlive it)."""
+    monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, name)
+
+
 def test_optional_imports_fail_unless_imported(monkeypatch: pytest.MonkeyPatch) -> None:
     imported = types.ModuleType("matplotlib")
     monkeypatch.setitem(sys.modules, "matplotlib", imported)
-    monkeypatch.delitem(sys.modules, "sklearn", raising=False)
+    absent(monkeypatch, "sklearn")
     without_keras_optional_imports()
     with pytest.raises(ImportError):
         importlib.import_module("sklearn")
@@ -126,10 +134,10 @@ def test_the_command_line_starts_keras_lean_and_keeps_both_importable() -> None:
 
 def test_the_lean_start_blocks_only_while_keras_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(KERAS_START, "lean", True)
-    monkeypatch.delitem(sys.modules, "keras", raising=False)
+    absent(monkeypatch, "keras")
     imported = types.ModuleType("matplotlib")
     monkeypatch.setitem(sys.modules, "matplotlib", imported)
-    monkeypatch.delitem(sys.modules, "sklearn", raising=False)
+    absent(monkeypatch, "sklearn")
     with keras_started_lean():
         with pytest.raises(ImportError):
             importlib.import_module("sklearn")

@@ -56,7 +56,8 @@ np.save(sys.argv[2], model.predict(load_digits("test").x, verbose=0))
 
 # Keras' optional imports (scikit-learn, matplotlib) skipped: a second of CPU, nothing to load.
 LOAD = """import sys
-sys.modules["sklearn"] = sys.modules["matplotlib"] = None
+from trtconv.core.lazy import without_keras_optional_imports
+without_keras_optional_imports()
 import tensorflow as tf
 tf.saved_model.load(sys.argv[1])
 print("loaded")

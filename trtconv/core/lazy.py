@@ -6,7 +6,7 @@ import importlib
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -31,11 +31,12 @@ def require(module: str) -> ModuleType:
     starts_tensorflow = module.split(".")[0] in STARTS_TENSORFLOW
     if starts_tensorflow:
         tensorflow_environment()
+    importing: AbstractContextManager[None] = (
+        keras_started_lean() if starts_tensorflow else nullcontext()
+    )
     try:
-        if starts_tensorflow:
-            with keras_started_lean():
-                return importlib.import_module(module)
-        return importlib.import_module(module)
+        with importing:
+            return importlib.import_module(module)
     except ImportError as exc:
         top = module.split(".")[0]
         hint = INSTALL_HINTS.get(top, f"pip install {top}")
