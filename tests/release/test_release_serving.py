@@ -73,6 +73,8 @@ def test_a_release_serves_its_targets_gates_them_and_deploys_the_recommendation(
     (gate,) = [g for g in entry["gates"] if g["name"] == "min_qps_at_budget"]
     assert gate["verdict"] == "passed" and gate["measured"] == int8["qps_at_budget"]
     assert (out / "serving" / "result.json").is_file()
+    # Each LoadGen run is told as it ends.
+    assert "ort-int8: run 2 of 2 at " in completed.stderr, completed.stderr[-2000:]
     # The recommendation's repository, its batching from the serving run.
     assert document["triton_repository"] == "triton"
     model_config = model_config_pb2.ModelConfig()

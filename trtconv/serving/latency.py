@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trtconv.core.numbers import human
 from trtconv.outputs.confidence import CI95, FAILED, PASSED, at_most
 from trtconv.serving.results import LoadRun
 
@@ -129,3 +130,20 @@ def rate_bounds(runs: Sequence[LoadRun], budget_ms: float) -> list[float | None]
     met = [run.completed_qps for run, verdict in verdicts if verdict == PASSED and not run.errors]
     missed = [run.completed_qps for run, verdict in verdicts if verdict == FAILED]
     return [max(met) if met else None, min(missed) if missed else None]
+
+
+def run_line(run: LoadRun, budget_ms: float) -> str:
+    """One run as a progress line: its rate, its p99 with the interval and what that says of
+    the budget, e.g. "at 153.3 queries/s (152.8/s completed): p99 3.2 ms (2.9-4.1), meets the
+    2000 ms budget"."""
+    interval = run.latency_ms_p99_ci95
+    shown = ""
+    if interval is not None:
+        low, high = interval
+        shown = f" ({human(low)}-{'open' if high is None else human(high)})"
+    verdict = budget_verdict(run, budget_ms)
+    said = {PASSED: "meets", FAILED: "misses"}.get(verdict, "is not shown either way against")
+    errors = f", {run.errors} failed request(s)" if run.errors else ""
+    rates = f"at {human(run.target_qps)} queries/s ({human(run.completed_qps)}/s completed)"
+    p99 = f"p99 {human(run.latency_ms_p99)} ms{shown}"
+    return f"{rates}: {p99}, {said} the {human(budget_ms)} ms budget{errors}"

@@ -10,6 +10,7 @@ a short run is INVALID by MLPerf's rules, and says so.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import signal
@@ -27,18 +28,21 @@ import numpy as np
 
 from trtconv.backends.registry import worker_environment
 from trtconv.core.errors import MissingDependencyError
+from trtconv.core.numbers import human
 from trtconv.environment import machine_environment
 from trtconv.serving.deploy import model_name
 from trtconv.serving.latency import (
     next_search_rate,
     p99_interval,
     rate_bounds,
+    run_line,
     trace_file_latencies_ms,
 )
 from trtconv.serving.options import MLPERF_MIN_DURATION_S, ServerBenchOptions
 from trtconv.serving.results import LoadRun, ServerBenchResult, ServerRow
 from trtconv.serving.server import INSTALL_HINT, ServingError, pytriton, served_kind
 
+LOG = logging.getLogger(__name__)
 START_TIMEOUT_S = 180
 STOP_TIMEOUT_S = 30
 PROBE_REQUESTS = 10
@@ -239,9 +243,11 @@ def search(
     `start_qps` (`next_search_rate`)."""
     runs: list[LoadRun] = []
     rate, met, missed = start_qps, 0.0, None
-    for _ in range(options.search_runs):
+    for index in range(options.search_runs):
         run = load_run(client, name, inputs, rate, options.latency_budget_ms, options.run_s)
         runs.append(run)
+        line = run_line(run, options.latency_budget_ms)
+        LOG.info("%s: run %d of %d %s", name, index + 1, options.search_runs, line)
         if run.meets_budget:
             met = max(met, rate)
         else:
@@ -266,11 +272,15 @@ def bench_served(model: Path, batching: bool, options: ServerBenchOptions) -> Se
     import tritonclient.grpc as grpc
 
     max_batch = options.max_batch_size if batching else 1
+    how = f"dynamic batching up to {max_batch}" if batching else "batch 1"
+    LOG.info("serving %s (%s) under LoadGen's Server scenario", model, how)
     with served(model, max_batch, options.queue_delay_us) as server:
         client = grpc.InferenceServerClient(server.grpc_url)
         try:
             inputs = sample_inputs(client, server.name)
-            start = 0.5 / max(probe_latency_s(client, server.name, inputs), 1e-4)
+            alone_s = probe_latency_s(client, server.name, inputs)
+            start = 0.5 / max(alone_s, 1e-4)
+            LOG.info("%s: one request at a time takes %s ms", server.name, human(alone_s * 1e3))
             runs = search(client, server.name, inputs, options, start)
             batches = batch_counts(client, server.name)
         finally:
