@@ -10,7 +10,7 @@ modules out in collection order, which `Schedule` sets:
    on both workers instead of one long module on one of them.
 A module's own order is kept. `pytest --record-durations` writes each module's seconds (its
 tests' setup, call and teardown) into the durations file after the run, keeping the modules the
-run left out (those that still exist); `make durations` records the whole suite.
+run left out; `make durations` records the whole suite.
 """
 
 from __future__ import annotations
@@ -72,7 +72,6 @@ class Schedule:
 
     def __init__(self, config: pytest.Config) -> None:
         self.path: Path = config.getoption(DURATIONS_FILE)
-        self.root = config.rootpath
         self.record = bool(config.getoption(RECORD)) and not hasattr(config, "workerinput")
         self.seconds: defaultdict[str, float] = defaultdict(float)
 
@@ -86,7 +85,6 @@ class Schedule:
 
     def pytest_sessionfinish(self) -> None:
         if self.record and self.seconds:
-            kept = read_durations(self.path).items()
-            recorded = {module: s for module, s in kept if (self.root / module).exists()}
+            recorded = read_durations(self.path)
             recorded.update({module: round(s, 1) for module, s in self.seconds.items()})
             self.path.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
