@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-quick test-tensorflow durations lint docs bench clean
+.PHONY: install demo test test-quick test-tensorflow lint docs bench clean
 
 install: $(STAMP)
 
@@ -34,8 +34,7 @@ docs: install
 
 # pytest-xdist workers; `serial` tests still run alone (tests/tiers.py). loadscope keeps a
 # module's tests on one worker, so that its module-scoped fixtures are built once, and hands
-# the modules out in the order tests/schedule.py chose: modules that wait first, then the
-# longest recorded in tests/durations.json (`make durations` records them again).
+# the modules out in the order tests/tiers.py's `schedule` chose (modules that wait first).
 JOBS ?= 2
 XDIST = -n $(JOBS) --dist loadscope --no-loadscope-reorder
 
@@ -46,10 +45,6 @@ test-quick: install
 # The tests that import TensorFlow (the quick tier's guard keeps the two tiers apart).
 test-tensorflow: install
 	$(BIN)/pytest -q -m tensorflow $(XDIST)
-
-# Every test in one run, each module's seconds written into tests/durations.json.
-durations: install
-	$(BIN)/pytest -q $(XDIST) --record-durations
 
 # Everything: lint and both tiers, as three jobs at once. The TensorFlow tier leaves the cores
 # idle about 15% of its time (its tests wait on servers, worker processes and timeouts);

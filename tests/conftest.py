@@ -1,5 +1,5 @@
 """Shared fixtures (a real digits-cnn SavedModel trained once and cached), the quick tier and the
-serial marker (tests/tiers.py), the modules' order (tests/schedule.py), and GPU skips."""
+serial marker (tests/tiers.py), and GPU skips."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests import model_cache, schedule, tiers
+from tests import model_cache, tiers
 from tests.model_cache import cached_build, caching_export, exports_dir
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -25,12 +25,11 @@ DIGITS_EPOCHS = 12
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     tiers.add_option(parser)
-    schedule.add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     model_cache.configure(config)  # before pytest-xdist starts its workers: they inherit it
-    config.pluginmanager.register(schedule.Schedule(config), "trtconv-schedule")
+    config.pluginmanager.register(tiers.Schedule(), "trtconv-schedule")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -1,6 +1,5 @@
 """The quick tier's guard, the `tensorflow` marks it relies on and the `serial` lock
-(tests/tiers.py), and the modules' order (tests/schedule.py), each run on a small suite of its
-own in a pytest subprocess."""
+(tests/tiers.py), each run on a small suite of its own in a pytest subprocess."""
 
 from __future__ import annotations
 
@@ -57,13 +56,8 @@ def test_parallel(n):
 """
 
 
-# Three modules, collected in this order: the smallest has a test that waits, the middle one
-# the longest test.
-MODULES = {
-    "test_a.py": "def test_0():\n    pass\n\ndef test_1():\n    pass\n",
-    "test_b.py": "import time\n\ndef test_0():\n    time.sleep(0.5)\n",
-    "test_c.py": "import pytest\n\n@pytest.mark.waits\ndef test_0():\n    pass\n",
-}
+# Three modules, collected in this order; the smallest has a test that waits.
+SIZES = {"test_a.py": 2, "test_b.py": 3, "test_c.py": 1}
 
 
 def _pytest(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
@@ -113,23 +107,12 @@ def test_serial_tests_run_alone_under_xdist(tmp_path: Path) -> None:
     assert any(a[1] < b[2] and b[1] < a[2] for a in parallel for b in parallel if a is not b)
 
 
-def collected_modules(output: str) -> list[str]:
-    return [line.strip().split("::")[0] for line in output.splitlines() if "::" in line]
-
-
-def test_modules_that_wait_go_first_then_the_longest_recorded(tmp_path: Path) -> None:
-    for name, source in MODULES.items():
-        (tmp_path / name).write_text(source)
-    durations = tmp_path / "durations.json"
-    record = ("--durations-file", str(durations))
-    # Nothing recorded: after the waiting module, the larger one.
-    first = collected_modules(_pytest(tmp_path, "--collect-only", *record))
-    assert first == ["test_c.py", "test_a.py", "test_a.py", "test_b.py"]
-    durations.write_text(json.dumps({"test_gone.py": 9.0}))
-    output = _pytest(tmp_path, "-n", "2", "--record-durations", *record)
-    assert "4 passed" in output, output
-    seconds = json.loads(durations.read_text())
-    assert seconds["test_gone.py"] == 9.0  # a module the run left out keeps its record
-    assert seconds["test_b.py"] >= 0.5 > seconds["test_a.py"]
-    then = collected_modules(_pytest(tmp_path, "--collect-only", *record))
-    assert then == ["test_c.py", "test_b.py", "test_a.py", "test_a.py"]
+def test_modules_that_wait_are_handed_out_first_then_the_largest(tmp_path: Path) -> None:
+    for name, count in SIZES.items():
+        waits = "@pytest.mark.waits\n" if count == 1 else ""
+        tests = "".join(f"{waits}def test_{n}():\n    pass\n\n" for n in range(count))
+        (tmp_path / name).write_text(f"import pytest\n\n{tests}")
+    output = _pytest(tmp_path, "--collect-only")
+    order = [line.split("::")[0] for line in output.splitlines() if "::" in line]
+    assert order == ["test_c.py", "test_b.py", "test_b.py", "test_b.py",
+                     "test_a.py", "test_a.py"], output  # fmt: skip
