@@ -33,10 +33,9 @@ docs: install
 	  || { rm -f docs/cli.md.tmp; exit 1; }
 
 # pytest-xdist workers; `serial` tests still run alone (tests/tiers.py). loadscope keeps a
-# module's tests on one worker, so that its module-scoped fixtures are built once, and hands
-# the modules out in the order tests/tiers.py's `schedule` chose (modules that wait first).
+# module's tests on one worker, so that its module-scoped fixtures are built once.
 JOBS ?= 2
-XDIST = -n $(JOBS) --dist loadscope --no-loadscope-reorder
+XDIST = -n $(JOBS) --dist loadscope
 
 # The tests that import no TensorFlow; one that does fails the run (tests/tiers.py).
 test-quick: install

@@ -29,7 +29,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     model_cache.configure(config)  # before pytest-xdist starts its workers: they inherit it
-    config.pluginmanager.register(tiers.Schedule(), "trtconv-schedule")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

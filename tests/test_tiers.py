@@ -56,10 +56,6 @@ def test_parallel(n):
 """
 
 
-# Three modules, collected in this order; the smallest has a test that waits.
-SIZES = {"test_a.py": 2, "test_b.py": 3, "test_c.py": 1}
-
-
 def _pytest(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> str:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     done = subprocess.run(
@@ -105,14 +101,3 @@ def test_serial_tests_run_alone_under_xdist(tmp_path: Path) -> None:
     # Without the lock the parallel tests do overlap: the check above can fail.
     parallel = [s for s in spans if s[0].startswith("parallel")]
     assert any(a[1] < b[2] and b[1] < a[2] for a in parallel for b in parallel if a is not b)
-
-
-def test_modules_that_wait_are_handed_out_first_then_the_largest(tmp_path: Path) -> None:
-    for name, count in SIZES.items():
-        waits = "@pytest.mark.waits\n" if count == 1 else ""
-        tests = "".join(f"{waits}def test_{n}():\n    pass\n\n" for n in range(count))
-        (tmp_path / name).write_text(f"import pytest\n\n{tests}")
-    output = _pytest(tmp_path, "--collect-only")
-    order = [line.split("::")[0] for line in output.splitlines() if "::" in line]
-    assert order == ["test_c.py", "test_b.py", "test_b.py", "test_b.py",
-                     "test_a.py", "test_a.py"], output  # fmt: skip

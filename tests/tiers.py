@@ -8,11 +8,6 @@ imported by a quick run, so it may import TensorFlow at module level.
 
 `serial` tests (timing, signals) run alone under pytest-xdist: every test holds a shared lock on
 one file for the run while it runs (fixtures included), a serial test an exclusive one.
-
-`waits` tests spend most of their time waiting (on a server, LoadGen's paced queries, a
-timeout): `schedule` hands their modules to pytest-xdist first, so that they wait while the
-other worker, the quick tier and lint use the cores, instead of leaving both cores half idle at
-the end of the run (where ordering by size alone put them).
 """
 
 from __future__ import annotations
@@ -31,7 +26,6 @@ import pytest
 QUICK = "--quick"
 TENSORFLOW = "tensorflow"
 SERIAL = "serial"
-WAITS = "waits"
 # Fixtures that train or load a model with TensorFlow.
 TENSORFLOW_FIXTURES = frozenset({"digits_model_dir"})
 LOADED_BEFORE = pytest.StashKey[bool]()
@@ -113,32 +107,6 @@ def guard_collection(report: pytest.CollectReport, config: pytest.Config) -> Non
             f"{report.nodeid} imports TensorFlow when collected: mark the module "
             "`pytestmark = pytest.mark.tensorflow` or import TensorFlow inside its tests"
         )
-
-
-def schedule(items: list[pytest.Item]) -> None:
-    """Order the modules for pytest-xdist's loadscope, which hands them out in this order
-    (`--no-loadscope-reorder`): those with a `waits` test first, then by their number of tests,
-    most first (the order loadscope would choose). A module's own order is kept."""
-    modules: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-
-    def waits_first_then_largest(tests: list[pytest.Item]) -> tuple[bool, int]:
-        waits = any(test.get_closest_marker(WAITS) is not None for test in tests)
-        return (not waits, -len(tests))
-
-    items[:] = [
-        item for tests in sorted(modules.values(), key=waits_first_then_largest) for item in tests
-    ]
-
-
-class Schedule:
-    """`schedule` as a plugin: it runs after every other collection hook (`-m` and --quick
-    have chosen the tests)."""
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        schedule(items)
 
 
 @contextmanager

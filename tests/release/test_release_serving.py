@@ -17,7 +17,6 @@ from trtconv.release.schema import release_schema
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.tensorflow,
-    pytest.mark.waits,  # on two Triton servers and LoadGen's paced queries
 ]  # converts digits to int8, serves two models, runs LoadGen
 
 CONFIG = """[model]

@@ -56,7 +56,6 @@ def test_the_server_scenario_needs_a_budget(capsys: pytest.CaptureFixture[str]) 
     assert code == 2 and "--latency-budget-ms" in err
 
 
-@pytest.mark.waits  # on Triton and LoadGen's paced queries
 def test_server_scenario_reports_queries_per_second_at_budget(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

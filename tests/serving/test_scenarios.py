@@ -52,7 +52,6 @@ def test_single_stream_summary_gives_its_rate_and_early_stopping_lines() -> None
 
 
 @pytest.mark.slow  # converts a small model, serves it twice and runs LoadGen
-@pytest.mark.waits
 @pytest.mark.parametrize("scenario", ["single-stream", "offline"])
 def test_scenarios_run_loadgen_against_the_served_model(
     scenario: str, capsys: pytest.CaptureFixture[str]

@@ -17,7 +17,6 @@ from serving_fixtures import alive, artifact, descendants, pytriton_or_skip
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.tensorflow,
-    pytest.mark.waits,  # on Triton starting and stopping
 ]  # converts a small model and starts a Triton server
 
 REPOSITORY = Path(__file__).resolve().parents[2]
