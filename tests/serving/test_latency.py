@@ -99,8 +99,12 @@ def test_a_run_that_met_the_budget_on_too_few_queries_is_followed_by_one_that_ca
 
 def test_each_run_is_told_as_its_rate_its_p99_and_what_the_interval_says() -> None:
     met = run_line(run(100, 8.0, [6.0, 12.0]), 20.0)
-    assert met == "at 100 queries/s (100/s completed): p99 8 ms (6-12), meets the 20 ms budget"
+    assert met == (
+        "at 100 queries/s (100/s completed): p99 8.00 ms (6.00-12.00), meets the 20 ms budget"
+    )
     missed = run_line(run(200, 40.0, [30.0, None], errors=2), 20.0)
-    assert missed.endswith("p99 40 ms (30-open), misses the 20 ms budget, 2 failed request(s)")
+    assert missed.endswith(
+        "p99 40.00 ms (30.00-open), misses the 20 ms budget, 2 failed request(s)"
+    )
     straddles = run_line(run(100, 15.0, [10.0, 25.0]), 20.0)
     assert straddles.endswith("is not shown either way against the 20 ms budget")

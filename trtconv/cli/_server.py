@@ -13,6 +13,7 @@ from rich.table import Table
 
 from trtconv.cli._output import run_command
 from trtconv.core.errors import UsageError
+from trtconv.serving.latency import p99_interval_text
 from trtconv.serving.loadtest import server_bench
 from trtconv.serving.options import (
     DEFAULT_LOAD_RUN_S,
@@ -68,7 +69,7 @@ def render(result: ServerBenchResult, console: Console) -> None:
             f"dynamic (≤{row.max_batch_size})" if row.dynamic_batching else "batch 1",
             f"{row.qps_at_budget:.1f}" if row.qps_at_budget else "none met it",
             *("-" if value is None else f"{value:.2f}" for value in cells),
-            interval_text(row.latency_ms_p99_ci95),
+            p99_interval_text(row.latency_ms_p99_ci95),
             row.loadgen_result or "-",
             batches,
         )
@@ -94,7 +95,7 @@ def render_scenario(result: ScenarioBenchResult, console: Console) -> None:
         latencies = (row.latency_ms_p50, row.latency_ms_p90, row.latency_ms_p99)
         table.add_row(
             escape(row.label), f"{row.completed_qps:.1f}", *(f"{v:.2f}" for v in latencies),
-            interval_text(row.latency_ms_p99_ci95), row.loadgen_result, batches,
+            p99_interval_text(row.latency_ms_p99_ci95), row.loadgen_result, batches,
         )  # fmt: skip
     console.print(table)
     for row in result.rows:
@@ -102,14 +103,6 @@ def render_scenario(result: ScenarioBenchResult, console: Console) -> None:
             console.print(f"  {escape(row.label)}: {escape(line)}")
     for note in result.notes:
         console.print(f"  [yellow]{escape(note)}[/yellow]")
-
-
-def interval_text(interval: list[float | None] | None) -> str:
-    """A p99 interval as "low-high", "low-open" when too few queries bound it from above."""
-    if interval is None:
-        return "-"
-    low, high = interval
-    return f"{low:.2f}-{'open' if high is None else f'{high:.2f}'}"
 
 
 def run_server_scenario(

@@ -5,19 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trtconv.serving.latency import p99_interval_text
+
 if TYPE_CHECKING:
     from trtconv.release.document import ReleaseResult
 
 
 def _ms(value: Any) -> str:
     return "–" if value is None else f"{value:.2f}"
-
-
-def _interval(interval: list[float | None] | None) -> str:
-    if not interval:
-        return "–"
-    low, high = interval
-    return f"{low:.2f}-{'open' if high is None else f'{high:.2f}'}"
 
 
 def serving_section(document: ReleaseResult) -> list[str]:
@@ -39,7 +34,7 @@ def serving_section(document: ReleaseResult) -> list[str]:
             qps = f"{row.qps_at_budget:.1f}" if row.qps_at_budget else "none met it"
             batches = ", ".join(f"{size}: {count}" for size, count in row.batches.items())
             cells = [name, qps, _ms(row.latency_ms_p50), _ms(row.latency_ms_p99),
-                     _interval(row.latency_ms_p99_ci95), row.loadgen_result or "–",
+                     p99_interval_text(row.latency_ms_p99_ci95, "–"), row.loadgen_result or "–",
                      batches or "–"]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
         lines += ["", *(f"- {note}" for note in serving.notes), ""]

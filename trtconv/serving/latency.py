@@ -132,18 +132,24 @@ def rate_bounds(runs: Sequence[LoadRun], budget_ms: float) -> list[float | None]
     return [max(met) if met else None, min(missed) if missed else None]
 
 
+def p99_interval_text(interval: list[float | None] | None, missing: str = "-") -> str:
+    """A p99 interval (ms) as "low-high", "low-open" when too few queries bound it from above,
+    `missing` without one."""
+    if interval is None:
+        return missing
+    low, high = interval
+    return f"{low:.2f}-{'open' if high is None else f'{high:.2f}'}"
+
+
 def run_line(run: LoadRun, budget_ms: float) -> str:
     """One run as a progress line: its rate, its p99 with the interval and what that says of
-    the budget, e.g. "at 153.3 queries/s (152.8/s completed): p99 3.2 ms (2.9-4.1), meets the
-    2000 ms budget"."""
+    the budget, e.g. "at 153.3 queries/s (152.8/s completed): p99 3.21 ms (2.90-4.10), meets
+    the 2000 ms budget"."""
     interval = run.latency_ms_p99_ci95
-    shown = ""
-    if interval is not None:
-        low, high = interval
-        shown = f" ({human(low)}-{'open' if high is None else human(high)})"
+    shown = "" if interval is None else f" ({p99_interval_text(interval)})"
     verdict = budget_verdict(run, budget_ms)
     said = {PASSED: "meets", FAILED: "misses"}.get(verdict, "is not shown either way against")
     errors = f", {run.errors} failed request(s)" if run.errors else ""
     rates = f"at {human(run.target_qps)} queries/s ({human(run.completed_qps)}/s completed)"
-    p99 = f"p99 {human(run.latency_ms_p99)} ms{shown}"
+    p99 = f"p99 {run.latency_ms_p99:.2f} ms{shown}"
     return f"{rates}: {p99}, {said} the {human(budget_ms)} ms budget{errors}"
