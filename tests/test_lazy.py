@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
 from trtconv.core.lazy import (
     KERAS_START,
+    collector_paused,
     keras_started_lean,
+    require,
     without_keras_optional_imports,
 )
 
@@ -147,3 +151,39 @@ def test_the_lean_start_blocks_only_while_keras_starts(monkeypatch: pytest.Monke
     monkeypatch.setitem(sys.modules, "keras", types.ModuleType("keras"))
     with keras_started_lean():
         assert "sklearn" not in sys.modules
+
+
+# A module that records, when imported, whether Python's cyclic garbage collector was on.
+SEES_THE_COLLECTOR = "import gc\nCOLLECTING = gc.isenabled()\nMADE = [[] for _ in range(1000)]\n"
+
+
+def test_a_first_import_runs_with_the_collector_paused_and_its_objects_frozen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "trtconv_sees_gc.py").write_text(SEES_THE_COLLECTOR)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    absent(monkeypatch, "trtconv_sees_gc")
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    module = require("trtconv_sees_gc")
+    assert module.COLLECTING is False
+    assert gc.isenabled()
+    assert gc.get_freeze_count() >= frozen + len(module.MADE)
+    # Imported already: nothing paused, nothing frozen (made since then stays collectable).
+    made_since = [[] for _ in range(1000)]
+    frozen = gc.get_freeze_count()
+    assert require("trtconv_sees_gc") is module
+    assert gc.get_freeze_count() == frozen and made_since
+
+
+def test_the_collector_stays_off_after_a_block_when_it_was_off() -> None:
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()

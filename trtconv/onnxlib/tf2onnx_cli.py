@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import runpy
 
-from trtconv.core.lazy import without_keras_optional_imports
+from trtconv.core.lazy import require, without_keras_optional_imports
 
 if __name__ == "__main__":
     without_keras_optional_imports()
+    require("tf2onnx")  # TensorFlow with it, started as trtconv starts it (core.lazy.require)
     runpy.run_module("tf2onnx.convert", run_name="__main__", alter_sys=True)
