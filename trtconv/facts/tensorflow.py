@@ -165,14 +165,16 @@ def libnvinfer() -> tuple[str | None, str]:
 
 
 # Runs in a fresh interpreter: get_loaded_tensorrt_version() may abort it, and that is fine there.
-# It plots nothing and fits nothing: TensorFlow starts without Keras' optional imports.
+# It plots nothing and fits nothing: TensorFlow starts without Keras' optional imports, and with
+# the garbage collector paused as `require` starts it (trtconv.core.lazy.collector_paused).
 _TF_PROBE = """
 import json
-from trtconv.core.lazy import without_keras_optional_imports
+from trtconv.core.lazy import collector_paused, without_keras_optional_imports
 without_keras_optional_imports()
 report = {}
 try:
-    import tensorflow as tf
+    with collector_paused():
+        import tensorflow as tf
     from tensorflow.compiler.tf2tensorrt import _pywrap_py_utils as utils
     report["enabled"] = bool(utils.is_tensorrt_enabled())
     report["linked"] = list(utils.get_linked_tensorrt_version())
