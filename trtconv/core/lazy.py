@@ -56,8 +56,9 @@ def collector_paused() -> Iterator[None]:
 
     An import makes hundreds of thousands of objects that live as long as the process, and
     each full collection the allocations set off walks all of them again: with the collector
-    on, a third of TensorFlow's import went to it (about 2.4 s of CPU per process instead of
-    1.7 s, measured on a 2-core EPYC), paid by every command, bench worker and export process.
+    on, more than a quarter of TensorFlow's import went to it (a median 2.4 s of CPU per
+    process instead of 1.7 s, measured on a 2-core EPYC), paid by every command, bench worker
+    and export process.
     Nested blocks and other threads' imports leave the collector on once the last one ends."""
     enabled = gc.isenabled()
     gc.disable()

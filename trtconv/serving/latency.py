@@ -144,7 +144,7 @@ def p99_interval_text(interval: list[float | None] | None, missing: str = "-") -
 def run_line(run: LoadRun, budget_ms: float) -> str:
     """One run as a progress line: its rate, its p99 with the interval and what that says of
     the budget, e.g. "at 153.3 queries/s (152.8/s completed): p99 3.21 ms (2.90-4.10), meets
-    the 2000 ms budget"."""
+    the 50 ms budget"."""
     interval = run.latency_ms_p99_ci95
     shown = "" if interval is None else f" ({p99_interval_text(interval)})"
     verdict = budget_verdict(run, budget_ms)
