@@ -32,12 +32,12 @@ docs: install
 	$(BIN)/python -m trtconv.cli.reference > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md \
 	  || { rm -f docs/cli.md.tmp; exit 1; }
 
-# pytest-xdist workers; `serial` tests still run alone (tests/tiers.py). loadscope keeps a
+# pytest-xdist workers; `serial` tests still run alone (tests/helpers/tiers.py). loadscope keeps a
 # module's tests on one worker, so that its module-scoped fixtures are built once.
 JOBS ?= 2
 XDIST = -n $(JOBS) --dist loadscope
 
-# The tests that import no TensorFlow; one that does fails the run (tests/tiers.py).
+# The tests that import no TensorFlow; one that does fails the run (tests/helpers/tiers.py).
 test-quick: install
 	$(BIN)/pytest -q --quick $(XDIST)
 

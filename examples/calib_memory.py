@@ -1,4 +1,4 @@
-"""Peak memory of int8 calibration against one batch's activations (BENCHMARKS.md, issue 24).
+"""Peak memory of int8 calibration against one batch's activations (BENCHMARKS.md).
 
 Builds a small conv net on NHWC 256x256x8 inputs (the shape tf2onnx gives a Keras model: a
 Transpose, two 3x3 convolutions with ReLU, a pooled classifier head), calibrates it on random
@@ -48,7 +48,7 @@ def conv_net(path: Path, channels: int) -> None:
     ]
     inits = [weight("w1", channels, 8, 3, 3), weight("b1", channels),
              weight("w2", channels, channels, 3, 3), weight("b2", channels),
-             weight("w3", channels, 10), weight("b3", 10)]  # fmt: skip
+             weight("w3", channels, 10), weight("b3", 10)]  # a layer a line # fmt: skip
     graph = helper.make_graph(
         nodes,
         "calib_memory",
@@ -61,7 +61,7 @@ def conv_net(path: Path, channels: int) -> None:
 
 
 def one_shot(model: Path, feed, method: str, work: Path) -> None:
-    """What trtconv's calibrate() did before issue 24: ORT's collect_data over every batch."""
+    """What trtconv's calibrate() did before it streamed: ORT's collect_data over every batch."""
     from onnxruntime import quantization
 
     class Reader(quantization.CalibrationDataReader):
@@ -74,10 +74,12 @@ def one_shot(model: Path, feed, method: str, work: Path) -> None:
     extra = {"num_bins": ENTROPY_BINS, "num_quantized_bins": ENTROPY_QUANTIZED_BINS}
     names = {"entropy": "Entropy", "minmax": "MinMax", "percentile": "Percentile"}
     calibrator = quantization.create_calibrator(
-        model, [], augmented_model_path=str(work / "augmented.onnx"),
+        model,
+        [],
+        augmented_model_path=str(work / "augmented.onnx"),
         calibrate_method=getattr(quantization.CalibrationMethod, names[method]),
         extra_options=extra if method == "entropy" else {},
-    )  # fmt: skip
+    )
     calibrator.collect_data(Reader())
     calibrator.compute_data()
 
@@ -88,9 +90,11 @@ def batch_activations_mb(model: Path, batch: dict, work: Path) -> float:
     from onnxruntime.quantization import CalibrationMethod, create_calibrator
 
     calibrator = create_calibrator(
-        model, [], augmented_model_path=str(work / "one.onnx"),
+        model,
+        [],
+        augmented_model_path=str(work / "one.onnx"),
         calibrate_method=CalibrationMethod.Entropy,
-    )  # fmt: skip
+    )
     names = [output.name for output in calibrator.infer_session.get_outputs()]
     outputs = calibrator.infer_session.run(None, batch)
     wanted = calibrator.tensors_to_calibrate

@@ -4,7 +4,7 @@ the measurement behind SHARED_CALIB_SAMPLES and FP16_RANGE_SAMPLES (docs/int8.md
 Each model is converted with `ort` (no precision ladder) calibrated on N samples of its
 calibration source and validated on one fixed source it never trained on, so only N changes:
 
-    PYTHONPATH=$PWD:$PWD/tests python examples/calibration_samples.py [OUT.json [MODEL ...]]
+    PYTHONPATH=$PWD python examples/calibration_samples.py [OUT.json [MODEL ...]]
 
 Models: trtconv's digits CNN (calibration: digits' train split, validation: its 450 test
 samples), the tests' small ResNet on 16x16 digits (its 1,437 training samples / 360 held out),
@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from convert_fixtures import digits_rgb16, outlier_model, small_resnet
-from test_purposes import features, mlp
 
+from tests.helpers.convert_fixtures import digits_rgb16, outlier_model, small_resnet
+from tests.helpers.features_fixtures import features, mlp
 from trtconv import api
 from trtconv.calib.sources import ArraySet, split_holdout
 from trtconv.core.errors import AccuracyError
@@ -40,9 +40,15 @@ def agreement(saved_model: Path, precision: str, calib: str, val: str | None, n:
     """The validation figures of one conversion calibrated on `n` samples."""
     with tempfile.TemporaryDirectory() as tmp:
         options = api.ConvertOptions(
-            saved_model, precision, backend="ort", output=Path(tmp) / "a", calib_data=calib,
-            calib_samples=n, fallback=False, validate_data=val,
-        )  # fmt: skip
+            saved_model,
+            precision,
+            backend="ort",
+            output=Path(tmp) / "a",
+            calib_data=calib,
+            calib_samples=n,
+            fallback=False,
+            validate_data=val,
+        )
         try:
             result = api.convert(options).to_json()
         except AccuracyError as exc:
@@ -68,25 +74,40 @@ def main(out: Path, chosen: list[str]) -> None:
         "digits-cnn": (digits / "saved_model", "digits", None),
         "outlier": (outlier_model(), "digits", None),
         "small-resnet": (
-            small_resnet(), save(train16, work / "r-train.npz"), save(held16, work / "r-val.npz")
+            small_resnet(),
+            save(train16, work / "r-train.npz"),
+            save(held16, work / "r-val.npz"),
         ),
         "mlp16": (
-            mlp(), save(features(2000, 1), work / "m-train.npz"),
+            mlp(),
+            save(features(2000, 1), work / "m-train.npz"),
             save(features(1000, 6), work / "m-val.npz"),
         ),
-    }  # fmt: skip
+    }
     rows = []
     for name, (model, calib, val) in models.items():
         if chosen and name not in chosen:
             continue
         for n in SIZES:
-            rows.append({"model": name, "precision": "int8", "requested": n,
-                         **agreement(model, "int8", calib, val, n)})  # fmt: skip
+            rows.append(
+                {
+                    "model": name,
+                    "precision": "int8",
+                    "requested": n,
+                    **agreement(model, "int8", calib, val, n),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     model, calib, val = models["small-resnet"]
     for n in FP16_SIZES if not chosen or "fp16" in chosen else ():
-        rows.append({"model": "small-resnet", "precision": "fp16", "requested": n,
-                     **agreement(model, "fp16", calib, val, n)})  # fmt: skip
+        rows.append(
+            {
+                "model": "small-resnet",
+                "precision": "fp16",
+                "requested": n,
+                **agreement(model, "fp16", calib, val, n),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     out.write_text(json.dumps(rows, indent=1))
 

@@ -55,7 +55,7 @@ def build(saved_model: Path, calibration: Path, output: Path) -> Path:
 
 def shared_inputs(artifact: Path, data: Path, path: Path) -> Path:
     """DATA's first array as float32, keyed by the artifact's (single) input name."""
-    from trtconv.manifest import read_manifest
+    from trtconv.artifact.manifest import read_manifest
 
     (name,) = read_manifest(artifact).model_signature.input_names
     np.savez(path, **{name: first_array(data).astype(np.float32)})

@@ -82,14 +82,20 @@ def main(name: str, batch: int, rounds: int) -> None:
     contrib = {
         k: {op: n for op, n in ops(p).items() if "com.microsoft" in op} for k, p in saved.items()
     }
-    print(json.dumps({
-        "model": name, "batch": batch, "onnxruntime": ort.__version__,
-        "contrib_ops_saved": contrib,
-        "same_graph_after_all": ops(final["basic"]) == ops(final["extended"]),
-        "max_abs_diff": float(np.abs(outputs["basic"] - outputs["extended"]).max()),
-        "median_ms": {k: round(float(np.median(v)), 2) for k, v in times.items()},
-        "p10_ms": {k: round(float(np.percentile(v, 10)), 2) for k, v in times.items()},
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "model": name,
+                "batch": batch,
+                "onnxruntime": ort.__version__,
+                "contrib_ops_saved": contrib,
+                "same_graph_after_all": ops(final["basic"]) == ops(final["extended"]),
+                "max_abs_diff": float(np.abs(outputs["basic"] - outputs["extended"]).max()),
+                "median_ms": {k: round(float(np.median(v)), 2) for k, v in times.items()},
+                "p10_ms": {k: round(float(np.percentile(v, 10)), 2) for k, v in times.items()},
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -164,9 +164,9 @@ def plain_round(spec: dict[str, Any]) -> dict[str, Any]:
 def trtconv_round(model: str, spec: dict[str, Any], workdir: Path, index: int) -> dict[str, Any]:
     """The same model, inputs and budget through trtconv's own worker process."""
     from trtconv.bench import harness
-    from trtconv.measure import stats
     from trtconv.bench.inputs import input_map
     from trtconv.bench.models import resolve_entry
+    from trtconv.measure import stats
 
     entry = resolve_entry(Path(model))
     settings = harness.Settings(
@@ -204,7 +204,7 @@ def shared_inputs(results: dict[str, Any], model: dict[str, Any], path: Path) ->
 
 def pinned_precision(model: Path) -> str | None:
     """The inference precision an artifact's manifest pins (OpenVINO int8 with ops in float)."""
-    from trtconv.manifest import MANIFEST, read_manifest
+    from trtconv.artifact.manifest import MANIFEST, read_manifest
 
     if not (model / MANIFEST).is_file():
         return None
@@ -214,7 +214,7 @@ def pinned_precision(model: Path) -> str | None:
 
 def payload_of(model: Path) -> Path:
     """The file or folder a model's library loads: an artifact's payload, or the SavedModel."""
-    from trtconv.manifest import MANIFEST, read_manifest
+    from trtconv.artifact.manifest import MANIFEST, read_manifest
 
     return model / read_manifest(model).payload if (model / MANIFEST).is_file() else model
 

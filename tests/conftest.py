@@ -1,5 +1,5 @@
 """Shared fixtures (a real digits-cnn SavedModel trained once and cached), the quick tier and the
-serial marker (tests/tiers.py), and GPU skips."""
+serial marker (tests/helpers/tiers.py), and GPU skips."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests import model_cache, tiers
-from tests.model_cache import cached_build, caching_export, exports_dir
+from tests.helpers import model_cache, tiers
+from tests.helpers.model_cache import cached_build, caching_export, exports_dir
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # OpenVINO's and NNCF's telemetry send each event from a forked child that waits on the network
@@ -50,6 +50,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker(marker) is not None:
             item.add_marker(skip)
+    _skip_vnni_tests(items)
+
+
+def _skip_vnni_tests(items: list[pytest.Item]) -> None:
+    """Skip `vnni` tests on an x86 CPU without VNNI: the int8 accuracy they assert is that of
+    VNNI's int8 kernels (AVX2's saturate, and ONNX Runtime runs S8S8 partly in float there)."""
+    from trtconv.quantize.isa import X86_NO_VNNI, this_cpu_int8_class
+
+    if this_cpu_int8_class() != X86_NO_VNNI:
+        return
+    skip = pytest.mark.skip(reason="asserts int8 accuracy of VNNI kernels (this x86 CPU has none)")
+    for item in items:
+        if item.get_closest_marker("vnni") is not None:
+            item.add_marker(skip)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -81,8 +95,8 @@ def pytest_runtest_makereport(
 
 @pytest.fixture(scope="session", autouse=True)
 def _onnx_exports_kept(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Conversions take each SavedModel's tf2onnx export from tests/model_cache.py once made
-    (tests/backends/test_onnx_export.py and the SIGTERM tests still run tf2onnx itself)."""
+    """Conversions take each SavedModel's tf2onnx export from tests/helpers/model_cache.py once made
+    (tests/onnxlib/test_onnx_export.py and the SIGTERM tests still run tf2onnx itself)."""
     if tiers.quick(request.config):  # nothing in the quick tier exports
         yield
         return
@@ -98,7 +112,8 @@ def _onnx_exports_kept(request: pytest.FixtureRequest) -> Iterator[None]:
 def digits_model_dir(request: pytest.FixtureRequest) -> Path:
     """A digits-cnn trained with AMP by trtconv itself: DIR/saved_model and DIR/trtconv.json.
 
-    Trained once for all pytest-xdist workers and kept across runs (tests/model_cache.py)."""
+    Trained once for all pytest-xdist workers and kept across runs
+    (tests/helpers/model_cache.py)."""
     from trtconv import api
 
     def train(output: Path) -> None:

@@ -26,20 +26,10 @@ MAX_LOCAL_IMPORTS = 15
 # Bottom first. A module belongs to the layer of its longest matching prefix.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core and options", ("trtconv", "trtconv.core", "trtconv.options")),
-    (
-        "facts and model",
-        (
-            "trtconv.facts",
-            "trtconv.environment",
-            "trtconv.savedmodel",
-            "trtconv.savedmodel_pb",
-            "trtconv.signature_graph",
-            "trtconv.model_paths",
-        ),
-    ),
+    ("facts and model", ("trtconv.facts", "trtconv.model")),
     (
         "data, compare, results",
-        ("trtconv.calib", "trtconv.manifest", "trtconv.outputs", "trtconv.measure", "trtconv.zoo"),
+        ("trtconv.calib", "trtconv.artifact", "trtconv.outputs", "trtconv.measure", "trtconv.zoo"),
     ),
     (
         "backend protocol",
@@ -51,10 +41,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "pipelines",
         (
             "trtconv.convert",
-            "trtconv.validation",
+            "trtconv.validate",
             "trtconv.bench",
             "trtconv.train",
-            "trtconv.inspect_model",
+            "trtconv.inspect",
             "trtconv.doctor",
             "trtconv.report",
             "trtconv.serving",

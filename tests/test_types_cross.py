@@ -1,4 +1,4 @@
-"""Types where data crosses a module (issue 25): results are dataclasses, and dicts stay inside
+"""Types where data crosses a module: results are dataclasses, and dicts stay inside
 a function or at the JSON edge (`to_json`/`from_json`).
 
 Two counts over trtconv/, read with `ast`, may only go down: functions whose return annotation
@@ -16,7 +16,7 @@ from pathlib import Path
 from trtconv.backends import registry
 
 PACKAGE = Path(registry.__file__).resolve().parents[1]
-# Measured at the ceiling's last change (issue 25 counted 129 and 707, the latter with writes).
+# Measured at the ceiling's last change (first counted: 129 and 707, the latter with writes).
 MAX_DICT_RETURNS = 25
 MAX_KEY_READS = 100
 

@@ -1,7 +1,7 @@
 """The functions behind every command: what the CLI, scripts and tests call.
 
 Each takes its command's options object (trtconv.options: ConvertOptions, ValidateOptions,
-BenchOptions, TrainOptions, TrainBenchmarkOptions, ReleaseOptions; trtconv.serving.options:
+BenchOptions, TrainOptions, TrainBenchmarkOptions, ReleaseOptions, and for serving
 DeployOptions, ServeOptions, ServerBenchOptions, ScenarioBenchOptions) and returns a typed result:
 a dataclass subclassing trtconv.core.results.JsonResult whose `to_json()` is the command's
 --json document (`from_json()` reads one back). inspect, doctor and merge_reports take their
@@ -31,14 +31,18 @@ from collections.abc import Callable
 
 from trtconv.bench.harness import bench
 from trtconv.convert import convert
-from trtconv.doctor import doctor
-from trtconv.inspect_model import inspect_path as inspect
+from trtconv.doctor.pipeline import doctor
+from trtconv.inspect.pipeline import inspect_path as inspect
 from trtconv.options import (
     BenchOptions,
     ClusterOptions,
     Contest,
     ConvertOptions,
+    DeployOptions,
     ReleaseOptions,
+    ScenarioBenchOptions,
+    ServeOptions,
+    ServerBenchOptions,
     TrainBenchmarkOptions,
     TrainOptions,
     ValidateOptions,
@@ -46,19 +50,13 @@ from trtconv.options import (
 from trtconv.release.pipeline import release
 from trtconv.report.merge import merge_reports
 from trtconv.serving.deploy import deploy
-from trtconv.serving.loadtest import server_bench
-from trtconv.serving.options import (
-    DeployOptions,
-    ScenarioBenchOptions,
-    ServeOptions,
-    ServerBenchOptions,
-)
-from trtconv.serving.results import ServeResult
+from trtconv.serving.rate_search import server_bench
 from trtconv.serving.scenarios import scenario_bench
 from trtconv.serving.server import serve as serve_with
+from trtconv.serving.serving_result import ServeResult
 from trtconv.train.benchmark import TrainBenchmarkResult, train_benchmark
 from trtconv.train.pipeline import TrainResult, train
-from trtconv.validation import validate
+from trtconv.validate.pipeline import validate
 
 
 def serve(options: ServeOptions, announce: Callable[[str], None] = print) -> ServeResult:

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtconv.core.errors import UsageError
-from trtconv.core.judging import Judging
+from trtconv.core.judging_options import Judging
+from trtconv.core.model_io import InputValue
 from trtconv.core.precision import PRECISIONS
 
 # The level of the interval a validation verdict is decided by (--confidence; 0: point rule).
@@ -107,6 +108,12 @@ def shapes_of(shapes: Mapping[str, Sequence[int]]) -> dict[str, tuple[int, ...]]
     return fixed
 
 
+def check_positive(flag: str, value: int) -> None:
+    """Raise UsageError unless `value` is at least 1 (`flag` names the option)."""
+    if value < 1:
+        raise UsageError(f"{flag} must be at least 1, found {value}.")
+
+
 def check_batch_sizes(sizes: Sequence[int]) -> None:
     """Raise UsageError unless `sizes` is a non-empty list of positive integers."""
     if not sizes or any(size < 1 for size in sizes):
@@ -115,12 +122,14 @@ def check_batch_sizes(sizes: Sequence[int]) -> None:
 
 @dataclass(frozen=True)
 class PreprocessingOptions:
-    """What the user said on the command line (or in a release config); None: not said."""
+    """What the user said on the command line (or in a release config); None: not said.
+    `input_values`: `--input-value NAME=VALUE`, inputs the data does not hold."""
 
     scale: float | None = None
     offset: float | None = None
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
+    input_values: Mapping[str, InputValue] | None = None
 
     def __post_init__(self) -> None:
         if self.scale is not None and self.scale == 0:
@@ -189,9 +198,12 @@ class ConvertOptions:
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     validate_data: str | None = None
     split: str | None = None
+    # --custom-objects MODULE:NAME: classes a Keras file needs (trtconv.model.keras_files).
+    custom_objects: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "saved_model", Path(self.saved_model))
+        object.__setattr__(self, "custom_objects", tuple(self.custom_objects))
         check_confidence(self.confidence)
         if self.split is not None:
             check_choice("--split", self.split, SPLITS)
@@ -292,6 +304,8 @@ class BenchOptions:
     rounds: int = DEFAULT_BENCH_ROUNDS
     goal: SpeedGoal | None = None
     baseline: str = BASELINE_SOURCE
+    # --custom-objects MODULE:NAME: classes a Keras file needs (else an artifact's recorded ones).
+    custom_objects: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.baseline not in BASELINES:
@@ -397,3 +411,191 @@ class ReleaseOptions:
     output: Path | None = None
     resume: bool = False
     force: bool = False
+
+
+# Serving: `trtconv deploy`, `trtconv serve` and `bench --scenario server|single-stream|offline`.
+# Dynamic batching without a measurement: batches up to 8, preferring 4 and 8, and a request
+# waits at most 100 µs for others to join it (short next to a small model's own latency).
+DEFAULT_MAX_BATCH_SIZE = 8
+DEFAULT_PREFERRED_BATCH_SIZES = (4, 8)
+DEFAULT_QUEUE_DELAY_US = 100
+LOOPBACK = "127.0.0.1"
+# Admission control (serving/admission.py): the latency budget a served request is answered
+# within; a request still queued when it could no longer meet it is answered UNAVAILABLE / 503.
+DEFAULT_LATENCY_BUDGET_MS = 100.0
+# serve: how long a stop (SIGINT/SIGTERM) waits for the requests in flight, after not-ready.
+DEFAULT_DRAIN_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    """`trtconv deploy`: one Triton model per model in `models` (artifacts or SavedModels),
+    written to the repository `output`. `bench` is a `trtconv bench --json` result whose rows
+    for each model tune its batching; `threads` None leaves the backend's default."""
+
+    models: tuple[Path, ...]
+    output: Path
+    force: bool = False
+    bench: Path | None = None
+    instances: int = 1
+    threads: int | None = None
+    # A `bench --scenario server --json` result: the batching its rows met the budget with.
+    serving: Path | None = None
+    # Admission control: the queue timeout and size derive from the budget and a measured rate
+    # (--bench, --serving) unless given.
+    latency_budget_ms: float = DEFAULT_LATENCY_BUDGET_MS
+    max_queue_size: int | None = None
+    queue_timeout_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
+        object.__setattr__(self, "output", Path(self.output))
+        if not self.models:
+            raise UsageError("Give at least one artifact or SavedModel to deploy.")
+        check_positive("--instances", self.instances)
+        if self.threads is not None:
+            check_positive("--threads", self.threads)
+        check_admission(self.latency_budget_ms, self.max_queue_size, self.queue_timeout_ms)
+
+
+def check_admission(budget_ms: float, queue_size: int | None, timeout_ms: float | None) -> None:
+    """Raise UsageError for a budget that is not positive, or a queue size or timeout below 0
+    (0: no limit, Triton's own meaning)."""
+    if budget_ms <= 0:
+        raise UsageError(f"--latency-budget-ms must be positive, found {budget_ms}.")
+    if queue_size is not None and queue_size < 0:
+        raise UsageError(f"--max-queue-size must be 0 (no limit) or more, found {queue_size}.")
+    if timeout_ms is not None and timeout_ms < 0:
+        raise UsageError(f"--queue-timeout-ms must be 0 (no timeout) or more, found {timeout_ms}.")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """`trtconv serve`: a Triton server on loopback in front of trtconv's runner for `model`.
+    Ports None are free ones picked at start; `stop_after_s` None serves until SIGINT/SIGTERM."""
+
+    model: Path
+    name: str | None = None
+    http_port: int | None = None
+    grpc_port: int | None = None
+    metrics_port: int | None = None
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
+    queue_delay_us: int = DEFAULT_QUEUE_DELAY_US
+    threads: int | None = None
+    device: str = "auto"
+    stop_after_s: float | None = None
+    # Admission control: None derives them from the budget and the rate measured at start.
+    latency_budget_ms: float = DEFAULT_LATENCY_BUDGET_MS
+    max_queue_size: int | None = None
+    queue_timeout_ms: float | None = None
+    drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
+    # Model instances, one runner each, the threads divided between them; None: chosen at
+    # start from the cores and the model's measured single-request time (serving/server.py).
+    instances: int | None = None
+    # Where the endpoints listen (loopback unless told), the file holding the key inference
+    # requests must carry, and Triton's own log (its file and verbose level).
+    host: str = LOOPBACK
+    api_key_file: Path | None = None
+    log_file: Path | None = None
+    log_verbose: int = 0
+    # Triton's queue policy (admission control) on: off unless asked, or implied by a queue
+    # size or timeout given (serving/admission.py says what it costs in Triton 2.51).
+    admission: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model", Path(self.model))
+        if self.max_queue_size is not None or self.queue_timeout_ms is not None:
+            object.__setattr__(self, "admission", True)
+        if not self.host.strip():
+            raise UsageError("--host needs an address, found ''.")
+        if self.api_key_file is not None and not Path(self.api_key_file).is_file():
+            raise UsageError(f"--api-key-file {self.api_key_file} does not exist.")
+        if self.log_verbose < 0:
+            raise UsageError(f"--log-verbose must be 0 or more, found {self.log_verbose}.")
+        for flag, port in (
+            ("--http-port", self.http_port),
+            ("--grpc-port", self.grpc_port),
+            ("--metrics-port", self.metrics_port),
+        ):
+            if port is not None and not 1 <= port <= 65535:
+                raise UsageError(f"{flag} must be a port between 1 and 65535, found {port}.")
+        ports = [p for p in (self.http_port, self.grpc_port, self.metrics_port) if p is not None]
+        if len(ports) != len(set(ports)):
+            raise UsageError(f"--http-port, --grpc-port and --metrics-port must differ: {ports}.")
+        check_positive("--max-batch-size", self.max_batch_size)
+        if self.queue_delay_us < 0:
+            raise UsageError(f"--queue-delay-us must be 0 or more, found {self.queue_delay_us}.")
+        if self.threads is not None:
+            check_positive("--threads", self.threads)
+        if self.stop_after_s is not None and self.stop_after_s <= 0:
+            raise UsageError(f"--stop-after must be positive, found {self.stop_after_s}.")
+        check_admission(self.latency_budget_ms, self.max_queue_size, self.queue_timeout_ms)
+        if self.instances is not None:
+            check_positive("--instances", self.instances)
+        if self.drain_timeout_s < 0:
+            raise UsageError(f"--drain-timeout must be 0 or more, found {self.drain_timeout_s}.")
+
+
+# `bench --scenario server`: each LoadGen run, and the runs of the search for the highest rate.
+DEFAULT_LOAD_RUN_S = 5.0
+DEFAULT_SEARCH_RUNS = 6
+# MLPerf's Server scenario needs runs of at least 600 s; LoadGen is told so (and what a run is
+# capped at), so shorter runs come back INVALID with that reason.
+MLPERF_MIN_DURATION_S = 600
+SINGLE_STREAM, OFFLINE = "single-stream", "offline"
+SCENARIOS = ("closed-loop", "server", SINGLE_STREAM, OFFLINE)
+
+
+@dataclass(frozen=True)
+class ServerBenchOptions:
+    """`trtconv bench --scenario server`: each model served (`trtconv serve`) and driven by
+    MLPerf LoadGen's Poisson arrivals; the highest rate whose p99 latency meets
+    `latency_budget_ms`, found in `search_runs` runs of `run_s` seconds. `compare_batching` adds
+    batch-1 serving beside dynamic batching."""
+
+    models: tuple[Path, ...]
+    latency_budget_ms: float
+    run_s: float = DEFAULT_LOAD_RUN_S
+    search_runs: int = DEFAULT_SEARCH_RUNS
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
+    queue_delay_us: int = DEFAULT_QUEUE_DELAY_US
+    compare_batching: bool = False
+    # Multiples of the measured capacity to offer instead of searching the rate (--offered).
+    offered: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
+        object.__setattr__(self, "offered", tuple(float(m) for m in self.offered))
+        if not self.models:
+            raise UsageError("Give at least one model to bench.")
+        if any(multiple <= 0 for multiple in self.offered):
+            raise UsageError(f"--offered takes positive multiples, found {list(self.offered)}.")
+        if self.latency_budget_ms <= 0:
+            raise UsageError(
+                f"--latency-budget-ms must be positive, found {self.latency_budget_ms}."
+            )
+        if self.run_s <= 0:
+            raise UsageError(f"--duration must be positive, found {self.run_s}.")
+        check_positive("--search-runs", self.search_runs)
+        check_positive("--max-batch-size", self.max_batch_size)
+
+
+@dataclass(frozen=True)
+class ScenarioBenchOptions:
+    """`trtconv bench --scenario single-stream|offline`: each model served (`trtconv serve`)
+    and driven by one LoadGen run of `run_s` seconds in that scenario."""
+
+    models: tuple[Path, ...]
+    scenario: str
+    run_s: float = DEFAULT_LOAD_RUN_S
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
+    queue_delay_us: int = DEFAULT_QUEUE_DELAY_US
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
+        if not self.models:
+            raise UsageError("Give at least one model to bench.")
+        if self.scenario not in (SINGLE_STREAM, OFFLINE):
+            raise UsageError(f"Unknown LoadGen scenario '{self.scenario}'.")
+        if self.run_s <= 0:
+            raise UsageError(f"--duration must be positive, found {self.run_s}.")

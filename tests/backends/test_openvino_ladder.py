@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from convert_fixtures import OUTLIER_LAYERS, outlier_model
 from rich.console import Console
 
+from tests.helpers.convert_fixtures import OUTLIER_LAYERS, outlier_model
 from trtconv import api
 from trtconv.cli.convert import render_conversion
 from trtconv.convert import ConvertResult
 from trtconv.core.errors import AccuracyError
 from trtconv.options import ConvertOptions
 from trtconv.outputs.confidence import rate_to_show
-from trtconv.quantize.ladder_record import NncfLadderRecord
+from trtconv.quantize.ladder_result import NncfLadderRecord
 from trtconv.release.markdown import _ladder_lines
 from trtconv.release.schema import release_schema
 
@@ -132,7 +132,7 @@ def test_int8_that_meets_the_budget_records_one_step(
     assert (ladder["chosen_step"], ladder["met_budget"], ladder["kept_float"]) == (0, True, [])
     assert ladder["outcome"] == "full int8 meets the budget"
     assert ladder["budget"]["min_top1_agreement"] == 0.8
-    assert result["manifest"]["conversion_summary"]["inference_precision"] == "plugin default"
+    assert result["manifest"]["conversion_summary"]["inference_precision"] == "f32"  # pinned
     _rendered(result)
 
 

@@ -13,12 +13,12 @@ from trtconv.backends.openvino.ladder import FULL, NncfLadder
 from trtconv.core.precision import Precision
 from trtconv.outputs.compare import compare
 from trtconv.outputs.tolerance import tolerance_for
-from trtconv.quantize.budget import TimeLimit
 from trtconv.quantize.search import Score, step_words
+from trtconv.quantize.time_limit import TimeLimit
 
 
 def test_step_lines_round_the_agreement(caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 24: the log read 'top-1 agreement 0.9885579082980972'. The line names the deciding
+    """The log read 'top-1 agreement 0.9885579082980972'. The line names the deciding
     check with its figures rounded; the step record keeps full precision for JSON."""
     rng = np.random.default_rng(0)
     want = rng.normal(size=(300, 10)).astype(np.float32)

@@ -13,10 +13,18 @@ INSTALLED = {"openvino": "2026.4.1", "nncf": "3.4.0"}
 EPYC_AVX2 = described(cpu="AMD EPYC (AVX2)", libraries=INSTALLED)
 SAPPHIRE_RAPIDS = described(
     cpu="Intel Xeon (Sapphire Rapids)",
-    cpu_features=("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16",
-                  "amx_bf16", "amx_int8"),
+    cpu_features=(
+        "avx2",
+        "fma",
+        "avx512f",
+        "avx512_vnni",
+        "avx512_bf16",
+        "avx512_fp16",
+        "amx_bf16",
+        "amx_int8",
+    ),
     libraries=INSTALLED,
-)  # fmt: skip
+)
 
 
 def ok(precision: str, facts: Facts) -> bool:

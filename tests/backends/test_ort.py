@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from convert_fixtures import digits_onnx
 
+from tests.helpers.convert_fixtures import digits_onnx
 from trtconv.backends.ort import convert
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
@@ -87,7 +87,7 @@ def test_gpu_only_precisions_need_a_gpu_provider(
 
 
 def _manifest(precision: str, providers: list[str]) -> Any:
-    from trtconv.manifest import Manifest
+    from trtconv.artifact.manifest import Manifest
 
     summary = {"providers": providers, "provider_options": [{} for _ in providers]}
     return Manifest("ort", precision, "model.onnx", {}, {}, {}, {}, 0.0, summary)

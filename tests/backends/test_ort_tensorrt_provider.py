@@ -20,7 +20,7 @@ BOOLEANS = ("trt_fp16_enable", "trt_int8_enable", "trt_engine_cache_enable")
 
 
 def manifest(precision: str) -> Any:
-    from trtconv.manifest import Manifest
+    from trtconv.artifact.manifest import Manifest
 
     summary = {"providers": [CPU], "provider_options": [{}]}
     return Manifest("ort", precision, "model.onnx", {}, {}, {}, {}, 0.0, summary)

@@ -27,7 +27,7 @@ NAME = "onnx-reference"
 @pytest.fixture(scope="module")
 def backend() -> Iterator[Backend]:
     """The test backend, registered for this module only."""
-    import reference_backend
+    from tests.helpers import reference_backend
 
     registered = registry.register(reference_backend.BACKEND)
     yield registered
@@ -56,8 +56,12 @@ def artifact(
 def test_doctor_lists_it(backend: Backend) -> None:
     rows = [r for r in api.doctor(deep=False).conversions if r.backend == NAME]
     assert [(r.precision, r.ok) for r in rows] == [
-        ("fp32", True), ("tf32", False), ("fp16", False), ("bf16", False), ("int8", False)
-    ]  # fmt: skip
+        ("fp32", True),
+        ("tf32", False),
+        ("fp16", False),
+        ("bf16", False),
+        ("int8", False),
+    ]
     assert "reference evaluator" in rows[0].reason
     table = CliRunner().invoke(app, ["doctor", "--quick"])
     assert table.exit_code == 0 and NAME in table.output

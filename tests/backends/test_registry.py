@@ -18,7 +18,8 @@ from trtconv.cli import app
 from trtconv.core.errors import UsageError
 from trtconv.core.precision import PRECISIONS
 
-TESTS = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "tests"
 PACKAGE = Path(registry.__file__).resolve().parents[1]
 
 
@@ -87,29 +88,31 @@ def test_registering_twice_from_another_module_is_refused() -> None:
 
 
 def test_auto_order_is_data_on_the_records() -> None:
-    ranked = sorted((b for b in registry.converters() if b.auto_rank is not None),
-                    key=lambda b: b.auto_rank or 0)  # fmt: skip
+    ranked = sorted(
+        (b for b in registry.converters() if b.auto_rank is not None),
+        key=lambda b: b.auto_rank or 0,
+    )
     assert [b.name for b in ranked] == ["tftrt", "trt", "ort", "openvino"]
     assert registry.backend_choices()[0] == "auto"
 
 
 def test_worker_processes_get_run_time_registrations() -> None:
     assert registry.worker_environment() == {}  # builtins need nothing
-    import reference_backend
+    from tests.helpers import reference_backend
 
     registry.register(reference_backend.BACKEND)
     try:
         env = registry.worker_environment()
-        assert env[registry.PLUGINS_VARIABLE] == "reference_backend"
-        assert str(TESTS) in env["PYTHONPATH"].split(":")
+        assert env[registry.PLUGINS_VARIABLE] == "tests.helpers.reference_backend"
+        assert str(ROOT) in env["PYTHONPATH"].split(":")
     finally:
         registry.unregister(reference_backend.NAME)
 
 
 def test_an_artifact_of_an_unknown_backend_is_bad_input(tmp_path: Path) -> None:
+    from trtconv.artifact.manifest import Manifest, write_manifest
     from trtconv.bench.models import artifact_entry
     from trtconv.core.errors import InputError
-    from trtconv.manifest import Manifest, write_manifest
 
     signature = {"inputs": [], "outputs": []}
     write_manifest(

@@ -21,8 +21,8 @@ from trtconv.backends.tftrt.runner import TfTrtRunner
 from trtconv.calib.readers import calibration_feed
 from trtconv.calib.sources import ArraySet, load_digits
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
+from trtconv.model.savedmodel import load_saved_model
 from trtconv.protocol.request import ConversionRequest
-from trtconv.savedmodel import load_saved_model
 
 pytestmark = pytest.mark.tensorflow
 

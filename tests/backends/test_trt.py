@@ -1,5 +1,5 @@
 """TensorRT backend: built and run through the strict stand-ins of TensorRT 10 and 11 here
-(tests/standins), end to end on a real GPU under `gpu`.
+(tests/helpers/standins), end to end on a real GPU under `gpu`.
 
 The stand-ins hold only the names the real bindings of each version define, so a call the real
 version lacks fails here as it would there (TensorRT 11 has no BuilderFlag.FP16).
@@ -15,8 +15,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from standins import SUPPORTED_TRT, TRT_VERSIONS, GpuStandins, gpu_machine, gpu_standins
 
+from tests.helpers.standins import (
+    SUPPORTED_TRT,
+    TRT_VERSIONS,
+    GpuStandins,
+    gpu_machine,
+    gpu_standins,
+)
 from trtconv.backends.trt import builder as trt_builder
 from trtconv.backends.trt import converter as trt_converter
 from trtconv.backends.trt.runner import TrtRunner
@@ -170,8 +176,8 @@ def test_source_onnx_is_the_qdq_model_for_int8_and_an_fp16_copy_on_11(
     tmp_path: Path, digits_saved_model: Path
 ) -> None:
     import onnx
-    from convert_fixtures import digits_onnx
 
+    from tests.helpers.convert_fixtures import digits_onnx
     from trtconv.calib.readers import calibration_feed
     from trtconv.calib.sources import ArraySet, load_digits
 
@@ -328,10 +334,9 @@ def test_runner_here_is_exit_3(tmp_path: Path) -> None:
 def test_build_and_run_engine_on_gpu(
     digits_saved_model: Path, tmp_path: Path, precision: str
 ) -> None:
-    from convert_fixtures import digits_onnx
-
+    from tests.helpers.convert_fixtures import digits_onnx
     from trtconv.calib.sources import load_digits
-    from trtconv.savedmodel import load_saved_model
+    from trtconv.model.savedmodel import load_saved_model
 
     loaded = load_saved_model(digits_saved_model)
     artifact = tmp_path / "artifact"

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.cli_runner import run_cli
-from tests.release.conversions import passing_validation
+from tests.helpers.cli_runner import run_cli
+from tests.helpers.conversions import passing_validation
 from trtconv import api
 from trtconv.measure.bench_result import (
     MODEL_KEYS,
@@ -78,7 +78,7 @@ def result(benched: BenchResult) -> dict[str, Any]:
 
 
 def trtconv(*args: str) -> subprocess.CompletedProcess[str]:
-    """`trtconv ARGS` in this process (tests/cli_runner.py)."""
+    """`trtconv ARGS` in this process (tests/helpers/cli_runner.py)."""
     return run_cli(*args)
 
 
@@ -185,9 +185,15 @@ def test_a_speed_goal_adds_rounds_until_decided_or_out_of_time(
     inside = sum(first.speedup_vs_baseline_ci95) / 2
     goal = SpeedGoal(batch_size=4, min_speedup=inside, time_limit_s=3.0)
     options = BenchOptions(
-        (digits_saved_model, ort_artifact), batch_sizes=(1, 4), data="digits", threads=1,
-        warmup=2, iterations=8, rounds=4, goal=goal,
-    )  # fmt: skip
+        (digits_saved_model, ort_artifact),
+        batch_sizes=(1, 4),
+        data="digits",
+        threads=1,
+        warmup=2,
+        iterations=8,
+        rounds=4,
+        goal=goal,
+    )
     again = api.bench(options)
     rows = {(r.label, r.batch_size): r for r in again.results}
     assert rows["digits", 1].rounds == rows["digits-ort-fp32", 1].rounds == 4
@@ -240,7 +246,7 @@ def test_cli_json_and_report(digits_saved_model: Path, tmp_path: Path) -> None:
         "bench", str(digits_saved_model), "--batch-sizes", "1,2", "--iterations", "3",
         "--warmup", "1", "--data", "digits", "--eval-data", "digits",
         "--report", str(report), "--json",
-    )  # fmt: skip
+    )  # flags beside values # fmt: skip
     assert completed.returncode == 0, completed.stderr
     document = json.loads(completed.stdout)  # exactly one JSON document on stdout
     assert document["order"] == ["digits"]
@@ -267,7 +273,7 @@ def test_cli_human_table(digits_saved_model: Path) -> None:
     completed = trtconv(
         "bench", str(digits_saved_model), "--batch-sizes", "1", "--iterations", "3",
         "--warmup", "1",
-    )  # fmt: skip
+    )  # flags beside values # fmt: skip
     assert completed.returncode == 0, completed.stderr
     assert "p50 ms" in completed.stdout and "samples/s" in completed.stdout
     assert "baseline: digits" in completed.stdout
@@ -347,7 +353,7 @@ def test_a_model_that_fails_in_its_worker_names_the_model(
     completed = trtconv(
         "bench", str(digits_saved_model), str(broken), "--batch-sizes", "1",
         "--iterations", "2", "--json",
-    )  # fmt: skip
+    )  # flags beside values # fmt: skip
     assert completed.returncode == 1
     line = one_error_line(completed)
     assert "Benchmark of broken-ort failed" in line and "could not load" in line

@@ -13,7 +13,7 @@ from trtconv.bench.messages import RoundSamples
 from trtconv.bench.rounds import REWARM_CALLS, Schedule, goal_verdicts, rewarm
 from trtconv.measure import stats
 from trtconv.measure.bench_result import Settings
-from trtconv.measure.budget import Budget
+from trtconv.measure.loop_budget import Budget
 from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED, at_least, at_most
 
@@ -24,9 +24,14 @@ ROUNDS = 12
 def scipy_interval(data: tuple[Any, ...], statistic: Any, **options: Any) -> tuple[float, float]:
     """scipy's own BCa interval, with bench's resamples, level and seed."""
     result = scipy_stats.bootstrap(
-        data, statistic, n_resamples=stats.N_RESAMPLES, confidence_level=stats.CONFIDENCE,
-        method="BCa", rng=np.random.default_rng(stats.SEED), **options,
-    )  # fmt: skip
+        data,
+        statistic,
+        n_resamples=stats.N_RESAMPLES,
+        confidence_level=stats.CONFIDENCE,
+        method="BCa",
+        rng=np.random.default_rng(stats.SEED),
+        **options,
+    )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 

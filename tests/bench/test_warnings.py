@@ -5,12 +5,19 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from trtconv.bench.harness import collect_warnings
+from trtconv.bench.rows import collect_warnings
 from trtconv.measure.bench_result import BenchRow
 
 
-def row(label: str, batch: int, cv: float, overhead_percent: float = 0.1, backend: str = "tf",
-        iterations: int = 500, compute_cv: float | None = None) -> BenchRow:  # fmt: skip
+def row(
+    label: str,
+    batch: int,
+    cv: float,
+    overhead_percent: float = 0.1,
+    backend: str = "tf",
+    iterations: int = 500,
+    compute_cv: float | None = None,
+) -> BenchRow:
     """A row with a p50 of 1 ms, so the harness overhead (in ms) is `overhead_percent` / 100."""
     figures: dict[str, Any] = {f.name: 1.0 for f in fields(BenchRow)}
     figures.update(

@@ -15,7 +15,7 @@ from trtconv.bench.messages import WorkerReport
 from trtconv.bench.worker import NullRunner, make_batches, measure_batch, time_loop
 from trtconv.core.errors import InputError
 from trtconv.core.model_io import ModelSignature, TensorSpec
-from trtconv.measure.budget import Budget
+from trtconv.measure.loop_budget import Budget
 from trtconv.protocol.runner import CallTimings
 
 SIGNATURE = ModelSignature(
@@ -110,8 +110,8 @@ class DeviceRunner(NullRunner):
 
 def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> None:
     """Before, the worker looked for `last_transfer_ms`, which no runner sets: never recorded."""
-    from trtconv.bench.harness import model_info, model_rows
     from trtconv.bench.models import ModelEntry
+    from trtconv.bench.rows import model_info, model_rows
     from trtconv.measure.bench_result import Settings
     from trtconv.measure.stats import summarize
 
@@ -119,9 +119,14 @@ def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> No
     measured = measure_batch(DeviceRunner(SIGNATURE), batches(2), warmup, measure)
     assert measured.transfer_ms == [0.75] * 4  # host-to-device + device-to-host, per call
     document = {
-        "label": "engine", "pid": 1, "load_ms": 1.0, "first_inference_ms": 2.0,
-        "peak_rss_mb": 3.0, "harness_overhead_ms": 0.001, "batches": [measured.to_json()],
-    }  # fmt: skip
+        "label": "engine",
+        "pid": 1,
+        "load_ms": 1.0,
+        "first_inference_ms": 2.0,
+        "peak_rss_mb": 3.0,
+        "harness_overhead_ms": 0.001,
+        "batches": [measured.to_json()],
+    }
     report = WorkerReport.from_json(json.loads(json.dumps(document)))  # as a worker prints it
     assert report.batches == [measured] and report.finished.warnings == []
     entry = ModelEntry("engine", Path("engine"), "artifact", "trt", "fp16", SIGNATURE)

@@ -10,8 +10,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from trtconv.calib.contract import Preprocessing
 from trtconv.calib.judged_data import record_contract, scale_warning
+from trtconv.calib.preprocessing import Preprocessing
 from trtconv.calib.purposes import entry
 from trtconv.calib.readers import describe
 from trtconv.calib.sources import ArraySet
@@ -58,8 +58,10 @@ def test_contracts_are_written_as_they_always_were() -> None:
     )
     validated = replace(
         record_contract("x.npz", "all", Preprocessing(), applied=False),
-        data_from="manifest", split_from="default (x)", fitted_samples_excluded=12,
-    )  # fmt: skip
+        data_from="manifest",
+        split_from="default (x)",
+        fitted_samples_excluded=12,
+    )
     benched = DataContract(preprocessing=Preprocessing())
     for contract, written in ((converted, CONVERTED), (validated, VALIDATED), (benched, BENCHED)):
         assert json.dumps(contract.to_json()) == written

@@ -99,8 +99,9 @@ def test_a_search_slice_from_the_validation_source_is_recorded_as_its_own() -> N
     they are that source's, so `validate` leaves them out there too."""
     validation = numbered(1400)
     data = ConversionData("cal.npz", DataContract(), validation)
-    fitted = _fit(data, numbered(600), (500, 1000), True, (SHUFFLED, SHUFFLED), 600,
-                  validate_data="val.npz")  # fmt: skip
+    fitted = _fit(
+        data, numbered(600), (500, 1000), True, (SHUFFLED, SHUFFLED), 600, validate_data="val.npz"
+    )
     used = {p.purpose: p for p in fitted.purposes}
     assert (used["calibration"].source, used["calibration"].samples) == ("cal.npz", 480)
     assert (used["validation"].source, used["validation"].samples) == ("val.npz", 1000)

@@ -17,8 +17,9 @@ from trtconv.calib.readers import (
     read_model_data,
     whole_batches,
 )
+from trtconv.core.data_contract import Preprocessing
 from trtconv.core.errors import InputError, UsageError
-from trtconv.core.model_io import ModelSignature, TensorSpec
+from trtconv.core.model_io import ModelSignature, TensorSpec, parse_input_values
 
 DIGITS_SIGNATURE = ModelSignature(
     inputs=(TensorSpec("image", (None, 8, 8, 1), "float32"),),
@@ -47,9 +48,10 @@ def test_digits_are_keyed_by_input_name_and_split_train_test() -> None:
     assert held_out.source == "digits[test]" and len(held_out) == 450
     assert held_out.labels is not None
     # No calibration sample is a validation sample.
-    calib_rows = {row.tobytes() for row in read_model_data(
-        "digits", DIGITS_SIGNATURE, role=CALIBRATION
-    ).inputs["image"]}  # fmt: skip
+    calib_rows = {
+        row.tobytes()
+        for row in read_model_data("digits", DIGITS_SIGNATURE, role=CALIBRATION).inputs["image"]
+    }
     assert not any(row.tobytes() in calib_rows for row in held_out.inputs["image"])
 
 
@@ -77,9 +79,45 @@ def test_npz_arrays_named_after_inputs_and_same_kind_casts(tmp_path: Path) -> No
 
 
 def test_wrong_dtype_kind_is_refused(tmp_path: Path) -> None:
-    path = _npz(tmp_path, x=np.zeros((10, 8, 8, 1), np.int32))
-    with pytest.raises(InputError, match=r"input 'image' expects dtype float32, found int32"):
+    path = _npz(tmp_path, x=np.zeros((10, 8, 8, 1), bool))
+    with pytest.raises(InputError, match=r"input 'image' expects dtype float32, found bool"):
         read_model_data(str(path), DIGITS_SIGNATURE, role=CALIBRATION)
+
+
+TOKENS = ModelSignature(
+    inputs=(TensorSpec("ids", (None, 8), "float32"),),
+    outputs=(TensorSpec("probabilities", (None, 10), "float32"),),
+)
+
+
+def test_integers_for_a_float_input_are_cast_when_exact(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ids = np.arange(-5, 5, dtype=np.int64).reshape(10, 1) * (2**24 // 5)
+    path = _npz(tmp_path, x=np.broadcast_to(ids, (10, 8)).copy())
+    with caplog.at_level(logging.INFO):
+        data = read_model_data(str(path), TOKENS, role="all")
+    assert data.x.dtype == np.float32
+    assert np.array_equal(data.x.astype(np.int64), np.broadcast_to(ids, (10, 8)))
+    assert "every value (in [-16777215, 13421772]) is exact in float32" in caplog.text
+
+
+def test_integers_a_float_cannot_hold_are_refused_naming_the_range(tmp_path: Path) -> None:
+    x = np.zeros((10, 8), np.int64)
+    x[3, 0] = 2**24 + 1  # float32 rounds it to 2^24
+    path = _npz(tmp_path, x=x)
+    with pytest.raises(
+        InputError, match=r"found int64 values in \[0, 16777217\]; float32 holds integers exactly"
+    ):
+        read_model_data(str(path), TOKENS, role="all")
+
+
+def test_integer_images_stay_refused(tmp_path: Path) -> None:
+    """Integer pixels change meaning as floats (0-255 against [0, 1]): only uint8 ones are raw
+    pixels, which the preprocessing scales."""
+    path = _npz(tmp_path, x=np.zeros((10, 8, 8, 1), np.int32))
+    with pytest.raises(InputError, match=r"found int32.*integer images: give uint8 raw pixels"):
+        read_model_data(str(path), DIGITS_SIGNATURE, role="all")
 
 
 def test_wrong_shape_names_input_expected_and_found(tmp_path: Path) -> None:
@@ -152,3 +190,85 @@ def test_batches_whole_batches_and_describe() -> None:
     # The manifest's block, keys in their recorded order.
     assert list(block.to_json()) == ["source", "part", "samples", "method", "sha256", "input_stats"]
     assert set(block.to_json()["input_stats"]["image"]) == {"mean", "std", "min", "max"}
+
+
+FLAGGED = ModelSignature(
+    inputs=(
+        TensorSpec("is_training", (), "bool"),
+        TensorSpec("x", (None, 3), "float32"),
+    ),
+    outputs=(TensorSpec("out", (None, 2), "float32"),),
+)
+
+
+def test_a_0d_flag_is_given_to_every_batch_as_one_value(tmp_path: Path) -> None:
+    x = np.arange(30, dtype=np.float32).reshape(10, 3)
+    path = _npz(tmp_path, x=x, is_training=np.array(False))
+    data = read_model_data(str(path), FLAGGED, role="all")
+    assert len(data) == 10 and data.scalars == {"is_training"}
+    feeds = list(calibration_feed(data, 4)())
+    assert [f["is_training"].shape for f in feeds] == [(), (), ()]
+    assert not any(bool(f["is_training"]) for f in feeds)
+    assert [len(f["x"]) for f in feeds] == [4, 4, 2]
+
+
+def test_one_flag_per_sample_must_be_one_value(tmp_path: Path) -> None:
+    x = np.zeros((10, 3), np.float32)
+    same = read_model_data(
+        str(_npz(tmp_path, "same.npz", x=x, is_training=np.ones(10, bool))), FLAGGED, role="all"
+    )
+    assert same.inputs["is_training"].all()
+    mixed = _npz(tmp_path, "mixed.npz", x=x, is_training=np.arange(10) % 2 == 0)
+    with pytest.raises(
+        InputError,
+        match=r"is_training: bool\[\] takes one value for a whole batch, found 2 different "
+        r"values \(False, True, ...\); give one: a 0-d array .* or --input-value is_training=",
+    ):
+        read_model_data(str(mixed), FLAGGED, role="all")
+
+
+def test_input_value_sets_an_input_the_data_does_not_hold(tmp_path: Path) -> None:
+    path = _npz(tmp_path, x=np.zeros((6, 3), np.float32))
+    with pytest.raises(InputError, match=r"set a flag with --input-value is_training=VALUE"):
+        read_model_data(str(path), FLAGGED, role="all")
+    prep = Preprocessing(input_values={"is_training": True})
+    data = read_model_data(str(path), FLAGGED, role="all", preprocessing=prep)
+    assert data.inputs["is_training"].dtype == np.bool_ and data.inputs["is_training"].all()
+    both = _npz(tmp_path, "both.npz", x=np.zeros((6, 3), np.float32), is_training=np.array(True))
+    with pytest.raises(UsageError, match=r"sets input 'is_training', which .*both.npz holds too"):
+        read_model_data(str(both), FLAGGED, role="all", preprocessing=prep)
+    for bad, message in (
+        ({"is_training": 1}, r"is_training=1: input is_training: bool\[\] takes true or false"),
+        ({"flag": True}, r"the model has no input 'flag' \(inputs: is_training, x\)"),
+    ):
+        with pytest.raises(UsageError, match=message):
+            read_model_data(
+                str(path), FLAGGED, role="all", preprocessing=Preprocessing(input_values=bad)
+            )
+
+
+def test_random_data_needs_a_flag_set_and_then_holds_it() -> None:
+    with pytest.raises(InputError, match=r"Random data cannot choose input is_training: bool\[\]"):
+        read_model_data("random", FLAGGED, role="all", samples=8)
+    prep = Preprocessing(input_values={"is_training": False})
+    data = read_model_data("random", FLAGGED, role="all", samples=8, preprocessing=prep)
+    assert data.inputs["is_training"].shape == (8,) and not data.inputs["is_training"].any()
+
+
+def test_parse_input_values() -> None:
+    assert parse_input_values(["is_training=false", "rate=0.5", "k=3"]) == {
+        "is_training": False,
+        "rate": 0.5,
+        "k": 3,
+    }
+    for bad in ("is_training", "=1", "mode=eval"):
+        with pytest.raises(UsageError, match="--input-value takes NAME=VALUE"):
+            parse_input_values([bad])
+
+
+def test_a_0d_array_for_a_batched_input_says_what_it_holds(tmp_path: Path) -> None:
+    path = _npz(tmp_path, x=np.array(5.0, np.float32))
+    with pytest.raises(
+        InputError, match=r"input 'image' holds one value per sample .* the model expects 8x8x1"
+    ):
+        read_model_data(str(path), DIGITS_SIGNATURE, role="all")

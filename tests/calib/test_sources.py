@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtconv.calib.contract import Preprocessing
+from trtconv.calib.preprocessing import Preprocessing
 from trtconv.calib.sources import (
     ArraySet,
     ImagePreprocessing,

@@ -1,5 +1,6 @@
-"""The CLI contract (DESIGN.md): --json is one document, exit codes, stderr is one line, outputs
-are never replaced silently; and `import trtconv.cli` stays free of heavy libraries."""
+"""The CLI contract (docs/architecture.md): --json is one document, exit codes, stderr is one
+line, outputs are never replaced silently; and `import trtconv.cli` stays free of heavy
+libraries."""
 
 from __future__ import annotations
 
@@ -233,10 +234,16 @@ def test_a_missing_model_is_exit_2_everywhere(tmp_path: Path, argv: list[str]) -
     artifact = tmp_path / "artifact"
     artifact.mkdir()
     manifest = {
-        "schema_version": 1, "backend": "ort", "precision": "fp32", "payload": "model.onnx",
-        "source_model": {"path": str(missing)}, "signature": {"inputs": [], "outputs": []},
-        "device": {}, "tools": {}, "conversion_seconds": 0.0,
-    }  # fmt: skip
+        "schema_version": 1,
+        "backend": "ort",
+        "precision": "fp32",
+        "payload": "model.onnx",
+        "source_model": {"path": str(missing)},
+        "signature": {"inputs": [], "outputs": []},
+        "device": {},
+        "tools": {},
+        "conversion_seconds": 0.0,
+    }
     (artifact / "manifest.json").write_text(json.dumps(manifest))
     (artifact / "model.onnx").write_bytes(b"")
     args = [a.format(missing=missing, artifact=artifact) for a in argv]

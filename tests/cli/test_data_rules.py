@@ -67,7 +67,7 @@ def commands(model: Path, artifact: Path, data: str, output: Path) -> dict[str, 
         "validate": ["validate", str(artifact), "--data", data],
         "bench": ["bench", str(model), "--data", data, "--batch-sizes", "1",
                   "--iterations", "1", "--warmup", "0"],
-    }  # fmt: skip
+    }  # flags beside values # fmt: skip
 
 
 def test_acceptable_data_is_accepted_by_all(

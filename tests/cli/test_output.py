@@ -1,5 +1,5 @@
-"""The human rendering when stdout is not a terminal (issue 24: piped, the `best` table folded to
-80 columns, one word per line)."""
+"""The human rendering when stdout is not a terminal (piped, the `best` table was
+folded to 80 columns, one word per line)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from trtconv.cli._ladder import render_ladder
 from trtconv.cli._output import PIPED_WIDTH, emit_result, stdout_console
 from trtconv.cli.convert import render_tournament
 from trtconv.convert.tournament import Entrant, TournamentTable
-from trtconv.quantize.ladder_record import LadderRecord
+from trtconv.quantize.ladder_result import LadderRecord
 
 REASON = (
     "slower than the winner at batch 8 by 1.37x; its int8 validation passed on 512 held-out "
@@ -21,8 +21,12 @@ REASON = (
 
 
 def _tournament() -> TournamentTable:
-    row = {"throughput_per_s": 1234.5, "latency_ms_p50": 0.812, "speedup_vs_native": 2.31,
-           "top1_agreement": 0.99609375}  # fmt: skip
+    row = {
+        "throughput_per_s": 1234.5,
+        "latency_ms_p50": 0.812,
+        "speedup_vs_native": 2.31,
+        "top1_agreement": 0.99609375,
+    }
     return TournamentTable(
         batch_size=8,
         iterations=200,
@@ -50,24 +54,35 @@ def test_the_console_is_wide_only_when_piped(capsys: pytest.CaptureFixture[str])
 
 
 def _ladder() -> dict[str, Any]:
-    step = {"stage": "scheme", "accuracy": None, "seconds": 12.345, "meets_budget": False,
-            "kept_float": 0}  # fmt: skip
+    step = {
+        "stage": "scheme",
+        "accuracy": None,
+        "seconds": 12.345,
+        "meets_budget": False,
+        "kept_float": 0,
+    }
     return {
         "outcome": "budget not met: time limit reached during the scheme variants",
         "seconds": 598.2,
         "time_limit_s": 600.0,
         "budget": {"min_top1_agreement": 0.97, "max_accuracy_drop": 0.02, "atol": None},
-        "search_data": {"samples": 512, "part": "digits[train][300:812]", "note": None,
-                        "drawn_from": "held-out samples beyond those validated on",
-                        "reference": "the float ONNX export"},
-        "steps": [{**step, "step": 0, "change": "u8s8, minmax", "top1_agreement": 0.9885579},
-                  {**step, "step": 1, "change": "7-bit weights", "top1_agreement": 0.9612}],
+        "search_data": {
+            "samples": 512,
+            "part": "digits[train][300:812]",
+            "note": None,
+            "drawn_from": "held-out samples beyond those validated on",
+            "reference": "the float ONNX export",
+        },
+        "steps": [
+            {**step, "step": 0, "change": "u8s8, minmax", "top1_agreement": 0.9885579},
+            {**step, "step": 1, "change": "7-bit weights", "top1_agreement": 0.9612},
+        ],
         "chosen_step": 0,
         "scheme": "u8s8, minmax",
         "met_budget": False,
         "kept_float": [],
         "speed": None,
-    }  # fmt: skip
+    }
 
 
 def test_piped_ladder_lines_carry_no_padding(capsys: pytest.CaptureFixture[str]) -> None:

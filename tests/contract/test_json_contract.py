@@ -2,7 +2,7 @@
 
 Scripts and users read these documents; a refactor may change how they are built, never their
 keys. Each test runs the real CLI on the session's digits-cnn and compares the document's key
-structure (tests/contract/structure.py says what a structure keeps and which differences count)
+structure (tests/helpers/json_structure.py says what a structure keeps and which differences count)
 with its golden file in tests/contract/golden/. A mismatch lists the missing, extra and changed
 key paths, e.g. `missing: validation.outputs.*.role`.
 
@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from tests.contract.structure import compare, key_structure
-from tests.release.test_release_run import LENIENT_GATES, config_text
+from tests.helpers.json_structure import compare, key_structure
+from tests.helpers.release_configs import LENIENT_GATES, config_text
 from trtconv.cli import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.no_gpu, pytest.mark.tensorflow]
@@ -94,7 +94,7 @@ def int8(digits_saved_model: Path, work: Path) -> Run:
     return run_json(
         "convert", digits_saved_model, "--precision", "int8", "--calib-data", "digits",
         "--output", work / "int8", *SAMPLES,
-    )  # fmt: skip
+    )  # flags beside values # fmt: skip
 
 
 def test_convert_fp32(fp32: Run) -> None:
@@ -114,7 +114,7 @@ def test_convert_fp16(digits_saved_model: Path, work: Path) -> None:
     fp16 = run_json(
         "convert", digits_saved_model, "--backend", "ort", "--precision", "fp16",
         "--calib-data", "digits", "--output", work / "fp16", *SAMPLES,
-    )  # fmt: skip
+    )  # flags beside values # fmt: skip
     assert fp16.code == 0, fp16.document
     check_golden("convert_fp16", fp16.document)
 
@@ -129,7 +129,7 @@ def test_bench(fp32: Run, digits_saved_model: Path, work: Path) -> None:
     bench = run_json(
         "bench", digits_saved_model, work / "fp32",
         "--batch-sizes", "1,8", "--warmup", "2", "--iterations", "10",
-    )  # fmt: skip
+    )  # flags beside values # fmt: skip
     assert bench.code == 0, bench.document
     assert len(bench.document["results"]) == 4
     check_golden("bench", bench.document)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.contract.structure import ANY, compare, key_structure, merge
+from tests.helpers.json_structure import ANY, compare, key_structure, merge
 
 DOC: dict[str, Any] = {
     "backend": "ort",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from trtconv.core.errors import UsageError
-from trtconv.core.judging import CLASS_MAP, OutputRole
+from trtconv.core.judging_options import CLASS_MAP, OutputRole
 from trtconv.outputs.compare import compare
 from trtconv.outputs.judge import mean_iou
 from trtconv.outputs.roles import fitting_roles, infer_role, resolve_roles

@@ -27,7 +27,7 @@ from trtconv.outputs.confidence import (
     samples_to_show,
 )
 from trtconv.outputs.tolerance import tolerance_for
-from trtconv.outputs.validation_report import ValidationReport
+from trtconv.outputs.validation_result import ValidationReport
 
 
 def _wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -108,10 +108,15 @@ def test_the_drop_interval_is_scipys_paired_bootstrap(n: int, worse: int, better
         return first.mean(axis=axis) - second.mean(axis=axis)
 
     expected = bootstrap(
-        (reference, candidate), drop, paired=True, vectorized=True, method="BCa",
-        n_resamples=confidence.BOOTSTRAP_RESAMPLES, batch=confidence.BOOTSTRAP_BATCH,
+        (reference, candidate),
+        drop,
+        paired=True,
+        vectorized=True,
+        method="BCa",
+        n_resamples=confidence.BOOTSTRAP_RESAMPLES,
+        batch=confidence.BOOTSTRAP_BATCH,
         rng=np.random.default_rng(confidence.BOOTSTRAP_SEED),
-    ).confidence_interval  # fmt: skip
+    ).confidence_interval
     found = paired_difference_interval(reference, candidate)
     assert found == pytest.approx((expected.low, expected.high))
     assert found is not None and found[0] <= (worse - better) / n <= found[1]

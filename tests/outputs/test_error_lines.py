@@ -1,5 +1,5 @@
-"""An error about many outputs: a short sentence, then one indented line per check (issue 24:
-error "sentences" reached ~3,000 characters, one clause per output, all on one line)."""
+"""An error about many outputs: a short sentence, then one indented line per check (an
+error sentence naming every output on one line reached ~3,000 characters)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dense outputs judged per sample (issue 24): decision maps by the F1 of their positives, maps
+"""Dense outputs judged per sample: decision maps by the F1 of their positives, maps
 rated over samples (never elements), regression heads gated by a score output."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from trtconv.core.errors import UsageError
-from trtconv.core.judging import BINARY, REGRESSION, Judging, OutputRole, parse_role_options
+from trtconv.core.judging_options import BINARY, REGRESSION, Judging, OutputRole, parse_role_options
 from trtconv.outputs.compare import compare, rate_words, undecidable_warning
 from trtconv.outputs.maps import MIN_SAMPLE_F1, sample_f1
 from trtconv.outputs.roles import infer_role, judging_record, over_recorded, resolve_roles
 from trtconv.outputs.tolerance import tolerance_for
-from trtconv.outputs.validation_report import roles_of
+from trtconv.outputs.validation_result import roles_of
 from trtconv.quantize.search import resolution_note, step_words
 
 RNG = np.random.default_rng(0)
@@ -154,6 +154,10 @@ def test_budget_warnings_only_for_checks_that_exist() -> None:
     """Before: '7 samples cannot show a top-1 agreement' for a model that has no top-1 check."""
     budget = tolerance_for("int8")
     assert rate_words({"features": "tensor"}) is None
+    assert rate_words({"features": "tensor"}, budget) is None  # int8 gives a tensor no atol
+    within = "a rate (share of samples within tolerance of features)"
+    assert rate_words({"features": "tensor"}, tolerance_for("fp16")) == within
+    assert rate_words({"features": "tensor"}, tolerance_for("fp32")) is None  # exact rule
     assert undecidable_warning(7, budget, "x.npz", rate_words({"features": "tensor"})) is None
     assert resolution_note(7, budget, None) is None
     assert rate_words({"probabilities": "classes"}) == "a top-1 agreement"

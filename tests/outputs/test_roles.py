@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from trtconv.core.errors import AccuracyError, UsageError
-from trtconv.core.judging import (
+from trtconv.core.judging_options import (
     BINARY,
     CLASSES,
     REGRESSION,
@@ -87,8 +87,10 @@ def test_bad_roles_are_usage_errors(items: list[str], message: str) -> None:
 
 
 def test_tolerances_global_and_per_output() -> None:
-    assert parse_tolerance_options(["1e-3", "box=0.05"]) == (1e-3, {"box": 0.05})
-    for bad in (["box=-1"], ["x"], ["1", "2"]):
+    assert parse_tolerance_options(["1e-3", "box=0.05"]) == (1e-3, {"box": 0.05}, {})
+    assert parse_tolerance_options(["box=0.05:0.99"]) == (None, {"box": 0.05}, {"box": 0.99})
+    bad_values = (["box=-1"], ["x"], ["1", "2"], ["box=0.05:0"], ["box=0.05:1.5"], ["0.1:0.9"])
+    for bad in bad_values:
         with pytest.raises(UsageError):
             parse_tolerance_options(bad)
     with pytest.raises(UsageError, match=r"names output.*boxes.*outputs are box, label"):
@@ -138,7 +140,10 @@ def test_an_output_nothing_judges_is_not_passed() -> None:
     allowed = compare(features, features, tolerance_for("int8"), allow_unjudged=True)
     assert allowed.passed and allowed.verdict == "not judged"
     own = tolerance_for("int8", None, {"features": 1e-3})
-    assert compare(features, features, own).verdict == "passed"
+    # A tolerance judges the share of samples within it: 20 of 20 cannot show 0.97, 200 can.
+    assert compare(features, features, own).verdict == "inconclusive"
+    many = {"features": RNG.normal(size=(200, 4, 4)).astype(np.float32)}
+    assert compare(many, many, own).verdict == "passed"
 
 
 def test_a_per_output_tolerance_judges_that_output_only() -> None:

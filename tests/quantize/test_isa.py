@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from trtconv.artifact.manifest import QuantizationBlock
 from trtconv.facts.hardware import CpuBlock
-from trtconv.manifest import QuantizationBlock
 from trtconv.quantize import isa
 
 

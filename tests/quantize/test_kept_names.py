@@ -1,12 +1,12 @@
 """Kept layers are named by their Keras layer: the function calls a nested or revived Keras model
-leaves in tf2onnx names (".../PartitionedCall/PartitionedCall/...") are no layer (issue 24)."""
+leaves in tf2onnx names (".../PartitionedCall/PartitionedCall/...") are no layer."""
 
 from __future__ import annotations
 
 from trtconv.cli._fp16 import kept_by_layer
-from trtconv.onnxlib.fp16_record import KeptNode
+from trtconv.onnxlib.fp16_result import KeptNode
 from trtconv.onnxlib.tf_names import TfOrigin, tf_origin
-from trtconv.quantize.ladder_record import float_node
+from trtconv.quantize.ladder_result import float_node
 from trtconv.quantize.ladder_text import kept_text
 from trtconv.quantize.sensitivity import QuantizedNode
 

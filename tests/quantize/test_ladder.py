@@ -14,15 +14,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from convert_fixtures import OUTLIER_LAYERS, outlier_model
 from rich.console import Console
 
+from tests.helpers.convert_fixtures import OUTLIER_LAYERS, outlier_model
 from trtconv import api
+from trtconv.artifact.manifest import read_manifest
 from trtconv.cli import main
 from trtconv.cli.convert import render_conversion
 from trtconv.convert import ConvertResult
 from trtconv.core.errors import AccuracyError
-from trtconv.manifest import read_manifest
 from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD, ConvertOptions
 from trtconv.quantize.search import CALIBRATION_SPARE
 
@@ -174,6 +174,7 @@ def test_no_fallback_is_the_old_exit_4(tmp_path: Path, capsys: pytest.CaptureFix
     assert result["manifest"]["calibration"]["samples"] == 480
 
 
+@pytest.mark.vnni  # met_budget: the S8S8 model's accuracy on ONNX Runtime's VNNI kernels
 def test_trt_s8s8_model_gets_the_same_exclusions(
     climbed: tuple[dict[str, Any], list[tuple]], tmp_path: Path
 ) -> None:

@@ -12,7 +12,7 @@ from trtconv.core.errors import UsageError
 from trtconv.onnxlib.tf_names import TfOrigin, tf_origin
 from trtconv.outputs.tolerance import budget_for
 from trtconv.quantize.ladder import describe, doubling, scheme_variants
-from trtconv.quantize.ladder_record import SpeedRow
+from trtconv.quantize.ladder_result import SpeedRow
 from trtconv.quantize.qdq import QdqOptions
 from trtconv.quantize.search import (
     CALIBRATION_SAMPLES,
@@ -104,8 +104,11 @@ def test_scheme_variants_change_one_thing_each() -> None:
         "percentile calibration",
     ]
     for _, options in scheme_variants(base):
-        differences = [f for f in ("reduce_range", "per_channel", "method")
-                       if getattr(options, f) != getattr(base, f)]  # fmt: skip
+        differences = [
+            f
+            for f in ("reduce_range", "per_channel", "method")
+            if getattr(options, f) != getattr(base, f)
+        ]
         assert len(differences) == 1
     # Weights already 7-bit (no VNNI, or portable), or TensorRT's S8S8: no range variant.
     for options in (QdqOptions("u8s8", reduce_range=True), QdqOptions("s8s8")):
@@ -183,7 +186,7 @@ def test_bench_names_int8_artifacts_that_buy_nothing_over_fp32() -> None:
 
     from trtconv.bench.models import ModelEntry
     from trtconv.core.model_io import ModelSignature
-    from trtconv.model_paths import ARTIFACT
+    from trtconv.model.paths import ARTIFACT
 
     signature = ModelSignature((), ())
 

@@ -1,5 +1,5 @@
-"""The int8 ladder's time limit bounds the whole search (issue 24: a strict ladder ran 631 s
-against its 600 s limit: the limit was checked before a step, and the last step ran past it)."""
+"""The int8 ladder's time limit bounds the whole search (a strict ladder once ran 631 s against
+its 600 s limit: the limit was checked before a step, and the last step ran past it)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 from trtconv.calib.readers import calibration_feed
 from trtconv.calib.sources import ArraySet
 from trtconv.outputs.tolerance import budget_for
-from trtconv.quantize import budget
 from trtconv.quantize import ladder as ladder_module
-from trtconv.quantize.budget import CALIBRATE, PROBE, REQUANTIZE, TimeLimit
+from trtconv.quantize import time_limit
 from trtconv.quantize.ladder import Ladder, LadderSettings
 from trtconv.quantize.qdq import QdqOptions, QdqQuantizer
+from trtconv.quantize.time_limit import CALIBRATE, PROBE, REQUANTIZE, TimeLimit
 
 STEP_S = 10.0
 LIMIT_S = 25.0
@@ -64,8 +64,10 @@ def test_a_step_starts_only_when_its_estimated_cost_fits() -> None:
     clock.record(REQUANTIZE, 2.0)
     clock.record(REQUANTIZE, 3.0)
     assert (clock.estimate(CALIBRATE), clock.estimate(REQUANTIZE), clock.estimate(PROBE)) == (
-        6.0, 3.0, 2.0,
-    )  # fmt: skip
+        6.0,
+        3.0,
+        2.0,
+    )
     clock.started -= 3.5  # 3.5 s spent
     assert clock.affords(REQUANTIZE) and not clock.affords(CALIBRATE)  # 7.5 and 10.5 s of 10
     clock.started -= 3.0  # 6.5 s spent
@@ -86,7 +88,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(budget, "time", fake)
+    monkeypatch.setattr(time_limit, "time", fake)
     monkeypatch.setattr(ladder_module, "time", fake)
     return fake
 
@@ -100,6 +102,17 @@ def test_steps_of_a_loop_are_timed_between_checks(clock: Clock) -> None:
     clock.now = 7.0
     assert out_of_time()  # 7 s spent, the next probe should take 4 s more: past 10
     assert limit.costs[PROBE] == [4.0, 3.0]
+
+
+def test_the_limit_counts_from_the_conversions_start(clock: Clock) -> None:
+    """The export and calibration before the ladder spend the same limit (a ladder that
+    counted only its own steps ran 12 minutes against 600 s)."""
+    clock.now = 8.0  # the conversion began at 0: 8 s of export and calibration
+    limit = TimeLimit(10.0, started=0.0)
+    assert limit.elapsed() == 8.0 and limit.affords(PROBE)
+    limit.record(PROBE, 3.0)
+    assert not limit.affords(PROBE)  # 8 + 3 s of 10
+    assert TimeLimit(10.0).affords(PROBE)  # counted from now: 3 of 10
 
 
 def test_the_ladder_stops_before_a_step_that_would_pass_the_limit(
@@ -118,8 +131,13 @@ def test_the_ladder_stops_before_a_step_that_would_pass_the_limit(
 
     monkeypatch.setattr(quantizer, "quantize", costly)
     search = data.take(np.arange(256, 600))
-    settings = LadderSettings(search, "spare samples", budget_for("int8", confidence=0.0),
-                              time_limit_s=LIMIT_S, timed=False)  # fmt: skip
+    settings = LadderSettings(
+        search,
+        "spare samples",
+        budget_for("int8", confidence=0.0),
+        time_limit_s=LIMIT_S,
+        timed=False,
+    )
     ladder = Ladder(quantizer, settings, tmp_path / "ladder")
     chosen = ladder.climb(QdqOptions())
     record = ladder.record(chosen)

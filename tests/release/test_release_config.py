@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from trtconv.core.errors import UsageError
-from trtconv.core.judging import Judging
+from trtconv.core.judging_options import Judging
 from trtconv.options import (
     DEFAULT_RELEASE_BATCH_SIZES,
     BenchOptions,
@@ -93,6 +93,7 @@ def test_full_config_is_read(tmp_path: Path, saved_model: Path) -> None:
         "tolerance": None,
         "roles": {},
         "tolerances": {},
+        "min_within": {},
         "id": "ort-int8",
     }
     assert echo["model"]["path"] == str(saved_model)
@@ -280,9 +281,10 @@ def test_output_roles_preprocessing_and_split_are_read(tmp_path: Path) -> None:
 
 
 def test_a_gated_regression_role_is_read(tmp_path: Path) -> None:
-    """The release spelling of --output-role bbox=regression:where=face_prob (issue 24)."""
-    text = ZOO.format(target='roles = { probabilities = "regression:where=probabilities" }',
-                      extra="")  # fmt: skip
+    """The release spelling of --output-role bbox=regression:where=face_prob."""
+    text = ZOO.format(
+        target='roles = { probabilities = "regression:where=probabilities" }', extra=""
+    )
     config = load_config(write(tmp_path, text))
     role = config.outputs.judging(config.targets[0]).roles["probabilities"]
     assert role.role == "regression" and role.where == "probabilities"
@@ -291,21 +293,34 @@ def test_a_gated_regression_role_is_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("target", "extra", "message"),
     [
-        ('roles = { probabilities = "boxes" }', "", r"^targets\[0\]\.roles\.probabilities: "
-         "expected one of classes"),
-        ('roles = { probabilities = "regression:where=face" }', "",
-         r"^targets\[0\]\.roles\.probabilities: where=face: the model has no output 'face'"),
-        ("", '[outputs]\nroles = { logits = "classes" }',
-         r"^outputs\.roles\.logits: the model has no output 'logits' \(its outputs: "
-         r"probabilities\)"),
-        ("", "[outputs]\ntolerances = { probabilities = -1 }",
-         r"^outputs\.tolerances\.probabilities: expected a positive number"),
+        (
+            'roles = { probabilities = "boxes" }',
+            "",
+            r"^targets\[0\]\.roles\.probabilities: "
+            "expected one of classes",
+        ),
+        (
+            'roles = { probabilities = "regression:where=face" }',
+            "",
+            r"^targets\[0\]\.roles\.probabilities: where=face: the model has no output 'face'",
+        ),
+        (
+            "",
+            '[outputs]\nroles = { logits = "classes" }',
+            r"^outputs\.roles\.logits: the model has no output 'logits' \(its outputs: "
+            r"probabilities\)",
+        ),
+        (
+            "",
+            "[outputs]\ntolerances = { probabilities = -1 }",
+            r"^outputs\.tolerances\.probabilities: expected a positive number",
+        ),
         ("", "[outputs]\nallow_unjudged = 1", r"^outputs\.allow_unjudged: expected true or false"),
         ("", "[preprocessing]\nmean = [0.5, 0.5]\nstd = [0.2]", r"^preprocessing\.std: 1 values"),
         ("", '[preprocessing]\nscale = "1/255"', r"^preprocessing\.scale: expected a positive"),
         ("", '[eval]\nsplit = "train"', r'^eval\.split: expected one of "held-out", "all"'),
     ],
-)  # fmt: skip
+)
 def test_bad_output_and_preprocessing_keys_name_their_path(
     tmp_path: Path, target: str, extra: str, message: str
 ) -> None:
@@ -415,9 +430,27 @@ def test_model_signature_reaches_every_command(tmp_path: Path) -> None:
     roles = text + '[outputs]\nroles = { logits = "classes" }\n'  # the chosen signature's outputs
     assert load_config(write(tmp_path, roles)).outputs.roles == {"logits": "classes"}
     missing = MINIMAL.format(model).replace("[[targets]]", 'signature = "nope"\n[[targets]]')
-    with pytest.raises(UsageError, match=r"^model\.signature: SavedModel .* has no 'nope' "
-                       r"signature \(found: predict_logits, serving_default\)"):  # fmt: skip
+    with pytest.raises(
+        UsageError,
+        match=r"^model\.signature: SavedModel .* has no 'nope' "
+        r"signature \(found: predict_logits, serving_default\)",
+    ):
         load_config(write(tmp_path, missing))
     zoo = MINIMAL.replace('path = "{}"', 'zoo = "digits-cnn"\nsignature = "x"')
     with pytest.raises(UsageError, match=r"^model\.signature: only with model\.path"):
         load_config(write(tmp_path, zoo))
+
+
+def test_input_values_and_custom_objects_reach_the_convert_options(
+    tmp_path: Path, saved_model: Path
+) -> None:
+    text = good(saved_model, "[preprocessing]\ninput_values = { is_training = false, rate = 0.5 }")
+    text = text.replace("[[targets]]", 'custom_objects = ["layers:Attention"]\n\n[[targets]]', 1)
+    config = load_config(write(tmp_path, text))
+    assert config.model.custom_objects == ("layers:Attention",)
+    options = convert_options(config, config.targets[0], saved_model, tmp_path / "out")
+    assert options.preprocessing.input_values == {"is_training": False, "rate": 0.5}
+    assert options.custom_objects == ("layers:Attention",)
+    bad = good(saved_model, '[preprocessing]\ninput_values = { is_training = "no" }')
+    with pytest.raises(UsageError, match=r"input_values\.is_training: expected true, false or a"):
+        load_config(write(tmp_path, bad))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.release.conversions import bench_row, converted, passing_validation
-from trtconv.environment import Environment
+from tests.helpers.conversions import bench_row, converted, passing_validation
+from trtconv.facts.environment import Environment
 from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
 from trtconv.release.command_options import speed_goal
@@ -186,9 +186,12 @@ def test_a_release_undecided_on_speed_is_inconclusive_in_one_sentence(tmp_path: 
     config = parse_config(raw, tmp_path / "release.toml")
     assert speed_goal(config) == SpeedGoal(8, 1.05, None, 30.0)
     row = bench_row(
-        batch_size=8, throughput_per_s=900.0, speedup_vs_baseline=1.06,
-        speedup_vs_baseline_ci95=(1.01, 1.11), rounds=30,
-    )  # fmt: skip
+        batch_size=8,
+        throughput_per_s=900.0,
+        speedup_vs_baseline=1.06,
+        speedup_vs_baseline_ci95=(1.01, 1.11),
+        rounds=30,
+    )
     target = TargetEntry("ort-int8", "ort", "int8", converted("ort", "int8"))
     target.bench = [row]
     recommendation, reason = judge_targets(config, [target])
@@ -197,9 +200,17 @@ def test_a_release_undecided_on_speed_is_inconclusive_in_one_sentence(tmp_path: 
     assert "ort-int8 min_speedup 1.01-1.11 (>= 1.05) at batch 8" in reason
     assert "30 s (gates.speed_time_limit_s)" in reason and reason.count(". ") == 0
     document = ReleaseDocument(
-        config=config, config_sha256="", release_dir="", source_model=None, targets=[target],
-        bench=None, plots=[], steps=[], environment=Environment(), created_at="",
-    )  # fmt: skip
+        config=config,
+        config_sha256="",
+        release_dir="",
+        source_model=None,
+        targets=[target],
+        bench=None,
+        plots=[],
+        steps=[],
+        environment=Environment(),
+        created_at="",
+    )
     assert (document.verdict, document.exit_code) == (INCONCLUSIVE, 4)
     # Any failed gate makes it failed, not inconclusive.
     target.bench = [replace(row, speedup_vs_baseline_ci95=(0.9, 1.0))]
@@ -208,7 +219,7 @@ def test_a_release_undecided_on_speed_is_inconclusive_in_one_sentence(tmp_path: 
 
 
 def test_an_undecided_accuracy_gate_asks_for_samples_not_bench_rounds(tmp_path: Path) -> None:
-    """Before (issue 23): 'the 95% interval of ort-int8 min_top1_agreement 0.8955-0.9872 ...
+    """Before: 'the 95% interval of ort-int8 min_top1_agreement 0.8955-0.9872 ...
     straddles its threshold after the bench added rounds': no bench round decides accuracy."""
     model = tmp_path / "model"
     model.mkdir()
@@ -227,8 +238,13 @@ def test_an_undecided_accuracy_gate_asks_for_samples_not_bench_rounds(tmp_path: 
     report = replace(report, outputs={"probs": probs}, confidence=0.95)
     conversion = converted("ort", "int8")
     conversion = replace(conversion, result=replace(conversion.result, validation=report))
-    row = bench_row(batch_size=8, throughput_per_s=900.0, speedup_vs_baseline=3.0,
-                    speedup_vs_baseline_ci95=(2.8, 3.2), rounds=10)  # fmt: skip
+    row = bench_row(
+        batch_size=8,
+        throughput_per_s=900.0,
+        speedup_vs_baseline=3.0,
+        speedup_vs_baseline_ci95=(2.8, 3.2),
+        rounds=10,
+    )
     target = TargetEntry("ort-int8", "ort", "int8", conversion)
     target.bench = [row]
     recommendation, reason = judge_targets(config, [target])

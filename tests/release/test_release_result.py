@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.release.conversions import bench_row, converted
-from trtconv.environment import Environment
+from tests.helpers.conversions import bench_row, converted
+from trtconv.facts.environment import Environment
 from trtconv.facts.hardware import CpuBlock, GpuBlock
 from trtconv.measure.bench_result import BenchResult, BenchRow, Settings
 from trtconv.release.config import load_config
@@ -21,7 +21,7 @@ from trtconv.release.document import (
     StepEntry,
     TargetEntry,
 )
-from trtconv.release.markdown import render_markdown
+from trtconv.release.markdown import release_markdown
 from trtconv.release.verdict import judge_targets
 
 KEYS = json.loads(Path(__file__).with_name("release_keys.json").read_text())
@@ -108,6 +108,6 @@ def test_release_md_names_the_machine_from_the_typed_environment(tmp_path: Path)
         commit=None,
     )
     saved = json.loads(json.dumps(document.result().to_json()))  # as release.json reads back
-    markdown = render_markdown(ReleaseResult.from_json(saved))
+    markdown = release_markdown(ReleaseResult.from_json(saved))
     assert "- CPU: AMD EPYC 9R14 (2 cores)\n- GPUs: NVIDIA L4, NVIDIA L4\n" in markdown
     assert "- Python 3.12.1, commit unknown\n- Libraries: onnxruntime 1.20.1\n" in markdown

@@ -21,7 +21,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from tests.cli_runner import run_cli
+from tests.helpers.cli_runner import run_cli
+from tests.helpers.release_configs import LENIENT_GATES, config_text
 from trtconv import api
 from trtconv.core.errors import GateError, UsageError
 from trtconv.core.fsutil import sha256_path
@@ -29,42 +30,10 @@ from trtconv.release.document import ReleaseResult
 from trtconv.release.schema import release_schema
 
 KEYS = Path(__file__).with_name("release_keys.json")
-LENIENT_GATES = {
-    "max_accuracy_drop": 0.05,
-    "min_top1_agreement": 0.9,
-    "min_speedup": 0.01,
-    "max_latency_ms_p99": 10000.0,
-}
-
-
-def config_text(model: str, targets: list[tuple[str, str | None]], gates: dict[str, float]) -> str:
-    """A release config on digits with tiny bench settings (precision None: left out)."""
-    lines = ["[model]", f'path = "{model}"', ""]
-    for backend, precision in targets:
-        lines += ["[[targets]]", f'backend = "{backend}"']
-        lines += [f'precision = "{precision}"', ""] if precision else [""]
-    lines += [
-        "[calibration]",
-        'data = "digits"',
-        "samples = 128",
-        "",
-        "[eval]",
-        'data = "digits"',
-        "samples = 450",  # every held-out digit: 200 could show 0.97 only at 0.995 agreement
-        "",
-        "[bench]",
-        "batch_sizes = [1, 8]",
-        "iterations = 20",
-        "warmup = 3",
-        "",
-        "[gates]",
-        *(f"{key} = {value}" for key, value in gates.items()),
-    ]
-    return "\n".join(lines) + "\n"
 
 
 def run_release(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """`trtconv release ARGS --json` in this process (tests/cli_runner.py); the SIGTERM test
+    """`trtconv release ARGS --json` in this process (tests/helpers/cli_runner.py); the SIGTERM test
     below runs the real `python -m trtconv release`."""
     return run_cli("release", *args, "--json")
 
@@ -408,8 +377,8 @@ BAD_CONFIGS = [
         'bench.batch_sizes[1]: expected a positive integer, found "8"',
     ),
     ('[[targets]]\nbackend = "ort"\nprecision = 8\n', "targets[1].precision: expected one of"),
-    ("[gates]\nmin_speedup = \"2\"\n", 'gates.min_speedup: expected a positive number, found "2"'),
-]  # fmt: skip
+    ('[gates]\nmin_speedup = "2"\n', 'gates.min_speedup: expected a positive number, found "2"'),
+]
 
 
 @pytest.mark.parametrize(("extra", "message"), BAD_CONFIGS)
@@ -418,8 +387,9 @@ def test_bad_config_exits_2_naming_the_key(tmp_path: Path, extra: str, message: 
     model.mkdir()
     (model / "saved_model.pb").write_bytes(b"")
     config = tmp_path / "bad.toml"
-    config.write_text(f'[model]\npath = "{model}"\n[[targets]]\nbackend = "ort"\n'
-                      f'precision = "fp32"\n{extra}')  # fmt: skip
+    config.write_text(
+        f'[model]\npath = "{model}"\n[[targets]]\nbackend = "ort"\nprecision = "fp32"\n{extra}'
+    )
     completed = run_release(config, "--output", tmp_path / "out")
     assert completed.returncode == 2
     error = json.loads(completed.stdout)["error"]

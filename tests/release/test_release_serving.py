@@ -9,9 +9,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from serving_fixtures import alive, descendants, pytriton_or_skip
 
-from tests.cli_runner import run_cli
+from tests.helpers.cli_runner import run_cli
+from tests.helpers.serving_fixtures import left_running, pytriton_or_skip
+from trtconv.core.processes import descendants
 from trtconv.release.schema import release_schema
 
 pytestmark = [
@@ -83,4 +84,4 @@ def test_a_release_serves_its_targets_gates_them_and_deploys_the_recommendation(
     assert side["batching"]["source"].startswith("serving run ")
     markdown = (out / "release.md").read_text()
     assert "## Serving (p99 budget 2000 ms)" in markdown and "| ort-int8 |" in markdown
-    assert [pid for pid in descendants(os.getpid()) if alive(pid)] == []
+    assert left_running(descendants(os.getpid())) == []

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from tests.cli_runner import run_cli
+from tests.helpers.cli_runner import run_cli
 from trtconv import api
 from trtconv.core.errors import UsageError
 from trtconv.options import BenchOptions
-from trtconv.report.merge import MergeResult, first_difference, machine_name, merge_reports
+from trtconv.report.merge import first_difference, machine_name, merge_reports
+from trtconv.report.merge_result import MergeResult
 
 OTHER_CPU = "AMD EPYC 7B13 64-Core Processor"
 BENCH_OPTIONS: dict[str, Any] = {"batch_sizes": (1, 4), "warmup": 1, "iterations": 10}
@@ -48,7 +49,7 @@ def reports(digits_saved_model: Path, tmp_path_factory: pytest.TempPathFactory) 
 
 
 def merge_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """`trtconv report merge ARGS --json` in this process (tests/cli_runner.py)."""
+    """`trtconv report merge ARGS --json` in this process (tests/helpers/cli_runner.py)."""
     return run_cli("report", "merge", *args, "--json")
 
 

@@ -12,14 +12,14 @@ import pytest
 from PIL import Image
 
 from trtconv.bench.accuracy import AccuracySet, judge_models
-from trtconv.bench.harness import assemble, model_info, model_rows, round_totals
 from trtconv.bench.messages import WorkerReport
 from trtconv.bench.models import BenchPlan, ModelEntry
+from trtconv.bench.rows import assemble, model_info, model_rows, round_totals
 from trtconv.calib.sources import ArraySet
 from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature, Outputs, TensorSpec
-from trtconv.environment import BenchEnvironment
+from trtconv.facts.environment import BenchEnvironment
 from trtconv.facts.hardware import CpuBlock
 from trtconv.measure.bench_result import (
     ROW_KEYS,
@@ -29,7 +29,7 @@ from trtconv.measure.bench_result import (
     ModelInfo,
     Settings,
 )
-from trtconv.report.writers import render_markdown, write_report
+from trtconv.report.writers import bench_markdown, write_report
 
 SIGNATURE = ModelSignature(
     inputs=(TensorSpec("image", (None, 8, 8, 1), "float32"),),
@@ -77,9 +77,13 @@ def document(scale: float, pid: int) -> dict[str, Any]:
 
 def make_result(with_eval: bool = True) -> BenchResult:
     settings = Settings(
-        batch_sizes=(1, 8), warmup_iterations=5, iterations=50, threads=2, data="digits",
+        batch_sizes=(1, 8),
+        warmup_iterations=5,
+        iterations=50,
+        threads=2,
+        data="digits",
         device="auto",
-    )  # fmt: skip
+    )
     models = [
         (entry("digits", "tf", "fp32"), document(1.0, 101), [0, 1, 2, 3]),
         (entry("digits-ort-int8", "ort", "int8"), document(0.25, 102), [0, 1, 2, 0]),
@@ -182,7 +186,7 @@ def test_existing_report_is_kept_without_force(tmp_path: Path) -> None:
 
 
 def test_markdown_marks_missing_figures() -> None:
-    markdown = render_markdown(make_result(with_eval=False))
+    markdown = bench_markdown(make_result(with_eval=False))
     assert "| digits * | tf fp32 | 1 |" in markdown
     assert "| - | - |" in markdown  # accuracy and agreement without eval data
 
@@ -202,9 +206,13 @@ def rounds_document(scale: float, pid: int, drift: list[float]) -> dict[str, Any
 
 def test_rounds_give_intervals_in_rows_table_and_plots(tmp_path: Path) -> None:
     settings = Settings(
-        batch_sizes=(1, 8), warmup_iterations=5, iterations=200, rounds=4, data="digits",
+        batch_sizes=(1, 8),
+        warmup_iterations=5,
+        iterations=200,
+        rounds=4,
+        data="digits",
         device="auto",
-    )  # fmt: skip
+    )
     drift = [1.0, 1.3, 0.9, 1.1]  # shared by both models, round by round
     models = [
         (entry("digits", "tf", "fp32"), WorkerReport.from_json(rounds_document(1.0, 101, drift))),
@@ -228,7 +236,7 @@ def test_rounds_give_intervals_in_rows_table_and_plots(tmp_path: Path) -> None:
     assert fast.speedup_vs_baseline_ci95 == pytest.approx((4.0, 4.0))
     low, high = fast.throughput_per_s_ci95 or (0.0, 0.0)
     assert low < fast.throughput_per_s < high  # the drift itself is not hidden
-    markdown = render_markdown(result)
+    markdown = bench_markdown(result)
     assert "4.00× (4.00-4.00)" in markdown and "interleaved in 4 round(s)" in markdown
     written = write_report(result, tmp_path / "report")
     with Image.open(written["throughput_vs_batch"]) as image:

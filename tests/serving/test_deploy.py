@@ -10,13 +10,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from convert_fixtures import fixed_batch_model
-from serving_fixtures import artifact
 
+from tests.helpers.convert_fixtures import fixed_batch_model
+from tests.helpers.serving_fixtures import artifact
 from trtconv.cli import main
 from trtconv.measure.bench_result import BenchRow
 from trtconv.serving.deploy import batching_for, describe
-from trtconv.serving.results import ServerBenchResult, ServerRow
+from trtconv.serving.serving_result import ServerBenchResult, ServerRow
 from trtconv.serving.triton_config import TRITON_TYPES
 
 pytestmark = [
@@ -111,14 +111,21 @@ def test_configs_parse_as_triton_model_configs_and_match_the_payloads(
     for name, (backend, filename, read_payload) in expected.items():
         config = parse_config(output / name / "config.pbtxt")
         assert (config.name, config.backend, config.default_model_filename) == (
-            name, backend, filename,
-        )  # fmt: skip
+            name,
+            backend,
+            filename,
+        )
         payload_inputs, payload_outputs = read_payload(output / name / "1" / filename)
         assert config_tensors(config.input, config) == payload_inputs
         assert config_tensors(config.output, config) == payload_outputs
         assert config.max_batch_size == 8
         assert list(config.dynamic_batching.preferred_batch_size) == [4, 8]
         assert config.dynamic_batching.max_queue_delay_microseconds == 100
+        # Admission control without a measured rate: the 100 ms budget as the queue timeout, a
+        # queue of 8 largest batches, requests timed out rejected.
+        policy = config.dynamic_batching.default_queue_policy
+        assert (policy.max_queue_size, policy.default_timeout_microseconds) == (64, 100_000)
+        assert policy.timeout_action == type(policy).REJECT
         cpu = type(config.instance_group[0]).KIND_CPU
         assert [(g.kind, g.count) for g in config.instance_group] == [(cpu, 1)]
         manifest = json.loads((output / name / "trtconv.json").read_text())["manifest"]
@@ -209,9 +216,13 @@ def test_gpu_artifacts_get_gpu_instances_and_their_precision(
         int8, tmp_path / "ort-trt", device={"provider": "TensorrtExecutionProvider"}
     )
     plan = _edited_copy(
-        int8, tmp_path / "trt-fp16", backend="trt", precision="fp16", payload="model.plan",
+        int8,
+        tmp_path / "trt-fp16",
+        backend="trt",
+        precision="fp16",
+        payload="model.plan",
         conversion_summary={**summary, "batch_range": [1, 4]},
-    )  # fmt: skip
+    )
     (plan / "model.plan").write_bytes(b"an engine: not built here, there is no TensorRT")
     output = tmp_path / "repo"
     argv = ["deploy", str(on_trt), str(plan), "-o", str(output), "--instances", "2"]
@@ -236,11 +247,22 @@ def test_batching_comes_from_a_serving_run_over_a_bench(
 ) -> None:
     model = artifact("ort", "int8")
     row = ServerRow(
-        model=str(model), label="m", backend="ort", precision="int8", dynamic_batching=True,
-        max_batch_size=8, max_queue_delay_us=250, qps_at_budget=130.4, latency_ms_p50=1.0,
-        latency_ms_p90=2.0, latency_ms_p99=3.0, loadgen_result="VALID", loadgen_reasons=[],
-        batches={"1": 1929, "2": 545, "3": 300, "8": 1}, runs=[],
-    )  # fmt: skip
+        model=str(model),
+        label="m",
+        backend="ort",
+        precision="int8",
+        dynamic_batching=True,
+        max_batch_size=8,
+        max_queue_delay_us=250,
+        qps_at_budget=130.4,
+        latency_ms_p50=1.0,
+        latency_ms_p90=2.0,
+        latency_ms_p99=3.0,
+        loadgen_result="VALID",
+        loadgen_reasons=[],
+        batches={"1": 1929, "2": 545, "3": 300, "8": 1},
+        runs=[],
+    )
     batch_1 = dataclasses.replace(row, dynamic_batching=False, max_batch_size=1)
     serving = tmp_path / "serving.json"
     ServerBenchResult("server", 10.0, 1.0, [row, batch_1], {}, {}, []).save(serving)
@@ -252,6 +274,12 @@ def test_batching_comes_from_a_serving_run_over_a_bench(
     assert (deployed["max_batch_size"], deployed["max_queue_delay_us"]) == (8, 250)
     assert deployed["preferred_batch_sizes"] == [2, 3]
     assert "130.4 queries/s" in deployed["batching_source"]
+    # Admission from the rate served at the budget: the queue holds what 130.4/s drains in the
+    # 100 ms timeout (no execution measured: the budget itself).
+    assert (deployed["max_queue_size"], deployed["queue_timeout_us"]) == (13, 100_000)
+    assert "130.4 samples/s served in" in deployed["admission_source"]
+    config = parse_config(tmp_path / "repo" / deployed["config"])
+    assert config.dynamic_batching.default_queue_policy.max_queue_size == 13
     serving.write_text("{}")
     code, _, err = run([*argv, "--force"], capsys)
     assert code == 1 and "is not a `bench --scenario server --json` result" in err
@@ -262,7 +290,7 @@ def test_the_api_deploys_as_the_command_does(
 ) -> None:
     """`trtconv.api.deploy` is the command's function: the same typed result, the same files."""
     from trtconv import api
-    from trtconv.serving.results import DeployResult
+    from trtconv.serving.serving_result import DeployResult
 
     source = artifact("ort", "fp32")
     result = api.deploy(api.DeployOptions((source,), tmp_path / "api"))

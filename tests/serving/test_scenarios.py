@@ -7,9 +7,10 @@ import json
 import os
 
 import pytest
-from serving_fixtures import alive, artifact, descendants, pytriton_or_skip
 
+from tests.helpers.serving_fixtures import artifact, left_running, pytriton_or_skip
 from trtconv.cli import main
+from trtconv.core.processes import descendants
 from trtconv.serving.latency import trace_latencies_ms
 from trtconv.serving.scenarios import early_stopping, throughput
 
@@ -77,4 +78,4 @@ def test_scenarios_run_loadgen_against_the_served_model(
     else:
         assert "600 s" in result["notes"][0] and "not an MLPerf VALID" in result["notes"][0]
         assert max(map(int, row["batches"])) > 1  # every sample at once: the batcher batches
-    assert [pid for pid in descendants(os.getpid()) if alive(pid)] == []
+    assert left_running(descendants(os.getpid())) == []

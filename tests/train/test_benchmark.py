@@ -75,13 +75,30 @@ def test_resnet50_benchmark_at_small_size() -> None:
 # The keys of the grid's --json document and of each of its rows, recorded before the grid's
 # result became typed (GridBenchmarkResult): the document must not change.
 GRID_KEYS = [
-    "schema_version", "mode", "model", "input_shape", "warmup_steps", "num_iter", "amp_dtype",
-    "baseline", "rows", "environment",
-]  # fmt: skip
+    "schema_version",
+    "mode",
+    "model",
+    "input_shape",
+    "warmup_steps",
+    "num_iter",
+    "amp_dtype",
+    "baseline",
+    "rows",
+    "environment",
+]
 GRID_ROW_KEYS = [
-    "mode", "batch_size", "policy", "xla", "images_per_s", "step_ms_mean", "step_ms_p99",
-    "step_ms_cv", "peak_rss_mb", "gpu_peak_memory_mb", "speedup",
-]  # fmt: skip
+    "mode",
+    "batch_size",
+    "policy",
+    "xla",
+    "images_per_s",
+    "step_ms_mean",
+    "step_ms_p99",
+    "step_ms_cv",
+    "peak_rss_mb",
+    "gpu_peak_memory_mb",
+    "speedup",
+]
 GRID_ARGS = "train --grid --model digits-cnn --batch-sizes 16 --warmup-steps 1 --num-iter 3 --json"
 
 

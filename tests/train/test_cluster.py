@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.train.ports import free_ports
+from tests.helpers.ports import free_ports
 from trtconv.core.errors import ClusterError, UsageError
 from trtconv.train.cluster import (
     TF_CONFIG_ENV,

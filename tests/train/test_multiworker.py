@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.train.ports import free_ports
+from tests.helpers.ports import free_ports
 from trtconv.calib.sources import load_digits
 from trtconv.train.cluster import TF_CONFIG_ENV
 

@@ -13,7 +13,7 @@ from trtconv import api
 from trtconv.calib.sources import load_digits
 from trtconv.core.errors import InputError, UsageError
 from trtconv.facts import probe_cpu
-from trtconv.inspect_model import graph_def_of, graph_dtypes
+from trtconv.inspect.pipeline import graph_def_of, graph_dtypes
 from trtconv.options import ClusterOptions, ConvertOptions, PreprocessingOptions, TrainOptions
 
 LOW_PRECISION = {"bfloat16", "float16", "half"}
@@ -119,10 +119,15 @@ def test_trains_on_an_image_folder_at_its_own_size(tmp_path: Path) -> None:
 def test_trains_on_an_image_folder_at_the_size_asked_for(tmp_path: Path) -> None:
     """Before: --image-size was ignored outside --benchmark."""
     _write_pngs(tmp_path / "images")
-    card = api.train(TrainOptions(
-        data=str(tmp_path / "images"), epochs=1, output=tmp_path / "out", image_size=16,
-        preprocessing=PreprocessingOptions(mean=(0.5,), std=(0.25,)),
-    ))  # fmt: skip
+    card = api.train(
+        TrainOptions(
+            data=str(tmp_path / "images"),
+            epochs=1,
+            output=tmp_path / "out",
+            image_size=16,
+            preprocessing=PreprocessingOptions(mean=(0.5,), std=(0.25,)),
+        )
+    )
     assert card.input.shape == [None, 16, 16, 3]
     assert card.preprocessing["image_size"] == [16, 16]
     assert (card.preprocessing["mean"], card.preprocessing["std"]) == ([0.5], [0.25])

@@ -18,11 +18,30 @@ from trtconv.train.pipeline import TrainResult
 pytestmark = pytest.mark.tensorflow
 
 TRAIN_KEYS = [
-    "schema_version", "model", "saved_model", "signature", "input", "output", "preprocessing",
-    "labels", "data", "amp", "xla", "strategy", "epochs", "batch_size", "batch_size_per_replica",
-    "seed", "final_loss", "test_accuracy", "train_images_per_s", "train_seconds",
-    "exported_dtype", "trtconv_version", "environment",
-]  # fmt: skip
+    "schema_version",
+    "model",
+    "saved_model",
+    "signature",
+    "input",
+    "output",
+    "preprocessing",
+    "labels",
+    "data",
+    "amp",
+    "xla",
+    "strategy",
+    "epochs",
+    "batch_size",
+    "batch_size_per_replica",
+    "seed",
+    "final_loss",
+    "test_accuracy",
+    "train_images_per_s",
+    "train_seconds",
+    "exported_dtype",
+    "trtconv_version",
+    "environment",
+]
 TRAIN_BLOCKS = {
     "input": ["name", "shape", "dtype"],
     "output": ["name", "shape", "dtype"],
@@ -33,11 +52,31 @@ TRAIN_BLOCKS = {
     "environment": ["python", "platform", "cpu", "gpus", "libraries", "commit"],
 }
 BENCHMARK_KEYS = [
-    "schema_version", "mode", "model", "input_shape", "batch_size", "warmup_steps", "num_iter",
-    "amp", "xla", "strategy", "images_per_s", "step_ms_mean", "step_ms_median", "step_ms_p90",
-    "step_ms_p99", "step_ms_min", "step_ms_max", "step_ms_std", "step_ms_cv", "warmup_seconds",
-    "final_loss", "peak_rss_mb", "gpu_peak_memory_mb", "environment",
-]  # fmt: skip
+    "schema_version",
+    "mode",
+    "model",
+    "input_shape",
+    "batch_size",
+    "warmup_steps",
+    "num_iter",
+    "amp",
+    "xla",
+    "strategy",
+    "images_per_s",
+    "step_ms_mean",
+    "step_ms_median",
+    "step_ms_p90",
+    "step_ms_p99",
+    "step_ms_min",
+    "step_ms_max",
+    "step_ms_std",
+    "step_ms_cv",
+    "warmup_seconds",
+    "final_loss",
+    "peak_rss_mb",
+    "gpu_peak_memory_mb",
+    "environment",
+]
 BENCHMARK_BLOCKS = {
     "amp": ["policy", "reason", "training_compute_dtype"],
     "strategy": ["name", "workers", "replicas", "devices"],
@@ -77,7 +116,7 @@ def test_benchmark_json_keeps_its_keys_and_reads_back() -> None:
     document = _json_document(
         "train", "--benchmark", "--model", "digits-cnn", "--batch-size", "16",
         "--warmup-steps", "1", "--num-iter", "2",
-    )  # fmt: skip
+    )  # flags beside values # fmt: skip
     _assert_keys(document, BENCHMARK_KEYS, BENCHMARK_BLOCKS)
     result = TrainBenchmarkResult.from_json(document)
     assert isinstance(result, SingleBenchmarkResult)

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from trtconv.artifact.manifest import read_manifest
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.facts import Facts, probe
-from trtconv.manifest import read_manifest
-from trtconv.model_paths import model_kind, saved_model_in
-from trtconv.protocol.doctor import DoctorSection
+from trtconv.model.paths import model_kind, saved_model_in
+from trtconv.protocol.doctor_section import DoctorSection
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 from trtconv.protocol.runner import Runner, RunnerFactory, RunOptions
 from trtconv.protocol.serving import TritonServing
@@ -195,17 +195,21 @@ class Choice:
         return self.reason + (f"; not {', '.join(self.passed_over)}" if self.passed_over else "")
 
 
-def auto_choice(precision: str, facts: Facts | None = None) -> Choice:
+def auto_choice(precision: str, facts: Facts | None = None, cannot: tuple[str, ...] = ()) -> Choice:
     """`--backend auto`: the first backend in `auto_rank` order that can run `precision` here
-    (not one that only converts it for another machine: Support.runs_here).
+    (not one that only converts it for another machine: Support.runs_here), leaving out the
+    backends `cannot` names (they could not take this model: `convert` tries the next).
 
     When none can, the first whose libraries are present (one that runs fp32), so that its
     refusal is then reported (exit 3) instead of a silent downgrade.
     """
     facts = facts or facts_here()
     ranked = sorted(
-        (b for b in converters() if b.auto_rank is not None), key=lambda b: b.auto_rank or 0
+        (b for b in converters() if b.auto_rank is not None and b.name not in cannot),
+        key=lambda b: b.auto_rank or 0,
     )
+    if not ranked:
+        return Choice("", f"no other backend can run {precision} here")
     refusals: list[str] = []
     for backend in ranked:
         verdict = support(backend.name, precision, facts)
@@ -217,6 +221,27 @@ def auto_choice(precision: str, facts: Facts | None = None) -> Choice:
     usable = [b.name for b in ranked if support(b.name, "fp32", facts).ok]
     fallback = usable[0] if usable else ranked[-1].name
     return Choice(fallback, f"no backend can run {precision} here", tuple(refusals))
+
+
+def next_auto(precision: str, cannot: tuple[str, ...]) -> str | None:
+    """The backend `--backend auto` tries once those `cannot` names could not take the model:
+    the next that runs `precision` here, None when none is left."""
+    choice = auto_choice(precision, cannot=cannot)
+    verdict = support(choice.backend, precision) if choice.backend else None
+    return choice.backend if verdict is not None and verdict.ok and verdict.runs_here else None
+
+
+def converting_without_onnx(precision: str, facts: Facts | None = None) -> list[str]:
+    """The backends that convert `precision` here from the SavedModel itself (no ONNX export):
+    what a failed export names."""
+    facts = facts or facts_here()
+    return [
+        b.name
+        for b in converters()
+        if not b.needs_onnx
+        and support(b.name, precision, facts).ok
+        and support(b.name, precision, facts).runs_here
+    ]
 
 
 def choose(precision: str, facts: Facts | None = None) -> tuple[str, str]:

@@ -14,14 +14,14 @@ from trtconv.bench.models import BenchPlan, ModelEntry
 from trtconv.calib.judged_data import judged_data, scale_warning
 from trtconv.calib.sources import ArraySet, input_stats
 from trtconv.core.data_contract import DataContract
-from trtconv.core.judging import Judging
+from trtconv.core.judging_options import Judging
 from trtconv.core.model_io import Outputs
 from trtconv.measure.bench_result import ModelInfo
 from trtconv.options import PreprocessingOptions
 from trtconv.outputs.compare import compare, output_roles
 from trtconv.outputs.roles import over_recorded
 from trtconv.outputs.tolerance import tolerance_for
-from trtconv.outputs.validation_report import FAILED, NOT_JUDGED
+from trtconv.outputs.validation_result import FAILED, NOT_JUDGED
 
 
 @dataclass
@@ -88,9 +88,13 @@ def prepare(
     and the judging: `judging` over what each artifact's manifest recorded (over the first
     artifact's for the models that recorded none)."""
     evaluation = judged_data(
-        plan.baseline.signature, source, spec, options, split,
+        plan.baseline.signature,
+        source,
+        spec,
+        options,
+        split,
         contract=recorded_contract(plan),
-    )  # fmt: skip
+    )
     recorded = next((m.judging for m in plan.models if m.judging), None)
     names = plan.baseline.signature.output_names
     given = judging or Judging()
@@ -118,7 +122,9 @@ def judge_models(
             continue
         judging = evaluation.judging_of(info.label)
         roles = output_roles(source, reference, judging)
-        tolerance = tolerance_for(info.precision, None, judging.tolerances)
+        tolerance = tolerance_for(
+            info.precision, None, judging.tolerances, output_min_within=judging.min_within
+        )
         report = compare(reference, mine, tolerance, evaluation.data.labels, "", roles)
         info.eval_samples = report.samples
         info.accuracy = report.accuracy_candidate

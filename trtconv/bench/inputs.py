@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from trtconv.bench.models import ModelEntry
-from trtconv.calib.contract import Preprocessing
+from trtconv.calib.preprocessing import Preprocessing
 from trtconv.calib.readers import ALL, RANDOM, read_model_data
 from trtconv.calib.sources import ArraySet, check_input_shape
 from trtconv.core.errors import InputError

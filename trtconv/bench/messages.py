@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trtconv.core.results import JsonResult
-from trtconv.measure.budget import Budget
+from trtconv.measure.loop_budget import Budget
 
 ROUND, FINISH = "round", "finish"
 

@@ -12,13 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from trtconv.artifact.manifest import QuantizationBlock, read_manifest
 from trtconv.backends import registry
-from trtconv.calib.calibration_record import CalibrationRecord
+from trtconv.calib.calibration_result import CalibrationRecord
 from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature
-from trtconv.manifest import QuantizationBlock, read_manifest
-from trtconv.model_paths import (
+from trtconv.model.keras_files import CUSTOM_OBJECTS
+from trtconv.model.paths import (
     ARTIFACT,
     SAVED_MODEL,
     is_artifact_dir,
@@ -26,11 +27,11 @@ from trtconv.model_paths import (
     model_kind,
     saved_model_in,
 )
+from trtconv.model.savedmodel import SERVING_KEY, is_keras_file
+from trtconv.model.savedmodel_pb.signature import read_signature
 from trtconv.options import BASELINE_FIRST, BASELINE_SOURCE, DEFAULT_BATCH_SIZES
 from trtconv.outputs.roles import JudgingRecord
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
-from trtconv.savedmodel import SERVING_KEY, is_keras_file
-from trtconv.savedmodel_pb.signature import read_signature
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,15 @@ def keras_sources(paths: Sequence[Path | str], baseline_from: str = BASELINE_SOU
         if source and is_keras_file(Path(source)):
             files.append(Path(source))
     return files
+
+
+def recorded_custom_objects(paths: Sequence[Path | str]) -> tuple[str, ...]:
+    """The --custom-objects the first artifact among `paths` was converted with (its Keras
+    source needs them), else none."""
+    artifacts = [Path(p) for p in paths if is_artifact_dir(Path(p))]
+    if not artifacts:
+        return ()
+    return tuple(read_manifest(artifacts[0]).source_model.get(CUSTOM_OBJECTS, ()))
 
 
 def _keras_entry(
@@ -248,8 +258,11 @@ def check_batch_sizes(models: list[ModelEntry], batch_sizes: Sequence[int]) -> t
         )
         log.info(
             "%s takes batch size %d only (input %s): measuring at batch %d",
-            pinned.path, batch_sizes[0], signature.fixed_input().describe(), batch_sizes[0],
-        )  # fmt: skip
+            pinned.path,
+            batch_sizes[0],
+            signature.fixed_input().describe(),
+            batch_sizes[0],
+        )
     for entry in models:
         if entry.batch_range is not None:
             low, high = entry.batch_range

@@ -46,7 +46,7 @@ from trtconv.core.lazy import TF_LOG_LEVEL
 from trtconv.core.results import JsonResult
 from trtconv.measure import stats
 from trtconv.measure.bench_result import Settings
-from trtconv.measure.budget import Budget
+from trtconv.measure.loop_budget import Budget
 from trtconv.options import SpeedGoal
 from trtconv.outputs.confidence import INCONCLUSIVE, at_least, at_most
 
@@ -122,9 +122,13 @@ class Worker:
         log.debug("running %s", " ".join(command))
         with self.log_path.open("w") as stderr:  # a file: a full pipe would block the worker
             self.process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                text=True, env=worker_environment(),
-            )  # fmt: skip
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                env=worker_environment(),
+            )
         self.loaded: Loaded | None = None
 
     def __enter__(self) -> Worker:

@@ -38,7 +38,7 @@ from trtconv.bench.messages import (
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.results import JsonResult
-from trtconv.measure.budget import Budget
+from trtconv.measure.loop_budget import Budget
 from trtconv.protocol.runner import Runner, RunOptions
 
 # The null runner is timed over this many calls (after as many warm-up calls): short enough to

@@ -3,7 +3,7 @@
 Which data (option, else the manifest's, else its calibration source, else the model card's,
 else random), which split (`--split`, else held-out for the model's training data, else all;
 never the samples a conversion was fitted to), and how raw pixels become inputs
-(trtconv.calib.contract) are each resolved here, once, and recorded with where they came from.
+(trtconv.calib.preprocessing) are each resolved here, once, and recorded with where they came from.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trtconv.calib.calibration_record import CalibrationRecord, InputStats
-from trtconv.calib.contract import (
+from trtconv.calib.calibration_result import CalibrationRecord, InputStats
+from trtconv.calib.preprocessing import (
     DEFAULT,
     MANIFEST,
     MODEL_CARD,
@@ -104,16 +104,17 @@ def judged_data(
     data = read_model_data(
         spec, signature, role=role, samples=whole, saved_model=saved_model, preprocessing=prep
     )
-    data, dropped = drop_fitted(data, spec, HELD_OUT_PART if role == VALIDATION else None,
-                                purposes)  # fmt: skip
+    data, dropped = drop_fitted(data, spec, HELD_OUT_PART if role == VALIDATION else None, purposes)
     if samples is not None and samples < len(data):
         data = data.head(samples)
     if dropped:
         log.info("%s: %d samples the conversion was fitted to left out", spec, dropped)
     contract = replace(
         record_contract(spec, chosen_split, prep, data.raw_pixels),
-        data_from=spec_from, split_from=split_from, fitted_samples_excluded=dropped or None,
-    )  # fmt: skip
+        data_from=spec_from,
+        split_from=split_from,
+        fitted_samples_excluded=dropped or None,
+    )
     return JudgedData(data, contract)
 
 

@@ -28,7 +28,7 @@ from trtconv.calib.sources import (
     ArraySet,
 )
 from trtconv.core.data_contract import Purpose
-from trtconv.savedmodel import read_model_card
+from trtconv.model.savedmodel import read_model_card
 
 # Parts of a source: its calibration part and held-out part (the fixed 80/20 split; digits:
 # train/test), and every sample in the seeded order (a source shared by purpose).

@@ -13,7 +13,7 @@ Names: an `.npz` holds one array per input name, or a single `x` for a single-in
 Dtypes: an array of the same kind as the input (float64 for a float32 input, int32 for int64) is
 cast, because `np.savez` of Python data gives float64 and the values survive the cast to the
 precision the model computes in anyway. uint8 arrays for a float input are raw pixels, like
-image files: the model's preprocessing (trtconv.calib.contract) makes them inputs, as `train`
+image files: the model's preprocessing (trtconv.calib.preprocessing) makes them inputs, as `train`
 does, so the same file trains, calibrates and validates alike. Any other kind (int32 for a float
 input) is refused: its meaning is unknown.
 Images: resized to the input's static height and width, then preprocessed the same way.
@@ -22,13 +22,13 @@ Images: resized to the input's static height and width, then preprocessed the sa
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
 
-from trtconv.calib.calibration_record import CalibrationRecord
-from trtconv.calib.contract import (
+from trtconv.calib.calibration_result import CalibrationRecord
+from trtconv.calib.preprocessing import (
     MANIFEST,
     MODEL_CARD,
     NCHW,
@@ -50,11 +50,22 @@ from trtconv.calib.sources import (
     split_holdout,
 )
 from trtconv.core.errors import InputError, UsageError
-from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, TensorSpec, numpy_dtype
+from trtconv.core.model_io import (
+    CalibrationFeed,
+    Feeds,
+    InputValue,
+    ModelSignature,
+    TensorSpec,
+    collapse_scalars,
+    numpy_dtype,
+    scalar_inputs,
+)
+from trtconv.model.savedmodel import read_model_card
 from trtconv.options import PreprocessingOptions
-from trtconv.savedmodel import read_model_card
 
 log = logging.getLogger(__name__)
+# A batch of images (or maps) has at least this many axes: N, H, W (and channels).
+IMAGE_RANK = 3
 
 RANDOM = "random"
 CALIBRATION = "calibration"
@@ -93,7 +104,9 @@ def read_model_data(
                 "calibrating/validating on random data: the result is valid for timing only, "
                 "not for accuracy"
             )
-        return random_data(signature, samples or DEFAULT_RANDOM_SAMPLES, RANDOM_SEEDS[role])
+        values = preprocessing.input_values if preprocessing is not None else {}
+        count = samples or DEFAULT_RANDOM_SAMPLES
+        return random_data(signature, count, RANDOM_SEEDS[role], values)
     if preprocessing is None:
         preprocessing = card_preprocessing(signature, saved_model)
     prep = preprocessing
@@ -189,9 +202,13 @@ def fit_to_signature(
 
     A single array `x` maps to a single-input model; otherwise the names must match exactly.
     uint8 arrays for a float input are raw pixels: `preprocessing` (default 1/255) makes them
-    inputs. Raises InputError naming the input, the expected and the found.
+    inputs; its `input_values` (`--input-value`) fill the inputs the data does not hold. A
+    rank-0 input (a TF1 flag) takes one value per sample, all equal. Raises InputError naming
+    the input, the expected and the found, and UsageError for an input value that cannot fit.
     """
-    inputs = _match_names(data, signature)
+    values = dict(preprocessing.input_values) if preprocessing is not None else {}
+    given = set_values(values, signature, len(data), data.source)
+    inputs = {**_match_names(data, signature, set(values)), **given}
     fitted: dict[str, np.ndarray] = {}
     for spec in signature.inputs:
         array = inputs[spec.name]
@@ -200,27 +217,108 @@ def fit_to_signature(
                 f"{data.source}: input '{spec.name}' is a scalar; expected a batch "
                 f"{spec.describe()}."
             )
+        if not spec.shape:
+            _check_one_value(array, spec, data.source)
         fitted[spec.name] = _cast(array, spec, data.source, preprocessing)
     pixels = data.raw_pixels or any(
         inputs[spec.name].dtype == np.uint8 and numpy_dtype(spec.dtype).kind == "f"
         for spec in signature.inputs
     )
-    result = ArraySet(fitted, data.labels, data.source, data.class_names, pixels)
+    result = ArraySet(
+        fitted, data.labels, data.source, data.class_names, pixels, scalar_inputs(signature)
+    )
     check_arrays(result)
     for spec in signature.inputs:
         check_input_shape(result, spec.name, spec.shape[1:])
     return result
 
 
-def _match_names(data: ArraySet, signature: ModelSignature) -> dict[str, np.ndarray]:
-    names = signature.input_names
+def _match_names(
+    data: ArraySet, signature: ModelSignature, given: set[str]
+) -> dict[str, np.ndarray]:
+    """The data's arrays keyed by the input names `given` (set by --input-value) leaves."""
+    both = sorted(given & set(data.inputs))
+    if both:
+        raise UsageError(
+            f"--input-value sets input '{both[0]}', which {data.source} holds too: give its "
+            "values one way."
+        )
+    names = [name for name in signature.input_names if name not in given]
     if set(data.inputs) == set(names):
         return data.inputs
     if len(names) == 1 and list(data.inputs) == ["x"]:
         return {names[0]: data.inputs["x"]}
     found = ", ".join(sorted(data.inputs))
     expected = ", ".join(names) + (" (or a single 'x')" if len(names) == 1 else "")
-    raise InputError(f"{data.source} holds arrays {found}; the model expects inputs {expected}.")
+    scalars = [spec.name for spec in signature.inputs if not spec.shape and spec.name in names]
+    hint = f" (set a flag with --input-value {scalars[0]}=VALUE)" if scalars else ""
+    raise InputError(
+        f"{data.source} holds arrays {found}; the model expects inputs {expected}{hint}."
+    )
+
+
+def set_values(
+    values: dict[str, InputValue], signature: ModelSignature, samples: int, source: str
+) -> dict[str, np.ndarray]:
+    """Each input `values` sets (--input-value), as `samples` equal samples in its dtype.
+    Raises UsageError for an unknown input, a dynamic dimension, or a value its dtype cannot
+    hold exactly."""
+    specs = {spec.name: spec for spec in signature.inputs}
+    arrays: dict[str, np.ndarray] = {}
+    for name, value in values.items():
+        if name not in specs:
+            raise UsageError(
+                f"--input-value {name}: the model has no input '{name}' (inputs: "
+                f"{', '.join(specs)})."
+            )
+        spec = specs[name]
+        if any(d is None for d in spec.shape[1:]):
+            raise UsageError(
+                f"--input-value {name}: input {spec.describe()} has a dynamic dimension; "
+                "give its values in the data instead."
+            )
+        one = _exact_value(value, spec)
+        dims = tuple(int(d) for d in spec.shape[1:])  # type: ignore[arg-type]
+        arrays[name] = np.full((samples, *dims), one, dtype=one.dtype)
+        log.info("%s: input '%s' set to %s for every sample", source, name, value)
+    return arrays
+
+
+def _exact_value(value: InputValue, spec: TensorSpec) -> np.ndarray:
+    """`value` as a 0-d array of the input's dtype; UsageError unless it holds it exactly (a
+    bool for a bool input, a number for a numeric one)."""
+    want = numpy_dtype(spec.dtype)
+    is_bool = isinstance(value, bool)
+    if want.kind in "OSU" or (want.kind == "b") != is_bool:
+        kind = "true or false" if want.kind == "b" else "a number"
+        raise UsageError(
+            f"--input-value {spec.name}={str(value).lower()}: input {spec.describe()} takes "
+            f"{kind if want.kind not in 'OSU' else 'no value from the command line'}."
+        )
+    one = np.asarray(value).astype(want)
+    if not is_bool and one.item() != value:
+        raise UsageError(
+            f"--input-value {spec.name}={value}: {want.name} cannot hold it exactly ({one.item()})."
+        )
+    return one
+
+
+def _check_one_value(array: np.ndarray, spec: TensorSpec, source: str) -> None:
+    """A rank-0 input's data: one value per sample, all equal (fed once per batch)."""
+    if array.ndim != 1:
+        found = "x".join(map(str, array.shape[1:]))
+        raise InputError(
+            f"{source}: input {spec.describe()} takes one value for a whole batch; found "
+            f"samples of shape {found}."
+        )
+    distinct = np.unique(array) if array.dtype.kind != "O" else np.unique(array.astype(str))
+    if len(distinct) > 1:
+        shown = ", ".join(str(v) for v in distinct[:2])
+        raise InputError(
+            f"{source}: input {spec.describe()} takes one value for a whole batch, found "
+            f"{len(distinct)} different values ({shown}, ...); give one: a 0-d array "
+            f"(np.array(...)) or --input-value {spec.name}=VALUE."
+        )
 
 
 def _cast(
@@ -237,12 +335,43 @@ def _cast(
         note_pixels(prep, f"{source}: uint8 input '{spec.name}' pixels")
         channel_axis = 1 if prep.layout == NCHW else -1
         return prep.apply(array, channel_axis).astype(want)
+    # Integer ids and counts cast exactly; integer images are pixels whose scale only the
+    # user knows (uint8 is raw pixels, scaled above): they are refused.
+    if array.dtype.kind in "iu" and want.kind == "f" and array.ndim < IMAGE_RANK:
+        return _exact_float(array, spec, source)
     if array.dtype.kind != want.kind:
+        pixels = " (integer images: give uint8 raw pixels, which --image-scale scales, or floats)"
         raise InputError(
             f"{source}: input '{spec.name}' expects dtype {want.name}, found {array.dtype.name} "
-            f"(convert it yourself: a {array.dtype.name} -> {want.name} cast can change meaning)."
+            f"(convert it yourself: a {array.dtype.name} -> {want.name} cast can change meaning)"
+            f"{pixels if array.dtype.kind in 'iu' and array.ndim >= IMAGE_RANK else ''}."
         )
     log.info("%s: casting input '%s' from %s to %s", source, spec.name, array.dtype, want)
+    return array.astype(want)
+
+
+def _exact_float(array: np.ndarray, spec: TensorSpec, source: str) -> np.ndarray:
+    """Integers (token ids, counts) for a float input, cast when the float type holds every
+    value exactly (float32: within +-2^24); InputError naming the range otherwise."""
+    want = np.dtype(spec.dtype)
+    limit = 2 ** (np.finfo(want).nmant + 1)
+    low, high = (int(array.min()), int(array.max())) if array.size else (0, 0)
+    if max(abs(low), abs(high)) > limit:
+        raise InputError(
+            f"{source}: input '{spec.name}' expects {want.name}, found {array.dtype.name} "
+            f"values in [{low}, {high}]; {want.name} holds integers exactly only within "
+            f"+-{limit}: convert them yourself, knowing the cast rounds."
+        )
+    log.info(
+        "%s: input '%s' cast from %s to %s: every value (in [%d, %d]) is exact in %s",
+        source,
+        spec.name,
+        array.dtype.name,
+        want.name,
+        low,
+        high,
+        want.name,
+    )
     return array.astype(want)
 
 
@@ -263,13 +392,27 @@ def _bytes(array: np.ndarray, spec: TensorSpec, source: str) -> np.ndarray:
     )
 
 
-def random_data(signature: ModelSignature, samples: int, seed: int) -> ArraySet:
+def random_data(
+    signature: ModelSignature,
+    samples: int,
+    seed: int,
+    values: Mapping[str, InputValue] | None = None,
+) -> ArraySet:
     """Seeded inputs shaped by the signature: floats in [0, 1), integers in [0, 10), booleans;
-    only good for timing. Raises InputError for a dynamic non-batch dimension (naming
-    --input-shape and --data) and for a string input."""
+    only good for timing. The inputs `values` sets (--input-value) hold their value. Raises
+    InputError for a dynamic non-batch dimension (naming --input-shape and --data), a string
+    input, and a rank-0 input (a flag) no value sets."""
     rng = np.random.default_rng(seed)
-    inputs: dict[str, np.ndarray] = {}
+    source = f"{RANDOM}(seed={seed})"
+    inputs = set_values(dict(values or {}), signature, samples, source)
     for spec in signature.inputs:
+        if spec.name in inputs:
+            continue
+        if not spec.shape:
+            raise InputError(
+                f"Random data cannot choose input {spec.describe()}, one value for a whole "
+                f"batch (a flag): set it with --input-value {spec.name}=VALUE."
+            )
         if spec.is_string:
             raise InputError(
                 f"Random data cannot fill input {spec.describe()}, a tf.string: give real "
@@ -295,7 +438,7 @@ def random_data(signature: ModelSignature, samples: int, seed: int) -> ArraySet:
             inputs[spec.name] = rng.random(shape) < 0.5
         else:
             raise InputError(f"Random data cannot fill input {spec.describe()}.")
-    return ArraySet(inputs, None, f"{RANDOM}(seed={seed})")
+    return ArraySet(inputs, None, source, scalars=scalar_inputs(signature))
 
 
 def batches(data: ArraySet, batch_size: int) -> Iterator[Feeds]:
@@ -320,10 +463,12 @@ def whole_batches(data: ArraySet, batch_size: int) -> ArraySet:
 
 
 def calibration_feed(data: ArraySet, batch_size: int) -> CalibrationFeed:
-    """A callable giving a fresh batch iterator each call (calibrators may read the data twice)."""
+    """A callable giving a fresh batch iterator each call (calibrators may read the data twice).
+    Its batches feed libraries directly (ONNX Runtime's calibrators, NNCF): a rank-0 input
+    gets its one value."""
 
     def feed() -> Iterator[Feeds]:
-        return batches(data, batch_size)
+        return (collapse_scalars(feeds, data.scalars) for feeds in batches(data, batch_size))
 
     return feed
 

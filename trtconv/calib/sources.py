@@ -7,6 +7,7 @@ data set has one seeded hold-out split (`split_holdout`), shared by train, conve
 
 from __future__ import annotations
 
+import logging
 import os
 import zipfile
 from collections.abc import Callable
@@ -15,10 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from trtconv.calib.calibration_record import InputStats
-from trtconv.calib.contract import NCHW, Preprocessing
+from trtconv.calib.calibration_result import InputStats
+from trtconv.calib.preprocessing import NCHW, Preprocessing
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.fsutil import sha256_bytes
+
+log = logging.getLogger(__name__)
 
 DIGITS = "digits"
 DIGITS_TEST_FRACTION = 0.25
@@ -52,6 +55,9 @@ class ArraySet:
     class_names: list[str] | None = None
     # Made from raw pixels (image files, uint8 arrays) by a preprocessing; float arrays are not.
     raw_pixels: bool = False
+    # Rank-0 inputs (a TF1 `is_training` flag): held as one (equal) value per sample, so they
+    # slice like every input, and fed as the one value (trtconv.core.model_io.collapse_scalars).
+    scalars: frozenset[str] = frozenset()
 
     def __len__(self) -> int:
         return len(next(iter(self.inputs.values())))
@@ -59,7 +65,9 @@ class ArraySet:
     def take(self, indices: np.ndarray) -> ArraySet:
         labels = None if self.labels is None else self.labels[indices]
         inputs = {name: array[indices] for name, array in self.inputs.items()}
-        return ArraySet(inputs, labels, self.source, self.class_names, self.raw_pixels)
+        return ArraySet(
+            inputs, labels, self.source, self.class_names, self.raw_pixels, self.scalars
+        )
 
     def head(self, count: int) -> ArraySet:
         return self.take(np.arange(min(count, len(self))))
@@ -148,9 +156,28 @@ def load_npz(path: Path, strings: bool = False) -> ArraySet:
     labels = arrays.pop("y", None)
     if not arrays:
         raise InputError(f"Data file {path} holds no input arrays (expected 'x' or input names).")
-    data = ArraySet(arrays, labels, str(path))
+    data = ArraySet(per_sample(arrays, labels, path), labels, str(path))
     check_arrays(data)
     return data
+
+
+def per_sample(
+    arrays: dict[str, np.ndarray], labels: np.ndarray | None, path: Path
+) -> dict[str, np.ndarray]:
+    """`arrays` with each 0-d array (one value, as a TF1 flag is written: `np.array(False)`)
+    repeated once per sample, so every array slices alike; the samples are counted by the
+    labels or the other arrays (1 when every array is 0-d)."""
+    if all(array.ndim for array in arrays.values()):
+        return arrays
+    counts = [len(a) for a in arrays.values() if a.ndim]
+    counts += [len(labels)] if labels is not None else []
+    if not counts:
+        log.info("%s: every array is one value: one sample", path)
+    count = min(counts, default=1)
+    return {
+        name: np.repeat(array[np.newaxis], count) if not array.ndim else array
+        for name, array in arrays.items()
+    }
 
 
 def load_image_folder(path: Path, prep: ImagePreprocessing) -> ArraySet:
@@ -260,11 +287,13 @@ def check_input_shape(
         e is None or e == f for e, f in zip(expected, found, strict=True)
     )
     if not fits:
-        want = "x".join("?" if e is None else str(e) for e in expected)
-        raise InputError(
-            f"{data.source}: input '{name}' has samples of shape {'x'.join(map(str, found))}, "
-            f"but the {what} expects {want}."
+        want = "x".join("?" if e is None else str(e) for e in expected) or "one value"
+        held = (
+            f"has samples of shape {'x'.join(map(str, found))}"
+            if found
+            else ("holds one value per sample (a 0-d array, or one number each)")
         )
+        raise InputError(f"{data.source}: input '{name}' {held}, but the {what} expects {want}.")
 
 
 def recorded_spec(spec: str) -> str:

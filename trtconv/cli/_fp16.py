@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from trtconv.onnxlib.fp16_record import Fp16Summary, KeptNode, OutputError
+from trtconv.onnxlib.fp16_result import Fp16Summary, KeptNode, OutputError
 
 
 def output_text(measured: OutputError) -> str:

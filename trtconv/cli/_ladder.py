@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 
-from trtconv.quantize.ladder_record import LadderRecord, LadderSpeed, LadderStep
+from trtconv.quantize.ladder_result import LadderRecord, LadderSpeed, LadderStep
 from trtconv.quantize.ladder_text import budget_text, kept_text, search_text
 
 

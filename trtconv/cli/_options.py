@@ -13,9 +13,10 @@ from typing import Annotated
 
 import typer
 
-from trtconv.calib.contract import parse_channels
+from trtconv.calib.preprocessing import parse_channels
 from trtconv.core.errors import UsageError
-from trtconv.core.judging import Judging, parse_role_options, parse_tolerance_options
+from trtconv.core.judging_options import Judging, parse_role_options, parse_tolerance_options
+from trtconv.core.model_io import parse_input_values
 from trtconv.options import DEFAULT_BATCH_SIZES, PreprocessingOptions
 
 OutputRoleOpt = Annotated[
@@ -41,7 +42,8 @@ ToleranceOpt = Annotated[
     typer.Option(
         "--tolerance",
         help="Max abs error: X for every output (replacing the precision's default), NAME=X for "
-        "one output. Repeatable.",
+        "one output. At fp16, bf16 and int8 a sample is within when its values are, and the share "
+        "of samples within must reach a minimum (the precision's, or NAME=X:MIN). Repeatable.",
     ),
 ]
 AllowUnjudgedOpt = Annotated[
@@ -116,6 +118,23 @@ InputShapeOpt = Annotated[
         "data (when no data is given). Repeatable.",
     ),
 ]
+InputValueOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--input-value",
+        help="NAME=VALUE: the one value of an input the data does not hold, for every sample "
+        "(a TF1 flag: is_training=false; VALUE true, false or a number). Recorded in the "
+        "manifest; validate and bench apply it. Repeatable.",
+    ),
+]
+CustomObjectsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--custom-objects",
+        help="MODULE:NAME: a custom class a Keras file needs, imported from your code (the "
+        "current directory is searched first). Repeatable.",
+    ),
+]
 DEFAULT_BATCH_SIZES_TEXT = ",".join(map(str, DEFAULT_BATCH_SIZES))
 
 
@@ -125,19 +144,28 @@ def judging_options(
     allow_unjudged: bool,
     labels_output: str | None = None,
 ) -> tuple[float | None, Judging]:
-    """(--tolerance X, the Judging from --output-role, --tolerance NAME=X, --allow-unjudged
-    and --labels-output)."""
-    overall, per_output = parse_tolerance_options(tolerances)
+    """(--tolerance X, the Judging from --output-role, --tolerance NAME=X[:MIN],
+    --allow-unjudged and --labels-output)."""
+    overall, per_output, minimums = parse_tolerance_options(tolerances)
     roles_set = parse_role_options(roles)
-    return overall, Judging(roles_set, per_output, allow_unjudged, labels_output)
+    return overall, Judging(roles_set, per_output, allow_unjudged, labels_output, minimums)
 
 
 def preprocessing_options(
-    scale: float | None, offset: float | None, mean: str | None, std: str | None
+    scale: float | None,
+    offset: float | None,
+    mean: str | None,
+    std: str | None,
+    input_values: list[str] | None = None,
 ) -> PreprocessingOptions:
-    """--image-scale/--image-offset/--image-mean/--image-std as PreprocessingOptions."""
+    """--image-scale/--image-offset/--image-mean/--image-std (and --input-value) as
+    PreprocessingOptions."""
     return PreprocessingOptions(
-        scale, offset, parse_channels(mean, "--image-mean"), parse_channels(std, "--image-std")
+        scale,
+        offset,
+        parse_channels(mean, "--image-mean"),
+        parse_channels(std, "--image-std"),
+        parse_input_values(input_values) or None,
     )
 
 

@@ -15,12 +15,14 @@ from trtconv.calib.readers import RANDOM
 from trtconv.cli._options import (
     DEFAULT_BATCH_SIZES_TEXT,
     BatchSizesOpt,
+    CustomObjectsOpt,
     DeviceOpt,
     ImageMeanOpt,
     ImageOffsetOpt,
     ImageScaleOpt,
     ImageStdOpt,
     InputShapeOpt,
+    InputValueOpt,
     JsonOpt,
     LabelsOutputOpt,
     OutputRoleOpt,
@@ -31,9 +33,10 @@ from trtconv.cli._options import (
     preprocessing_options,
 )
 from trtconv.cli._output import progress_bar, run_command, stderr_console
-from trtconv.cli._server import (
+from trtconv.cli._server_bench import (
     CompareBatching,
     LatencyBudget,
+    Offered,
     Scenario,
     SearchRuns,
     run_server_scenario,
@@ -46,11 +49,12 @@ from trtconv.options import (
     DEFAULT_BENCH_ROUNDS,
     DEFAULT_DEVICE,
     DEFAULT_DURATION_S,
+    DEFAULT_SEARCH_RUNS,
     DEFAULT_WARMUP_ITERATIONS,
+    SCENARIOS,
     BenchOptions,
 )
 from trtconv.report.writers import table_headers, table_rows
-from trtconv.serving.options import DEFAULT_SEARCH_RUNS, SCENARIOS
 
 Models = Annotated[
     list[Path],
@@ -183,15 +187,18 @@ def bench_cli(
     force: Force = False,
     signature: SignatureOpt = BenchOptions.signature,
     input_shape: InputShapeOpt = None,
+    input_value: InputValueOpt = None,
+    custom_objects: CustomObjectsOpt = None,
     scenario: Scenario = SCENARIOS[0],
     latency_budget_ms: LatencyBudget = None,
     search_runs: SearchRuns = DEFAULT_SEARCH_RUNS,
     compare_batching: CompareBatching = False,
+    offered: Offered = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark SavedModels and converted artifacts side by side (latency, throughput, speedup)."""
     if scenario != SCENARIOS[0]:  # the server scenario: its own options and result
-        server = (latency_budget_ms, duration, search_runs, compare_batching)
+        server = (latency_budget_ms, duration, search_runs, compare_batching, offered)
         return run_server_scenario(scenario, models, *server, json_output)
 
     def work() -> BenchResult:
@@ -201,10 +208,12 @@ def bench_cli(
             threads=threads, data=data, eval_data=eval_data, xla=xla, throughput=throughput,
             report=report, force=force, device=device,
             judging=judging_options(output_role, None, False, labels_output)[1],
-            preprocessing=preprocessing_options(image_scale, image_offset, image_mean, image_std),
+            preprocessing=preprocessing_options(
+                image_scale, image_offset, image_mean, image_std, input_value
+            ),
             split=split, signature=signature, input_shapes=parse_input_shapes(input_shape),
-            baseline=baseline,
-        )  # fmt: skip
+            baseline=baseline, custom_objects=tuple(custom_objects or ()),
+        )  # options grouped by flag family: the command stays one screen # fmt: skip
         with progress_bar("benchmarking") as progress:
             result = api.bench(options, progress)
         print_warnings(result)

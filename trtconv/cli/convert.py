@@ -18,11 +18,13 @@ from trtconv.cli._options import (
     DEFAULT_BATCH_SIZES_TEXT,
     AllowUnjudgedOpt,
     ConfidenceOpt,
+    CustomObjectsOpt,
     ImageMeanOpt,
     ImageOffsetOpt,
     ImageScaleOpt,
     ImageStdOpt,
     InputShapeOpt,
+    InputValueOpt,
     JsonOpt,
     LabelsOutputOpt,
     OutputRoleOpt,
@@ -34,7 +36,7 @@ from trtconv.cli._options import (
     preprocessing_options,
 )
 from trtconv.cli._output import progress_bar, run_command
-from trtconv.convert.result import ConvertResult
+from trtconv.convert.convert_result import ConvertResult
 from trtconv.convert.tournament import (
     FAILED_VALIDATION,
     INCONCLUSIVE_VALIDATION,
@@ -56,7 +58,7 @@ from trtconv.options import (
     Contest,
     ConvertOptions,
 )
-from trtconv.outputs.validation_report import Check, ValidationReport
+from trtconv.outputs.validation_result import Check, ValidationReport
 
 MARKS = {
     (True, True): "[green]✓[/green]",
@@ -307,6 +309,8 @@ def convert_cli(
     threads: ThreadsOpt = None,
     signature: SignatureOpt = ConvertOptions.signature,
     input_shape: InputShapeOpt = None,
+    input_value: InputValueOpt = None,
+    custom_objects: CustomObjectsOpt = None,
     force: ForceOpt = False,
     json_output: JsonOpt = False,
 ) -> None:
@@ -319,14 +323,16 @@ def convert_cli(
             saved_model, precision, backend, output, calib_data, calib_samples=calib_samples,
             calib_method=calib_method, batch_sizes=parse_batch_sizes(batch_sizes),
             validate_samples=validate_samples, tolerance=atol, force=force,
-            preprocessing=preprocessing_options(image_scale, image_offset, image_mean, image_std),
+            preprocessing=preprocessing_options(
+                image_scale, image_offset, image_mean, image_std, input_value
+            ),
             int8_target=int8_target, fallback=fallback, fallback_time_limit_s=fallback_time_limit,
             min_top1_agreement=min_top1_agreement, max_accuracy_drop=max_accuracy_drop,
             judging=judging, contest=Contest(rank_batch_size, rank_duration, threads),
             confidence=confidence,
             signature=signature, input_shapes=parse_input_shapes(input_shape),
-            validate_data=validate_data, split=split,
-        )  # fmt: skip
+            validate_data=validate_data, split=split, custom_objects=tuple(custom_objects or ()),
+        )  # options grouped by flag family: the command stays one screen # fmt: skip
         with progress_bar("converting") as progress:
             return api.convert(options, progress)
 

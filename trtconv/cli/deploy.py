@@ -11,9 +11,9 @@ from rich.markup import escape
 
 from trtconv.cli._options import JsonOpt
 from trtconv.cli._output import run_command
+from trtconv.options import DeployOptions
 from trtconv.serving.deploy import deploy
-from trtconv.serving.options import DeployOptions
-from trtconv.serving.results import DeployResult
+from trtconv.serving.serving_result import DeployResult
 
 ModelsArg = Annotated[
     list[Path],
@@ -45,6 +45,32 @@ ThreadsOpt = Annotated[
     typer.Option(min=1, help="Intra-op threads per instance (default: the backend's own)."),
 ]
 ForceOpt = Annotated[bool, typer.Option(help="Replace an existing output.")]
+LatencyBudgetOpt = Annotated[
+    float,
+    typer.Option(
+        "--latency-budget-ms",
+        help="The latency a request is answered within: each model's "
+        "queue timeout is this less one largest-batch execution (from --bench).",
+    ),
+]
+MaxQueueSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-queue-size",
+        help="Requests each model's queue holds; one more is answered "
+        "UNAVAILABLE (HTTP 503) at once (default: what the rate measured by --serving or "
+        "--bench drains within the queue timeout; 0: no limit, and with --queue-timeout-ms 0 "
+        "no queue policy at all).",
+    ),
+]
+QueueTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--queue-timeout-ms",
+        help="How long a request may wait in the queue before it is "
+        "answered UNAVAILABLE (HTTP 503) (default: from --latency-budget-ms; 0: no timeout).",
+    ),
+]
 
 
 def render(result: DeployResult, console: Console) -> None:
@@ -54,7 +80,8 @@ def render(result: DeployResult, console: Console) -> None:
         serving = model.triton_backend or model.triton_platform
         batching = (
             f"batches up to {model.max_batch_size} (preferred {model.preferred_batch_sizes}, "
-            f"queue delay {model.max_queue_delay_us} µs; {model.batching_source})"
+            f"queue delay {model.max_queue_delay_us} µs; {model.batching_source}); admission: "
+            f"{model.admission_source}"
             if model.max_batch_size
             else model.batching_source
         )
@@ -75,13 +102,30 @@ def deploy_cli(
     threads: ThreadsOpt = None,
     force: ForceOpt = False,
     serving: ServingOpt = None,
+    latency_budget_ms: LatencyBudgetOpt = DeployOptions.latency_budget_ms,
+    max_queue_size: MaxQueueSizeOpt = None,
+    queue_timeout_ms: QueueTimeoutOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Write a Triton model repository: per model its payload, config.pbtxt (native Triton
-    backend, tensors, dynamic batching, instances) and trtconv.json (the manifest)."""
+    backend, tensors, dynamic batching, instances) and trtconv.json (the manifest).
+
+    Each batcher has a bounded queue and a queue timeout (admission control: a request turned
+    away is answered UNAVAILABLE / HTTP 503)."""
 
     def work() -> DeployResult:
-        options = DeployOptions(tuple(models), output, force, bench, instances, threads, serving)
+        options = DeployOptions(
+            tuple(models),
+            output,
+            force,
+            bench,
+            instances,
+            threads,
+            serving,
+            latency_budget_ms,
+            max_queue_size,
+            queue_timeout_ms,
+        )
         return deploy(options)
 
     run_command(work, json_mode=json_output, render=render)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from trtconv.cli._options import JsonOpt
 from trtconv.cli._output import run_command
-from trtconv.doctor import DoctorReport, doctor
+from trtconv.doctor.pipeline import DoctorReport, doctor
 from trtconv.protocol.support import Support
 
 YES, NO = "[green]yes[/green]", "[red]no[/red]"

@@ -9,16 +9,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from trtconv.cli._options import JsonOpt, SignatureOpt
+from trtconv.cli._options import CustomObjectsOpt, JsonOpt, SignatureOpt
 from trtconv.cli._output import run_command
-from trtconv.inspect_model import (
+from trtconv.inspect.pipeline import (
     ArtifactInspection,
     InspectResult,
     OnnxInspection,
     SavedModelInspection,
     inspect_path,
 )
-from trtconv.savedmodel import ModelCard
+from trtconv.model.savedmodel import ModelCard
 
 TOP_OPS = 15  # the human view shows the most common ops; --json has them all
 ModelArg = Annotated[
@@ -90,9 +90,15 @@ def render_inspect(result: InspectResult, console: Console) -> None:
 
 
 def inspect_cli(
-    model: ModelArg, signature: SignatureOpt = None, json_output: JsonOpt = False
+    model: ModelArg,
+    signature: SignatureOpt = None,
+    custom_objects: CustomObjectsOpt = None,
+    json_output: JsonOpt = False,
 ) -> None:
     """Show signatures, inputs/outputs, op histogram, size and model card or manifest."""
+    classes = tuple(custom_objects or ())
     run_command(
-        lambda: inspect_path(model, signature), json_mode=json_output, render=render_inspect
+        lambda: inspect_path(model, signature, classes),
+        json_mode=json_output,
+        render=render_inspect,
     )

@@ -11,7 +11,8 @@ from rich.table import Table
 from trtconv import api
 from trtconv.cli._options import JsonOpt
 from trtconv.cli._output import run_command
-from trtconv.report.merge import PIVOTS, MergeResult, pivot
+from trtconv.report.merge_result import MergeResult
+from trtconv.report.merged_report import PIVOTS, pivot
 
 app = typer.Typer(
     help="Work on bench and release reports already written.",

@@ -11,23 +11,23 @@ from rich.console import Console
 
 from trtconv.cli._options import DeviceOpt, JsonOpt
 from trtconv.cli._output import run_command
-from trtconv.serving.options import ServeOptions
-from trtconv.serving.results import ServeResult
+from trtconv.options import ServeOptions
 from trtconv.serving.server import serve
+from trtconv.serving.serving_result import ServeResult
 
 ModelArg = Annotated[Path, typer.Argument(help="Artifact directory or SavedModel to serve.")]
 NameOpt = Annotated[
     str | None, typer.Option(help="Model name clients use (default: the folder's name).")
 ]
 HttpPortOpt = Annotated[
-    int | None, typer.Option(help="Loopback port of the HTTP endpoint (default: a free one).")
+    int | None, typer.Option(help="Port of the HTTP endpoint (default: a free one).")
 ]
 GrpcPortOpt = Annotated[
-    int | None, typer.Option(help="Loopback port of the gRPC endpoint (default: a free one).")
+    int | None, typer.Option(help="Port of the gRPC endpoint (default: a free one).")
 ]
 MetricsPortOpt = Annotated[
     int | None,
-    typer.Option(help="Loopback port of Triton's metrics endpoint (default: a free one)."),
+    typer.Option(help="Port of Triton's metrics endpoint (default: a free one)."),
 ]
 MaxBatchOpt = Annotated[int, typer.Option(min=1, help="Largest batch the dynamic batcher forms.")]
 QueueDelayOpt = Annotated[
@@ -42,18 +42,96 @@ ThreadsOpt = Annotated[
 StopAfterOpt = Annotated[
     float | None,
     typer.Option(
-        "--stop-after", help="Stop after this many seconds and print what was served "
-        "(default: serve until Ctrl-C or SIGTERM)."
+        "--stop-after",
+        help="Stop after this many seconds and print what was served "
+        "(default: serve until Ctrl-C or SIGTERM).",
     ),
-]  # fmt: skip
+]
+
+
+LatencyBudgetOpt = Annotated[
+    float,
+    typer.Option(
+        "--latency-budget-ms",
+        help="The latency a request is answered within: the queue "
+        "timeout is this less one largest-batch execution measured at start.",
+    ),
+]
+MaxQueueSizeOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-queue-size",
+        help="Requests the batcher's queue holds; one more is answered "
+        "UNAVAILABLE (HTTP 503) at once (default: what the rate measured at start drains "
+        "within the queue timeout; 0: no limit, and with --queue-timeout-ms 0 no queue "
+        "policy at all).",
+    ),
+]
+QueueTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--queue-timeout-ms",
+        help="How long a request may wait in the queue before it is "
+        "answered UNAVAILABLE (HTTP 503) (default: from --latency-budget-ms; 0: no timeout).",
+    ),
+]
+AdmissionOpt = Annotated[
+    bool,
+    typer.Option(
+        "--admission/--no-admission",
+        help="Admission control: Triton's queue policy from --latency-budget-ms and the rate "
+        "measured at start (on with --max-queue-size or --queue-timeout-ms). Off by default: "
+        "with a queue policy Triton 2.51's batcher dispatches a burst so slowly that most of it "
+        "times out (docs/serving.md), so an overloaded server queues instead of refusing.",
+    ),
+]
+HostOpt = Annotated[
+    str,
+    typer.Option(
+        help="Address the endpoints listen on (0.0.0.0: every interface, as in a container); "
+        "anything but loopback without --api-key-file is warned about."
+    ),
+]
+ApiKeyFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--api-key-file",
+        help="A file holding the key inference requests must carry in the "
+        "triton-access-token header (Triton's restricted API).",
+    ),
+]
+LogFileOpt = Annotated[
+    Path | None, typer.Option("--log-file", help="Write Triton's own log to this file.")
+]
+LogVerboseOpt = Annotated[
+    int, typer.Option("--log-verbose", min=0, help="Triton's verbose log level (0: off).")
+]
+InstancesOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Model instances Triton runs side by side, each its own process and runner; "
+        "--threads (else the cores) divided between them. Default: one per core, up to 4, as "
+        "many as keep a request at batch 1 (measured at start, times the instances) within "
+        "half the latency budget.",
+        show_default=False,
+    ),
+]
+DrainTimeoutOpt = Annotated[
+    float,
+    typer.Option(
+        "--drain-timeout", help="Seconds a stop waits for the requests in flight to be answered."
+    ),
+]
 
 
 def render(result: ServeResult, console: Console) -> None:
-    """Requests served and the batch sizes the batcher formed."""
+    """Requests served, refused in the queue, and the batch sizes the batcher formed."""
     batches = ", ".join(f"{size}: {count}" for size, count in result.batches.items()) or "none"
     console.print(
-        f"served {result.name} for {result.served_s:.1f} s: {result.requests} requests "
-        f"({result.failed_requests} failed); batches formed (size: count) {batches}",
+        f"served {result.name} for {result.served_s:.1f} s: {result.requests} requests run "
+        f"({result.failed_requests} failed), {result.timed_out_requests} timed out in the queue "
+        f"(UNAVAILABLE); batches formed (size: count) {batches}",
         highlight=False,
     )
 
@@ -74,16 +152,50 @@ def serve_cli(
     threads: ThreadsOpt = None,
     device: DeviceOpt = ServeOptions.device,
     stop_after: StopAfterOpt = None,
+    latency_budget_ms: LatencyBudgetOpt = ServeOptions.latency_budget_ms,
+    max_queue_size: MaxQueueSizeOpt = None,
+    queue_timeout_ms: QueueTimeoutOpt = None,
+    drain_timeout: DrainTimeoutOpt = ServeOptions.drain_timeout_s,
+    instances: InstancesOpt = ServeOptions.instances,
+    host: HostOpt = ServeOptions.host,
+    api_key_file: ApiKeyFileOpt = None,
+    log_file: LogFileOpt = None,
+    log_verbose: LogVerboseOpt = ServeOptions.log_verbose,
+    admission: AdmissionOpt = ServeOptions.admission,
     json_output: JsonOpt = False,
 ) -> None:
     """Serve a model with Triton's dynamic batcher on loopback until Ctrl-C or SIGTERM (exit
-    130/143 once the requests in flight are answered and the server is stopped)."""
+    130/143 once the requests in flight are answered and the server is stopped).
+
+    Admission control (--admission, or a queue size or timeout given): the batcher's queue is
+    bounded and a request still queued when it could no longer meet --latency-budget-ms is
+    answered UNAVAILABLE (gRPC) / 503 (HTTP), as is one that finds the queue full; a client
+    retries those elsewhere or later. Off by default: with a queue policy Triton 2.51's batcher,
+    the one served here, dispatches a burst so slowly that most of it times out."""
 
     def work() -> ServeResult:
         options = ServeOptions(
-            model, name, http_port, grpc_port, metrics_port, max_batch_size, queue_delay_us,
-            threads, device, stop_after,
-        )  # fmt: skip
+            model,
+            name,
+            http_port,
+            grpc_port,
+            metrics_port,
+            max_batch_size,
+            queue_delay_us,
+            threads,
+            device,
+            stop_after,
+            latency_budget_ms,
+            max_queue_size,
+            queue_timeout_ms,
+            drain_timeout,
+            instances,
+            host,
+            api_key_file,
+            log_file,
+            log_verbose,
+            admission,
+        )
         return serve(options, _announce)
 
     run_command(work, json_mode=json_output, render=render)

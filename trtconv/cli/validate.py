@@ -17,6 +17,7 @@ from trtconv.cli._options import (
     ImageOffsetOpt,
     ImageScaleOpt,
     ImageStdOpt,
+    InputValueOpt,
     JsonOpt,
     LabelsOutputOpt,
     OutputRoleOpt,
@@ -30,7 +31,7 @@ from trtconv.cli._output import run_command
 from trtconv.cli.convert import render_validation
 from trtconv.core.data_contract import DataContract
 from trtconv.options import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES, ValidateOptions
-from trtconv.validation import ValidateResult, validate
+from trtconv.validate.pipeline import ValidateResult, validate
 
 ArtifactArg = Annotated[Path, typer.Argument(help="Artifact directory (holds manifest.json).")]
 ReferenceOpt = Annotated[
@@ -102,6 +103,7 @@ def validate_cli(
     image_offset: ImageOffsetOpt = None,
     image_mean: ImageMeanOpt = None,
     image_std: ImageStdOpt = None,
+    input_value: InputValueOpt = None,
     device: DeviceOpt = ValidateOptions.device,
     signature: SignatureOpt = ValidateOptions.signature,
     json_output: JsonOpt = False,
@@ -111,11 +113,21 @@ def validate_cli(
 
     def work() -> ValidateResult:
         atol, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
-        preprocessing = preprocessing_options(image_scale, image_offset, image_mean, image_std)
+        pixels = (image_scale, image_offset, image_mean, image_std)
+        preprocessing = preprocessing_options(*pixels, input_value)
         options = ValidateOptions(
-            artifact, reference, data, samples, atol, device, judging, preprocessing, split,
-            confidence=confidence, signature=signature,
-        )  # fmt: skip
+            artifact,
+            reference,
+            data,
+            samples,
+            atol,
+            device,
+            judging,
+            preprocessing,
+            split,
+            confidence=confidence,
+            signature=signature,
+        )
         return validate(options)
 
     run_command(work, json_mode=json_output, render=render)

@@ -12,13 +12,13 @@ from dataclasses import replace
 
 from trtconv.backends import registry
 from trtconv.convert.best import convert_best
+from trtconv.convert.convert_result import ConvertResult
 from trtconv.convert.plan import check_options, fit_to_model
-from trtconv.convert.result import ConvertResult
 from trtconv.convert.single import convert_single
 from trtconv.core.progress import Progress
-from trtconv.model_paths import saved_model_in
+from trtconv.model.paths import saved_model_in
+from trtconv.model.savedmodel import saved_model_for
 from trtconv.options import ConvertOptions
-from trtconv.savedmodel import saved_model_for
 
 
 def convert(options: ConvertOptions, progress: Progress | None = None) -> ConvertResult:
@@ -33,7 +33,7 @@ def convert(options: ConvertOptions, progress: Progress | None = None) -> Conver
     check_options(options)
     # A Keras file is exported to a SavedModel for this conversion, and a SavedModel TensorFlow
     # cannot revive is converted from its signature graphs: the manifest names the user's model.
-    with saved_model_for(options.saved_model) as saved_model:
+    with saved_model_for(options.saved_model, options.custom_objects) as saved_model:
         source = None if saved_model == saved_model_in(options.saved_model) else options.saved_model
         options, signature = fit_to_model(replace(options, saved_model=saved_model))
         if options.backend == registry.BEST:

@@ -19,13 +19,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import trtconv.convert.tournament as tournament
+from trtconv.artifact.manifest import Manifest, read_manifest, write_manifest
 from trtconv.backends import registry
 from trtconv.bench.harness import bench
 from trtconv.calib.judged_data import data_spec
 from trtconv.calib.readers import RANDOM
+from trtconv.convert.convert_result import ConvertResult
 from trtconv.convert.data import ConversionData, deciding_data, read_data
 from trtconv.convert.plan import ConversionPlan, default_output, refusal
-from trtconv.convert.result import ConvertResult
 from trtconv.convert.single import conversion_result
 from trtconv.convert.tournament import Entrant, TournamentTable
 from trtconv.convert.workspace import Workspace, convert_into, open_workspace
@@ -39,7 +40,6 @@ from trtconv.core.fsutil import atomic_directory, check_output_free
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
 from trtconv.core.progress import Progress, Steps
-from trtconv.manifest import Manifest, read_manifest, write_manifest
 from trtconv.measure.bench_result import BenchRow
 from trtconv.options import BenchOptions, Contest, ConvertOptions
 from trtconv.outputs.confidence import INCONCLUSIVE

@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from trtconv.calib.contract import Preprocessing
 from trtconv.calib.judged_data import data_spec, model_preprocessing, record_contract
+from trtconv.calib.preprocessing import Preprocessing
 from trtconv.calib.purposes import CALIBRATION as CALIBRATING
 from trtconv.calib.purposes import (
     CALIBRATION_PART,
@@ -163,9 +163,13 @@ class _Reading:
 
     def read(self, spec: str, role: str, samples: int | None = None) -> ArraySet:
         return read_model_data(
-            spec, self.signature, role=role, samples=samples,
-            saved_model=self.options.saved_model, preprocessing=self.prep,
-        )  # fmt: skip
+            spec,
+            self.signature,
+            role=role,
+            samples=samples,
+            saved_model=self.options.saved_model,
+            preprocessing=self.prep,
+        )
 
     def source_part(self, spec: str) -> tuple[ArraySet, str]:
         """`spec` as validation reads it whole: its held-out part when the model trained on
@@ -210,8 +214,9 @@ class _Reading:
         if calibration is not None and not int8:
             held = rest.head(options.validate_samples)
             data = replace(data, held_out=held, calibration=calibration, pool=len(rest))
-            return _recorded(data, [(FP16_RANGES, SHUFFLED, 0, fitted)], [(SHUFFLED, fitted)],
-                             len(every))  # fmt: skip
+            return _recorded(
+                data, [(FP16_RANGES, SHUFFLED, 0, fitted)], [(SHUFFLED, fitted)], len(every)
+            )
         return _fit(data, calibration, counts, search, (SHUFFLED, SHUFFLED), len(every), fitted)
 
     def separate(self, validate_data: str, fits: bool, search: bool, int8: bool) -> ConversionData:
@@ -226,11 +231,23 @@ class _Reading:
         if calibration is not None and not int8:
             fitted = whole_batches(calibration.head(counts[0]), self.batch)
             data = replace(data, held_out=held.head(counts[1]), calibration=fitted, pool=len(held))
-            return _recorded(data, [(FP16_RANGES, calibration_part, 0, len(fitted))],
-                             [(held_part, 0)], len(calibration), validate_data)  # fmt: skip
+            return _recorded(
+                data,
+                [(FP16_RANGES, calibration_part, 0, len(fitted))],
+                [(held_part, 0)],
+                len(calibration),
+                validate_data,
+            )
         total = len(calibration) if calibration is not None else None
-        return _fit(data, calibration, counts, search, (calibration_part, held_part), total,
-                    validate_data=validate_data)  # fmt: skip
+        return _fit(
+            data,
+            calibration,
+            counts,
+            search,
+            (calibration_part, held_part),
+            total,
+            validate_data=validate_data,
+        )
 
 
 def fitted_count(total: int, calib_samples: int | None, int8: bool) -> int:
@@ -271,12 +288,20 @@ def _fit(
         log.info(
             "int8 ladder: no held-out samples to spare beyond the %d validated on; it scores "
             "on %s (--validate-samples below %d leaves held-out samples to it)",
-            len(split.held_out), split.drawn_from, len(split.held_out),
-        )  # fmt: skip
+            len(split.held_out),
+            split.drawn_from,
+            len(split.held_out),
+        )
     calibration = whole_batches(split.calibration, data.batch)
     spared = len(split.search) if split.drawn_from == HELD_OUT_SPARE else 0
-    data = replace(data, held_out=split.held_out, calibration=calibration, search=split.search,
-                   search_drawn_from=split.drawn_from, pool=data.pool - spared)  # fmt: skip
+    data = replace(
+        data,
+        held_out=split.held_out,
+        calibration=calibration,
+        search=split.search,
+        search_drawn_from=split.drawn_from,
+        pool=data.pool - spared,
+    )
     fitted = [(CALIBRATING, parts[0], 0, len(calibration))]
     span = _search_span(split, parts, offset)
     if split.drawn_from == HELD_OUT_SPARE and validate_data:
@@ -314,8 +339,9 @@ def _recorded(
     """`data` with its purposes recorded: the `fitted` spans of the calibration source and the
     validation samples (`validated`: part and offset) of its own source."""
     spec = data.spec
-    purposes = [entry(purpose, spec, part, (start, stop), total)
-                for purpose, part, start, stop in fitted]  # fmt: skip
+    purposes = [
+        entry(purpose, spec, part, (start, stop), total) for purpose, part, start, stop in fitted
+    ]
     for part, offset in validated:
         held_total = None if validate_data else total
         span = (offset, offset + len(data.held_out))

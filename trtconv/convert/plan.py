@@ -17,6 +17,8 @@ from trtconv.core.errors import MissingDependencyError, UsageError
 from trtconv.core.fsutil import dir_size_bytes
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
+from trtconv.model.savedmodel import SERVING_KEY
+from trtconv.model.savedmodel_pb.signature import read_signature
 from trtconv.onnxlib import export
 from trtconv.options import (
     DEFAULT_BATCH_SIZES,
@@ -25,10 +27,21 @@ from trtconv.options import (
     check_choice,
 )
 from trtconv.outputs.tolerance import Tolerance, budget_for
-from trtconv.savedmodel import SERVING_KEY
-from trtconv.savedmodel_pb.signature import read_signature
 
 log = logging.getLogger(__name__)
+
+
+def budget_of(options: ConvertOptions, precision: str) -> Tolerance:
+    """`precision`'s tolerance with the options' overrides (tolerances, gates, confidence)."""
+    return budget_for(
+        precision,
+        options.tolerance,
+        options.min_top1_agreement,
+        options.max_accuracy_drop,
+        options.judging.tolerances,
+        options.confidence,
+        options.judging.min_within,
+    )
 
 
 @dataclass(frozen=True)
@@ -58,15 +71,7 @@ class ConversionPlan:
     def budget(self) -> Tolerance:
         """The precision's tolerance with the options' overrides: what validation must meet, and
         the confidence it is decided at."""
-        options = self.options
-        return budget_for(
-            self.precision,
-            options.tolerance,
-            options.min_top1_agreement,
-            options.max_accuracy_drop,
-            options.judging.tolerances,
-            options.confidence,
-        )
+        return budget_of(self.options, self.precision)
 
     @property
     def calibrated(self) -> bool:
@@ -92,6 +97,7 @@ def check_options(options: ConvertOptions) -> None:
         options.min_top1_agreement,
         options.max_accuracy_drop,
         options.judging.tolerances,
+        output_min_within=options.judging.min_within,
     )
 
 
@@ -116,8 +122,11 @@ def fit_to_model(options: ConvertOptions) -> tuple[ConvertOptions, ModelSignatur
     log.info(
         "%s takes batch size %d only (input %s): calibrating, validating, building and timing "
         "at batch %d",
-        model, fixed, signature.fixed_input().describe(), fixed,
-    )  # fmt: skip
+        model,
+        fixed,
+        signature.fixed_input().describe(),
+        fixed,
+    )
     contest = replace(options.contest, batch_size=rank[0])
     return replace(options, batch_sizes=sizes, contest=contest), signature
 
@@ -148,16 +157,20 @@ def refusal(backend: Backend, saved_model: Path, signature: ModelSignature) -> s
 
 
 def plan_single(
-    options: ConvertOptions, signature: ModelSignature, source: Path | None
+    options: ConvertOptions,
+    signature: ModelSignature,
+    source: Path | None,
+    cannot: tuple[str, ...] = (),
 ) -> ConversionPlan:
-    """The plan for one backend (`auto` chooses it) converting a model of `signature` (from the
-    user's file `source`, when not the SavedModel itself). Raises UsageError when the backend
-    cannot convert such a model (`refusal`) and MissingDependencyError (exit 3) when it cannot
-    convert the precision on this machine, or when `auto` found only a backend that converts it
-    for another machine, before any work."""
+    """The plan for one backend (`auto` chooses it, leaving out the backends `cannot` names:
+    they failed to take this model) converting a model of `signature` (from the user's file
+    `source`, when not the SavedModel itself). Raises UsageError when the backend cannot
+    convert such a model (`refusal`; `auto` then says why in one line and takes the next) and
+    MissingDependencyError (exit 3) when it cannot convert the precision on this machine, or
+    when `auto` found only a backend that converts it for another machine, before any work."""
     assert options.precision is not None  # check_options
     if options.backend == registry.AUTO:
-        choice = registry.auto_choice(options.precision)
+        choice = _auto_choice(options, signature, cannot)
     else:
         choice = registry.Choice(options.backend, "requested with --backend")
     backend = registry.get(choice.backend)
@@ -177,6 +190,36 @@ def plan_single(
     return ConversionPlan(
         options, backend, options.precision, Path(output), choice.reason, choice.passed_over, source
     )
+
+
+def _auto_choice(
+    options: ConvertOptions, signature: ModelSignature, cannot: tuple[str, ...]
+) -> registry.Choice:
+    """`auto`'s backend for this model: the first the registry chooses that does not refuse
+    the model (each refusal said in one line); the last refusal, as a UsageError, when none
+    is left."""
+    assert options.precision is not None
+    precision = options.precision
+    while True:
+        choice = registry.auto_choice(precision, cannot=cannot)
+        if not choice.backend:
+            raise UsageError(f"No backend can convert {options.saved_model} here: {choice.reason}.")
+        refused = refusal(registry.get(choice.backend), options.saved_model, signature)
+        tried = (*cannot, choice.backend)
+        if not refused or registry.next_auto(precision, tried) is None:
+            return _with_untaken(choice, cannot)  # a refusal is then raised by plan_single
+        log.warning("auto: %s cannot take this model (%s); trying the next", tried[-1], refused)
+        cannot = tried
+
+
+def _with_untaken(choice: registry.Choice, cannot: tuple[str, ...]) -> registry.Choice:
+    """`choice` saying that the backends `cannot` names could not take this model (in its one
+    line and among the backends passed over)."""
+    if not cannot:
+        return choice
+    untaken = tuple(f"{name} (could not take this model)" for name in cannot)
+    reason = f"{choice.reason}; {', '.join(cannot)} could not take this model"
+    return replace(choice, reason=reason, passed_over=(*untaken, *choice.passed_over))
 
 
 def default_output(saved_model: Path, backend: str, precision: str | None) -> Path:

@@ -7,21 +7,21 @@ import logging
 import tempfile
 from pathlib import Path
 
+from trtconv.artifact.manifest import Manifest
 from trtconv.backends import registry
+from trtconv.convert.convert_result import ConvertResult
 from trtconv.convert.data import ConversionData, deciding_data, read_data
 from trtconv.convert.plan import ConversionPlan, plan_single, step_count
-from trtconv.convert.result import ConvertResult
 from trtconv.convert.workspace import convert_into, open_workspace
-from trtconv.core.errors import AccuracyError
+from trtconv.core.errors import AccuracyError, ConversionError
 from trtconv.core.fsutil import atomic_directory, check_output_free, dir_size_bytes
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
 from trtconv.core.progress import Progress, Steps
-from trtconv.manifest import Manifest
 from trtconv.options import ConvertOptions
 from trtconv.outputs.compare import raise_if_failed
 from trtconv.outputs.exact import samples_to_decide
-from trtconv.outputs.validation_report import ValidationReport
+from trtconv.outputs.validation_result import ValidationReport
 from trtconv.protocol.runner import RunOptions
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,42 @@ def convert_single(
     written then); AccuracyError (4) after writing an artifact whose validation failed or left
     an output not judged (the error carries the result).
     """
-    plan = plan_single(options, signature, source)
+    cannot: tuple[str, ...] = ()
+    while True:
+        plan = plan_single(options, signature, source, cannot)
+        try:
+            return _convert_planned(plan, options, signature, progress)
+        except ConversionError as exc:
+            following = _next_auto(options, plan, (*cannot, plan.backend.name))
+            if following is None:
+                raise
+            log.warning(
+                "auto: %s could not convert %s (%s); trying %s",
+                plan.backend.name,
+                plan.source_model,
+                str(exc).splitlines()[0],
+                following,
+            )
+            cannot = (*cannot, plan.backend.name)
+
+
+def _next_auto(
+    options: ConvertOptions, plan: ConversionPlan, cannot: tuple[str, ...]
+) -> str | None:
+    """The backend `--backend auto` tries after the ones `cannot` names failed, None when the
+    backend was named, or no other runs the precision here."""
+    if options.backend != registry.AUTO:
+        return None
+    return registry.next_auto(plan.precision, cannot)
+
+
+def _convert_planned(
+    plan: ConversionPlan,
+    options: ConvertOptions,
+    signature: ModelSignature,
+    progress: Progress | None,
+) -> ConvertResult:
+    """convert_single's work for the backend `plan` chose."""
     check_output_free(plan.output, options.force)
     steps = Steps(progress, step_count(plan.backend))
     # Loading is the first heavy step: a corrupt model fails here, exit 1.
@@ -54,8 +89,12 @@ def convert_single(
         data = read_data(options, native, plan.precision == Precision.INT8, plan.calibrated)
         log.info(
             "converting %s, signature %s, to %s %s (%s)",
-            plan.source_model, signature.name, plan.backend.name, plan.precision, plan.reason,
-        )  # fmt: skip
+            plan.source_model,
+            signature.name,
+            plan.backend.name,
+            plan.precision,
+            plan.reason,
+        )
         with (
             atomic_directory(plan.output, options.force) as staging,
             tempfile.TemporaryDirectory() as work,
@@ -92,8 +131,11 @@ def conversion_result(plan: ConversionPlan, manifest: Manifest) -> ConvertResult
     seconds = manifest.conversion_seconds
     log.info(
         "wrote %s (%.2f MB) in %.1f s: validation %s",
-        plan.output, size / 1e6, seconds, manifest.status,
-    )  # fmt: skip
+        plan.output,
+        size / 1e6,
+        seconds,
+        manifest.status,
+    )
     return ConvertResult(
         artifact=str(plan.output),
         backend=plan.backend.name,

@@ -28,9 +28,14 @@ NOT_TIMED = "not timed"
 # A candidate's run mode: "" (the backend's default) or its throughput mode (RunOptions).
 THROUGHPUT = "throughput"
 VERDICTS = (
-    WINNER, SLOWER, INCONCLUSIVE_VALIDATION, FAILED_VALIDATION, CONVERSION_FAILED, NOT_TIMED,
+    WINNER,
+    SLOWER,
+    INCONCLUSIVE_VALIDATION,
+    FAILED_VALIDATION,
+    CONVERSION_FAILED,
+    NOT_TIMED,
     NOT_AVAILABLE,
-)  # fmt: skip
+)
 
 
 @dataclass

@@ -16,17 +16,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from trtconv.artifact.manifest import Manifest, read_manifest, write_manifest
 from trtconv.backends import registry
 from trtconv.calib.readers import describe
 from trtconv.convert.data import ConversionData
-from trtconv.convert.plan import ConversionPlan
+from trtconv.convert.plan import ConversionPlan, budget_of
+from trtconv.core.errors import ConversionError
 from trtconv.core.fsutil import sha256_path
-from trtconv.core.judging import Roles
+from trtconv.core.judging_options import Roles
 from trtconv.core.model_io import Outputs
 from trtconv.core.precision import Precision
 from trtconv.core.progress import Steps
 from trtconv.facts import library_versions, probe_cpu
-from trtconv.manifest import Manifest, read_manifest, write_manifest
+from trtconv.model.keras_files import CUSTOM_OBJECTS
 from trtconv.onnxlib.export import ExportCheck, OnnxExport, export_onnx, verify_export
 from trtconv.options import ConvertOptions
 from trtconv.outputs.compare import (
@@ -37,11 +39,11 @@ from trtconv.outputs.compare import (
     undecidable_warning,
 )
 from trtconv.outputs.roles import judging_record
-from trtconv.outputs.tolerance import TOLERANCES, Tolerance, budget_for, tolerance_for
-from trtconv.outputs.validation_report import ValidationReport, roles_of
+from trtconv.outputs.tolerance import TOLERANCES, Tolerance, tolerance_for
+from trtconv.outputs.validation_result import ValidationReport, roles_of
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest, SearchSlice
 from trtconv.protocol.runner import Runner
-from trtconv.validation import validate_runners
+from trtconv.validate.pipeline import validate_runners
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +74,8 @@ def open_workspace(
     precisions = [plan.precision] if plan.precision else list(TOLERANCES)  # best: every one
     reference = run_batched(native, data.held_out)
     roles = output_roles(plan.saved_model, reference, plan.options.judging, native.signature.name)
-    checked = rate_words({name: role.role for name, role in roles.items()})
+    budget = plan.budget if plan.precision else None  # best: each precision's own
+    checked = rate_words({name: role.role for name, role in roles.items()}, budget)
     for warning in too_few_warnings(plan.options, precisions, len(data.held_out), data, checked):
         log.warning("%s", warning)
     return Workspace(native, data, reference, roles, work)
@@ -90,10 +93,7 @@ def too_few_warnings(
     output has a rate check (`checked` None: see rate_words)."""
     found: dict[str, list[str]] = {}
     for precision in precisions:
-        budget = budget_for(
-            precision, options.tolerance, options.min_top1_agreement, options.max_accuracy_drop,
-            options.judging.tolerances, options.confidence,
-        )  # fmt: skip
+        budget = budget_of(options, precision)
         warning = undecidable_warning(samples, budget, data.held_out.source, checked)
         if warning:
             found.setdefault(warning, []).append(precision)
@@ -111,7 +111,7 @@ def convert_into(
     Raises ConversionError when a step fails; validation failing is in the report, not raised.
     """
     started = time.perf_counter()
-    request = conversion_request(plan, space, directory, steps)
+    request = conversion_request(plan, space, directory, steps, started)
     summary: dict[str, Any] = {}
     if plan.backend.needs_onnx:
         request.onnx_path, export = checked_export(plan, space, steps)
@@ -136,10 +136,15 @@ def convert_into(
 
 
 def conversion_request(
-    plan: ConversionPlan, space: Workspace, directory: Path, steps: Steps
+    plan: ConversionPlan,
+    space: Workspace,
+    directory: Path,
+    steps: Steps,
+    started: float | None = None,
 ) -> ConversionRequest:
     """What the backend gets: int8 and ONNX fp16 requests carry the calibration feed, int8 with
-    the ladder on the search slice too."""
+    the ladder on the search slice too (its time limit counted from `started`, the conversion's
+    start: the export and calibration before the ladder count)."""
     options, int8 = plan.options, plan.precision == Precision.INT8
     return ConversionRequest(
         saved_model=plan.saved_model,
@@ -152,12 +157,14 @@ def conversion_request(
         sample=space.data.sample(),
         calib_method=options.calib_method,
         int8_target=options.int8_target,
-        search=_search_slice(plan, space) if int8 else None,
+        search=_search_slice(plan, space, started) if int8 else None,
         shared=space.shared,
     )
 
 
-def _search_slice(plan: ConversionPlan, space: Workspace) -> SearchSlice | None:
+def _search_slice(
+    plan: ConversionPlan, space: Workspace, started: float | None
+) -> SearchSlice | None:
     """The int8 ladder's search slice with the native outputs on it; None with --no-fallback."""
     data = space.data
     if data.search is None or not plan.options.fallback:
@@ -172,6 +179,7 @@ def _search_slice(plan: ConversionPlan, space: Workspace) -> SearchSlice | None:
         roles=space.roles,
         time_limit_s=plan.options.fallback_time_limit_s,
         drawn_from=data.search_drawn_from,
+        started=started,
     )
 
 
@@ -180,13 +188,25 @@ def checked_export(plan: ConversionPlan, space: Workspace, steps: Steps) -> tupl
     if space.export is None:
         steps.start("exporting to ONNX")
         path = space.work / "model.fp32.onnx"
-        export = export_onnx(plan.saved_model, path, space.native.signature)
+        try:
+            export = export_onnx(plan.saved_model, path, space.native.signature)
+        except ConversionError as exc:
+            raise ConversionError(f"{exc}{_without_onnx(plan.precision)}") from exc
         held_out = space.data.held_out.head(EXPORT_CHECK_SAMPLES)
         reference = {name: a[:EXPORT_CHECK_SAMPLES] for name, a in space.reference.items()}
         tolerance = export_tolerance(plan.options.tolerance, plan.options.judging.tolerances)
         check = verify_export(path, held_out, reference, space.roles, tolerance, plan.saved_model)
         space.export = (path, replace(export, check=ExportCheck.of(check)))
     return space.export
+
+
+def _without_onnx(precision: str) -> str:
+    """What a failed ONNX export adds: the backends that convert without it here."""
+    names = registry.converting_without_onnx(precision)
+    if not names:
+        return ""
+    choices = " or ".join(f"--backend {name}" for name in names)
+    return f" ({choices} converts the SavedModel itself, without the ONNX export)"
 
 
 def export_tolerance(overall: float | None, per_output: Mapping[str, float]) -> Tolerance:
@@ -214,14 +234,17 @@ def _manifest(
         method = plan.options.calib_method if plan.precision == Precision.INT8 else None
         calibration = describe(data.calibration, data.spec, method)
     summary["batch_sizes"] = list(request.batch_sizes)
+    source: dict[str, Any] = {
+        "path": str(plan.source_model.resolve()),
+        "sha256": sha256_path(plan.source_model),
+    }
+    if plan.options.custom_objects:  # the classes a Keras source needs, only when given
+        source[CUSTOM_OBJECTS] = list(plan.options.custom_objects)
     return Manifest(
         backend=plan.backend.name,
         precision=plan.precision,
         payload=outcome.payload,
-        source_model={
-            "path": str(plan.source_model.resolve()),
-            "sha256": sha256_path(plan.source_model),
-        },
+        source_model=source,
         signature=request.signature.to_dict(),
         device=outcome.device or {"cpu": probe_cpu().model},
         tools=library_versions(registry.declared_packages()),

@@ -1,7 +1,7 @@
 """The model's data contract as it is recorded (manifest, model card, results): how raw pixels
 become its input and its layout (`Preprocessing`), the data and split it was judged on, and which
-samples a conversion put to which purpose (`Purpose`). trtconv.calib.contract resolves each value
-from options, manifest and model card; this module only holds the records, in core because
+samples a conversion put to which purpose (`Purpose`). trtconv.calib.preprocessing resolves each
+value from options, manifest and model card; this module only holds the records, in core because
 calib, the manifest and the bench result all carry them.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from trtconv.core.model_io import InputValue
 from trtconv.core.results import JsonResult, optional_key
 
 DEFAULT = "default"
@@ -25,7 +26,8 @@ PIXEL_FIELDS = ("scale", "offset", "mean", "std")
 class Preprocessing:
     """Raw pixels -> model input: ((x * scale + offset) - mean) / std, mean and std per channel
     (or one value for all); `layout` is the input's (NHWC or NCHW). `sources` says where each
-    value came from."""
+    value came from. `input_values`: inputs the data does not hold, each set to one value for
+    every sample (`--input-value`, a TF1 `is_training` flag)."""
 
     scale: float = DEFAULT_SCALE
     offset: float = 0.0
@@ -33,6 +35,7 @@ class Preprocessing:
     std: tuple[float, ...] | None = None
     layout: str = NHWC
     sources: Mapping[str, str] = field(default_factory=dict)
+    input_values: Mapping[str, InputValue] = field(default_factory=dict)
 
     def apply(self, pixels: np.ndarray, channel_axis: int = -1) -> np.ndarray:
         """`pixels` as float32 model input."""
@@ -55,7 +58,7 @@ class Preprocessing:
 
     def to_dict(self) -> dict[str, Any]:
         """The `preprocessing` block of a manifest's data contract."""
-        return {
+        block: dict[str, Any] = {
             "scale": self.scale,
             "offset": self.offset,
             "mean": None if self.mean is None else list(self.mean),
@@ -64,6 +67,9 @@ class Preprocessing:
             "sources": dict(self.sources),
             "summary": self.describe(),
         }
+        if self.input_values:  # written only when set: older manifests read the same
+            block["input_values"] = dict(self.input_values)
+        return block
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,11 @@ def itemised(sentence: str, items: list[str]) -> str:
     return f"{sentence}:" + "".join(f"\n  - {item}" for item in items)
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an exception's message (its type name when it has none), cut short."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+
+
 class TrtconvError(Exception):
     """Base of every error trtconv reports to users with a one-sentence message.
 

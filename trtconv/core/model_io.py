@@ -19,6 +19,9 @@ CalibrationFeed = Callable[[], Iterator[Feeds]]
 # TensorFlow's tf.string (PNG bytes, text): numpy holds a batch of them as an object array of
 # bytes (or a fixed-width bytes array); no ONNX-based backend takes it.
 STRING = "string"
+# A value `--input-value NAME=VALUE` sets for an input the data does not hold (a TF1
+# `is_training` flag): the same value for every sample.
+InputValue = bool | int | float
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
@@ -163,6 +166,57 @@ def parse_input_shapes(items: Sequence[str] | None) -> dict[str, tuple[int, ...]
             )
         shapes[name] = shape
     return shapes
+
+
+def parse_input_values(items: Sequence[str] | None) -> dict[str, InputValue]:
+    """`--input-value NAME=VALUE` (repeatable) as {name: value}: true/false, an integer or a
+    number. Raises UsageError for anything else."""
+    values: dict[str, InputValue] = {}
+    for item in items or ():
+        name, _, text = item.partition("=")
+        value = input_value(text.strip())
+        if not name or value is None:
+            raise UsageError(
+                f"--input-value takes NAME=VALUE with VALUE true, false or a number, e.g. "
+                f"is_training=false; found '{item}'."
+            )
+        values[name] = value
+    return values
+
+
+def input_value(text: str) -> InputValue | None:
+    """'false' -> False, '3' -> 3, '0.5' -> 0.5; None for anything else."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return None
+
+
+def scalar_inputs(signature: ModelSignature) -> frozenset[str]:
+    """The inputs of rank 0 (a TF1 `is_training` flag): one value for a whole batch."""
+    return frozenset(spec.name for spec in signature.inputs if not spec.shape)
+
+
+def samples_in(feeds: Feeds) -> int:
+    """The number of samples `feeds` holds: the length of its first batched array (a rank-0
+    input's one value has none; 1 when every array is 0-d)."""
+    return next((len(array) for array in feeds.values() if array.ndim), 1)
+
+
+def collapse_scalars(feeds: Feeds, names: frozenset[str]) -> Feeds:
+    """`feeds` with each input of `names` given as one value per sample (the data's form, which
+    batches and slices like every input) collapsed to the 0-d value a rank-0 input takes; the
+    data reader checked that the values are one value. Feeds already 0-d pass unchanged."""
+    if not any(name in feeds and feeds[name].ndim for name in names):
+        return feeds
+    return {
+        name: array[:1].reshape(()) if name in names and array.ndim else array
+        for name, array in feeds.items()
+    }
 
 
 def missing_signature(model: Path | str, key: str, found: Sequence[str]) -> UsageError:

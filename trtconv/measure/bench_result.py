@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, fields
 import trtconv.measure.stats as stats
 from trtconv.core.data_contract import DataContract
 from trtconv.core.results import JsonResult, optional_key
-from trtconv.environment import BenchEnvironment
-from trtconv.measure.budget import Budget
+from trtconv.facts.environment import BenchEnvironment
+from trtconv.measure.loop_budget import Budget
 from trtconv.options import SpeedGoal
 
 SCHEMA_VERSION = 1

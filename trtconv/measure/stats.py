@@ -165,9 +165,15 @@ def _bootstrap(data: tuple[np.ndarray, ...], statistic: Any, paired: bool) -> In
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # degenerate data: handled below
             result = scipy_stats.bootstrap(
-                data, statistic, n_resamples=N_RESAMPLES, vectorized=True, paired=paired,
-                confidence_level=CONFIDENCE, method=method, rng=np.random.default_rng(SEED),
-            )  # fmt: skip
+                data,
+                statistic,
+                n_resamples=N_RESAMPLES,
+                vectorized=True,
+                paired=paired,
+                confidence_level=CONFIDENCE,
+                method=method,
+                rng=np.random.default_rng(SEED),
+            )
         low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
         if np.isfinite(low) and np.isfinite(high):
             return min(low, point), max(high, point)

@@ -23,10 +23,11 @@ from trtconv.core.errors import ConversionError, itemised
 from trtconv.core.lazy import TF_LOG_LEVEL, require
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.results import JsonResult, optional_key
+from trtconv.onnxlib.frozen_graph import exportable
 from trtconv.onnxlib.session import CPU, OrtRunner
 from trtconv.outputs.compare import compare, run_batched
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
-from trtconv.outputs.validation_report import ValidationReport
+from trtconv.outputs.validation_result import ValidationReport
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +57,25 @@ def export_onnx(
     fails or the ONNX model's inputs/outputs do not match `signature`.
     """
     require("tf2onnx")  # fail with an install hint here, not as a subprocess traceback
+    with exportable(saved_model) as source:  # a v1 SavedModel: frozen, defaults folded
+        return _export(saved_model, source, output, signature, opset, timeout_s)
+
+
+def _export(
+    saved_model: Path,
+    source: Path,
+    output: Path,
+    signature: ModelSignature,
+    opset: int,
+    timeout_s: float,
+) -> OnnxExport:
+    """tf2onnx's export of `source` (`saved_model` or its exportable copy) in a subprocess."""
     command = [
         sys.executable,
         "-m",
         TF2ONNX_CLI,
         "--saved-model",
-        str(saved_model),
+        str(source),
         "--signature_def",
         signature.name,
         "--opset",

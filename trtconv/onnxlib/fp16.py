@@ -228,9 +228,12 @@ def _rounding(node: Any, index: int, name: str) -> list[Any]:
         return [back]
     node.output[index] = name + COMPUTED
     down = helper.make_node(
-        "Cast", [name + COMPUTED], [name + ROUNDED], to=proto.FLOAT16,
+        "Cast",
+        [name + COMPUTED],
+        [name + ROUNDED],
+        to=proto.FLOAT16,
         name=f"{node.name}{COMPUTED}_{index}",
-    )  # fmt: skip
+    )
     return [down, back]
 
 

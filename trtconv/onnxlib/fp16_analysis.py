@@ -46,9 +46,9 @@ from typing import Any
 import numpy as np
 
 from trtconv.core.lazy import require
-from trtconv.core.model_io import Feeds
+from trtconv.core.model_io import Feeds, samples_in
 from trtconv.onnxlib.fp16 import emulate_float16, emulation_session, tensor_types, to_mixed_float16
-from trtconv.onnxlib.fp16_record import OutputError
+from trtconv.onnxlib.fp16_result import OutputError
 
 FLOAT16_MAX = 65504.0
 RANGE_HEADROOM = 8.0
@@ -354,13 +354,13 @@ def analysis_batches(feed: Iterable[Feeds], samples: int, batch_size: int) -> It
     """The first `samples` samples of `feed`'s batches, in batches of at most `batch_size`."""
     left = samples
     for feeds in feed:
-        count = len(next(iter(feeds.values())))
+        count = samples_in(feeds)
         for start in range(0, count, batch_size):
             if left <= 0:
                 return
             end = start + min(batch_size, left)
             left -= min(batch_size, left, count - start)
-            yield {name: array[start:end] for name, array in feeds.items()}
+            yield {name: array[start:end] if array.ndim else array for name, array in feeds.items()}
 
 
 @dataclass

@@ -17,6 +17,7 @@ from typing import Any
 
 from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import require
+from trtconv.core.model_io import samples_in
 from trtconv.onnxlib.fp16 import CONTROL_FLOW, load_model, to_mixed_float16
 from trtconv.onnxlib.fp16_analysis import (
     CANCELLATION_LIMIT,
@@ -29,7 +30,7 @@ from trtconv.onnxlib.fp16_analysis import (
     analyse,
     analysis_batches,
 )
-from trtconv.onnxlib.fp16_record import EmulatedOutputs, Fp16Summary, KeptNode
+from trtconv.onnxlib.fp16_result import EmulatedOutputs, Fp16Summary, KeptNode
 from trtconv.onnxlib.tf_names import tf_origin
 from trtconv.protocol.request import ConversionRequest
 
@@ -70,12 +71,29 @@ def fp16_model(request: ConversionRequest, output: Path) -> Fp16Summary:
         batches = list(analysis_batches(request.calibration(), ANALYSIS_SAMPLES, ANALYSIS_BATCH))
         if not batches:
             raise ConversionError("fp16: the calibration data holds no samples to analyse.")
-        analysis = analyse(model, batches)
+        analysis = _analysed(model, batches)
         made[key] = (analysis, fp16_summary(model, analysis, batches, started))
     analysis, summary = made[key]
     mixed = to_mixed_float16(load_model(request.onnx_path), set(analysis.kept))
     require("onnx").save(mixed, str(output))
     return replace(summary)  # a copy: a backend adds what validates its model
+
+
+def _analysed(model: Any, batches: list[Any]) -> Fp16Analysis:
+    """`analyse(model, batches)`; a graph with control flow (a TF1 `tf.cond` on a training flag
+    becomes an ONNX If) that the float16 conversion leaves invalid is a ConversionError saying
+    so, not an ONNX Runtime error."""
+    flow = sorted({node.op_type for node in model.graph.node if node.op_type in CONTROL_FLOW})
+    try:
+        return analyse(model, batches)
+    except Exception as exc:
+        if not flow:
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise ConversionError(
+            f"fp16: the float16 conversion of a graph with control flow ({', '.join(flow)}) is "
+            f"not a valid model ({first}); fp32 and int8 convert it."
+        ) from exc
 
 
 def fp16_summary(
@@ -100,7 +118,7 @@ def fp16_summary(
         tiny_limit=FLOAT16_TINY,
         small_share=SMALL_SHARE,
         cancellation_limit=CANCELLATION_LIMIT,
-        analysis_samples=sum(len(next(iter(b.values()))) for b in batches),
+        analysis_samples=sum(samples_in(b) for b in batches),
         measurements=analysis.rounds,
         nodes=nodes,
         float16_nodes=nodes - len(kept),

@@ -3,7 +3,7 @@ per-precision table of tolerances.
 
 Like Optimum's `_run_validation`: every check is computed and recorded (a ✓/✗ line each), then
 the caller decides; `raise_if_failed` turns a failed, inconclusive or unjudged result into one
-AccuracyError (exit 4). `trtconv.validation` runs this on a converted artifact (`trtconv validate`).
+AccuracyError (exit 4). `trtconv.validate` runs this on a converted artifact (`trtconv validate`).
 """
 
 from __future__ import annotations
@@ -19,19 +19,27 @@ import numpy as np
 from trtconv.calib.readers import batches
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import AccuracyError, UsageError, itemised
-from trtconv.core.judging import BINARY, CLASS_MAP, CLASSES, REGRESSION, Judging, Roles
+from trtconv.core.judging_options import (
+    BINARY,
+    CLASS_MAP,
+    CLASSES,
+    REGRESSION,
+    TENSOR,
+    Judging,
+    Roles,
+)
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.results import JsonResult
-from trtconv.model_paths import is_saved_model_dir
+from trtconv.model.paths import is_saved_model_dir
+from trtconv.model.savedmodel import SERVING_KEY
+from trtconv.model.savedmodel_pb.output_ops import final_ops
 from trtconv.outputs.confidence import percent, proportion_interval, samples_to_show
 from trtconv.outputs.exact import values_decide
 from trtconv.outputs.judge import judge_output
 from trtconv.outputs.maps import gate_of
 from trtconv.outputs.roles import resolve_roles
 from trtconv.outputs.tolerance import Tolerance
-from trtconv.outputs.validation_report import FAILED, INCONCLUSIVE, Check, ValidationReport
-from trtconv.savedmodel import SERVING_KEY
-from trtconv.savedmodel_pb.output_ops import final_ops
+from trtconv.outputs.validation_result import FAILED, INCONCLUSIVE, Check, ValidationReport
 
 log = logging.getLogger(__name__)
 
@@ -136,16 +144,24 @@ RATE_WORDS = {
 }
 
 
-def rate_words(roles: Mapping[str, str]) -> str | None:
+def rate_words(roles: Mapping[str, str], tolerance: Tolerance | None = None) -> str | None:
     """What the rate checks of outputs with these roles ({name: role}) measure, for a warning
     about the budget: 'a top-1 agreement' when every one is one, else 'a rate (decision
-    agreement of onset, ...)'; None when no output has a rate check (nothing to warn about)."""
+    agreement of onset, ...)'; None when no output has a rate check (nothing to warn about). A
+    tensor has one at a lossy `tolerance` that gives it an atol (its share of samples within)."""
     found = {name: RATE_WORDS[role] for name, role in sorted(roles.items()) if role in RATE_WORDS}
+    if tolerance is not None and not tolerance.exact_values:
+        found |= {
+            name: RATE_WORDS[REGRESSION]
+            for name, role in sorted(roles.items())
+            if role == TENSOR and tolerance.atol_for(name) is not None
+        }
     if not found:
         return None
     if set(found.values()) == {RATE_WORDS[CLASSES]}:
         return TOP1
-    return "a rate (" + ", ".join(f"{words} of {name}" for name, words in found.items()) + ")"
+    listed = ", ".join(f"{words} of {name}" for name, words in sorted(found.items()))
+    return f"a rate ({listed})"
 
 
 def undecidable_warning(

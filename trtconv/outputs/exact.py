@@ -22,15 +22,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from trtconv.core.judging import CLASSES, OutputRole
+from trtconv.core.judging_options import CLASSES, OutputRole
 from trtconv.outputs.confidence import samples_needed
 from trtconv.outputs.judge import Judgement
 from trtconv.outputs.tolerance import Tolerance
-from trtconv.outputs.validation_report import Check, ValidationReport
+from trtconv.outputs.validation_result import Check, ValidationReport, as_reported
 
 # Samples named at most in a margin line (the count is always given).
 NAMED_SAMPLES = 10
-REPORTED = "reported: this precision is decided by its values"
+REPORTED = "this precision is decided by its values"
 # The values rule on few samples: all of them within tolerance must show, at the verdict's
 # confidence, that fewer than this share of inputs exceed it (the success-run bound).
 OUT_OF_TOLERANCE = 0.05
@@ -53,7 +53,7 @@ def values_decide(
         return judgement
     shown = _shown(values[0], len(want), tolerance.confidence)
     checks = [
-        shown if check in values else check if not check.gating else _reported(check)
+        shown if check in values else check if not check.gating else as_reported(check, REPORTED)
         for check in judgement.checks
     ]
     margin = margin_check(values[0].output or "", role, want, got)
@@ -83,15 +83,6 @@ def _shown(values: Check, samples: int, confidence: float) -> Check:
         f"{OUT_OF_TOLERANCE:.0%} of inputs exceed it"
     )
     return replace(values, passed=False, detail=detail, inconclusive=True)
-
-
-def _reported(check: Check) -> Check:
-    """A rate check as a reported figure: its detail kept, the verdict it would have had said."""
-    would = "inconclusive" if check.inconclusive else "passed" if check.passed else "failed"
-    # The samples an undecided rate would need are no request here: nothing waits on them.
-    figure = check.detail.split("; inconclusive:")[0]
-    detail = f"{figure} ({REPORTED}; as a gate: {would})"
-    return Check(check.name, True, detail, check.output, gating=False)
 
 
 def margin_check(name: str, role: OutputRole, want: np.ndarray, got: np.ndarray) -> Check | None:
@@ -141,7 +132,11 @@ def samples_to_decide(report: ValidationReport) -> int | None:
         if "agreement" not in check.name and "within tolerance" not in check.name:
             continue  # an accuracy drop: its own line says what would decide it
         output = report.outputs.get(check.output or "")
-        if output is not None and output.agreement is not None:
+        within = output.within if output is not None else None
+        if "within tolerance" in check.name and within is not None and within.minimum:
+            count = samples_needed(within.share, within.minimum, confidence)
+            needed.append(count if count is not None else 0)
+        elif output is not None and output.agreement is not None:
             count = samples_needed(output.agreement, report.min_top1_agreement, confidence)
             needed.append(count if count is not None else 0)
     return max(needed) or None if needed else None

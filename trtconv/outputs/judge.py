@@ -1,7 +1,17 @@
 """Judge one converted output against the reference by what it holds (its role).
 
-Every output gets a values line (max abs and rel error); it gates when the precision (or the
-user) gives an absolute tolerance for the output. The role adds what matters to it:
+Every output gets a values line (max abs and rel error). How its values decide depends on the
+precision:
+
+- fp32 and tf32 (`Tolerance.exact_values`): every element of every sample within the atol
+  (trtconv.outputs.exact says why); the line says how many samples exceeded it, and by how much.
+- the lossy precisions (fp16, bf16, int8) judge values per sample, never by the single worst
+  element: a sample is within when its values are (maps.sample_errors: every value, or 95% of
+  a dense output's), and the share of samples within is a rate against a minimum share (the
+  output's own, --tolerance NAME=X:MIN, else the budget's minimum). A maximum over n samples
+  can only grow with n; a share of samples is estimated better the more samples there are.
+
+The role adds what matters to it:
 
 - classes: top-1 agreement (gating) and, with labels, the accuracy drop (gating);
 - binary: agreement of the decisions at the threshold (gating), accuracy drop with labels; a
@@ -10,16 +20,20 @@ user) gives an absolute tolerance for the output. The role adds what matters to 
 - class_map: per-element top-1 agreement over the last (class) axis, averaged per sample
   (gating), and with per-element labels the pixel accuracy drop (gating) and the mean IoU
   (reported);
+- at a lossy precision, a decision output's share of samples within tolerance is reported, not
+  gating (its decisions judge it), unless the user gave it a tolerance (--tolerance X or
+  NAME=X);
 - regression: the share of samples whose values lie within tolerance (gating; maps.py says how,
   and where a score output gates them); without an absolute tolerance (int8) the bound is
   maps.REGRESSION_SPREAD of the reference's spread;
-- tensor: the values line only: without a tolerance the output is not judged.
+- tensor: the share of samples within its tolerance (gating); without a tolerance the output is
+  not judged.
 
 Rates (agreement, the share within tolerance, accuracies) count samples, never elements (a
 map's elements are averaged per sample first), and they and the accuracy drop carry their 95%
 interval, and their checks are decided by the interval at the tolerance's confidence
 (trtconv.outputs.confidence): passed, failed, or inconclusive with the samples that would
-decide it.
+decide it. A converted output holding NaN or Inf fails whatever the precision.
 """
 
 from __future__ import annotations
@@ -30,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trtconv.core.errors import UsageError
-from trtconv.core.judging import (
+from trtconv.core.judging_options import (
     BINARY,
     CLASS_MAP,
     CLASSES,
@@ -57,9 +71,15 @@ from trtconv.outputs.maps import (
     is_decision_map,
     per_sample,
     regression_rate,
+    sample_errors,
 )
 from trtconv.outputs.tolerance import resolution_atol
-from trtconv.outputs.validation_report import Check, OutputComparison
+from trtconv.outputs.validation_result import (
+    Check,
+    OutputComparison,
+    WithinTolerance,
+    as_reported,
+)
 
 if TYPE_CHECKING:
     from trtconv.outputs.tolerance import Tolerance
@@ -68,8 +88,11 @@ if TYPE_CHECKING:
 # is not a 100% error worth reporting.
 REL_FLOOR = 1e-3
 INTERVAL_FIELDS = (
-    "agreement_ci95", "accuracy_reference_ci95", "accuracy_candidate_ci95", "accuracy_drop_ci95",
-)  # fmt: skip
+    "agreement_ci95",
+    "accuracy_reference_ci95",
+    "accuracy_candidate_ci95",
+    "accuracy_drop_ci95",
+)
 
 
 @dataclass
@@ -100,36 +123,89 @@ def judge_output(
             None, None, atol, False, False, role.role, role.source, judged=True
         )
         return Judgement(comparison, [check])
-    values, max_abs, max_rel = _values_check(name, want, got, atol)
-    checks = [values]
+    values, max_abs, max_rel = _values_check(name, want, got, atol, tolerance.exact_values)
     figures: dict[str, Any] = {}
-    if is_decision_map(role, want):
-        rate = decision_map_rate(want > _threshold(role), got > _threshold(role), _threshold(role))
-        checks.append(_map_check(name, rate, tolerance, figures))
-    elif role.role in DECISIONS:
-        want_ids, got_ids = decisions(name, role, want), decisions(name, role, got)
-        assert want_ids is not None and got_ids is not None  # a decision role
-        checks += _decision_checks(name, want_ids, got_ids, tolerance, labels,
-                                   _decision_words(role), figures)  # fmt: skip
-        if role.role == CLASS_MAP and labels is not None:
-            checks.append(_mean_iou_check(name, want, want_ids, got_ids, labels))
-    elif role.role == REGRESSION:
-        rate = regression_rate(want, got, atol, gate, role.where)
-        checks.append(_map_check(name, rate, tolerance, figures))
+    checks = [values, *_decision_role_checks(name, role, want, got, tolerance, labels, figures)]
+    within, share_checks = _per_sample_values(name, role, want, got, atol, tolerance, gate, figures)
+    checks += share_checks
     judged = any(check.gating for check in checks)
     if not judged:
         checks.append(Check(f"{name} not judged", False, _unjudged_reason(name, role), name, False))
     passed = all(check.passed for check in checks if check.gating)
     comparison = OutputComparison(
-        max_abs, max_rel, atol, passed, True, role.role, role.source, judged,
+        max_abs,
+        max_rel,
+        atol,
+        passed,
+        True,
+        role.role,
+        role.source,
+        judged,
         agreement=figures.get("agreement"),
         accuracy_reference=figures.get("accuracy_reference"),
         accuracy_candidate=figures.get("accuracy_candidate"),
         threshold=role.threshold if role.role == BINARY else None,
         tolerance=figures.get("tolerance"),
+        within=within,
         **{key: figures.get(key) for key in INTERVAL_FIELDS},
-    )  # fmt: skip
+    )
     return Judgement(comparison, checks)
+
+
+def _decision_role_checks(
+    name: str,
+    role: OutputRole,
+    want: np.ndarray,
+    got: np.ndarray,
+    tolerance: Tolerance,
+    labels: np.ndarray | None,
+    figures: dict[str, Any],
+) -> list[Check]:
+    """What a decision role is judged by: a decision map's share of samples with a high F1,
+    else the agreement of the decisions and, with labels, the accuracy drop (and a class map's
+    mean IoU). Nothing for other roles."""
+    if is_decision_map(role, want):
+        rate = decision_map_rate(want > _threshold(role), got > _threshold(role), _threshold(role))
+        return [_map_check(name, rate, tolerance, figures)]
+    if role.role not in DECISIONS:
+        return []
+    want_ids, got_ids = decisions(name, role, want), decisions(name, role, got)
+    assert want_ids is not None and got_ids is not None  # a decision role
+    words = _decision_words(role)
+    checks = _decision_checks(name, want_ids, got_ids, tolerance, labels, words, figures)
+    if role.role == CLASS_MAP and labels is not None:
+        checks.append(_mean_iou_check(name, want, want_ids, got_ids, labels))
+    return checks
+
+
+def _per_sample_values(
+    name: str,
+    role: OutputRole,
+    want: np.ndarray,
+    got: np.ndarray,
+    atol: float | None,
+    tolerance: Tolerance,
+    gate: np.ndarray | None,
+    figures: dict[str, Any],
+) -> tuple[WithinTolerance | None, list[Check]]:
+    """(the samples within tolerance, the check on their share). A regression output's share
+    always gates (its bound without an atol: a share of the reference's spread); at a lossy
+    precision a tensor's gates, and a decision output's gates only when the user gave it a
+    tolerance, else it is reported beside its decisions. fp32 and tf32 only count the samples
+    (their values line decides)."""
+    if role.role == REGRESSION:
+        rate = regression_rate(want, got, atol, gate, role.where)
+        within, checks = _within_check(name, rate, tolerance, figures, gating=True)
+        if tolerance.exact_values and atol is not None:  # the values line decides
+            within = _exact_within(want, got, atol)
+        return within, checks
+    if atol is None:
+        return None, []
+    if tolerance.exact_values:
+        return _exact_within(want, got, atol), []
+    gating = role.role not in DECISIONS or tolerance.stated_for(name)
+    found = regression_rate(want, got, atol)
+    return _within_check(name, found, tolerance, figures, gating, role.role in DECISIONS)
 
 
 def _atol(name: str, role: OutputRole, want: np.ndarray, tolerance: Tolerance) -> float | None:
@@ -155,21 +231,75 @@ def _at_resolution(name: str, want: np.ndarray, tolerance: Tolerance) -> float |
 
 
 def _values_check(
-    name: str, want: np.ndarray, got: np.ndarray, atol: float | None
+    name: str, want: np.ndarray, got: np.ndarray, atol: float | None, exact: bool
 ) -> tuple[Check, float, float]:
-    """The values line: gating when there is an atol (or the output holds NaN/Inf)."""
+    """The values line. `exact` (fp32, tf32): gating on every element when there is an atol,
+    saying how many samples exceeded it and by how much. Otherwise reported: the share of
+    samples within decides (_within_check). NaN/Inf in the converted output always gates."""
     want64, got64 = want.astype(np.float64), got.astype(np.float64)
     finite = bool(np.isfinite(got64).all())
     diff = np.abs(want64 - got64)
     max_abs = float(diff.max()) if diff.size else 0.0
     max_rel = float((diff / np.maximum(np.abs(want64), REL_FLOOR)).max()) if diff.size else 0.0
-    bound = "reported only" if atol is None else f"atol {atol:g}"
+    if atol is None:
+        bound = "reported only"
+    else:
+        bound = f"atol {atol:g}" if exact else f"atol {atol:g}, judged per sample"
     detail = f"max abs error {max_abs:.3g} ({bound}), max rel error {max_rel:.3g}"
     if not finite:
         detail += ", NaN/Inf in the converted output"
-    passed = finite and (atol is None or max_abs <= atol)
-    gating = atol is not None or not finite
+    gating = (exact and atol is not None) or not finite
+    passed = finite and (not gating or atol is None or max_abs <= atol)
+    if exact and atol is not None and max_abs > atol and len(want):
+        detail += _exceeding(want, got, atol)
     return Check(f"{name} values", passed, detail, name, gating), max_abs, max_rel
+
+
+def _exceeding(want: np.ndarray, got: np.ndarray, atol: float) -> str:
+    """'; 3 of 200 samples exceed it, the worst: 17 (max abs error 0.12), ...': whether a
+    conversion is broken (most samples) or one sample is numerically touchy."""
+    found = sample_errors(want, got, atol, share=1.0)
+    outside, samples = int(np.count_nonzero(~found.within)), len(found.indices)
+    return f"; {outside} of {samples} samples exceed it, the worst: {found.worst_named()}"
+
+
+def _exact_within(want: np.ndarray, got: np.ndarray, atol: float) -> WithinTolerance:
+    """The samples every element of which lies within `atol` (the exact rule's figure)."""
+    rate = sample_errors(want, got, atol, share=1.0).rate
+    share = rate.value if rate.samples else 0.0
+    return WithinTolerance(
+        atol, int(rate.successes), rate.samples, share, rate.interval(), None, gating=True
+    )
+
+
+def _within_check(
+    name: str,
+    found: MapRate,
+    tolerance: Tolerance,
+    figures: dict[str, Any],
+    gating: bool,
+    keep_agreement: bool = False,
+) -> tuple[WithinTolerance, list[Check]]:
+    """The share of samples within tolerance against the output's minimum share; reported
+    (`gating` False) beside the decisions that judge a decision output (`keep_agreement`: its
+    `agreement` figure stays the decisions')."""
+    minimum = tolerance.min_within_for(name)
+    rate = found.rate
+    assert found.bound is not None  # a within-tolerance rate has its bound
+    within = WithinTolerance(
+        found.bound,
+        int(rate.successes),
+        rate.samples,
+        rate.value if rate.samples else 0.0,
+        rate.interval(),
+        minimum,
+        gating,
+    )
+    if keep_agreement:
+        check = _rate_check(f"{name} {found.check}", name, rate, found.what, tolerance, minimum)
+    else:
+        check = _map_check(name, found, tolerance, figures, minimum)
+    return within, [check if gating else as_reported(check, "its decisions judge it")]
 
 
 def decisions(name: str, role: OutputRole, scores: np.ndarray) -> np.ndarray | None:
@@ -251,18 +381,34 @@ def _rate(hits: np.ndarray) -> Rate:
     return Rate(hit if whole else float(shares.sum()), len(shares))
 
 
-def _map_check(name: str, found: MapRate, tolerance: Tolerance, figures: dict[str, Any]) -> Check:
-    """A rate over samples from trtconv.outputs.maps, as a check against the budget."""
+def _map_check(
+    name: str,
+    found: MapRate,
+    tolerance: Tolerance,
+    figures: dict[str, Any],
+    minimum: float | None = None,
+) -> Check:
+    """A rate over samples from trtconv.outputs.maps, as a check against `minimum` (the
+    budget's minimum rate by default)."""
     figures["agreement"], figures["agreement_ci95"] = found.rate.value, found.rate.interval()
     if found.bound is not None:
         figures["tolerance"] = found.bound
-    return _rate_check(f"{name} {found.check}", name, found.rate, found.what, tolerance)
+    return _rate_check(f"{name} {found.check}", name, found.rate, found.what, tolerance, minimum)
 
 
-def _rate_check(name: str, output: str, rate: Rate, what: str, tolerance: Tolerance) -> Check:
-    """`rate` against the tolerance's minimum, decided at its confidence: '0.981 (0.898-0.997,
-    n=52; minimum 0.97)' + `what`, and the samples that would decide it when inconclusive."""
-    minimum, confidence = tolerance.min_top1_agreement, tolerance.confidence
+def _rate_check(
+    name: str,
+    output: str,
+    rate: Rate,
+    what: str,
+    tolerance: Tolerance,
+    minimum: float | None = None,
+) -> Check:
+    """`rate` against `minimum` (the tolerance's minimum rate by default), decided at its
+    confidence: '0.981 (0.898-0.997, n=52; minimum 0.97)' + `what`, and the samples that would
+    decide it when inconclusive."""
+    confidence = tolerance.confidence
+    minimum = tolerance.min_top1_agreement if minimum is None else minimum
     verdict = rate.decide(minimum, confidence)
     decided = rate.interval(confidence) if confidence not in (0, CI95) else None
     note = f"{_level_text(confidence, decided)}minimum {minimum:g}"
@@ -295,8 +441,13 @@ def _drop_check(
     if verdict == INCONCLUSIVE and decided is not None:
         needed = difference_samples_needed(drop, decided, limit, len(reference))
         detail += _undecided(len(reference), needed, confidence, "at this drop")
-    return Check(f"{name} accuracy drop", verdict == PASSED, detail, name,
-                 inconclusive=verdict == INCONCLUSIVE)  # fmt: skip
+    return Check(
+        f"{name} accuracy drop",
+        verdict == PASSED,
+        detail,
+        name,
+        inconclusive=verdict == INCONCLUSIVE,
+    )
 
 
 def _level_text(confidence: float, decided: tuple[float, float] | None) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trtconv.core.errors import UsageError
-from trtconv.core.judging import BINARY, CLASS_MAP, CLASSES, OutputRole
+from trtconv.core.judging_options import BINARY, CLASS_MAP, CLASSES, OutputRole
 from trtconv.outputs.confidence import Rate
 
 # A decision map's sample agrees when the F1 of its positives is at least this.
@@ -76,6 +76,73 @@ class MapRate:
     bound: float | None = None  # regression: the per-value bound
 
 
+@dataclass(frozen=True)
+class SampleErrors:
+    """Per counted sample (`indices` into the batch): whether it lies within the bound (at
+    least WITHIN_SHARE of its values, every value below 20 values), and its largest error
+    (infinite where the converted output is not finite)."""
+
+    indices: np.ndarray
+    within: np.ndarray
+    largest: np.ndarray
+
+    @property
+    def rate(self) -> Rate:
+        """The samples within, of those counted."""
+        return Rate(int(np.count_nonzero(self.within)), len(self.indices))
+
+    def worst_text(self, bound: float) -> str:
+        """'; 2 sample(s) beyond 0.05, the worst: 17 (max abs error 0.0982), 203 (0.071)', or
+        '; every sample within, the largest error 0.0312 at sample 40' (nothing hidden)."""
+        if not len(self.indices):
+            return ""
+        outside = int(np.count_nonzero(~self.within))
+        if not outside:
+            worst = int(np.argmax(self.largest))
+            return (
+                f"; every sample within, the largest error {self.largest[worst]:.3g} at sample "
+                f"{int(self.indices[worst])}"
+            )
+        return f"; {outside} sample(s) beyond {bound:.3g}, the worst: {self.worst_named()}"
+
+    def worst_named(self) -> str:
+        """The samples outside the bound, worst first: '17 (max abs error 0.0982), 203 (0.071)
+        and 4 more' (NAMED_SAMPLES at most)."""
+        outside = np.flatnonzero(~self.within)
+        ranked = outside[np.argsort(-self.largest[outside], kind="stable")][:NAMED_SAMPLES]
+        named = ", ".join(
+            f"{int(self.indices[i])} ({'max abs error ' if n == 0 else ''}{self.largest[i]:.3g})"
+            for n, i in enumerate(ranked)
+        )
+        more = f" and {outside.size - ranked.size} more" if outside.size > ranked.size else ""
+        return named + more
+
+
+# Samples named at most in a detail line (the count is always given).
+NAMED_SAMPLES = 5
+
+
+def sample_errors(
+    want: np.ndarray,
+    got: np.ndarray,
+    bound: float,
+    gate: np.ndarray | None = None,
+    share: float = WITHIN_SHARE,
+) -> SampleErrors:
+    """Which samples lie within `bound`: at least `share` of their values (where `gate`, a
+    boolean array of `want`'s shape, says an object is there: all of them for a sample of fewer
+    than 20, as 0.95 of 19 rounds up to 19); samples with no value gated are not counted."""
+    errors = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    errors = np.where(np.isnan(errors), np.inf, errors)  # NaN is never within
+    counted = per_sample(np.ones(want.shape, bool) if gate is None else gate)
+    flat = per_sample(errors)
+    values = counted.sum(axis=1)
+    shares = (per_sample(errors <= bound) & counted).sum(axis=1) / np.maximum(values, 1)
+    largest = np.where(counted, flat, 0.0).max(axis=1) if flat.size else np.zeros(len(flat))
+    judged = values > 0
+    return SampleErrors(np.flatnonzero(judged), shares[judged] >= share, largest[judged])
+
+
 def decision_map_rate(want: np.ndarray, got: np.ndarray, threshold: float) -> MapRate:
     """The share of samples whose F1 of the decisions (`want`, `got`: boolean maps) at the
     threshold is at least MIN_SAMPLE_F1."""
@@ -114,20 +181,17 @@ def regression_rate(
 ) -> MapRate:
     """The share of samples at least WITHIN_SHARE of whose values (where `gate`, a boolean
     array of `want`'s shape, says an object is there) lie within the bound; samples with no
-    value gated are not counted."""
+    value gated are not counted. The words name the worst samples and their errors."""
     bound, why = regression_bound(want if gate is None else want[gate], atol)
-    errors = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    inside = per_sample(errors <= bound)
-    counted = per_sample(np.ones(want.shape, bool) if gate is None else gate)
-    values = counted.sum(axis=1)
-    shares = (inside & counted).sum(axis=1) / np.maximum(values, 1)
-    judged = values > 0
-    rate = Rate(int(np.count_nonzero(shares[judged] >= WITHIN_SHARE)), int(judged.sum()))
-    share = "every value" if counted.shape[1] < 20 else f"{WITHIN_SHARE:.0%} of values"
+    found = sample_errors(want, got, bound, gate)
+    rate = found.rate
+    values = per_sample(want).shape[1] if gate is None else per_sample(gate).shape[1]
+    share = "every value" if values < 20 else f"{WITHIN_SHARE:.0%} of values"
     what = f" of samples with {share} within {bound:.3g}, {why}"
     if gate_name is not None:
         what += f"; judged where {gate_name} says an object is there ({rate.samples} of "
         what += f"{len(want)} samples)"
+    what += found.worst_text(bound)
     return MapRate(rate, "within tolerance", what, bound)
 
 

@@ -16,8 +16,8 @@ or inferred from the op that ends the output's graph (a `Softmax`, a `Sigmoid`),
 shape, and the reference model's values. Every role says where it came from.
 
 The role names, their parsing and the settings a user states (`Judging`) are
-trtconv.core.judging's, so that options can hold them; here roles are inferred and resolved, and
-a `Judging` meets the one recorded in a manifest.
+trtconv.core.judging_options', so that options can hold them; here roles are inferred and
+resolved, and a `Judging` meets the one recorded in a manifest.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trtconv.core.errors import UsageError
-from trtconv.core.judging import (
+from trtconv.core.judging_options import (
     BINARY,
     CLASS_MAP,
     CLASSES,
@@ -60,12 +60,14 @@ class RoleRecord:
 @dataclass
 class JudgingRecord(JsonResult):
     """How an artifact's outputs were judged: each output's role, the per-output tolerances,
-    whether unjudged outputs were allowed, and the output labels were scored on (when set)."""
+    whether unjudged outputs were allowed, the output labels were scored on (when set), and
+    the per-output minimum shares of samples within tolerance (when some was set)."""
 
     roles: dict[str, RoleRecord] = field(default_factory=dict)
     tolerances: dict[str, float] = field(default_factory=dict)
     allow_unjudged: bool = False
     labels_output: str | None = optional_key()
+    min_within: dict[str, float] | None = optional_key()
 
 
 def resolve_roles(
@@ -74,8 +76,8 @@ def resolve_roles(
     chosen: Mapping[str, OutputRole] | None = None,
 ) -> Roles:
     """Every output's role: the `chosen` one where given, else inferred from `final_ops` (output
-    -> the op that computes it, see trtconv.savedmodel_pb.output_ops) and the reference model's
-    values."""
+    -> the op that computes it, see trtconv.model.savedmodel_pb.output_ops) and the reference
+    model's values."""
     final_ops, chosen = final_ops or {}, chosen or {}
     marked = [name for name, op in final_ops.items() if op in ("Softmax", "Sigmoid")]
     roles: Roles = {}
@@ -201,8 +203,11 @@ def over_recorded(judging: Judging, recorded: JudgingRecord | None) -> Judging:
         for name, data in recorded.roles.items()
     }
     tolerances = {**recorded.tolerances, **judging.tolerances}
+    minimums = {**(recorded.min_within or {}), **judging.min_within}
     labelled = judging.labels_output or recorded.labels_output
-    return Judging({**roles, **judging.roles}, tolerances, judging.allow_unjudged, labelled)
+    return Judging(
+        {**roles, **judging.roles}, tolerances, judging.allow_unjudged, labelled, minimums
+    )
 
 
 def judging_record(judging: Judging, resolved: Roles) -> JudgingRecord:
@@ -216,4 +221,5 @@ def judging_record(judging: Judging, resolved: Roles) -> JudgingRecord:
         tolerances=dict(judging.tolerances),
         allow_unjudged=judging.allow_unjudged,
         labels_output=judging.labels_output or None,
+        min_within=dict(judging.min_within) or None,
     )

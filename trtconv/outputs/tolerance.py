@@ -23,10 +23,15 @@ LOW_PRECISION_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
 @dataclass(frozen=True)
 class Tolerance:
     """What a precision must meet. `atol=None`: max abs error is reported, not judged.
-    `output_atol` gives some outputs their own atol (--tolerance NAME=X). `confidence`: the
-    level of the interval a rate's verdict is decided by (0: the point rule). `values_decide`:
-    the values (every element within atol on every sample) decide, and the decision rates are
-    reported beside them (fp32, tf32: trtconv.outputs.exact)."""
+    `output_atol` gives some outputs their own atol (--tolerance NAME=X), `output_min_within`
+    the share of samples that must lie within it (--tolerance NAME=X:MIN; else the budget's
+    minimum rate). `confidence`: the level of the interval a rate's verdict is decided by (0:
+    the point rule). `values_decide`: the values (every element within atol on every sample)
+    decide, and the decision rates are reported beside them (fp32, tf32:
+    trtconv.outputs.exact). `exact_values`: every element within atol on every sample is the
+    values rule (fp32, tf32, whether or not their rates gate too); otherwise values are judged
+    per sample, as a rate (trtconv.outputs.judge). `atol_stated`: the user gave the atol for
+    every output (--tolerance X)."""
 
     atol: float | None
     min_top1_agreement: float
@@ -34,10 +39,23 @@ class Tolerance:
     output_atol: Mapping[str, float] = field(default_factory=dict)
     confidence: float = DEFAULT_CONFIDENCE
     values_decide: bool = False
+    output_min_within: Mapping[str, float] = field(default_factory=dict)
+    atol_stated: bool = False
+    exact_values: bool = False
 
     def atol_for(self, output: str) -> float | None:
         """The absolute tolerance of `output`: its own, else the precision's."""
         return self.output_atol.get(output, self.atol)
+
+    def stated_for(self, output: str) -> bool:
+        """True when the user gave `output` a tolerance (--tolerance X or NAME=X): its values
+        then gate even where its decisions would judge it."""
+        return output in self.output_atol or (self.atol_stated and self.atol is not None)
+
+    def min_within_for(self, output: str) -> float:
+        """The share of samples of `output` that must lie within its tolerance: its own
+        (--tolerance NAME=X:MIN), else the budget's minimum rate."""
+        return self.output_min_within.get(output, self.min_top1_agreement)
 
 
 # The one table (Optimum's ATOL_FOR_VALIDATION, per precision). fp32 is near-exact (only operator
@@ -47,10 +65,18 @@ class Tolerance:
 # bound of 0.99 would need 381 samples whatever the error (docs/verdicts.md).
 TOLERANCES: dict[str, Tolerance] = {
     "fp32": Tolerance(
-        atol=1e-4, min_top1_agreement=0.99, max_accuracy_drop=0.005, values_decide=True
+        atol=1e-4,
+        min_top1_agreement=0.99,
+        max_accuracy_drop=0.005,
+        values_decide=True,
+        exact_values=True,
     ),
     "tf32": Tolerance(
-        atol=5e-3, min_top1_agreement=0.99, max_accuracy_drop=0.01, values_decide=True
+        atol=5e-3,
+        min_top1_agreement=0.99,
+        max_accuracy_drop=0.01,
+        values_decide=True,
+        exact_values=True,
     ),
     "fp16": Tolerance(atol=1e-2, min_top1_agreement=0.98, max_accuracy_drop=0.01),
     # bfloat16 keeps 8 bits of mantissa to float16's 11: 4x fp16's atol (a small ResNet's
@@ -65,11 +91,13 @@ def tolerance_for(
     atol_override: float | None = None,
     output_atol: Mapping[str, float] | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
+    output_min_within: Mapping[str, float] | None = None,
 ) -> Tolerance:
     """The table's tolerance for `precision`; `atol_override` (--tolerance X) replaces its atol
-    and `output_atol` (--tolerance NAME=X) sets some outputs' own; verdicts are decided at
-    `confidence`. Raises UsageError for an unknown precision, a tolerance that is not positive
-    or a confidence outside [0, 1)."""
+    and `output_atol` (--tolerance NAME=X) sets some outputs' own, `output_min_within`
+    (--tolerance NAME=X:MIN) the share of their samples that must lie within it; verdicts are
+    decided at `confidence`. Raises UsageError for an unknown precision, a tolerance that is
+    not positive or a confidence outside [0, 1)."""
     try:
         tolerance = TOLERANCES[precision]
     except KeyError:
@@ -86,6 +114,9 @@ def tolerance_for(
         dict(output_atol or {}),
         confidence,
         tolerance.values_decide,
+        dict(output_min_within or {}),
+        atol_override is not None,
+        tolerance.exact_values,
     )
 
 
@@ -96,11 +127,13 @@ def budget_for(
     max_accuracy_drop: float | None = None,
     output_atol: Mapping[str, float] | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
+    output_min_within: Mapping[str, float] | None = None,
 ) -> Tolerance:
-    """`tolerance_for(precision, atol_override, output_atol, confidence)` with its top-1
-    agreement and accuracy-drop limits replaced where given (convert's --min-top1-agreement and
-    --max-accuracy-drop, a release's gates). Raises UsageError for a limit outside [0, 1]."""
-    tolerance = tolerance_for(precision, atol_override, output_atol, confidence)
+    """`tolerance_for(precision, atol_override, output_atol, confidence, output_min_within)`
+    with its top-1 agreement and accuracy-drop limits replaced where given (convert's
+    --min-top1-agreement and --max-accuracy-drop, a release's gates). Raises UsageError for a
+    limit outside [0, 1]."""
+    tolerance = tolerance_for(precision, atol_override, output_atol, confidence, output_min_within)
     for name, value in (
         ("--min-top1-agreement", min_top1_agreement),
         ("--max-accuracy-drop", max_accuracy_drop),
@@ -114,6 +147,9 @@ def budget_for(
         tolerance.output_atol,
         tolerance.confidence,
         tolerance.values_decide and min_top1_agreement is None and max_accuracy_drop is None,
+        tolerance.output_min_within,
+        tolerance.atol_stated,
+        tolerance.exact_values,
     )
 
 

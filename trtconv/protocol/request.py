@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from trtconv.calib.sources import ArraySet
-from trtconv.core.judging import Roles
+from trtconv.core.judging_options import Roles
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, Outputs
 from trtconv.core.progress import Progress
 from trtconv.options import DEFAULT_CALIB_METHOD
@@ -26,6 +26,9 @@ class SearchSlice:
     roles: Roles
     time_limit_s: float
     drawn_from: str = ""
+    # When the conversion began (time.perf_counter): the limit counts from there, so that the
+    # export and calibration before the ladder use it too. None: from the ladder's start.
+    started: float | None = None
 
 
 @dataclass

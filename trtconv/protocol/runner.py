@@ -21,11 +21,18 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from trtconv.core.errors import InputError, UsageError
-from trtconv.core.model_io import Feeds, ModelSignature, Outputs, dtype_fits
+from trtconv.core.model_io import (
+    Feeds,
+    ModelSignature,
+    Outputs,
+    collapse_scalars,
+    dtype_fits,
+    scalar_inputs,
+)
 from trtconv.options import DEVICES
 
 if TYPE_CHECKING:
-    from trtconv.manifest import Manifest
+    from trtconv.artifact.manifest import Manifest
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,7 @@ class Runner(ABC):
         # Where it runs ("cpu", "cuda", "tensorrt"), and what the user should know about that.
         self.device = "cpu"
         self.warnings: list[str] = []
+        self._scalars: frozenset[str] = frozenset()
 
     @property
     def signature(self) -> ModelSignature:
@@ -120,6 +128,7 @@ class Runner(ABC):
         """Load the model (once); after this `signature` is known and `infer` may be called."""
         if self._signature is None:
             self._signature = self.activate_impl()
+            self._scalars = scalar_inputs(self._signature)
 
     def deactivate(self) -> None:
         """Free what `activate` took (device memory, sessions); a no-op when not active."""
@@ -135,11 +144,14 @@ class Runner(ABC):
         """Run one batch; returns outputs keyed by name.
 
         `check_inputs=False` skips the name/dtype/shape check, for callers that checked these
-        very feeds once already (the bench's timed loop). Raises InputError when the feeds do not
-        fit and RuntimeError before `activate()`.
+        very feeds once already (the bench's timed loop). A rank-0 input given one value per
+        sample (as the data reader holds it) gets the one value. Raises InputError when the
+        feeds do not fit and RuntimeError before `activate()`.
         """
         if self._signature is None:
             raise RuntimeError(f"{type(self).__name__} for {self.path} used before activate().")
+        if self._scalars:
+            feeds = collapse_scalars(feeds, self._scalars)
         if check_inputs:
             self.check_inputs(feeds)
         return self.infer_impl(feeds)
@@ -148,8 +160,10 @@ class Runner(ABC):
         """Block until the device has finished the last `infer` (no-op on CPU backends)."""
 
     def check_inputs(self, feeds: Feeds) -> None:
-        """Raise InputError unless `feeds` has exactly the model's inputs, dtypes and ranks."""
+        """Raise InputError unless `feeds` has exactly the model's inputs, dtypes and ranks (a
+        rank-0 input may come as one value per sample, as `infer` takes it)."""
         expected = {spec.name: spec for spec in self.signature.inputs}
+        feeds = collapse_scalars(feeds, self._scalars)
         if set(feeds) != set(expected):
             raise InputError(
                 f"{self.path}: inputs {sorted(feeds)} given, the model expects {sorted(expected)}."

@@ -75,6 +75,7 @@ def _ladder_settings(request: ConversionRequest, timed: bool) -> LadderSettings 
         search_drawn_from=search.drawn_from,
         tolerance=search.tolerance,
         time_limit_s=search.time_limit_s,
+        started=search.started,
         batch_sizes=request.batch_sizes,
         timed=timed,
         progress=request.progress,

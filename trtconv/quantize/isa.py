@@ -18,9 +18,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from trtconv import environment
+from trtconv.artifact.manifest import QuantizationBlock
+from trtconv.facts import environment
 from trtconv.facts.hardware import CpuBlock
-from trtconv.manifest import QuantizationBlock
 from trtconv.options import INT8_TARGETS
 
 log = logging.getLogger(__name__)

@@ -38,8 +38,7 @@ from trtconv.options import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.outputs.compare import TOP1, rate_words
 from trtconv.outputs.confidence import INCONCLUSIVE, PASSED
 from trtconv.outputs.tolerance import Tolerance
-from trtconv.quantize.budget import CALIBRATE, PROBE, REQUANTIZE, TimeLimit
-from trtconv.quantize.ladder_record import (
+from trtconv.quantize.ladder_result import (
     LadderRecord,
     LadderSpeed,
     LadderStep,
@@ -56,6 +55,7 @@ from trtconv.quantize.search import (
 )
 from trtconv.quantize.sensitivity import QuantizedNode, quantized_nodes, rank_by_sensitivity
 from trtconv.quantize.speed import CHOSEN, FP32, FULL_INT8, speed_reserve_s, time_models
+from trtconv.quantize.time_limit import CALIBRATE, PROBE, REQUANTIZE, TimeLimit
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,8 @@ class LadderSettings:
     # Each output's role (trtconv.outputs.roles), so the search judges outputs as validation
     # does; None: inferred from the float model's values.
     roles: dict[str, Any] | None = None
+    # When the conversion began (time.perf_counter): the time limit counts from it.
+    started: float | None = None
 
 
 def quantize_int8(
@@ -157,9 +159,11 @@ class Ladder:
         self.work = work
         self.work.mkdir(parents=True, exist_ok=True)
         self.clock = TimeLimit(
-            settings.time_limit_s, speed_reserve_s(settings.timed, settings.batch_sizes)
+            settings.time_limit_s,
+            speed_reserve_s(settings.timed, settings.batch_sizes),
+            settings.started,
         )
-        self.started = self.clock.started
+        self.started = time.perf_counter()  # the ladder's own seconds, recorded
         self.steps: list[LadderStep] = []
         self.planned = 1
         self.ranking: list[tuple[QuantizedNode, float]] = []
@@ -171,7 +175,9 @@ class Ladder:
         checked = (
             TOP1
             if settings.roles is None
-            else rate_words({name: role.role for name, role in settings.roles.items()})
+            else rate_words(
+                {name: role.role for name, role in settings.roles.items()}, settings.tolerance
+            )
         )
         self.note = resolution_note(len(settings.search), settings.tolerance, checked)
         self.unshowable = unshowable(len(settings.search), settings.tolerance)
@@ -179,7 +185,7 @@ class Ladder:
             log.warning("int8 ladder: %s", self.note)
 
     def affords(self, kind: str) -> bool:
-        """Whether a step of `kind` should end within the time limit (trtconv.quantize.budget)."""
+        """Whether a step of `kind` should end within the time limit (quantize.time_limit)."""
         return self.clock.affords(kind)
 
     def kind_of(self, options: QdqOptions) -> str:

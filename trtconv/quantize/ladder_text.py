@@ -3,7 +3,7 @@ imports: the CLI loads this module)."""
 
 from __future__ import annotations
 
-from trtconv.quantize.ladder_record import FloatNode, LadderRecord
+from trtconv.quantize.ladder_result import FloatNode, LadderRecord
 
 
 def budget_text(ladder: LadderRecord) -> str:

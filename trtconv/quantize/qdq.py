@@ -8,30 +8,28 @@ S8S8 symmetric model (`quantize_qdq(..., scheme="s8s8")`).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from trtconv.core.errors import ConversionError, UsageError
+from trtconv.core.errors import ConversionError, UsageError, first_line
 from trtconv.core.lazy import require
 from trtconv.core.memory import PeakRss
-from trtconv.core.model_io import CalibrationFeed
+from trtconv.core.model_io import CalibrationFeed, samples_in
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.onnxlib.export import op_counts
 from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD
 from trtconv.quantize.checks import require_tensorrt_qdq
 from trtconv.quantize.isa import WeightChoice
-from trtconv.quantize.ladder_record import LadderRecord
+from trtconv.quantize.kept_float import softmax_nodes
+from trtconv.quantize.ladder_result import LadderRecord
+from trtconv.quantize.ort_chatter import onnxruntime_chatter
+from trtconv.quantize.preprocess import prepare_for_quantization
 from trtconv.quantize.streaming import collect_histograms
 
 log = logging.getLogger(__name__)
@@ -42,7 +40,6 @@ QDQ_SCHEMES = ("u8s8", "s8s8")
 # took 380 ms per tensor: 45 s for a ResNet-50); ORT's default of 128 gives one: the full range.
 ENTROPY_BINS = 512
 ENTROPY_QUANTIZED_BINS = 128
-PRE_PROCESS_TIMEOUT = 600  # seconds
 
 
 @dataclass(frozen=True)
@@ -94,7 +91,7 @@ def _calibration_reader(feed: CalibrationFeed) -> Any:
         def get_next(self) -> dict[str, np.ndarray] | None:
             batch = next(self.batches, None)
             if batch is not None:
-                self.count += len(next(iter(batch.values())))
+                self.count += samples_in(batch)
             return batch
 
         def rewind(self) -> None:
@@ -204,7 +201,7 @@ class QdqQuantizer:
         """
         options.check()
         started = time.perf_counter()
-        with _onnxruntime_chatter():
+        with onnxruntime_chatter():
             prepared = self.prepare()
             float_nodes = [*softmax_nodes(prepared), *options.keep_float]
             calibration = self.calibration(options.method)
@@ -263,7 +260,7 @@ def _quantize_static(
             nodes_to_quantize=list(options.quantize_only) or None,
         )
     except Exception as exc:
-        message = f"INT8 quantisation of {model_name} failed: {_first_line(exc)}"
+        message = f"INT8 quantisation of {model_name} failed: {first_line(exc)}"
         raise ConversionError(message) from exc
 
 
@@ -285,11 +282,6 @@ def _method_detail(method: str) -> str:
     if method == "percentile":
         return "99.999th percentile of |x| over a 2048-bin histogram"
     return "minimum and maximum seen"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -340,90 +332,10 @@ def calibrate(
             if reader.count == 0:
                 raise ConversionError(f"INT8 calibration of {model_name} saw no samples.") from exc
             raise ConversionError(
-                f"INT8 calibration of {model_name} failed: {_first_line(exc)}"
+                f"INT8 calibration of {model_name} failed: {first_line(exc)}"
             ) from exc
     if reader.count == 0:
         raise ConversionError(f"INT8 calibration of {model_name} saw no samples.")
     cache = work / "calibration.json"
     save_tensors_data(ranges, cache)
     return Calibration(cache, reader.count, memory.peak_mb, memory.growth_mb)
-
-
-def prepare_for_quantization(
-    source: Path, output: Path, model_name: str | None = None
-) -> tuple[Path, str]:
-    """Shape inference and ORT's basic fusions (Conv+BN, ...): fewer, better-placed Q/DQ.
-
-    Symbolic shape inference runs first, in a child process whose working directory is a
-    temporary one: when it cannot resolve a dynamic dimension (text models with a dynamic
-    sequence length) ONNX Runtime writes `sym_shape_infer_temp.onnx` and a data file into the
-    working directory and raises. Then ONNX's own shape inference is used, which quantises every
-    tensor whose shape it knows. Returns (prepared model, which inference ran).
-    """
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    command = [sys.executable, "-c", _PRE_PROCESS, str(source), str(output)]
-    try:
-        done = subprocess.run(
-            command, cwd=output.parent, capture_output=True, text=True, timeout=PRE_PROCESS_TIMEOUT
-        )
-    except subprocess.TimeoutExpired:
-        done = None
-    if done is not None and done.returncode == 0 and output.is_file():
-        return output, "symbolic"
-    reason = _last_line(done.stderr) if done is not None else "timed out"
-    log.info("symbolic shape inference failed (%s); using ONNX shape inference", reason)
-    try:
-        quant_pre_process(str(source), str(output), skip_symbolic_shape=True)
-    except Exception as exc:
-        message = f"INT8 pre-processing of {model_name or source} failed: {_first_line(exc)}"
-        raise ConversionError(message) from exc
-    return output, f"onnx (symbolic: {reason})"
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:200] if lines else "no message"
-
-
-# Child process of prepare_for_quantization: argv = [source, output].
-_PRE_PROCESS = (
-    "import sys\n"
-    "from onnxruntime.quantization.shape_inference import quant_pre_process\n"
-    "quant_pre_process(sys.argv[1], sys.argv[2])\n"
-)
-
-
-@contextlib.contextmanager
-def _onnxruntime_chatter() -> Iterator[None]:
-    """Keep ONNX Runtime's quantiser output off stdout (the result, with --json) and its
-    root-logger warnings off stderr: both go to trtconv's debug log instead."""
-    stdout = io.StringIO()
-    handler = _DebugHandler()
-    root = logging.getLogger()
-    root.addHandler(handler)
-    try:
-        with contextlib.redirect_stdout(stdout):
-            yield
-    finally:
-        root.removeHandler(handler)
-        if stdout.getvalue().strip():
-            log.debug("onnxruntime: %s", stdout.getvalue().strip())
-
-
-class _DebugHandler(logging.Handler):
-    def emit(self, record: logging.LogRecord) -> None:
-        log.debug("onnxruntime: %s", record.getMessage())
-
-
-def softmax_nodes(path: Path) -> list[str]:
-    """Names of the Softmax nodes, which quantisation must leave in float.
-
-    A quantised Softmax maps every probability of a low-confidence output (a random-weight
-    ResNet-50: ~0.001 each) to the same uint8 step, so the top-1 class degenerates to index 0
-    (top-1 agreement 0.0 measured); in float it costs nothing measurable on ORT CPU and the
-    class ranking survives.
-    """
-    onnx = require("onnx")
-    model = onnx.load(str(path), load_external_data=False)
-    return [node.name for node in model.graph.node if node.op_type == "Softmax"]

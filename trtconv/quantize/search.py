@@ -27,8 +27,8 @@ from trtconv.onnxlib.session import OrtRunner
 from trtconv.outputs.compare import TOP1, compare, run_batched
 from trtconv.outputs.confidence import INCONCLUSIVE, percent, samples_to_show
 from trtconv.outputs.tolerance import Tolerance
-from trtconv.outputs.validation_report import ValidationReport
-from trtconv.quantize.ladder_record import Budget, SearchData
+from trtconv.outputs.validation_result import ValidationReport
+from trtconv.quantize.ladder_result import Budget, SearchData
 
 # 512 samples show a 0.97 budget for a step agreeing 0.985 or more (95% Wilson interval).
 SEARCH_SAMPLES = 512
@@ -157,12 +157,18 @@ def step_words(report: ValidationReport) -> str:
     short = [check for check in gating if not check.passed]
     if short:
         return f"{short[0].name}: {short[0].detail}"
-    rated = [(output.agreement, name) for name, output in report.outputs.items()
-             if output.judged and output.agreement is not None]  # fmt: skip
+    rated = [
+        (output.agreement, name)
+        for name, output in report.outputs.items()
+        if output.judged and output.agreement is not None
+    ]
     if rated:
         lowest = min(rated)[1]
-        deciding = [check for check in gating
-                    if check.output == lowest and not check.name.endswith(" values")]  # fmt: skip
+        deciding = [
+            check
+            for check in gating
+            if check.output == lowest and not check.name.endswith(" values")
+        ]
         if deciding:
             return f"{deciding[0].name}: {deciding[0].detail}"
     return f"{gating[0].name}: {gating[0].detail}" if gating else ""

@@ -16,9 +16,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from trtconv.calib.sources import ArraySet
-from trtconv.model_paths import ARTIFACT
+from trtconv.model.paths import ARTIFACT
 from trtconv.onnxlib.session import OrtRunner
-from trtconv.quantize.ladder_record import LadderSpeed, SpeedRow
+from trtconv.quantize.ladder_result import LadderSpeed, SpeedRow
 
 MIN_SECONDS = 0.3
 MIN_RUNS = 5

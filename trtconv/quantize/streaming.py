@@ -114,8 +114,9 @@ def collect_histograms(calibrator: Any, feed: CalibrationFeed, reader: Any) -> N
     )
     absolute = collector.method == "percentile" and collector.symmetric
     found = spans(calibrator, feed, absolute)
-    histograms = {name: primed_entry(span, calibrator.num_bins, absolute)
-                  for name, span in found.items()}  # fmt: skip
+    histograms = {
+        name: primed_entry(span, calibrator.num_bins, absolute) for name, span in found.items()
+    }
     collector.histogram_dict = histograms
     calibrator.collector = collector
     while (batch := reader.get_next()) is not None:
@@ -133,6 +134,7 @@ def add_magnitudes(
     pass bins everything: equal bins over [min |x|, max |x|] (numpy's fast path; the collector's
     own merge passes the edges, which bins by search, several times slower)."""
     hist, edges, low, high = histograms[name]
-    counts, _ = np.histogram(np.abs(value.reshape(-1)), bins=len(hist),
-                             range=(span.abs_low, span.abs_high))  # fmt: skip
+    counts, _ = np.histogram(
+        np.abs(value.reshape(-1)), bins=len(hist), range=(span.abs_low, span.abs_high)
+    )
     histograms[name] = (hist + counts, edges, low, high)

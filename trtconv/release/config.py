@@ -8,8 +8,10 @@ The settings (trtconv.release.settings) echo the TOML (release.json's `config`, 
 resume keys); each command's options object (trtconv.options) is built from them by
 trtconv.release.command_options, so a default left out of the TOML is the command's own.
 
-Relative paths in the config are resolved against the current working directory, like every
-other trtconv argument (pipelines run from their repository root).
+Parsing reads no file but the TOML itself; what the config names on disk (the model, the data,
+the outputs roles name) is checked next, by trtconv.release.preflight. Relative paths in the
+config are resolved against the current working directory, like every other trtconv argument
+(pipelines run from their repository root).
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from typing import Any, TypeVar
 
 from trtconv.backends.registry import BEST
 from trtconv.core.errors import UsageError
-from trtconv.core.judging import parse_role
 from trtconv.core.precision import PRECISIONS
 from trtconv.options import (
     CALIB_METHODS,
     INT8_TARGETS,
     SPLITS,
 )
+from trtconv.release.preflight import preflight
 from trtconv.release.settings import (
     BenchSettings,
     CalibrationSettings,
@@ -49,6 +51,7 @@ from trtconv.release.values import (
     boolean,
     choice,
     fail,
+    flag_or_number,
     fraction,
     level,
     list_of,
@@ -59,18 +62,15 @@ from trtconv.release.values import (
     positive_int,
     positive_number,
     role,
+    share,
     string,
     table,
     table_of,
     unknown_key,
 )
-from trtconv.savedmodel import SERVING_KEY, is_keras_file
-from trtconv.savedmodel_pb.signature import read_signature
 from trtconv.train.amp import AMP_DTYPES
-from trtconv.train.export import OUTPUT_NAME
 from trtconv.zoo.registry import MODELS
 
-DIGITS = "digits"
 T = TypeVar("T")
 
 
@@ -79,7 +79,12 @@ def a_path(path: str, value: Any) -> Path:
     return Path(string(path, value))
 
 
-MODEL_FIELDS: dict[str, Validator] = {"path": a_path, "zoo": string, "signature": string}
+MODEL_FIELDS: dict[str, Validator] = {
+    "path": a_path,
+    "zoo": string,
+    "signature": string,
+    "custom_objects": list_of(string),  # MODULE:NAME, as convert --custom-objects
+}
 TRAIN_FIELDS: dict[str, Validator] = {
     "data": string,
     "epochs": positive_int,
@@ -97,6 +102,7 @@ TARGET_FIELDS: dict[str, Validator] = {
     "tolerance": positive_number,
     "roles": table_of(role),
     "tolerances": table_of(positive_number),
+    "min_within": table_of(share),
 }
 CALIBRATION_FIELDS: dict[str, Validator] = {
     "data": string,
@@ -117,10 +123,12 @@ PREPROCESSING_FIELDS: dict[str, Validator] = {
     "offset": number,
     "mean": numbers,
     "std": numbers,
+    "input_values": table_of(flag_or_number),
 }
 OUTPUT_FIELDS: dict[str, Validator] = {
     "roles": table_of(role),
     "tolerances": table_of(positive_number),
+    "min_within": table_of(share),
     "allow_unjudged": boolean,
     "labels_output": string,
 }
@@ -149,9 +157,18 @@ SERVING_FIELDS: dict[str, Validator] = {
 }
 DEPLOY_FIELDS: dict[str, Validator] = {"triton": boolean}
 TOP_LEVEL = (
-    "model", "train", "targets", "calibration", "eval", "bench", "gates", "preprocessing",
-    "outputs", "serving", "deploy",
-)  # fmt: skip
+    "model",
+    "train",
+    "targets",
+    "calibration",
+    "eval",
+    "bench",
+    "gates",
+    "preprocessing",
+    "outputs",
+    "serving",
+    "deploy",
+)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -171,13 +188,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def load_config(path: Path) -> ReleaseConfig:
-    """Read and check a release config. Raises UsageError naming the key path of any mistake."""
+    """Read and check a release config, then what it names on disk (trtconv.release.preflight).
+    Raises UsageError naming the key path of any mistake."""
     path = Path(path)
-    return parse_config(_read_toml(path), path)
+    config = parse_config(_read_toml(path), path)
+    preflight(config)
+    return config
 
 
 def parse_config(raw: dict[str, Any], source: Path) -> ReleaseConfig:
-    """Check an already-parsed TOML document (see `load_config`)."""
+    """Check an already-parsed TOML document (see `load_config`), reading no file."""
     for key in raw:
         if key not in TOP_LEVEL:
             raise unknown_key("", key, TOP_LEVEL)
@@ -236,20 +256,6 @@ def _model(raw: dict[str, Any]) -> ModelSettings:
             raise fail("model.zoo", "one of " + ", ".join(f'"{m}"' for m in MODELS), model.zoo)
         if model.signature is not None:
             raise UsageError("model.signature: only with model.path (a zoo model serves one).")
-        return model
-    model_path, signature = model.path, model.signature
-    assert model_path is not None  # exactly one of path and zoo
-    keras = is_keras_file(model_path)  # exported to a SavedModel by each step, as convert does
-    if not keras and not (model_path / "saved_model.pb").is_file():
-        what = "does not exist" if not model_path.exists() else "holds no saved_model.pb"
-        raise UsageError(
-            f"model.path: SavedModel {model_path} {what} (a Keras file ends .keras, .h5 or .hdf5)."
-        )
-    if signature is not None and not keras:
-        try:  # a missing signature fails here, in a second, not after a conversion
-            read_signature(model_path, signature)
-        except UsageError as exc:
-            raise UsageError(f"model.signature: {exc}") from exc
     return model
 
 
@@ -326,54 +332,6 @@ def _preprocessing(raw: dict[str, Any]) -> PreprocessingSettings:
     return settings
 
 
-def _check_output_names(config: ReleaseConfig) -> None:
-    """Roles and tolerances must name outputs the model has (read without TensorFlow; a zoo
-    model's output is known)."""
-    labelled = config.outputs.labels_output
-    named = [("outputs", config.outputs.roles, config.outputs.tolerances)]
-    named += [(f"targets[{i}]", t.roles, t.tolerances) for i, t in enumerate(config.targets)]
-    if not labelled and not any(roles or tolerances for _, roles, tolerances in named):
-        return
-    path = config.model.path
-    if path is not None and is_keras_file(path):
-        return  # read when convert exports it: its names are checked there, before any work
-    signature = config.model.signature or SERVING_KEY
-    outputs = read_signature(path, signature).output_names if path is not None else [OUTPUT_NAME]
-    if labelled and labelled not in outputs:
-        raise UsageError(
-            f"outputs.labels_output: the model has no output '{labelled}' "
-            f"(its outputs: {', '.join(outputs)})."
-        )
-    for where, roles, tolerances in named:
-        for key, names in (("roles", roles), ("tolerances", tolerances)):
-            unknown = sorted(set(names) - set(outputs))
-            if unknown:
-                raise UsageError(
-                    f"{where}.{key}.{unknown[0]}: the model has no output '{unknown[0]}' "
-                    f"(its outputs: {', '.join(outputs)})."
-                )
-        _check_gates(where, roles, outputs)
-
-
-def _check_gates(where: str, roles: dict[str, str], outputs: list[str]) -> None:
-    """A role's `where=SCORE` must name an output the model has."""
-    for name, text in roles.items():
-        gate = parse_role(text, f"{where}.roles.{name}", "release config").where
-        if gate is not None and gate not in outputs:
-            raise UsageError(
-                f"{where}.roles.{name}: where={gate}: the model has no output '{gate}' "
-                f"(its outputs: {', '.join(outputs)})."
-            )
-
-
-def _check_data(key: str, spec: str | None) -> None:
-    """Cheap existence check so a release fails in a second, not after training."""
-    if spec is None or spec in (DIGITS, "random"):
-        return
-    if not Path(spec).exists():
-        raise UsageError(f'{key}: data source {spec} does not exist (nor is it "digits").')
-
-
 def _check_cross_references(config: ReleaseConfig) -> None:
     int8 = [i for i, t in enumerate(config.targets) if t.precision == "int8"]
     if int8 and config.calibration.data is None:
@@ -381,9 +339,3 @@ def _check_cross_references(config: ReleaseConfig) -> None:
             f"calibration.data: required by targets[{int8[0]}] (int8 needs calibration data: "
             '"digits", PATH.npz or an image folder).'
         )
-    _check_data("calibration.data", config.calibration.data)
-    _check_data("eval.data", config.eval.data)
-    _check_data("bench.data", config.bench.data)
-    if config.train is not None:
-        _check_data("train.data", config.train.data)
-    _check_output_names(config)

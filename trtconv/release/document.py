@@ -12,20 +12,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trtconv.convert.result import ConvertResult
+from trtconv.artifact.manifest import Manifest
+from trtconv.convert.convert_result import ConvertResult
 from trtconv.convert.tournament import TournamentTable
 from trtconv.core.errors import TrtconvError
 from trtconv.core.results import JsonResult, to_jsonable
-from trtconv.environment import Environment
-from trtconv.manifest import Manifest
+from trtconv.facts.environment import Environment
 from trtconv.measure.bench_result import BenchResult, BenchRow
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
-from trtconv.outputs.validation_report import ValidationReport
-from trtconv.quantize.ladder_record import LadderRecord
+from trtconv.outputs.validation_result import ValidationReport
+from trtconv.quantize.ladder_result import LadderRecord
 from trtconv.release.gates import GateResult
 from trtconv.release.settings import ReleaseConfig
-from trtconv.serving.results import ServerBenchResult, ServerRow
-from trtconv.validation import ValidateResult
+from trtconv.serving.serving_result import ServerBenchResult, ServerRow
+from trtconv.validate.pipeline import ValidateResult
 
 RELEASE_SCHEMA_VERSION = 1
 EXIT_PASSED, EXIT_NO_TARGET = 0, 4

@@ -31,7 +31,7 @@ from trtconv.outputs.confidence import (
 )
 from trtconv.release.settings import GateSettings
 
-# Among equally fast targets prefer the lower precision (issue 5's precision ladder).
+# Among equally fast targets prefer the lower precision (the precision ladder's order).
 PRECISION_LADDER = ("int8", "fp16", "bf16", "tf32", "fp32")
 
 
@@ -101,8 +101,9 @@ def _accuracy_gate(
     interval: Interval | None = getattr(measures, f"{figure}_ci95")
     decide = at_least if comparison == ">=" else at_most
     verdict = decide(measured, interval, threshold)
-    shown = interval_text(measured, interval, measures.accuracy_samples or 0,
-                          signed=figure == "accuracy_drop")  # fmt: skip
+    shown = interval_text(
+        measured, interval, measures.accuracy_samples or 0, signed=figure == "accuracy_drop"
+    )
     words = {PASSED: "meets", INCONCLUSIVE: "is inconclusive against"}.get(verdict, "misses")
     detail = f"{what} {shown} {words} {comparison} {threshold:g}"
     if verdict == INCONCLUSIVE:
@@ -151,11 +152,23 @@ def speed_gates(settings: GateSettings, measures: Measures) -> list[GateResult]:
     on the point value otherwise."""
     batch = f"at batch {settings.gate_batch_size}"
     speed = (
-        ("min_speedup", ">=", settings.min_speedup, measures.speedup_vs_baseline,
-         measures.speedup_vs_baseline_ci95, f"throughput speedup vs native {batch}"),
-        ("max_latency_ms_p99", "<=", settings.max_latency_ms_p99, measures.latency_ms_p99,
-         measures.latency_ms_p99_ci95, f"p99 latency (ms) {batch}"),
-    )  # fmt: skip
+        (
+            "min_speedup",
+            ">=",
+            settings.min_speedup,
+            measures.speedup_vs_baseline,
+            measures.speedup_vs_baseline_ci95,
+            f"throughput speedup vs native {batch}",
+        ),
+        (
+            "max_latency_ms_p99",
+            "<=",
+            settings.max_latency_ms_p99,
+            measures.latency_ms_p99,
+            measures.latency_ms_p99_ci95,
+            f"p99 latency (ms) {batch}",
+        ),
+    )
     results = []
     for name, comparison, threshold, measured, interval, what in speed:
         if threshold is None:

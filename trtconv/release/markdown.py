@@ -8,12 +8,13 @@ from trtconv.convert.tournament import NOT_AVAILABLE, absent_groups
 from trtconv.facts.hardware import CpuBlock
 from trtconv.measure.bench_result import BenchRow
 from trtconv.outputs.confidence import interval_text
-from trtconv.outputs.validation_report import ValidationReport
-from trtconv.quantize.ladder_record import LadderRecord, LadderSpeed
+from trtconv.outputs.validation_result import ValidationReport
+from trtconv.quantize.ladder_result import LadderRecord, LadderSpeed
 from trtconv.quantize.ladder_text import budget_text, kept_text, search_text
 from trtconv.release.document import ReleaseResult, TargetResult
 from trtconv.release.gates import GateResult
 from trtconv.release.serving_markdown import serving_section
+from trtconv.report import markdown
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -251,7 +252,7 @@ def _steps_section(document: ReleaseResult) -> list[str]:
     return lines
 
 
-def render_markdown(document: ReleaseResult) -> str:
+def release_markdown(document: ReleaseResult) -> str:
     """The whole release.md, from the release's result (a saved release.json, read back with
     `ReleaseResult.from_json`, renders the same report)."""
     environment = document.environment
@@ -260,8 +261,7 @@ def render_markdown(document: ReleaseResult) -> str:
     native = _row_at(document.native_bench, batch)
     source = document.source_model
     lines = [
-        "# Release report",
-        "",
+        *markdown.heading("Release report", level=1),
         *_verdict(document),
         "",
         f"Source model `{source.path}` (sha256 `{source.sha256[:12]}`); native throughput "
@@ -279,16 +279,15 @@ def render_markdown(document: ReleaseResult) -> str:
         *_steps_section(document),
         "",
     ]
-    if document.plots:
-        lines += ["## Plots", ""] + [f"![{plot}]({plot})" for plot in document.plots] + [""]
-    lines += [
-        "## Environment",
-        "",
-        f"- CPU: {cpu.model} ({cpu.logical_cores} cores)",
-        f"- GPUs: {', '.join(gpu.name for gpu in environment.gpus or []) or 'none'}",
-        f"- Python {environment.python}, commit {environment.commit or 'unknown'}",
-        "- Libraries: "
-        + ", ".join(f"{k} {v}" for k, v in (environment.libraries or {}).items() if v is not None),
-        "",
+    libraries = (environment.libraries or {}).items()
+    machine = [
+        f"CPU: {cpu.model} ({cpu.logical_cores} cores)",
+        f"GPUs: {', '.join(gpu.name for gpu in environment.gpus or []) or 'none'}",
+        f"Python {environment.python}, commit {environment.commit or 'unknown'}",
+        "Libraries: " + ", ".join(f"{k} {v}" for k, v in libraries if v is not None),
     ]
-    return "\n".join(lines)
+    return markdown.document(
+        lines,
+        markdown.plots([(plot, plot) for plot in document.plots or []]),
+        markdown.section("Environment", markdown.bullets(machine)),
+    )

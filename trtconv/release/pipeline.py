@@ -16,7 +16,7 @@ from trtconv.core.errors import GateError
 from trtconv.core.fsutil import sha256_path, write_atomic
 from trtconv.core.interrupts import sigterm_as_interrupt
 from trtconv.core.progress import Progress
-from trtconv.environment import machine_environment
+from trtconv.facts.environment import machine_environment
 from trtconv.measure.bench_result import BenchResult
 from trtconv.options import ReleaseOptions
 from trtconv.release.config import load_config
@@ -27,7 +27,7 @@ from trtconv.release.document import (
     SourceModel,
     TargetEntry,
 )
-from trtconv.release.markdown import render_markdown
+from trtconv.release.markdown import release_markdown
 from trtconv.release.rundir import (
     LOG_FILE,
     RELEASE_JSON,
@@ -114,7 +114,7 @@ def run_release(
     document.total_seconds = time.perf_counter() - started
     result = document.result()
     write_json_atomic(directory / RELEASE_JSON, result.to_json())
-    write_atomic(directory / RELEASE_MD, render_markdown(result))
+    write_atomic(directory / RELEASE_MD, release_markdown(result))
     run.finish()
     log.info("verdict: %s (%s)", result.verdict, result.recommendation_reason)
     return result

@@ -33,9 +33,15 @@ def serving_section(document: ReleaseResult) -> list[str]:
         for name, row in zip(names, serving.rows, strict=False):
             qps = f"{row.qps_at_budget:.1f}" if row.qps_at_budget else "none met it"
             batches = ", ".join(f"{size}: {count}" for size, count in row.batches.items())
-            cells = [name, qps, _ms(row.latency_ms_p50), _ms(row.latency_ms_p99),
-                     p99_interval_text(row.latency_ms_p99_ci95, "–"), row.loadgen_result or "–",
-                     batches or "–"]  # fmt: skip
+            cells = [
+                name,
+                qps,
+                _ms(row.latency_ms_p50),
+                _ms(row.latency_ms_p99),
+                p99_interval_text(row.latency_ms_p99_ci95, "–"),
+                row.loadgen_result or "–",
+                batches or "–",
+            ]
             lines.append("| " + " | ".join(cells) + " |")
         lines += ["", *(f"- {note}" for note in serving.notes), ""]
     if document.triton_repository:

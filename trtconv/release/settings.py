@@ -11,29 +11,32 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtconv.core.judging import Judging
+from trtconv.core.judging_options import Judging
 from trtconv.core.results import JsonResult
 from trtconv.options import (
     DEFAULT_BENCH_ROUNDS,
     DEFAULT_CALIB_METHOD,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
+    DEFAULT_LOAD_RUN_S,
     DEFAULT_RELEASE_BATCH_SIZES,
+    DEFAULT_SEARCH_RUNS,
     DEFAULT_SPEED_TIME_LIMIT_S,
     ConvertOptions,
     PreprocessingOptions,
     TrainOptions,
 )
-from trtconv.serving.options import DEFAULT_LOAD_RUN_S, DEFAULT_SEARCH_RUNS
 
 
 @dataclass(frozen=True)
 class ModelSettings:
     """Exactly one of `path` (a SavedModel) and `zoo` (a model to train first); `signature`:
-    the SavedModel's signature to release (as --signature; None: serving_default)."""
+    the SavedModel's signature to release (as --signature; None: serving_default);
+    `custom_objects`: MODULE:NAME classes a Keras file needs (as --custom-objects)."""
 
     path: Path | None = None
     zoo: str | None = None
     signature: str | None = None
+    custom_objects: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,13 +54,15 @@ class TrainSettings:
 
 @dataclass(frozen=True)
 class Target:
-    """One conversion to try; `roles` and `tolerances` (per output) refine [outputs]."""
+    """One conversion to try; `roles`, `tolerances` and `min_within` (per output) refine
+    [outputs]."""
 
     backend: str
     precision: str | None  # None: backend "best" over every precision
     tolerance: float | None = None
     roles: dict[str, str] = field(default_factory=dict)
     tolerances: dict[str, float] = field(default_factory=dict)
+    min_within: dict[str, float] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -95,34 +100,39 @@ class EvalSettings:
 @dataclass(frozen=True)
 class PreprocessingSettings:
     """How raw pixels become inputs, as convert/validate/bench --image-scale/-offset/-mean/-std;
-    None: the model card's, else 1/255."""
+    None: the model card's, else 1/255. `input_values`: inputs the data does not hold, as
+    --input-value (`input_values = {is_training = false}`)."""
 
     scale: float | None = None
     offset: float | None = None
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
+    input_values: dict[str, bool | int | float] | None = None
 
     def options(self) -> PreprocessingOptions:
         """As the commands take them."""
-        return PreprocessingOptions(self.scale, self.offset, self.mean, self.std)
+        return PreprocessingOptions(self.scale, self.offset, self.mean, self.std, self.input_values)
 
 
 @dataclass(frozen=True)
 class OutputSettings:
-    """How outputs are judged, for every target: roles, per-output tolerances, and whether an
-    output nothing can judge may pass (as --output-role, --tolerance NAME=X, --allow-unjudged)."""
+    """How outputs are judged, for every target: roles, per-output tolerances and the share of
+    samples that must lie within them, and whether an output nothing can judge may pass (as
+    --output-role, --tolerance NAME=X:MIN, --allow-unjudged)."""
 
     roles: dict[str, str] = field(default_factory=dict)
     tolerances: dict[str, float] = field(default_factory=dict)
     allow_unjudged: bool = False
     labels_output: str | None = None  # the output the labels score (as --labels-output)
+    min_within: dict[str, float] = field(default_factory=dict)
 
     def judging(self, target: Target | None = None) -> Judging:
         """The target's roles and tolerances over these (all of them were checked when read)."""
         roles = {**self.roles, **(target.roles if target else {})}
         tolerances = {**self.tolerances, **(target.tolerances if target else {})}
+        minimums = {**self.min_within, **(target.min_within if target else {})}
         return Judging.build(
-            roles, tolerances, self.allow_unjudged, "release config", self.labels_output
+            roles, tolerances, self.allow_unjudged, "release config", self.labels_output, minimums
         )
 
 
@@ -196,7 +206,14 @@ class ReleaseConfig(JsonResult):
         its `id`."""
         data = asdict(self)
         data["source"] = str(self.source)
-        data["model"]["path"] = None if self.model.path is None else str(self.model.path)
+        path = None if self.model.path is None else str(self.model.path)
+        # Keys added since release.json's first version are echoed only when set.
+        later = {"custom_objects", "input_values"}
+        model = {**asdict(self.model), "path": path}
+        data["model"] = {k: v for k, v in model.items() if k not in later or v}
+        data["preprocessing"] = {
+            k: v for k, v in asdict(self.preprocessing).items() if k not in later or v
+        }
         data["targets"] = [{**asdict(t), "id": t.id} for t in self.targets]
         data["bench"]["batch_sizes"] = list(self.bench.batch_sizes)
         return data

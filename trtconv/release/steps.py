@@ -20,18 +20,20 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
-from trtconv import __version__, validation
+from trtconv import __version__
 from trtconv.backends import registry
 from trtconv.backends.registry import BEST
 from trtconv.bench import harness
+from trtconv.calib.sources import DIGITS
 from trtconv.convert import convert
-from trtconv.convert.result import ConvertResult
+from trtconv.convert.convert_result import ConvertResult
 from trtconv.core.errors import AccuracyError, TrtconvError
 from trtconv.core.fsutil import atomic_directory, sha256_path
 from trtconv.core.progress import Progress
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
 from trtconv.measure.bench_result import BenchResult
+from trtconv.options import DeployOptions, ServerBenchOptions
 from trtconv.release.command_options import (
     bench_data,
     bench_options,
@@ -41,17 +43,16 @@ from trtconv.release.command_options import (
     train_options,
     validate_options,
 )
-from trtconv.release.config import DIGITS
 from trtconv.release.document import CONVERTED, FAILED_TO_CONVERT, Conversion, StepEntry, StepError
 from trtconv.release.settings import ReleaseConfig, Target
 from trtconv.release.store import StepStore
 from trtconv.serving.deploy import deploy
-from trtconv.serving.loadtest import server_bench
-from trtconv.serving.options import DeployOptions, ServerBenchOptions
-from trtconv.serving.results import ServerBenchResult
+from trtconv.serving.rate_search import server_bench
+from trtconv.serving.serving_result import ServerBenchResult
 from trtconv.train import pipeline as training
 from trtconv.train.pipeline import TrainResult
-from trtconv.validation import ValidateResult
+from trtconv.validate import pipeline as validation
+from trtconv.validate.pipeline import ValidateResult
 
 log = logging.getLogger(__name__)
 
@@ -239,10 +240,16 @@ class ReleaseRun:
         outputs, signature = self.config.outputs, self.config.model.signature
         return {
             **({"signature": signature} if signature else {}),
-            "preprocessing": asdict(self.config.preprocessing),
+            # input_values only when set: keys of releases without them stay as they were
+            "preprocessing": {
+                key: value
+                for key, value in asdict(self.config.preprocessing).items()
+                if value is not None or key != "input_values"
+            },
             "outputs": {
                 "roles": {**outputs.roles, **(target.roles if target else {})},
                 "tolerances": {**outputs.tolerances, **(target.tolerances if target else {})},
+                **_minimums(outputs.min_within, target),
                 "allow_unjudged": outputs.allow_unjudged,
                 **({"labels_output": outputs.labels_output} if outputs.labels_output else {}),
             },
@@ -328,9 +335,11 @@ class ReleaseRun:
             assert settings.latency_budget_ms is not None
             log.info("serving native and %d artifact(s) under load", len(artifacts))
             options = ServerBenchOptions(
-                (source, *artifacts.values()), settings.latency_budget_ms, settings.duration_s,
+                (source, *artifacts.values()),
+                settings.latency_budget_ms,
+                settings.duration_s,
                 settings.search_runs,
-            )  # fmt: skip
+            )
             result = server_bench(options)
             with atomic_directory(output, force=True) as staging:
                 result.save(staging / SERVING_RESULT)
@@ -355,3 +364,10 @@ def _carried(exc: AccuracyError, kind: type[R]) -> R:
         return exc.result
     document = exc.result.to_json() if isinstance(exc.result, JsonResult) else exc.result
     return kind.from_json(document or {})
+
+
+def _minimums(release_wide: dict[str, float], target: Target | None) -> dict[str, dict[str, float]]:
+    """The minimum shares within tolerance as a judging input, only when some is set: keys of
+    releases without them stay as they were (their steps resume)."""
+    minimums = {**release_wide, **(target.min_within if target else {})}
+    return {"min_within": minimums} if minimums else {}

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from trtconv.backends.registry import backend_choices
 from trtconv.core.errors import UsageError
-from trtconv.core.judging import parse_role
+from trtconv.core.judging_options import parse_role
 
 Validator = Callable[[str, Any], Any]
 T = TypeVar("T")
@@ -74,6 +74,13 @@ def fraction(path: str, value: Any) -> float:
     return float(value)
 
 
+def share(path: str, value: Any) -> float:
+    """`value` as a float if it is a share of samples: above 0, at most 1."""
+    if not _is_number(value) or not 0 < value <= 1:
+        raise fail(path, "a number above 0 and at most 1", value)
+    return float(value)
+
+
 def level(path: str, value: Any) -> float:
     """`value` as a float if it is a confidence level: 0 (point decisions) up to, not
     including, 1."""
@@ -86,6 +93,13 @@ def boolean(path: str, value: Any) -> bool:
     """`value` if it is true or false."""
     if not isinstance(value, bool):
         raise fail(path, "true or false", value)
+    return value
+
+
+def flag_or_number(path: str, value: Any) -> bool | int | float:
+    """`value` if it is true, false or a number (an input's fixed value, as --input-value)."""
+    if not isinstance(value, bool) and not _is_number(value):
+        raise fail(path, "true, false or a number", value)
     return value
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from trtconv.core.judging import DECISIONS
+from trtconv.core.judging_options import DECISIONS
 from trtconv.measure.bench_result import BenchResult, BenchRow
 from trtconv.outputs.confidence import INCONCLUSIVE
-from trtconv.outputs.validation_report import ValidationReport
+from trtconv.outputs.validation_result import ValidationReport
 from trtconv.release.document import Recommendation, TargetEntry
 from trtconv.release.gates import (
     GatedTarget,
@@ -22,7 +22,7 @@ from trtconv.release.gates import (
     recommend,
 )
 from trtconv.release.settings import ReleaseConfig
-from trtconv.serving.results import ServerRow
+from trtconv.serving.serving_result import ServerRow
 
 
 def bench_rows_by_label(bench: BenchResult, labels: list[str]) -> dict[str, list[BenchRow]]:

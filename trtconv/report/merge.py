@@ -3,7 +3,8 @@
 Reads `trtconv bench --report` directories (results.json) and release directories (release.json
 and bench/results.json). They merge only when they measured the same models with the same
 settings; the machine of each comes from its result's `environment` block (the GPUs, else the
-CPU). Speedups stay per machine: each is over the baseline measured on that same machine.
+CPU). Speedups stay per machine: each is over the baseline measured on that same machine. The
+merged result's types are trtconv.report.merge_result's; trtconv.report.merged_report writes it.
 """
 
 from __future__ import annotations
@@ -11,45 +12,30 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from trtconv.backends import registry
 from trtconv.core.errors import InputError, UsageError
-from trtconv.core.fsutil import atomic_directory, check_output_free
+from trtconv.core.fsutil import check_output_free
 from trtconv.core.results import JsonResult, optional_key, to_jsonable
-from trtconv.environment import BenchEnvironment, Environment, machine_environment
-from trtconv.measure.bench_result import ROW_KEYS, BenchResult, BenchRow, ModelInfo, Settings
-from trtconv.report.plots import PlotView, write_plots
-from trtconv.report.writers import (
-    TABLE_COLUMNS,
-    environment_lines,
-    format_value,
-    markdown_table,
-    model_cells,
-    write_csv,
+from trtconv.facts.environment import Environment, machine_environment
+from trtconv.measure.bench_result import BenchResult, Settings
+from trtconv.report.merge_result import (
+    MERGED_KIND,
+    MergedRow,
+    MergedSource,
+    MergeResult,
+    ModelIdentity,
 )
-from trtconv.report.writers import write_json as write_result_json
+from trtconv.report.merged_report import write_merged_report
 
 T = TypeVar("T")
 
-MERGE_SCHEMA_VERSION = 1
-MERGED_KIND = "bench-merge"  # the merged document's `kind`: not a run to merge again
 RESULTS_JSON = "results.json"
 RELEASE_JSON = "release.json"
 BENCH_KEYS = ("schema_version", "baseline", "order", "models", "results", "settings", "environment")
-# What identifies a model across machines (its path differs from one runner to the next).
-MODEL_IDENTITY = ("label", "backend", "precision", "xla", "kind", "is_baseline")
-# The per-machine tables of report.md and the terminal: (title, row key).
-PIVOTS = (
-    ("Throughput, samples/s", "throughput_per_s"),
-    ("Speedup over the baseline on the same machine", "speedup_vs_baseline"),
-    ("Latency p50, ms", "latency_ms_p50"),
-    ("Latency p99, ms", "latency_ms_p99"),
-)
-CSV_KEYS = ("machine", *ROW_KEYS)
-SEPARATOR = " @ "  # plot series: "model @ machine"
 
 
 @dataclass
@@ -60,76 +46,6 @@ class BenchSource:
     kind: str  # "bench" or "release"
     result: BenchResult
     source_sha256: str | None = None
-
-
-@dataclass(frozen=True)
-class ModelIdentity:
-    """What identifies a model across machines (an entry of the merged `models`): its path
-    differs from one runner to the next."""
-
-    label: str
-    backend: str
-    precision: str
-    xla: bool
-    kind: str
-    is_baseline: bool
-
-    @classmethod
-    def of(cls, model: ModelInfo) -> ModelIdentity:
-        return cls(*(getattr(model, key) for key in MODEL_IDENTITY))
-
-
-@dataclass(frozen=True)
-class MergedRow(JsonResult):
-    """A row of the merged `results`: the machine it was measured on, then the run's row."""
-
-    machine: str
-    row: BenchRow
-
-    def to_json(self) -> dict[str, Any]:
-        """{"machine": ..., **the row}."""
-        return {"machine": self.machine, **self.row.to_json()}
-
-    @classmethod
-    def from_json(cls, document: Mapping[str, Any]) -> MergedRow:
-        """The row a `to_json` document describes."""
-        return cls(str(document["machine"]), BenchRow.from_json(document))
-
-
-@dataclass
-class MergedSource:
-    """A run in the merged report (an entry of `sources`): where it came from, its machine and
-    what it said about itself."""
-
-    directory: Path
-    kind: str  # "bench" or "release"
-    machine: str
-    baseline_model: str | None = None
-    source_sha256: str | None = None  # a release's source model
-    harness_overhead_ms: float | None = None
-    warnings: list[str] = field(default_factory=list)
-    environment: BenchEnvironment = field(default_factory=BenchEnvironment)
-
-
-@dataclass(kw_only=True)
-class MergeResult(JsonResult):
-    """The merged report (`trtconv report merge --json`; results.json of the merged report).
-
-    `results` are every run's rows, each with its `machine` first; `models` the models'
-    identity; `environment` where the merge ran; `report` the written files by kind.
-    """
-
-    schema_version: int = MERGE_SCHEMA_VERSION
-    kind: str = MERGED_KIND
-    baseline: str
-    order: list[str]
-    machines: list[str]
-    models: list[ModelIdentity]
-    settings: Settings
-    sources: list[MergedSource]
-    results: list[MergedRow]
-    environment: Environment = field(default_factory=Environment)
-    report: dict[str, str] | None = optional_key()
 
 
 @dataclass(frozen=True)
@@ -313,82 +229,6 @@ def merge_documents(sources: list[BenchSource]) -> MergeResult:
     )
 
 
-def pivot(result: MergeResult, key: str) -> tuple[list[str], list[list[str]]]:
-    """One figure per machine side by side: headers and text rows (model, runs as, batch,
-    then one cell per machine), models in measuring order, then batch size."""
-    pattern = next(fmt for _, column, fmt in TABLE_COLUMNS if column == key)
-    first: dict[tuple[str, int], BenchRow] = {}
-    by_machine: dict[tuple[str, int], dict[str, Any]] = {}
-    for merged in result.results:
-        row = merged.row
-        cell = (row.label, row.batch_size)
-        first.setdefault(cell, row)
-        by_machine.setdefault(cell, {})[merged.machine] = getattr(row, key)
-    order = sorted(first, key=lambda cell: (result.order.index(cell[0]), cell[1]))
-    rows = [
-        [
-            *model_cells(first[cell]),
-            str(cell[1]),
-            *(format_value(by_machine[cell].get(m), pattern) for m in result.machines),
-        ]
-        for cell in order
-    ]
-    return ["model", "runs as", "batch", *result.machines], rows
-
-
-def render_markdown(result: MergeResult, plots: list[str] | None = None) -> str:
-    """report.md: the per-machine tables, then each machine's environment, settings, plots."""
-    lines = [
-        f"# trtconv bench report: {len(result.machines)} machines",
-        "",
-        f"Models, measured in this order on every machine, each in its own process: "
-        f"{', '.join(result.order)}. `*` baseline (**{result.baseline}**): every speedup "
-        "is over the baseline measured on the same machine.",
-        "",
-    ]
-    for title, key in PIVOTS:
-        lines += [f"## {title}", "", *markdown_table(*pivot(result, key)), ""]
-    lines += ["## Machines", ""]
-    for source in result.sources:
-        lines += [f"### {source.machine}", "", f"- from: `{source.directory}`"]
-        lines += environment_lines(source.environment)
-        lines += [f"- warning: {w}" for w in source.warnings] + [""]
-    settings: dict[str, Any] = to_jsonable(result.settings)
-    lines += ["## Settings", "", *(f"- {k}: {v}" for k, v in settings.items()), ""]
-    if plots:
-        lines += ["## Plots", "", *(f"![{Path(p).stem}]({p})" for p in plots), ""]
-    return "\n".join(lines)
-
-
-def plot_view(result: MergeResult) -> PlotView:
-    """The merged rows as the plots read a bench result: one series per model and machine."""
-    return PlotView(
-        order=[f"{label}{SEPARATOR}{m}" for m in result.machines for label in result.order],
-        baseline=f"{result.baseline}{SEPARATOR}{result.machines[0]}",
-        rows=[
-            replace(merged.row, label=f"{merged.row.label}{SEPARATOR}{merged.machine}")
-            for merged in result.results
-        ],
-    )
-
-
-def write_merged_report(
-    result: MergeResult, directory: Path, force: bool = False
-) -> dict[str, str]:
-    """results.json, results.csv (a `machine` column first), report.md and the plots, written
-    atomically into `directory`. Returns the written files by kind."""
-    directory = Path(directory)
-    with atomic_directory(directory, force=force) as staging:
-        names = [png.name for png in write_plots(plot_view(result), staging)]
-        write_result_json(result.to_json(), staging / "results.json")
-        rows = [merged.to_json() for merged in result.results]
-        write_csv(rows, staging / "results.csv", keys=CSV_KEYS)
-        (staging / "report.md").write_text(render_markdown(result, names))
-    files = {"json": "results.json", "csv": "results.csv", "markdown": "report.md"}
-    files.update({Path(name).stem: name for name in names})
-    return {kind: str(directory / name) for kind, name in files.items()}
-
-
 def _check_paths(directories: list[Path], output: Path, force: bool) -> None:
     if not directories:
         raise UsageError("Give at least one bench report or release directory to merge.")
@@ -397,8 +237,14 @@ def _check_paths(directories: list[Path], output: Path, force: bool) -> None:
     if repeated is not None:
         raise UsageError(f"{repeated} is given twice; give each run once.")
     target = Path(output).resolve()
-    inside = next((d for d, r in zip(directories, resolved, strict=True)
-                   if r == target or target in r.parents), None)  # fmt: skip
+    inside = next(
+        (
+            d
+            for d, r in zip(directories, resolved, strict=True)
+            if r == target or target in r.parents
+        ),
+        None,
+    )
     if inside is not None:
         raise UsageError(f"--output {output} would replace the input {inside}; write elsewhere.")
     check_output_free(Path(output), force)

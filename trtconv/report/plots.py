@@ -156,9 +156,16 @@ def plot_accuracy_vs_speedup(result: PlotView, path: Path) -> Path | None:
         speedup = row.speedup_vs_baseline or 0.0
         bars = [[speedup - bounds[0]], [bounds[1] - speedup]] if bounds else None
         axes.errorbar(
-            speedup, value_of(row, metric), xerr=bars, fmt=marker, markersize=8, capsize=3,
-            clip_on=False, label=row.label, zorder=3,
-        )  # fmt: skip
+            speedup,
+            value_of(row, metric),
+            xerr=bars,
+            fmt=marker,
+            markersize=8,
+            capsize=3,
+            clip_on=False,
+            label=row.label,
+            zorder=3,
+        )
     values = [value_of(r, metric) or 0.0 for r in points]
     pad = max(0.01, (max(values) - min(values)) * 0.15)
     # Accuracy and agreement are fractions: the axis stays within [0, 1].

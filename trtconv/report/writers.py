@@ -2,7 +2,7 @@
 
 The writers take the typed result (trtconv.measure.bench_result.BenchResult); the cell,
 CSV and environment helpers take its rows and environment, so the merged report
-(trtconv.report.merge) shares them.
+(trtconv.report.merged_report) shares them; report.md is drawn by trtconv.report.markdown.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 
 from trtconv.core.fsutil import atomic_directory
 from trtconv.core.results import to_jsonable
-from trtconv.environment import BenchEnvironment
+from trtconv.facts.environment import BenchEnvironment
 from trtconv.measure.bench_result import ROW_KEYS, BenchResult, BenchRow
+from trtconv.report import markdown
 from trtconv.report.plots import PlotView, interval, write_plots
 
 # Draws a result's plots into a directory; returns the PNGs written.
@@ -110,12 +111,6 @@ def table_headers(compact: bool = False) -> list[str]:
     return ["model", "runs as"] + [header for header, _, _ in _columns(compact)]
 
 
-def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    """A Markdown table's lines: header, separator, one line per row of text cells."""
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
-
-
 def write_json(document: Mapping[str, Any], path: Path) -> Path:
     """results.json: the whole result document."""
     path.write_text(json.dumps(document, indent=2, default=str) + "\n")
@@ -151,21 +146,16 @@ def environment_lines(environment: BenchEnvironment) -> list[str]:
     ]
 
 
-def render_markdown(result: BenchResult, plots: list[str] | None = None) -> str:
+def bench_markdown(result: BenchResult, plots: list[str] | None = None) -> str:
     """report.md: baseline, the table, warnings, how it was measured, environment, plots."""
-    lines = [
-        "# trtconv bench report",
-        "",
+    intro = [
         f"Baseline: **{result.baseline}** (`{result.baseline_model}`), "
         f"{result.baseline_reason}. Models were measured in this order, each in its own "
         f"process, interleaved in {result.settings.planned_rounds} round(s) per batch size: "
         f"{', '.join(result.order)}.",
         "",
-        *markdown_table(table_headers(), table_rows(result)),
     ]
-    overhead = result.harness_overhead_ms
-    lines += [
-        "",
+    notes = [
         "`*` baseline. `mean ms` is the 10% trimmed mean; `cv80 %` is the coefficient of "
         "variation of the central 80% of the samples (stability warnings read it); samples/s is "
         "batch × iterations over the timed loop's wall time; speedup is throughput over the "
@@ -173,22 +163,27 @@ def render_markdown(result: BenchResult, plots: list[str] | None = None) -> str:
         "rounds the models were timed in, interleaved (speed-ups paired by round).",
         "",
     ]
+    overhead = result.harness_overhead_ms
     if overhead is not None:
-        lines += [f"Harness overhead per call (do-nothing runner): {overhead * 1000:.1f} µs.", ""]
-    if result.warnings:
-        lines += ["## Warnings", ""] + [f"- {w}" for w in result.warnings] + [""]
+        notes += [f"Harness overhead per call (do-nothing runner): {overhead * 1000:.1f} µs.", ""]
+    warnings = markdown.section("Warnings", markdown.bullets(result.warnings))
     settings: dict[str, Any] = to_jsonable(result.settings)
-    lines += ["## Settings", ""]
-    lines += [f"- {key}: {value}" for key, value in settings.items()] + [""]
-    lines += ["## Environment", "", *environment_lines(result.environment), ""]
-    if plots:
-        lines += ["## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots] + [""]
-    return "\n".join(lines)
+    return markdown.document(
+        markdown.heading("trtconv bench report", level=1),
+        intro,
+        markdown.table(table_headers(), table_rows(result)),
+        [""],
+        notes,
+        warnings if result.warnings else [],
+        markdown.section("Settings", markdown.bullets(f"{k}: {v}" for k, v in settings.items())),
+        markdown.section("Environment", environment_lines(result.environment)),
+        markdown.plots([(Path(p).stem, p) for p in plots or []]),
+    )
 
 
 def write_markdown(result: BenchResult, path: Path, plots: list[str] | None = None) -> Path:
-    """report.md (see `render_markdown`)."""
-    path.write_text(render_markdown(result, plots))
+    """report.md (see `bench_markdown`)."""
+    path.write_text(bench_markdown(result, plots))
     return path
 
 

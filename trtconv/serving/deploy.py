@@ -15,22 +15,24 @@ from pathlib import Path
 from typing import Any
 
 from trtconv import __version__
+from trtconv.artifact.manifest import Manifest, read_manifest
 from trtconv.backends.registry import Backend, artifact_backend, native
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.fsutil import atomic_directory, check_output_free, sha256_path
 from trtconv.core.model_io import ModelSignature
-from trtconv.manifest import Manifest, read_manifest
 from trtconv.measure.bench_result import BenchResult, BenchRow
-from trtconv.model_paths import ARTIFACT, model_kind, saved_model_in
-from trtconv.protocol.serving import TritonServing
-from trtconv.savedmodel import load_saved_model
-from trtconv.serving.options import (
+from trtconv.model.paths import ARTIFACT, model_kind, saved_model_in
+from trtconv.model.savedmodel import load_saved_model
+from trtconv.options import (
     DEFAULT_MAX_BATCH_SIZE,
     DEFAULT_PREFERRED_BATCH_SIZES,
     DEFAULT_QUEUE_DELAY_US,
     DeployOptions,
 )
-from trtconv.serving.results import DeployedModel, DeployResult, ServerBenchResult, ServerRow
+from trtconv.protocol.serving import TritonServing
+from trtconv.serving.admission import Admission, admission
+from trtconv.serving.fixed_inputs import recorded_input_values
+from trtconv.serving.serving_result import DeployedModel, DeployResult, ServerBenchResult, ServerRow
 from trtconv.serving.triton_config import Batching, ModelConfigSpec, render_config
 
 VERSION = "1"  # the one model version each repository entry holds
@@ -73,7 +75,24 @@ def deploy(options: DeployOptions) -> DeployResult:
     rows, served = _bench_rows(options.bench), _serving_rows(options.serving)
     with atomic_directory(options.output, options.force) as staging:
         models = [write_model(staging, source, options, rows, served) for source in sources]
-    return DeployResult(str(options.output), models, [UNVERIFIED])
+    return DeployResult(str(options.output), models, [UNVERIFIED, *_fixed_input_warnings(sources)])
+
+
+def _fixed_input_warnings(sources: list[ModelSource]) -> list[str]:
+    """A Triton backend takes every model input from the request: an artifact converted with
+    --input-value (a TF1 flag) needs its clients to send that value; `trtconv serve` sets it."""
+    found = []
+    for source in sources:
+        values = recorded_input_values(source.path)
+        if values:
+            given = ", ".join(f"{name}={value}" for name, value in values.items())
+            triton = source.serving.backend or source.serving.platform
+            found.append(
+                f"{source.name} was converted with {given} (--input-value): Triton's {triton} "
+                "takes every input from the request, so its clients must send that value too "
+                "(`trtconv serve` sets it itself)"
+            )
+    return found
 
 
 def describe(path: Path) -> ModelSource:
@@ -198,9 +217,10 @@ def served_batching(row: ServerRow, cap: int | None, serving: Path) -> Batching:
     formed = {int(size): int(count) for size, count in row.batches.items()}
     total = sum(formed.values()) or 1
     preferred = tuple(
-        size for size, count in sorted(formed.items())
+        size
+        for size, count in sorted(formed.items())
         if 1 < size <= largest and count >= PREFERRED_FORMED * total
-    )  # fmt: skip
+    )
     why = (
         f"serving run {serving}: p99 within the budget at {row.qps_at_budget:g} queries/s with "
         f"batches up to {row.max_batch_size} and a {row.max_queue_delay_us} µs queue delay"
@@ -226,7 +246,8 @@ def write_model(
             else None
         )
         batching = served_batching(row, cap, options.serving)
-    spec = config_spec(source, batching, options)
+    policy = admission_for(batching, options, rows.get(source.path.resolve()), row)
+    spec = config_spec(source, batching, options, policy)
     folder = repository / source.name
     version = folder / VERSION
     version.mkdir(parents=True)
@@ -257,10 +278,58 @@ def write_model(
         instance_kind=spec.instance_kind,
         instance_count=spec.instance_count,
         parameters={**spec.backend_parameters, **spec.metadata},
+        max_queue_size=policy.max_queue_size if policy else None,
+        queue_timeout_us=policy.timeout_us if policy else None,
+        admission_source=policy.source if policy else "",
     )
 
 
-def config_spec(source: ModelSource, batching: Batching, options: DeployOptions) -> ModelConfigSpec:
+def admission_for(
+    batching: Batching,
+    options: DeployOptions,
+    rows: list[BenchRow] | None,
+    served: ServerRow | None,
+) -> Admission | None:
+    """The queue policy of a dynamically batched model: from the budget and the rate a serving
+    run met it at (--serving), else one execution of the largest batch a bench measured
+    (--bench), else the budget alone; None for a model that takes a fixed batch."""
+    if not batching.dynamic:
+        return None
+    largest = batching.max_batch_size
+    budget, size, timeout = (
+        options.latency_budget_ms,
+        options.max_queue_size,
+        options.queue_timeout_ms,
+    )
+    if served is not None and options.serving is not None and served.qps_at_budget > 0:
+        return admission(
+            budget,
+            largest,
+            rate_per_s=served.qps_at_budget,
+            measured=f" served in {options.serving}",
+            queue_size=size,
+            timeout_ms=timeout,
+        )
+    fitting = [row for row in rows or [] if row.batch_size <= largest]
+    if fitting:
+        row = max(fitting, key=lambda r: r.batch_size)
+        return admission(
+            budget,
+            row.batch_size,
+            row.latency_ms_p50,
+            measured=f" in bench {options.bench}",
+            queue_size=size,
+            timeout_ms=timeout,
+        )
+    return admission(budget, largest, queue_size=size, timeout_ms=timeout)
+
+
+def config_spec(
+    source: ModelSource,
+    batching: Batching,
+    options: DeployOptions,
+    policy: Admission | None = None,
+) -> ModelConfigSpec:
     """Everything config.pbtxt says: tensors, batching, where it runs, threads, trtconv's
     record; ONNX Runtime's TensorRT accelerator takes the precision of an artifact built for it."""
     manifest = source.manifest
@@ -283,6 +352,7 @@ def config_spec(source: ModelSource, batching: Batching, options: DeployOptions)
         backend_parameters=parameters,
         metadata=metadata(source),
         accelerators=accelerators,
+        admission=policy,
     )
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from trtconv.core.numbers import human
 from trtconv.outputs.confidence import CI95, FAILED, PASSED, at_most
-from trtconv.serving.results import LoadRun
+from trtconv.serving.serving_result import LoadRun
 
 PERCENTILE = 0.99
 # A run at rate r for t seconds holds a Poisson number of queries around r * t: aiming a quarter
@@ -148,8 +148,9 @@ def run_line(run: LoadRun, budget_ms: float) -> str:
     interval = run.latency_ms_p99_ci95
     shown = "" if interval is None else f" ({p99_interval_text(interval)})"
     verdict = budget_verdict(run, budget_ms)
-    said = {PASSED: "meets", FAILED: "misses"}.get(verdict, "is not shown either way against")
+    said = {PASSED: "meets", FAILED: "misses"}.get(verdict, "undecided against")
     errors = f", {run.errors} failed request(s)" if run.errors else ""
     rates = f"at {human(run.target_qps)} queries/s ({human(run.completed_qps)}/s completed)"
     p99 = f"p99 {run.latency_ms_p99:.2f} ms{shown}"
-    return f"{rates}: {p99}, {said} the {human(budget_ms)} ms budget{errors}"
+    straddles = " (its interval straddles it)" if verdict not in (PASSED, FAILED) else ""
+    return f"{rates}: {p99}, {said} the {human(budget_ms)} ms budget{straddles}{errors}"

@@ -13,9 +13,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trtconv.environment import machine_environment
+from trtconv.facts.environment import machine_environment
+from trtconv.options import MLPERF_MIN_DURATION_S, OFFLINE, ScenarioBenchOptions
 from trtconv.serving.latency import p99_interval
-from trtconv.serving.loadtest import (
+from trtconv.serving.loadgen_driver import (
     batch_counts,
     drive,
     loadgen,
@@ -24,9 +25,9 @@ from trtconv.serving.loadtest import (
     sample_inputs,
     served,
 )
-from trtconv.serving.options import MLPERF_MIN_DURATION_S, OFFLINE, ScenarioBenchOptions
-from trtconv.serving.results import ScenarioBenchResult, ScenarioRow
-from trtconv.serving.server import pytriton, served_kind
+from trtconv.serving.server import served_kind
+from trtconv.serving.serving_result import ScenarioBenchResult, ScenarioRow
+from trtconv.serving.triton_process import binaries
 
 # Offline: LoadGen issues one query of expected rate x minimum duration samples. A pilot run
 # of PILOT_S seconds at PILOT_HEADROOM / (one request's latency) measures the served rate, and
@@ -59,6 +60,8 @@ def scenario_row(model: Path, options: ScenarioBenchOptions) -> ScenarioRow:
     import tritonclient.grpc as grpc
 
     lg = loadgen()
+    # Offline queues every sample at once and SingleStream has no budget: the server holds
+    # whatever is queued, with no queue policy (serve's default: serving/admission.py).
     with served(model, options.max_batch_size, options.queue_delay_us) as server:
         client = grpc.InferenceServerClient(server.grpc_url)
         try:
@@ -75,13 +78,22 @@ def scenario_row(model: Path, options: ScenarioBenchOptions) -> ScenarioRow:
     run = parse_summary(summary, 0.0, float("inf"), errors)
     backend, precision = served_kind(model)
     return ScenarioRow(
-        model=str(model), label=server.name, backend=backend, precision=precision,
-        completed_qps=round(throughput(summary), 3), latency_ms_p50=run.latency_ms_p50,
-        latency_ms_p90=run.latency_ms_p90, latency_ms_p99=run.latency_ms_p99,
-        latency_ms_p99_ci95=p99_interval(latencies), early_stopping=early_stopping(summary),
-        loadgen_result=run.loadgen_result, loadgen_reasons=run.loadgen_reasons,
-        queries=len(latencies), errors=errors, batches=batches,
-    )  # fmt: skip
+        model=str(model),
+        label=server.name,
+        backend=backend,
+        precision=precision,
+        completed_qps=round(throughput(summary), 3),
+        latency_ms_p50=run.latency_ms_p50,
+        latency_ms_p90=run.latency_ms_p90,
+        latency_ms_p99=run.latency_ms_p99,
+        latency_ms_p99_ci95=p99_interval(latencies),
+        early_stopping=early_stopping(summary),
+        loadgen_result=run.loadgen_result,
+        loadgen_reasons=run.loadgen_reasons,
+        queries=len(latencies),
+        errors=errors,
+        batches=batches,
+    )
 
 
 def throughput(summary: str) -> float:
@@ -105,7 +117,7 @@ def early_stopping(summary: str) -> list[str]:
 
 def scenario_bench(options: ScenarioBenchOptions) -> ScenarioBenchResult:
     """Every model, one LoadGen run each in `options.scenario`."""
-    pytriton()
+    binaries()  # PyTriton's Triton, or one sentence naming the install
     loadgen()
     rows = [scenario_row(model, options) for model in options.models]
     base = rows[0].completed_qps
@@ -120,8 +132,14 @@ def scenario_bench(options: ScenarioBenchOptions) -> ScenarioBenchResult:
         "satisfied : NO'): the figures are indicative, not MLPerf results."
     )
     return ScenarioBenchResult(
-        scenario=options.scenario, run_s=options.run_s, rows=rows, ratios_vs_baseline=ratios,
-        notes=[minimum, "p99 intervals: 95% order-statistic intervals over the query latencies "
-               "from LoadGen's trace (open: too few queries)."],
+        scenario=options.scenario,
+        run_s=options.run_s,
+        rows=rows,
+        ratios_vs_baseline=ratios,
+        notes=[
+            minimum,
+            "p99 intervals: 95% order-statistic intervals over the query latencies "
+            "from LoadGen's trace (open: too few queries).",
+        ],
         environment=machine_environment(("nvidia-pytriton", "tritonclient", "mlcommons-loadgen")),
-    )  # fmt: skip
+    )

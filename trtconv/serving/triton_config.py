@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from trtconv.core.errors import InputError
 from trtconv.core.model_io import STRING, TensorSpec
 from trtconv.protocol.serving import TritonServing
+from trtconv.serving.admission import Admission
 
 # numpy dtype name -> Triton's DataType.
 TRITON_TYPES = {
@@ -64,6 +65,10 @@ class ModelConfigSpec:
     metadata: Mapping[str, str] = field(default_factory=dict)
     # GPU execution accelerators: (name, {parameter: value}), e.g. ONNX Runtime's TensorRT.
     accelerators: tuple[tuple[str, Mapping[str, str]], ...] = ()
+    # The batcher's queue policy (a dynamic batcher only): bounded, requests timed out rejected.
+    admission: Admission | None = None
+    # `model_warmup` runs before Triton marks the model ready (False: the backend warms itself).
+    warmup: bool = True
 
 
 def triton_type(spec: TensorSpec, model: str) -> str:
@@ -92,11 +97,12 @@ def render_config(spec: ModelConfigSpec) -> str:
     lines.append(f"max_batch_size: {spec.batching.max_batch_size}")
     lines += _tensors("input", spec.inputs, spec)
     lines += _tensors("output", spec.outputs, spec)
-    lines += _batcher(spec.batching)
+    lines += _batcher(spec.batching, spec.admission)
     lines.append(
         f"instance_group [ {{ kind: {spec.instance_kind} count: {spec.instance_count} }} ]"
     )
     lines += _accelerators(spec.accelerators)
+    lines += _warmup(spec) if spec.warmup else []
     parameters = {**spec.backend_parameters, **spec.metadata}
     lines += [_parameter(key, value) for key, value in parameters.items()]
     return "\n".join(lines) + "\n"
@@ -114,16 +120,57 @@ def _tensors(kind: str, specs: Sequence[TensorSpec], config: ModelConfigSpec) ->
     return [*lines, "]"]
 
 
-def _batcher(batching: Batching) -> list[str]:
+def _batcher(batching: Batching, admission: Admission | None = None) -> list[str]:
     if not batching.dynamic:
         return []
     preferred = ", ".join(str(size) for size in batching.preferred_batch_sizes)
+    policy = (
+        [
+            f"  default_queue_policy {{ timeout_action: REJECT default_timeout_microseconds: "
+            f"{admission.timeout_us} max_queue_size: {admission.max_queue_size} }}"
+        ]
+        if admission and admission.enabled
+        else []
+    )
     return [
         "dynamic_batching {",
         *([f"  preferred_batch_size: [ {preferred} ]"] if preferred else []),
         f"  max_queue_delay_microseconds: {batching.max_queue_delay_us}",
+        *policy,
         "}",
     ]
+
+
+# model_warmup: runs per batch size Triton makes before it marks the model ready.
+WARMUP_COUNT = 5
+
+
+def _warmup(spec: ModelConfigSpec) -> list[str]:
+    """`model_warmup`: WARMUP_COUNT runs on random data (zeros for strings) at batch 1 and at
+    the largest batch (once, batch_size 1 as Triton wants it, for a model that is not batched:
+    its dims hold the batch), so the first requests do not pay the backend's lazy set-up.
+    Dynamic dimensions other than the batch are 1."""
+    batching = spec.batching
+    sizes = sorted({1, batching.max_batch_size}) if batching.dynamic else [1]
+    lines = ["model_warmup ["]
+    for index, size in enumerate(sizes):
+        inputs = []
+        for tensor in spec.inputs:
+            dims = ", ".join(str(max(d, 1)) for d in triton_dims(tensor, batching))
+            data = "zero_data: true" if tensor.dtype == STRING else "random_data: true"
+            inputs.append(
+                f"    inputs {{ key: {_quote(tensor.name)} value {{ data_type: "
+                f"{triton_type(tensor, spec.name)} dims: [ {dims} ] {data} }} }}"
+            )
+        comma = "," if index < len(sizes) - 1 else ""
+        label = f"batch {size}" if batching.dynamic else "its fixed batch"
+        lines += [
+            f"  {{ name: {_quote(f'random data, {label}')} batch_size: {size} count: "
+            f"{WARMUP_COUNT}",
+            *inputs,
+            f"  }}{comma}",
+        ]
+    return [*lines, "]"]
 
 
 def _accelerators(accelerators: Sequence[tuple[str, Mapping[str, str]]]) -> list[str]:

@@ -26,7 +26,7 @@ from trtconv.backends import registry
 from trtconv.core.errors import UsageError
 from trtconv.core.lazy import require
 from trtconv.core.results import JsonResult, optional_key
-from trtconv.environment import Environment, machine_environment
+from trtconv.facts.environment import Environment, machine_environment
 from trtconv.options import DEFAULT_NUM_ITER, DEFAULT_WARMUP_STEPS, TrainBenchmarkOptions
 from trtconv.train.amp import AmpBlock, AmpChoice, choose_policy
 from trtconv.train.distribute import (

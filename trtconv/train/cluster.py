@@ -228,8 +228,13 @@ def _ring(address: str, me: str, timeout_s: float) -> str | None:
         return exc.strerror or type(exc).__name__
 
 
-def _unreachable(cluster: Cluster, timeout_s: float, pending: dict[str, str], why: dict[str, str],
-                 silent: list[tuple[str, str]]) -> ClusterError:  # fmt: skip
+def _unreachable(
+    cluster: Cluster,
+    timeout_s: float,
+    pending: dict[str, str],
+    why: dict[str, str],
+    silent: list[tuple[str, str]],
+) -> ClusterError:
     parts = [f"could not reach {name} at {pending[name]} ({why[name]})" for name in pending]
     parts += [f"was never reached by {n} at {a}" for n, a in silent if n not in pending]
     return ClusterError(

@@ -147,8 +147,12 @@ def join_cluster(cluster: Cluster, timeout_s: float) -> Any:
     """
     os.environ[TF_CONFIG_ENV] = cluster.tf_config()  # what the strategy's resolver reads
     tf = require("tensorflow")  # imported first: the others may already be waiting for us
-    log.info("%s at %s: waiting for %d other workers", cluster.name, cluster.address,
-             len(cluster.peers()))  # fmt: skip
+    log.info(
+        "%s at %s: waiting for %d other workers",
+        cluster.name,
+        cluster.address,
+        len(cluster.peers()),
+    )
     wait_for_peers(cluster, timeout_s)
     options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout_s)
     log.info("joining the cluster (a worker that never joins ends this one after %g s)", timeout_s)

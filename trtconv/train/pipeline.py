@@ -12,7 +12,7 @@ import numpy as np
 
 from trtconv import __version__
 from trtconv.backends import registry
-from trtconv.calib.contract import NHWC, Preprocessing, resolve_preprocessing
+from trtconv.calib.preprocessing import NHWC, Preprocessing, resolve_preprocessing
 from trtconv.calib.readers import fit_to_signature
 from trtconv.calib.sources import (
     DIGITS_SPLIT_SEED,
@@ -30,9 +30,9 @@ from trtconv.core.errors import InputError, UsageError
 from trtconv.core.fsutil import atomic_directory, check_output_free
 from trtconv.core.model_io import ModelSignature, TensorSpec
 from trtconv.core.results import JsonResult
-from trtconv.environment import Environment, machine_environment
+from trtconv.facts.environment import Environment, machine_environment
+from trtconv.model.savedmodel import MODEL_CARD
 from trtconv.options import PreprocessingOptions, TrainOptions
-from trtconv.savedmodel import MODEL_CARD
 from trtconv.train.amp import AmpBlock, AmpChoice, choose_policy
 from trtconv.train.distribute import (
     DistributionPlan,
@@ -300,10 +300,13 @@ class _Session:
         global_batch = options.batch_size or config.default_batch_size
         check_global_batch(global_batch, int(distribution.num_replicas_in_sync))
         log.info(
-            "training %s on %s with policy %s (%s), %d replicas", config.name,
-            prepared.train_set.source, amp_choice.policy, amp_choice.reason,
+            "training %s on %s with policy %s (%s), %d replicas",
+            config.name,
+            prepared.train_set.source,
+            amp_choice.policy,
+            amp_choice.reason,
             distribution.num_replicas_in_sync,
-        )  # fmt: skip
+        )
         xla, seed = options.xla, options.seed
         return cls(config, prepared, plan, distribution, amp_choice, xla, seed, global_batch)
 

@@ -26,8 +26,8 @@ from typing import Any
 from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import ModelSignature
-from trtconv.savedmodel import SERVING_KEY, load_saved_model
-from trtconv.signature_graph import is_graph_only
+from trtconv.model.savedmodel import SERVING_KEY, load_saved_model
+from trtconv.model.signature_graph import is_graph_only
 
 log = logging.getLogger(__name__)
 

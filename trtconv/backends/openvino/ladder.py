@@ -38,7 +38,7 @@ from trtconv.backends.openvino.quantize import (
 )
 from trtconv.backends.openvino.runner import DEVICE, compile_config
 from trtconv.core.lazy import require
-from trtconv.core.model_io import CalibrationFeed, Feeds
+from trtconv.core.model_io import CalibrationFeed, Feeds, collapse_scalars
 from trtconv.onnxlib.tf_names import tf_origin
 from trtconv.outputs.compare import compare, rate_words
 from trtconv.outputs.confidence import rate_to_show
@@ -46,10 +46,9 @@ from trtconv.outputs.judge import decisions
 from trtconv.outputs.maps import sample_scores
 from trtconv.outputs.roles import resolve_roles
 from trtconv.protocol.request import ConversionRequest, SearchSlice
-from trtconv.quantize.budget import CALIBRATE, PROBE, TimeLimit
 from trtconv.quantize.isa import cpu_weight_range
 from trtconv.quantize.ladder import MAX_FLOAT_SHARE
-from trtconv.quantize.ladder_record import (
+from trtconv.quantize.ladder_result import (
     AccuracyControlSettings,
     FloatNode,
     LadderStep,
@@ -65,6 +64,7 @@ from trtconv.quantize.search import (
     step_words,
     unshowable,
 )
+from trtconv.quantize.time_limit import CALIBRATE, PROBE, TimeLimit
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,9 @@ class SliceScorer:
         for start in range(0, len(indices), step):
             chosen = indices[start : start + step]
             rows = np.resize(chosen, step) if fixed else chosen  # a short last batch: padded
-            results = compiled({k: v[rows] for k, v in self.search.data.inputs.items()})
+            data = self.search.data  # a rank-0 input (a flag) gets its one value
+            feeds = collapse_scalars({k: v[rows] for k, v in data.inputs.items()}, data.scalars)
+            results = compiled(feeds)
             for name, found in parts.items():
                 found.append(np.asarray(results[name])[: len(chosen)])
         return {name: np.concatenate(found) for name, found in parts.items()}
@@ -179,13 +181,14 @@ class NncfLadder:
         self.feed = feed
         self.options = options
         self.scorer = SliceScorer(search)
-        self.clock = TimeLimit(search.time_limit_s)
-        self.started = self.clock.started
+        self.clock = TimeLimit(search.time_limit_s, started=search.started)
+        self.started = time.perf_counter()  # the ladder's own seconds, recorded
         self.steps: list[LadderStep] = []
         self.outcome = ""
         self.kept_float: list[FloatNode] = []
         self.control: AccuracyControlSettings | None = None
-        checked = rate_words({name: role.role for name, role in self.scorer.roles.items()})
+        roles = {name: role.role for name, role in self.scorer.roles.items()}
+        checked = rate_words(roles, search.tolerance)
         self.note = resolution_note(len(search.data), search.tolerance, checked)
         self.unshowable = unshowable(len(search.data), search.tolerance)
         if self.note:
@@ -195,8 +198,9 @@ class NncfLadder:
         """(the model to ship, its quantisation summary with the ladder record)."""
         step_started = time.perf_counter()
         full, summary = quantize_model(model, self.feed, self.options)
-        score = self.add_step(FULL, "full int8 (NNCF defaults)", self.scorer.score(full),
-                              step_started)  # fmt: skip
+        score = self.add_step(
+            FULL, "full int8 (NNCF defaults)", self.scorer.score(full), step_started
+        )
         if settles(score, self.unshowable):
             self.outcome = f"full int8 {_reached(score)}"
             return full, self.summary(summary, score, 0)
@@ -209,13 +213,15 @@ class NncfLadder:
                 model, self.feed, self.options, self.accuracy_control(full)
             )
         except StopAccuracyControl:
-            self.add_step(CONTROL, "NNCF accuracy control: stopped at the time limit", None,
-                          step_started)  # fmt: skip
+            self.add_step(
+                CONTROL, "NNCF accuracy control: stopped at the time limit", None, step_started
+            )
             return full, self.give_up(summary, score, "time limit reached during accuracy control")
         self.kept_float = reverted_ops(full, restored)
         change = f"NNCF accuracy control: {len(self.kept_float)} ops kept in float"
-        restored_score = self.add_step(CONTROL, change, self.scorer.score(restored, PINNED),
-                                       step_started)  # fmt: skip
+        restored_score = self.add_step(
+            CONTROL, change, self.scorer.score(restored, PINNED), step_started
+        )
         if restored_score.key() < score.key():
             self.kept_float = []
             return full, self.give_up(summary, score, "accuracy control did not improve on it")
@@ -245,8 +251,9 @@ class NncfLadder:
         # on this slice clears the budget (the rule the chosen model is judged by).
         tolerance = self.search.tolerance
         aim = rate_to_show(tolerance.min_top1_agreement, len(data), tolerance.confidence)
-        max_drop = 1.0 - (aim if aim is not None and tolerance.confidence > 0
-                          else tolerance.min_top1_agreement)  # fmt: skip
+        max_drop = 1.0 - (
+            aim if aim is not None and tolerance.confidence > 0 else tolerance.min_top1_agreement
+        )
         ranking = min(RANKING_SAMPLES, len(data))
         self.control = AccuracyControlSettings(
             round(max_drop, 6), "absolute", iterations, ranking, METRIC
@@ -260,7 +267,8 @@ class NncfLadder:
             return self.scorer.agreement(compiled, items)
 
         def sample(index: int) -> Feeds:
-            return {name: array[index : index + 1] for name, array in data.inputs.items()}
+            feeds = {name: array[index : index + 1] for name, array in data.inputs.items()}
+            return collapse_scalars(feeds, data.scalars)  # a rank-0 input: its one value
 
         items = list(range(len(data)))
         return AccuracyControl(items, sample, metric, max_drop, iterations, ranking)
@@ -273,8 +281,9 @@ class NncfLadder:
         self.steps.append(step_record(len(self.steps), stage, change, score, seconds, kept))
         # The check that decides, by name (a regression output has no top-1 agreement).
         deciding = "did not finish" if score is None else score.deciding or "no check"
-        log.info("int8 ladder step %d (%s): %s (%.1f s)", len(self.steps) - 1, change, deciding,
-                 seconds)  # fmt: skip
+        log.info(
+            "int8 ladder step %d (%s): %s (%.1f s)", len(self.steps) - 1, change, deciding, seconds
+        )
         return score if score is not None else Score(None, None, None, math.inf, False)
 
     def give_up(self, summary: NncfSummary, score: Score, why: str) -> NncfSummary:
@@ -342,7 +351,10 @@ def step_record(
     if score is None:
         return LadderStep(step, stage, change, kept, seconds=round(seconds, 3))
     return LadderStep(
-        step, stage, change, kept,
+        step,
+        stage,
+        change,
+        kept,
         top1_agreement=score.top1_agreement,
         accuracy=score.accuracy,
         accuracy_drop=score.accuracy_drop,
@@ -350,4 +362,4 @@ def step_record(
         meets_budget=score.passed,
         verdict=score.verdict,
         seconds=round(seconds, 3),
-    )  # fmt: skip
+    )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -28,10 +29,10 @@ from typing import Any
 
 from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import require
-from trtconv.core.model_io import CalibrationFeed, Feeds
+from trtconv.core.model_io import CalibrationFeed, Feeds, samples_in
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.quantize.isa import CPU_SCHEME, WeightChoice
-from trtconv.quantize.ladder_record import NncfLadderRecord
+from trtconv.quantize.ladder_result import NncfLadderRecord
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ def _summary(
     weighted = weighted_ops(quantized)
     return NncfSummary(
         nncf_version=nncf.__version__,
-        samples=sum(len(next(iter(batch.values()))) for batch in batches),
+        samples=sum(samples_in(batch) for batch in batches),
         batches=len(batches),
         overflow_fix=options.overflow_fix,
         reduce_range=options.reduce_range,
@@ -237,10 +238,15 @@ def nncf_on_stderr() -> Iterator[None]:
     """NNCF writes its log and progress bars to stdout; `--json` owns stdout, so move them.
 
     Its logger's handler holds the stdout stream it was created with, so that handler is pointed
-    at stderr too, and restored afterwards.
+    at stderr too, and restored afterwards. Its INFO lines (`INFO:nncf:...`, between trtconv's
+    own) are kept out unless TRTCONV_VERBOSE asks for them; its warnings stay.
     """
+    nncf_log = logging.getLogger("nncf")
+    level = nncf_log.level
+    if not os.environ.get("TRTCONV_VERBOSE"):
+        nncf_log.setLevel(max(level, logging.WARNING))
     moved = []
-    for handler in logging.getLogger("nncf").handlers:
+    for handler in nncf_log.handlers:
         if isinstance(handler, logging.StreamHandler) and handler.stream in (
             sys.stdout,
             sys.__stdout__,
@@ -251,5 +257,6 @@ def nncf_on_stderr() -> Iterator[None]:
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
+        nncf_log.setLevel(level)
         for handler, stream in moved:
             handler.setStream(stream)

@@ -4,11 +4,12 @@ only where the CPU computes them natively (OpenVINO's CPU plugin would otherwise
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from trtconv.core.lazy import require
+from trtconv.core.results import optional_key
 from trtconv.facts import Facts
-from trtconv.protocol.doctor import DoctorSection, LibraryRow
+from trtconv.protocol.doctor_section import DoctorSection, LibraryRow
 from trtconv.protocol.support import Support, verdict
 
 NAME = "openvino"
@@ -38,14 +39,19 @@ def support(facts: Facts, precision: str) -> Support:
 
 @dataclass(frozen=True)
 class OpenVinoDevice:
-    """A device OpenVINO sees, and what it computes natively (OPTIMIZATION_CAPABILITIES)."""
+    """A device OpenVINO sees, what it computes natively (OPTIMIZATION_CAPABILITIES) and the
+    inference precision it would pick by default (INFERENCE_PRECISION_HINT: bf16 on a CPU with
+    AVX512-BF16 or AMX), which trtconv overrides with the artifact's recorded one."""
 
     name: str
     full_name: str
     capabilities: list[str]
+    default_inference_precision: str | None = optional_key()
 
     def describe(self) -> str:
-        return f"{self.name}: {self.full_name} ({', '.join(self.capabilities)})"
+        default = self.default_inference_precision
+        picks = f"; picks {default} unasked, trtconv pins each artifact's" if default else ""
+        return f"{self.name}: {self.full_name} ({', '.join(self.capabilities)}{picks})"
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,20 @@ def probe_devices() -> tuple[list[OpenVinoDevice], str]:
                 name,
                 str(core.get_property(name, "FULL_DEVICE_NAME")),
                 list(core.get_property(name, "OPTIMIZATION_CAPABILITIES")),
+                _default_precision(core, name),
             )
             for name in core.available_devices
         ], ""
     except Exception as exc:  # a broken install is a row in the report, not a crash
         return [], f"OpenVINO could not list its devices: {str(exc).splitlines()[0][:200]}"
+
+
+def _default_precision(core: Any, device: str) -> str | None:
+    """The inference precision `device` picks when nothing is asked (None: it has no such
+    property)."""
+    try:
+        value = core.get_property(device, "INFERENCE_PRECISION_HINT")
+    except Exception:  # a device without the property
+        return None
+    to_string = getattr(value, "to_string", None)
+    return str(to_string() if callable(to_string) else value)

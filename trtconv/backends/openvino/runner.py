@@ -29,17 +29,20 @@ import numpy as np
 from trtconv.backends.openvino.ir import first_line
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.lazy import require
-from trtconv.core.model_io import Feeds, ModelSignature, Outputs, TensorSpec
+from trtconv.core.model_io import Feeds, ModelSignature, Outputs, TensorSpec, samples_in
 from trtconv.protocol.runner import Runner, RunOptions, check_device
 
 if TYPE_CHECKING:
-    from trtconv.manifest import Manifest
+    from trtconv.artifact.manifest import Manifest
 
 DEVICE = "CPU"
 LATENCY, THROUGHPUT = "latency", "throughput"
 HINTS = (LATENCY, THROUGHPUT)
-# trtconv precision -> OpenVINO's INFERENCE_PRECISION_HINT; None: the plugin's default.
-INFERENCE_PRECISION = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": None}
+# trtconv precision -> OpenVINO's INFERENCE_PRECISION_HINT, pinned on every machine: an int8
+# IR's float parts run in f32, not the plugin's default (bf16 on CPUs with AVX512-BF16 or AMX,
+# f32 elsewhere), so that the verdict recorded on one machine describes what runs on another (a
+# music tagger's int8 agreed 0.642 in bf16 and 0.545 in f32).
+INFERENCE_PRECISION = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
 # `compile_model`'s configuration: OpenVINO property names and their values.
 CompileConfig = dict[str, str | bool | int]
 
@@ -119,7 +122,7 @@ class OpenVinoRunner(Runner):
 
     def infer_impl(self, feeds: Feeds) -> Outputs:
         names = self.signature.output_names
-        batch = len(next(iter(feeds.values())))
+        batch = samples_in(feeds)
         if len(self._requests) == 1 or batch < 2:
             results = self._requests[0].infer(feeds, share_inputs=True)
             return {name: np.array(results[name]) for name in names}
@@ -130,7 +133,8 @@ class OpenVinoRunner(Runner):
         edges = np.linspace(0, batch, min(batch, len(self._requests)) + 1).astype(int)
         started = []
         for request, start, stop in zip(self._requests, edges[:-1], edges[1:], strict=False):
-            request.start_async({k: v[start:stop] for k, v in feeds.items()}, share_inputs=True)
+            part = {k: v[start:stop] if v.ndim else v for k, v in feeds.items()}  # 0-d: a flag
+            request.start_async(part, share_inputs=True)
             started.append(request)
         for request in started:
             request.wait()
@@ -182,8 +186,9 @@ def openvino_runner(payload: Path, manifest: Manifest | None, options: RunOption
 
 
 def _pinned_precision(manifest: Manifest | None) -> str | None:
-    """The inference precision an int8 artifact's conversion pinned (f32 when the int8 ladder
-    kept operations in float, trtconv.backends.openvino.ladder), else None."""
+    """The inference precision an int8 artifact's conversion recorded and was validated at (f32,
+    trtconv.backends.openvino.ladder), else None: the precision's own (INFERENCE_PRECISION; an
+    artifact that recorded "plugin default" runs at f32 too)."""
     if manifest is None or manifest.precision != "int8":
         return None
     pinned = (manifest.conversion_summary or {}).get("inference_precision")

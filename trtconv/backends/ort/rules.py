@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from trtconv.facts import Facts
-from trtconv.protocol.doctor import DoctorSection, LibraryRow
+from trtconv.protocol.doctor_section import DoctorSection, LibraryRow
 from trtconv.protocol.support import EXPORT_FIX, Support, gpu_too_old, onnx_export_missing, verdict
 
 NAME = "ort"

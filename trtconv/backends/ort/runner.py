@@ -17,7 +17,7 @@ from trtconv.onnxlib.session import CPU, CUDA, TENSORRT, OrtRunner
 from trtconv.protocol.runner import Runner, RunOptions, check_device
 
 if TYPE_CHECKING:
-    from trtconv.manifest import Manifest
+    from trtconv.artifact.manifest import Manifest
 
 log = logging.getLogger(__name__)
 

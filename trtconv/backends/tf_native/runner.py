@@ -10,11 +10,11 @@ from trtconv.backends import registry
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs
 from trtconv.core.tf32 import tf32_policy
+from trtconv.model.savedmodel import SERVING_KEY, LoadedSavedModel, load_saved_model
 from trtconv.protocol.runner import Runner, RunOptions
-from trtconv.savedmodel import SERVING_KEY, LoadedSavedModel, load_saved_model
 
 if TYPE_CHECKING:
-    from trtconv.manifest import Manifest
+    from trtconv.artifact.manifest import Manifest
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from trtconv.facts import Facts, TfTrtReport, version_tuple
 from trtconv.facts.tensorflow import TFTRT_LINKED_TENSORRT
-from trtconv.protocol.doctor import DoctorSection, LibraryRow
+from trtconv.protocol.doctor_section import DoctorSection, LibraryRow
 from trtconv.protocol.support import NO_GPU, Support, gpu_text, gpu_too_old, verdict
 
 NAME = "tftrt"

@@ -9,11 +9,11 @@ import trtconv.backends.tftrt.rules as rules
 from trtconv.backends import registry
 from trtconv.backends.tf_native.runner import SavedModelRunner, signature_key
 from trtconv.core.model_io import ModelSignature
+from trtconv.model.savedmodel import SERVING_KEY
 from trtconv.protocol.runner import Runner, RunOptions, check_device
-from trtconv.savedmodel import SERVING_KEY
 
 if TYPE_CHECKING:
-    from trtconv.manifest import Manifest
+    from trtconv.artifact.manifest import Manifest
 
 
 class TfTrtRunner(SavedModelRunner):

@@ -2,7 +2,7 @@
 
 Written against the real bindings (NVIDIA/TensorRT `python/src/infer/pyCore.cpp`,
 `parsers/pyOnnx.cpp` and `include/NvInfer.h` at release/10.16 and 11.1; the names each version
-defines are recorded in `tests/standins/names/`):
+defines are recorded in `tests/helpers/standins/names/`):
 
 - TensorRT 10 builds weakly typed networks with precision flags: fp16 sets BuilderFlag.FP16, int8
   sets INT8 *and* FP16 (layers TensorRT does not run in int8 may then use fp16 instead of

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from trtconv.facts import Facts, version_tuple
-from trtconv.protocol.doctor import DoctorSection, LibraryRow
+from trtconv.protocol.doctor_section import DoctorSection, LibraryRow
 from trtconv.protocol.support import (
     EXPORT_FIX,
     GPU_FIX,

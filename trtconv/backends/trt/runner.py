@@ -16,7 +16,7 @@ from trtconv.core.model_io import Feeds, ModelSignature
 from trtconv.protocol.runner import CallTimings, Runner, RunOptions, check_device
 
 if TYPE_CHECKING:
-    from trtconv.manifest import Manifest
+    from trtconv.artifact.manifest import Manifest
 
 
 def cudart_module() -> Any:

@@ -1,0 +1,45 @@
+"""The doctor's `serving` section: whether `trtconv serve` can run here, and why not."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from trtconv.cli import main
+from trtconv.doctor.pipeline import doctor
+from trtconv.serving.doctor_section import serving_reason
+
+
+def test_reasons_name_the_missing_piece() -> None:
+    assert serving_reason("0.7.0", "2.36") == ""
+    assert "glibc 2.35 or newer, this machine has 2.31" in serving_reason("0.7.0", "2.31")
+    assert "trtconv[serve]" in serving_reason(None, "2.36")
+    assert "glibc Linux only" in serving_reason(None, None)
+
+
+def test_doctor_reports_serving() -> None:
+    section = doctor(deep=False).to_json()["serving"]
+    assert section["usable"] is (section["reason"] == "")
+    assert section["row"]["component"] == "Serving (PyTriton)"
+
+
+def test_serve_without_pytriton_is_exit_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "pytriton.triton", None)  # import fails as if absent
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert stopped.value.code == 3
+    assert json.loads(out)["error"]["type"] == "MissingDependencyError"
+    assert "trtconv[serve]" in err
+
+
+def test_bad_ports_are_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", str(tmp_path), "--http-port", "9000", "--grpc-port", "9000"])
+    assert stopped.value.code == 2
+    assert "must differ" in capsys.readouterr().err

@@ -1,0 +1,229 @@
+"""What a user states about a model's outputs: each output's role (`--output-role NAME=ROLE`),
+per-output absolute tolerances (`--tolerance`), and the `Judging` settings they make up.
+
+The role names and their parsing live here, at the bottom of the layers, so that every command's
+options (trtconv.options) can hold a `Judging` without importing the comparison code; inferring a
+role from a model's outputs, and recording one in a manifest, is trtconv.outputs.roles'.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from trtconv.core.errors import UsageError
+
+CLASSES, BINARY, REGRESSION, TENSOR = "classes", "binary", "regression", "tensor"
+CLASS_MAP = "class_map"
+ROLES = (CLASSES, BINARY, CLASS_MAP, REGRESSION, TENSOR)
+DECISIONS = (CLASSES, BINARY, CLASS_MAP)  # roles judged by what the model decides
+
+
+@dataclass(frozen=True)
+class OutputRole:
+    """One output's role, where it came from, (binary) the decision threshold, and
+    (regression) the score output that says where an object is (`where`)."""
+
+    role: str
+    source: str  # "option", "release config", "manifest" or "inferred: WHY"
+    threshold: float | None = None
+    # The output the labels score (--labels-output); recorded as the judging block's
+    # `labels_output`, not per role.
+    labels: bool = False
+    where: str | None = None  # regression judged only where this score output says so
+
+    def to_dict(self) -> dict[str, object]:
+        found: dict[str, object] = {
+            "role": self.role,
+            "source": self.source,
+            "threshold": self.threshold,
+        }
+        if self.where is not None:  # only when set: manifests written before read the same
+            found["where"] = self.where
+        return found
+
+
+Roles = dict[str, OutputRole]
+
+
+def parse_role(text: str, where: str, source: str) -> OutputRole:
+    """`classes`, `binary`, `binary:THRESHOLD`, `class_map`, `regression`,
+    `regression:where=SCORE` or `tensor`. Raises UsageError."""
+    role, _, option = text.strip().partition(":")
+    gate = option.startswith("where=") and role == REGRESSION
+    if option.startswith("where=") and not gate:
+        raise UsageError(
+            f"{where}: where=SCORE gates a regression output (a box or landmark head), found "
+            f"'{text}'; spell it NAME=regression:where=SCORE."
+        )
+    if role not in ROLES or (option and role != BINARY and not gate):
+        raise UsageError(
+            f"{where}: expected one of {', '.join(ROLES)} (binary:THRESHOLD for another "
+            "decision threshold, regression:where=SCORE to judge only where the output SCORE "
+            f"says an object is there), found '{text}'."
+        )
+    if gate:
+        score = option.removeprefix("where=").strip()
+        if not score:
+            raise UsageError(f"{where}: 'where=' in '{text}' names no output.")
+        return OutputRole(role, source, where=score)
+    if not option:
+        return OutputRole(role, source)
+    try:
+        return OutputRole(role, source, float(option))
+    except ValueError:
+        raise UsageError(f"{where}: the threshold in '{text}' is not a number.") from None
+
+
+def parse_assignments(items: Sequence[str], flag: str) -> dict[str, str]:
+    """`NAME=VALUE` items of a repeated option as a dict. Raises UsageError naming the flag."""
+    parsed: dict[str, str] = {}
+    for item in items:
+        name, equals, value = item.partition("=")
+        if not equals or not name.strip() or not value.strip():
+            raise UsageError(f"{flag} takes NAME=VALUE (an output name), found '{item}'.")
+        parsed[name.strip()] = value.strip()
+    return parsed
+
+
+def parse_role_options(items: Sequence[str] | None, source: str = "option") -> Roles:
+    """`--output-role NAME=ROLE` (repeatable) as roles keyed by output name."""
+    assignments = parse_assignments(items or [], "--output-role")
+    return {
+        name: parse_role(text, f"--output-role {name}", source)
+        for name, text in assignments.items()
+    }
+
+
+def parse_tolerance_options(
+    items: Sequence[str] | None,
+) -> tuple[float | None, dict[str, float], dict[str, float]]:
+    """`--tolerance X` and `--tolerance NAME=X[:MIN]` (repeatable): (global atol, per-output
+    atols, per-output minimum shares of samples within).
+
+    Raises UsageError for a value that is not a positive number, a minimum share outside
+    (0, 1], a global one given twice, or a minimum share given for every output.
+    """
+    overall: float | None = None
+    per_output: dict[str, float] = {}
+    minimums: dict[str, float] = {}
+    for item in items or []:
+        name, equals, text = item.rpartition("=")
+        if not equals:
+            if ":" in text:
+                raise UsageError(
+                    f"--tolerance {item}: a minimum share of samples is set per output "
+                    "(--tolerance NAME=X:MIN); --min-top1-agreement sets it for every output."
+                )
+            if overall is not None:
+                raise UsageError("--tolerance X (for every output) is given twice.")
+            overall = _positive(text, f"--tolerance {item}")
+        elif not name.strip():
+            raise UsageError(f"--tolerance takes X or NAME=X[:MIN], found '{item}'.")
+        else:
+            atol, minimum = parse_tolerance_value(text, f"--tolerance {item}")
+            per_output[name.strip()] = atol
+            if minimum is not None:
+                minimums[name.strip()] = minimum
+    return overall, per_output, minimums
+
+
+def parse_tolerance_value(text: str, where: str) -> tuple[float, float | None]:
+    """`X` or `X:MIN` (an atol, and the share of samples that must lie within it) as (atol,
+    MIN or None). Raises UsageError naming `where`."""
+    atol_text, colon, minimum_text = str(text).partition(":")
+    atol = _positive(atol_text, where)
+    if not colon:
+        return atol, None
+    return atol, check_share(minimum_text, where)
+
+
+def check_share(text: str | float, where: str) -> float:
+    """A minimum share of samples: a number in (0, 1]. Raises UsageError naming `where`."""
+    try:
+        share = float(text)
+    except ValueError:
+        share = math.nan
+    if not 0.0 < share <= 1.0:
+        raise UsageError(
+            f"{where}: the minimum share of samples within tolerance must be a number in "
+            f"(0, 1], found '{text}'."
+        )
+    return share
+
+
+def _positive(text: str, where: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise UsageError(f"{where}: expected a positive number.") from None
+    if not value > 0:
+        raise UsageError(f"{where}: expected a positive number, found {text}.")
+    return value
+
+
+def check_output_names(names: Iterable[str], outputs: Sequence[str], what: str) -> None:
+    """Raise UsageError when `what` names an output the model does not have."""
+    unknown = sorted(set(names) - set(outputs))
+    if unknown:
+        raise UsageError(
+            f"{what} names output(s) {', '.join(unknown)}; the model's outputs are "
+            f"{', '.join(outputs)}."
+        )
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What a user says about a model's outputs: roles, per-output absolute tolerances and the
+    share of samples that must lie within them (`min_within`, --tolerance NAME=X:MIN), and
+    whether an output that nothing can judge may pass ("not judged" is exit 4 otherwise)."""
+
+    roles: Mapping[str, OutputRole] = field(default_factory=dict)
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    allow_unjudged: bool = False
+    labels_output: str | None = None  # the output labels score (--labels-output); None: found
+    min_within: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        roles: Mapping[str, str] | None = None,
+        tolerances: Mapping[str, float] | None = None,
+        allow_unjudged: bool = False,
+        source: str = "option",
+        labels_output: str | None = None,
+        min_within: Mapping[str, float] | None = None,
+    ) -> Judging:
+        """From `{output: "classes" | "binary[:T]" | ...}`, `{output: atol}`, the output
+        labels score and `{output: minimum share within}`. Raises UsageError for an unknown
+        role, a tolerance that is not positive or a share outside (0, 1]."""
+        parsed = {
+            name: parse_role(text, f"--output-role {name}", source)
+            for name, text in (roles or {}).items()
+        }
+        for name, value in (tolerances or {}).items():
+            _positive(str(value), f"--tolerance {name}")
+        for name, value in (min_within or {}).items():
+            check_share(value, f"--tolerance {name}=X:{value}")
+        return cls(
+            parsed, dict(tolerances or {}), allow_unjudged, labels_output, dict(min_within or {})
+        )
+
+    def check_names(self, outputs: Sequence[str]) -> None:
+        """Raise UsageError when a role or tolerance names an output the model lacks."""
+        check_output_names(self.roles, outputs, "--output-role")
+        gates = [role.where for role in self.roles.values() if role.where]
+        check_output_names(gates, outputs, "--output-role NAME=regression:where=SCORE")
+        check_output_names(self.tolerances, outputs, "--tolerance NAME=X")
+        check_output_names(self.min_within, outputs, "--tolerance NAME=X:MIN")
+        if self.labels_output:
+            check_output_names([self.labels_output], outputs, "--labels-output")
+
+    def mark_labelled(self, roles: Roles) -> Roles:
+        """`roles` with the output `labels_output` names marked as the one labels score."""
+        if self.labels_output is None or self.labels_output not in roles:
+            return roles
+        role = roles[self.labels_output]
+        labelled = OutputRole(role.role, role.source, role.threshold, True, role.where)
+        return {**roles, self.labels_output: labelled}

@@ -1,0 +1,1 @@
+"""The `inspect` pipeline: what a SavedModel, an artifact or an ONNX file holds (`pipeline`)."""

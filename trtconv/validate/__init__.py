@@ -1,0 +1,1 @@
+"""The `validate` pipeline: a converted artifact judged against its native model (`pipeline`)."""
