@@ -18,7 +18,7 @@ from trtconv.train.distribute import (
     split_cpu,
 )
 
-MIRRORED_ARGS = "train --strategy mirrored --epochs 3 --batch-size 32 --json"
+MIRRORED_ARGS = "train --strategy mirrored --epochs 8 --batch-size 32 --json"
 
 
 @pytest.mark.slow
@@ -44,9 +44,13 @@ def test_mirrored_trains_on_two_logical_cpus(tmp_path: Path) -> None:
     ]
     assert card["batch_size"] == 32  # global, as given
     assert card["batch_size_per_replica"] == 16
-    # It learned across replicas: chance is 0.1. Mirrored training on logical CPUs is not
-    # bit-deterministic (the all-reduce order varies): 3 epochs scored 0.50-0.85, same seed.
-    assert card["test_accuracy"] > 0.3
+    # It learned across replicas: chance is a loss of ln 10 = 2.30 and an accuracy of 0.1.
+    # Mirrored training on logical CPUs is not bit-deterministic (the all-reduce order varies),
+    # and the exported model's batch-norm moving statistics (momentum 0.99) need some 300 steps
+    # to leave their initial values: at 3 epochs (132 steps) the training loss was 0.12-0.16
+    # while test accuracy ranged 0.17-0.94; at 8 epochs (352 steps) loss 0.03-0.04, 0.91-0.99.
+    assert card["final_loss"] < 0.5
+    assert card["test_accuracy"] > 0.6
     on_disk = json.loads((output / "trtconv.json").read_text())
     assert on_disk["strategy"]["replicas"] == 2
     assert (output / "saved_model" / "saved_model.pb").is_file()
