@@ -14,15 +14,17 @@ tests/helpers/*_fixtures.py are built the same way, once for all workers (`built
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
 import platform
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -127,8 +129,10 @@ def caching_export(root: Path, export: Callable[..., OnnxExport]) -> Callable[..
     the SavedModel's bytes, the signature, the arguments and the library versions.
 
     The first export of a model runs for real and is kept under ROOT; later ones, in any
-    worker or run, copy its ONNX file and summary. What trtconv does with the export (its
-    check against TensorFlow, the conversion) still runs every time. Failures are not kept."""
+    worker or run, copy its ONNX file and summary and write again the log lines the export
+    wrote (those its logging level let through), so a test sees what a real export says.
+    What trtconv does with the export (its check against TensorFlow, the conversion) still
+    runs every time. Failures are not kept."""
 
     def export_once(
         saved_model: Path, output: Path, signature: Any, *args: Any, **kw: Any
@@ -136,18 +140,42 @@ def caching_export(root: Path, export: Callable[..., OnnxExport]) -> Callable[..
         parts = [tree_digest(Path(saved_model)), repr(signature), repr((args, kw)), *versions()]
         key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
         root.mkdir(parents=True, exist_ok=True)
-        onnx, summary = root / f"{key}.onnx", root / f"{key}.json"
+        onnx, summary, said = (root / f"{key}{suffix}" for suffix in (".onnx", ".json", ".log"))
         with (root / f"{key}.lock").open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if not summary.exists():
-                result = export(saved_model, output, signature, *args, **kw)
+            if not (summary.exists() and said.exists()):
+                with _recorded_log() as lines:
+                    result = export(saved_model, output, signature, *args, **kw)
                 shutil.copyfile(output, onnx)
+                said.write_text(json.dumps(lines))
                 summary.write_text(json.dumps(result.to_json()))
                 return result
         shutil.copyfile(onnx, output)
+        for name, level, message in json.loads(said.read_text()):
+            logging.getLogger(name).log(level, "%s", message)
         return OnnxExport.from_json(json.loads(summary.read_text()))
 
     return export_once
+
+
+class _Recorder(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[tuple[str, int, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append((record.name, record.levelno, record.getMessage()))
+
+
+@contextlib.contextmanager
+def _recorded_log() -> Iterator[list[tuple[str, int, str]]]:
+    """The (logger, level, message) of every record trtconv's loggers write inside the block."""
+    recorder, logger = _Recorder(), logging.getLogger(trtconv.__name__)
+    logger.addHandler(recorder)
+    try:
+        yield recorder.lines
+    finally:
+        logger.removeHandler(recorder)
 
 
 @functools.cache

@@ -59,7 +59,8 @@ def _ort(model: Path, x: np.ndarray) -> dict[str, np.ndarray]:
 def _openvino(model: Path, x: np.ndarray) -> dict[str, np.ndarray]:
     import openvino as ov
 
-    compiled = ov.Core().compile_model(str(model), "CPU")
+    # f32 as trtconv's runner pins for int8 (the plugin's default is bf16 on a CPU with bf16).
+    compiled = ov.Core().compile_model(str(model), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     results = compiled(x)
     return {port.get_any_name(): np.asarray(results[port]) for port in compiled.outputs}
 
