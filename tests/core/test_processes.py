@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 import time
+
+import pytest
 
 from trtconv.core.processes import (
     alive,
@@ -59,3 +63,25 @@ def test_end_within_kills_only_what_outlives_the_grace() -> None:
     slow = subprocess.Popen(["sleep", "60"])
     assert end_within([slow.pid], grace_s=0.2) == 1
     assert slow.wait(10) == -9
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs util-linux's setpriv")
+def test_what_dies_with_this_process_ends_when_it_is_killed_outright() -> None:
+    # A Python process starts a sleep that dies with it, says its pid, and is killed: no
+    # clean-up of its own runs, the kernel ends the sleep.
+    starter = "import subprocess, sys, time\n" + (
+        "from trtconv.core.processes import dies_with_this_process\n"
+        "sleeper = subprocess.Popen(dies_with_this_process(['sleep', '60']))\n"
+        "print(sleeper.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    sleeper = int(parent.stdout.readline())
+    assert alive(sleeper)
+    parent.kill()
+    parent.wait(10)
+    deadline = time.monotonic() + 10
+    while alive(sleeper) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(sleeper)

@@ -77,6 +77,17 @@ def workspace_of(pids: list[int]) -> Path:
     raise AssertionError("no tritonserver among the processes below serve")
 
 
+def shm_regions_of(pids: list[int]) -> list[Path]:
+    """The shared-memory regions of the tritonserver among `pids`, by the prefix its command
+    gives its Python backend."""
+    option = "--backend-config=python,shm-region-prefix-name="
+    for pid in pids:
+        for argument in command_of(pid):
+            if argument.startswith(option):
+                return sorted(Path("/dev/shm").glob(f"{argument.removeprefix(option)}*"))
+    raise AssertionError("no tritonserver among the processes below serve")
+
+
 def _wait_for_announcement(process: subprocess.Popen[str]) -> str:
     """The URL from the "serving NAME at URL" line on stderr."""
     import selectors
@@ -201,7 +212,8 @@ def test_sigterm_drains_not_ready_and_a_second_one_ends_at_once() -> None:
     with serving("--drain-timeout", "60", started=started) as process:
         host, port = _wait_for_announcement(process).split(":")
         started += descendants(process.pid)
-        workspace = workspace_of(started)
+        workspace, regions = workspace_of(started), shm_regions_of(started)
+        assert regions  # the Python backend's, which Triton removes only when it stops itself
         # A connection left open is in flight for Triton: it holds the drain to its time-out.
         held = http.client.HTTPConnection(host, int(port), timeout=5)
         held.request("GET", "/v2/health/live")
@@ -233,6 +245,7 @@ def test_sigterm_drains_not_ready_and_a_second_one_ends_at_once() -> None:
         held.close()
         assert left_running(started) == []
         assert not workspace.exists()  # removed by the forced stop too
+        assert not [region for region in regions if region.exists()]
 
 
 def test_a_port_in_use_is_one_sentence_from_tritons_error_lines() -> None:

@@ -4,14 +4,40 @@ what a clean stop waits for."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import shutil
 import signal
+import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 PROC = Path("/proc")
 POLL_S = 0.02
+
+
+def dies_with_this_process(argv: Sequence[str]) -> list[str]:
+    """`argv` launched so that the kernel sends it SIGKILL once the thread that starts it has
+    ended, however this process ends (SIGKILL included, where no clean-up of ours runs).
+
+    util-linux's `setpriv` sets the parent-death signal, then executes `argv`. Python's own way,
+    a `preexec_fn` calling prctl, is unsafe in a process whose threads run (TensorFlow's). Start
+    it from the thread that waits for it. Unchanged where setpriv is missing or has no
+    --pdeathsig (util-linux before 2.33)."""
+    return [*_pdeathsig_launcher(), *argv]
+
+
+@functools.cache
+def _pdeathsig_launcher() -> tuple[str, ...]:
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return ()
+    try:
+        usage = subprocess.run([setpriv, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return (setpriv, "--pdeathsig", "KILL", "--") if "--pdeathsig" in usage.stdout else ()
 
 
 def descendants(root: int, min_depth: int = 1) -> list[int]:

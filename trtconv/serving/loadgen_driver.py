@@ -29,6 +29,7 @@ import numpy as np
 
 from trtconv.backends.registry import worker_environment
 from trtconv.core.errors import MissingDependencyError
+from trtconv.core.processes import dies_with_this_process
 from trtconv.options import MLPERF_MIN_DURATION_S
 from trtconv.serving.deploy import model_name
 from trtconv.serving.latency import (
@@ -86,7 +87,7 @@ def served(
     command += ["--max-batch-size", str(max_batch_size), "--queue-delay-us", str(queue_delay_us)]
     command += list(admission)
     process = subprocess.Popen(
-        command,
+        dies_with_this_process(command),  # a bench killed outright takes its server with it
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -4,13 +4,17 @@ way out, and the model run by serving/triton_model.py inside the backend's own p
 
 Stopping sends SIGINT: Triton stops accepting new requests and connections, answers those in
 flight within `exit_timeout_s`, unloads the model (each instance records its traffic) and
-exits; one that outlives that gets SIGKILL with its process group.
+exits; one that outlives that gets SIGKILL with its process group. Triton gets SIGKILL from the
+kernel when trtconv ends without stopping it (killed outright), and its model instances end
+with it; what that leaves behind (the workspace, the backend's shared-memory regions) the next
+server's start removes (`sweep_leftovers`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import json
 import logging
 import os
@@ -30,6 +34,7 @@ from pathlib import Path
 
 import trtconv
 from trtconv.core.errors import MissingDependencyError, TrtconvError
+from trtconv.core.processes import dies_with_this_process
 from trtconv.options import LOOPBACK
 from trtconv.serving.batch_runner import Traffic
 from trtconv.serving.triton_config import ModelConfigSpec, render_config
@@ -42,6 +47,10 @@ POLL_S = 0.1
 LOG_TAIL_LINES = 20
 ERROR_LINES = 3
 TRITON_ERROR = re.compile(r"^E\d{4} ")  # glog's error lines: E1128 12:20:36.889883 ...
+WORKSPACE_PREFIX = "trtconv-serve-"  # in the temporary folder
+MAKING_PREFIX = ".trtconv-serve-new-"  # a workspace until its lock is held
+LOCK_FILE = "serving.lock"  # held while the workspace's server runs: a sweep leaves it alone
+SHM_DIR = Path("/dev/shm")  # where the Python backend's shared-memory regions live
 # The workspaces of servers running now: a forced stop removes them (remove_live_workspaces).
 LIVE_WORKSPACES: set[Path] = set()
 ACCESS_HEADER = "triton-access-token"  # the header Triton's restricted API checks
@@ -182,14 +191,12 @@ def triton_process(
     ready when yielded. Raises ServingError with the end of Triton's log when it does not get
     ready."""
     found = binaries()
-    workspace = Path(tempfile.mkdtemp(prefix="trtconv-serve-"))
-    LIVE_WORKSPACES.add(workspace)
-    try:
+    with locked_workspace() as workspace:
         write_repository(workspace, model, settings, found)
         with (workspace / "triton.log").open("wb") as log:
             process = subprocess.Popen(
-                command(launch, workspace, found), stdout=log, stderr=subprocess.STDOUT,
-                env=environment(found), start_new_session=True,
+                dies_with_this_process(command(launch, workspace, found)), stdout=log,
+                stderr=subprocess.STDOUT, env=environment(found), start_new_session=True,
             )  # its own session: a terminal's Ctrl-C reaches trtconv, which stops it # fmt: skip
         triton = TritonProcess(process, workspace)
         try:
@@ -197,16 +204,65 @@ def triton_process(
             yield triton
         finally:
             triton.stop(launch.exit_timeout_s + STOP_MARGIN_S)
-    finally:
-        LIVE_WORKSPACES.discard(workspace)
-        shutil.rmtree(workspace, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def locked_workspace() -> Iterator[Path]:
+    """A new workspace, its lock held until the block ends, then removed with its server's
+    shared-memory regions; first, what servers killed outright left (`sweep_leftovers`).
+
+    Made under another name and renamed once locked, so a sweep never finds it unlocked."""
+    sweep_leftovers()
+    making = Path(tempfile.mkdtemp(prefix=MAKING_PREFIX))
+    with (making / LOCK_FILE).open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        workspace = making.with_name(WORKSPACE_PREFIX + making.name.removeprefix(MAKING_PREFIX))
+        making.rename(workspace)
+        LIVE_WORKSPACES.add(workspace)
+        try:
+            yield workspace
+        finally:
+            LIVE_WORKSPACES.discard(workspace)
+            remove_server_files(workspace)
+
+
+def shm_prefix(workspace: Path) -> str:
+    """The prefix of the shared-memory regions of `workspace`'s server: its own (two servers
+    on one machine would otherwise share regions), and known after the server is killed."""
+    return f"trtconv-{workspace.name.removeprefix(WORKSPACE_PREFIX)}-"
+
+
+def remove_server_files(workspace: Path) -> None:
+    """`workspace` and its server's shared-memory regions (Triton removes them when it stops,
+    not when it is killed)."""
+    for region in SHM_DIR.glob(f"{shm_prefix(workspace)}*"):
+        with contextlib.suppress(OSError):
+            region.unlink()
+    shutil.rmtree(workspace, ignore_errors=True)
+
+
+def sweep_leftovers() -> None:
+    """Remove what servers killed outright left behind: every workspace whose lock no running
+    server holds, with its shared-memory regions."""
+    for workspace in Path(tempfile.gettempdir()).glob(f"{WORKSPACE_PREFIX}*"):
+        try:
+            lock = (workspace / LOCK_FILE).open("rb")
+        except OSError:
+            continue  # not a workspace of this kind, or not ours to open
+        with lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # its server runs
+            LOG.info("removed the files of a server that was killed: %s", workspace)
+            remove_server_files(workspace)
 
 
 def remove_live_workspaces() -> None:
-    """Remove the workspaces of the servers running now (a forced stop, which does not wait
-    for them to end on their own)."""
+    """Remove the files of the servers running now (a forced stop, which does not wait for
+    them to end on their own)."""
     for workspace in list(LIVE_WORKSPACES):
-        shutil.rmtree(workspace, ignore_errors=True)
+        remove_server_files(workspace)
 
 
 def write_repository(
@@ -247,7 +303,7 @@ def command(launch: Launch, workspace: Path, found: Binaries) -> list[str]:
         f"--grpc-address={host}", f"--grpc-port={launch.grpc_port}",
         f"--metrics-address={host}", f"--metrics-port={launch.metrics_port}",
         f"--exit-timeout-secs={launch.exit_timeout_s}",
-        f"--backend-config=python,shm-region-prefix-name=trtconv{os.getpid()}-{secrets.token_hex(4)}",
+        f"--backend-config=python,shm-region-prefix-name={shm_prefix(workspace)}",
         f"--http-restricted-api={restricted}",
         f"--grpc-restricted-protocol={restricted}",
     ]  # fmt: skip
