@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -78,10 +79,21 @@ def test_what_dies_with_this_process_ends_when_it_is_killed_outright() -> None:
     parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     sleeper = int(parent.stdout.readline())
-    assert alive(sleeper)
+    # setpriv sets the signal, then becomes the sleep: a parent killed before then goes unseen
+    deadline = time.monotonic() + 10
+    while _command(sleeper) != "sleep" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert alive(sleeper) and _command(sleeper) == "sleep"
     parent.kill()
     parent.wait(10)
     deadline = time.monotonic() + 10
     while alive(sleeper) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not alive(sleeper)
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""

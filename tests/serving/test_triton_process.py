@@ -5,6 +5,7 @@ was killed outright."""
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
 from pathlib import Path
 
@@ -46,3 +47,19 @@ def test_a_start_removes_what_killed_servers_left_and_spares_a_running_one(
         for region in regions:
             with contextlib.suppress(FileNotFoundError):
                 region.unlink()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to give a folder to another user")
+def test_a_start_leaves_another_users_workspace_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    others = tmp_path / f"{WORKSPACE_PREFIX}others"  # a killed server's, of another user
+    others.mkdir()
+    (others / LOCK_FILE).touch()
+    os.chown(others, 65534, 65534)
+    sweep_leftovers()
+    assert others.is_dir()
+    os.chown(others, os.getuid(), os.getgid())
+    sweep_leftovers()
+    assert not others.exists()

@@ -23,7 +23,8 @@ def dies_with_this_process(argv: Sequence[str]) -> list[str]:
 
     util-linux's `setpriv` sets the parent-death signal, then executes `argv`. Python's own way,
     a `preexec_fn` calling prctl, is unsafe in a process whose threads run (TensorFlow's). Start
-    it from the thread that waits for it. Unchanged where setpriv is missing or has no
+    it from the thread that waits for it. A parent that ends before setpriv has set the signal
+    (its first milliseconds) goes unnoticed. Unchanged where setpriv is missing or has no
     --pdeathsig (util-linux before 2.33)."""
     return [*_pdeathsig_launcher(), *argv]
 

@@ -242,10 +242,12 @@ def remove_server_files(workspace: Path) -> None:
 
 
 def sweep_leftovers() -> None:
-    """Remove what servers killed outright left behind: every workspace whose lock no running
-    server holds, with its shared-memory regions."""
+    """Remove what servers killed outright left behind: every workspace of this user whose lock
+    no running server holds, with its shared-memory regions."""
     for workspace in Path(tempfile.gettempdir()).glob(f"{WORKSPACE_PREFIX}*"):
         try:
+            if workspace.stat().st_uid != os.getuid():
+                continue  # another user's: not ours to remove
             lock = (workspace / LOCK_FILE).open("rb")
         except OSError:
             continue  # not a workspace of this kind, or not ours to open
