@@ -88,6 +88,15 @@ DeviceOpt = Annotated[
         "Runtime's CUDA provider) or tensorrt (TensorRT, or ONNX Runtime's TensorRT provider)."
     ),
 ]
+# deploy's and serve's admission control
+QueueTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--queue-timeout-ms",
+        help="How long a request may wait in the queue before it is "
+        "answered UNAVAILABLE (HTTP 503) (default: from --latency-budget-ms; 0: no timeout).",
+    ),
+]
 CONFIDENCE_HELP = (
     "How sure a verdict must be: a rate passes when its interval at this level clears the "
     "budget, fails when it cannot reach it, and is inconclusive (exit 4) when it straddles it; "

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from trtconv.cli._options import JsonOpt
+from trtconv.cli._options import JsonOpt, QueueTimeoutOpt
 from trtconv.cli._output import run_command
 from trtconv.options import DeployOptions
 from trtconv.serving.deploy import deploy
@@ -61,14 +61,6 @@ MaxQueueSizeOpt = Annotated[
         "UNAVAILABLE (HTTP 503) at once (default: what the rate measured by --serving or "
         "--bench drains within the queue timeout; 0: no limit, and with --queue-timeout-ms 0 "
         "no queue policy at all).",
-    ),
-]
-QueueTimeoutOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--queue-timeout-ms",
-        help="How long a request may wait in the queue before it is "
-        "answered UNAVAILABLE (HTTP 503) (default: from --latency-budget-ms; 0: no timeout).",
     ),
 ]
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from trtconv.cli._options import DeviceOpt, JsonOpt
+from trtconv.cli._options import DeviceOpt, JsonOpt, QueueTimeoutOpt
 from trtconv.cli._output import run_command
 from trtconv.options import ServeOptions
 from trtconv.serving.server import serve
@@ -65,14 +65,6 @@ MaxQueueSizeOpt = Annotated[
         "UNAVAILABLE (HTTP 503) at once (default: what the rate measured at start drains "
         "within the queue timeout; 0: no limit, and with --queue-timeout-ms 0 no queue "
         "policy at all).",
-    ),
-]
-QueueTimeoutOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--queue-timeout-ms",
-        help="How long a request may wait in the queue before it is "
-        "answered UNAVAILABLE (HTTP 503) (default: from --latency-budget-ms; 0: no timeout).",
     ),
 ]
 AdmissionOpt = Annotated[
