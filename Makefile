@@ -1,10 +1,17 @@
 # trtconv: `make demo` and `make test` each work alone on a fresh clone.
+#
+# Two ends of the supported range, each in its own environment:
+#   .venv         the newest TensorFlow this Python has (2.21: NumPy 2, Keras 3.15): `make test`
+#   .venv-oldest  TensorFlow 2.17 (the last with TF-TRT), NumPy 1.26, tf-keras 2.17 and the
+#                 `serve` extra, whose Triton needs NumPy < 2: `make test-oldest`
+# .ci/run runs both.
 PYTHON ?= python3
-VENV   := .venv
+VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+OLDEST := .venv-oldest
 
-.PHONY: install demo test test-quick test-tensorflow lint docs bench clean
+.PHONY: install demo test test-quick test-tensorflow test-oldest lint docs bench clean
 
 install: $(STAMP)
 
@@ -13,12 +20,14 @@ install: $(STAMP)
 # resolves the same versions. uv reads no pip.conf: where it cannot reach an index (a mirror
 # only pip is configured for), pip installs instead.
 UV_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode
-EXTRAS     = ".[cpu,dev,openvino,serve]"
+EXTRAS     ?= .[tensorflow,cpu,dev,openvino]
+# What the environment must hold besides the extras (the oldest end pins TensorFlow 2.17).
+PINS       ?=
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip "uv>=0.9"
-	$(UV_INSTALL) -e $(EXTRAS) || $(BIN)/pip install --quiet -e $(EXTRAS)
+	$(UV_INSTALL) -e "$(EXTRAS)" $(PINS) || $(BIN)/pip install --quiet -e "$(EXTRAS)" $(PINS)
 	touch $(STAMP)
 
 lint: install
@@ -52,6 +61,12 @@ test-tensorflow: install
 test: install
 	@$(MAKE) --no-print-directory -j 3 --output-sync=line test-tensorflow test-quick lint
 
+# The oldest end: the whole suite (both tiers) on TensorFlow 2.17 and NumPy 1.26, with serving.
+# Lint is the same code and runs once, in `make test`.
+test-oldest:
+	@$(MAKE) --no-print-directory VENV=$(OLDEST) EXTRAS=".[tensorflow,cpu,dev,openvino,serve]" \
+	  PINS='"tensorflow==2.17.*"' -j 2 --output-sync=line test-tensorflow test-quick
+
 demo: install
 	bash examples/demo.sh
 
@@ -59,4 +74,4 @@ bench: install
 	bash examples/bench.sh
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache models/demo
+	rm -rf $(VENV) $(OLDEST) build dist .pytest_cache .mypy_cache .ruff_cache models/demo

@@ -69,7 +69,13 @@ def artifact(backend: str, precision: str) -> Path:
 
 
 def pytriton_or_skip() -> None:
-    """Skip (saying why) where PyTriton cannot be imported: its wheel needs glibc 2.35+."""
+    """Skip (saying why) where PyTriton cannot serve (its wheel needs glibc 2.35+, its Triton
+    NumPy < 2) or cannot be imported."""
+    from trtconv.serving.doctor_section import doctor_section
+
+    reason = doctor_section().reason
+    if reason:
+        pytest.skip(f"serving cannot run here: {reason}")
     try:
         import pytriton.triton  # noqa: F401
         import tritonclient.http  # noqa: F401

@@ -10,14 +10,18 @@ import pytest
 
 from trtconv.cli import main
 from trtconv.doctor.pipeline import doctor
-from trtconv.serving.doctor_section import serving_reason
+from trtconv.serving.doctor_section import doctor_section, serving_reason
 
 
 def test_reasons_name_the_missing_piece() -> None:
-    assert serving_reason("0.7.0", "2.36") == ""
-    assert "glibc 2.35 or newer, this machine has 2.31" in serving_reason("0.7.0", "2.31")
-    assert "trtconv[serve]" in serving_reason(None, "2.36")
-    assert "glibc Linux only" in serving_reason(None, None)
+    assert serving_reason("0.7.0", "2.36", "1.26.4") == ""
+    assert "glibc 2.35 or newer, this machine has 2.31" in serving_reason("0.7.0", "2.31", None)
+    assert "trtconv[serve]" in serving_reason(None, "2.36", "1.26.4")
+    assert "glibc Linux only" in serving_reason(None, None, None)
+    # PyTriton's Triton answers with empty outputs under NumPy 2, whatever installed it.
+    assert "needs NumPy < 2, this environment has NumPy 2.4.6" in serving_reason(
+        "0.7.0", "2.36", "2.4.6"
+    )
 
 
 def test_doctor_reports_serving() -> None:
@@ -35,7 +39,23 @@ def test_serve_without_pytriton_is_exit_3(
     out, err = capsys.readouterr()
     assert stopped.value.code == 3
     assert json.loads(out)["error"]["type"] == "MissingDependencyError"
-    assert "trtconv[serve]" in err
+    # Where serving cannot run for another reason (NumPy 2), that reason is the sentence.
+    assert (doctor_section().reason or "trtconv[serve]") in err
+
+
+def test_serve_under_numpy_2_is_exit_3_before_starting_triton(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from trtconv.serving import doctor_section as section
+
+    found = section.dist_version
+    monkeypatch.setattr(
+        section, "dist_version", lambda name: "2.4.6" if name == "numpy" else found(name)
+    )
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", str(tmp_path)])
+    assert stopped.value.code == 3
+    assert "needs NumPy < 2, this environment has NumPy 2.4.6" in capsys.readouterr().err
 
 
 def test_bad_ports_are_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

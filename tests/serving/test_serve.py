@@ -27,6 +27,12 @@ START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 60
 
 
+@pytest.fixture(autouse=True)
+def _serving_can_run() -> None:
+    """Every test here serves: skip them all, saying why, where serving cannot run."""
+    pytriton_or_skip()
+
+
 @contextlib.contextmanager
 def serving(
     *flags: str, started: list[int] | None = None, model: Path | None = None

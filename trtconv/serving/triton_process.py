@@ -37,6 +37,7 @@ from trtconv.core.errors import MissingDependencyError, TrtconvError
 from trtconv.core.processes import dies_with_this_process
 from trtconv.options import LOOPBACK
 from trtconv.serving.batch_runner import Traffic
+from trtconv.serving.doctor_section import doctor_section
 from trtconv.serving.triton_config import ModelConfigSpec, render_config
 
 LOG = logging.getLogger(__name__)
@@ -120,6 +121,9 @@ class Binaries:
 def binaries() -> Binaries:
     """Where PyTriton's wheel keeps Triton. Raises MissingDependencyError (exit 3) naming the
     install when PyTriton is missing or carries no stub for this Python."""
+    reason = doctor_section().reason
+    if reason:
+        raise MissingDependencyError(f"trtconv serve cannot run here: {reason}.")
     try:
         from pytriton.utils.distribution import get_libs_path, get_root_module_path, get_stub_path
     except ImportError as exc:  # its wheel is Linux-only and needs glibc 2.35+
