@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from tests.helpers.tensorflow_range import ENDED_REASON, SHIPS_TFTRT
 from trtconv import api
 from trtconv.backends import registry
 from trtconv.cli import app
@@ -38,10 +39,12 @@ def rows(conversions: list[dict[str, Any]], backend: str) -> dict[str, dict[str,
 @pytest.mark.tensorflow
 def test_report_on_this_machine() -> None:
     report = api.doctor(deep=False)
-    assert report.tensorflow.is_tensorrt_build is True
+    assert report.tensorflow.is_tensorrt_build is SHIPS_TFTRT
     sections = report.to_json()  # each backend's section, as doctor --json prints it
     assert sections["tf_trt"]["usable"] is False
-    assert "libnvinfer.so.8.6.1" in sections["tf_trt"]["reason"]
+    # 2.17: the real cause (its libraries); 2.18+: that TF-TRT ended, and nothing else.
+    expected = "libnvinfer.so.8.6.1" if SHIPS_TFTRT else ENDED_REASON
+    assert expected in sections["tf_trt"]["reason"]
     assert report.gpus == []
     assert sections["tensorrt"]["version"] is None
     assert "CPUExecutionProvider" in sections["onnxruntime"]["providers"]
@@ -119,7 +122,10 @@ def test_human_report_shows_fixes_verbatim() -> None:
     assert "Conversions possible here" in result.output
     # Square brackets must survive rich's markup: the extras are what users copy.
     assert "trtconv[gpu]" in text and "trtconv[trt]" in text
-    assert "libnvinfer.so.8.6.1" in text
+    if SHIPS_TFTRT:
+        assert "libnvinfer.so.8.6.1" in text
+    else:  # where TF-TRT ended, its fix is the TensorRT backend
+        assert ENDED_REASON in text and "--backend trt builds TensorRT 10/11 engines" in text
     # Every section's row of the libraries table, read from its fields.
     for component in ("TF-TRT", "TensorRT (python)", "ONNX Runtime", "OpenVINO", "Serving"):
         assert f"│ {component}" in result.output, component
@@ -133,5 +139,8 @@ def test_deep_report_asks_tensorflow_for_its_tensorrt() -> None:
     assert done.returncode == 0, done.stderr
     tf_trt = json.loads(done.stdout)["tf_trt"]
     assert tf_trt["asked_tensorflow"] is True
-    assert tf_trt["linked_tensorrt"] == "8.6.1"
     assert tf_trt["usable"] is False
+    if SHIPS_TFTRT:
+        assert tf_trt["linked_tensorrt"] == "8.6.1"
+    else:
+        assert tf_trt["reason"] == ENDED_REASON

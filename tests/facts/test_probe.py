@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.tensorflow_range import SHIPS_TFTRT, TENSORFLOW_VERSION
 from trtconv.facts import Facts, Gpu, described, probe
 from trtconv.facts import tensorflow as tf_facts
 from trtconv.facts.libraries import GPU_PROVIDERS, probe_onnxruntime
@@ -22,9 +23,10 @@ def here() -> Facts:
 @pytest.mark.tensorflow
 def test_probe_tells_the_truth_about_this_machine(here: Facts) -> None:
     assert here.gpus == ()
-    assert here.version("tensorflow") and str(here.version("tensorflow")).startswith("2.17")
+    assert here.version("tensorflow") == TENSORFLOW_VERSION != ""
     tf = here.tensorflow
-    assert tf.is_cuda_build and tf.is_tensorrt_build
+    # 2.17's wheel is a CUDA and TensorRT build; 2.18 removed TF-TRT.
+    assert tf.is_tensorrt_build is SHIPS_TFTRT
     # The real cause, not TensorFlow's misleading "not built with TensorRT support".
     assert "libnvinfer.so.8.6.1" in tf.libnvinfer_reason
     assert tf.asked is None  # nothing says TF-TRT could run, so TensorFlow was not asked
@@ -78,6 +80,8 @@ def test_decode_tensorrt_version(number: int, text: str) -> None:
 @pytest.mark.no_gpu
 @pytest.mark.tensorflow
 def test_tensorflow_subprocess_probe_reports_linked_version_and_real_cause() -> None:
+    if not SHIPS_TFTRT:
+        pytest.skip(f"TensorFlow {TENSORFLOW_VERSION} has no TF-TRT to probe")
     report = tf_facts.tf_trt_subprocess_probe()
     assert report.enabled is False and not report.error
     assert report.loaded is None  # asking would abort the interpreter

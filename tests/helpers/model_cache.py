@@ -23,6 +23,7 @@ import logging
 import os
 import platform
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from importlib import metadata
@@ -69,8 +70,8 @@ def configure(config: pytest.Config) -> None:
     if cache is None:  # -p no:cacheprovider
         path = Path(tempfile.mkdtemp(prefix="trtconv-models-"))
         atexit.register(shutil.rmtree, path, ignore_errors=True)
-    else:
-        path = Path(cache.mkdir("trtconv-models"))
+    else:  # one per environment: the two ends of the TensorFlow range keep their own builds
+        path = Path(cache.mkdir(f"trtconv-models-{Path(sys.prefix).name}"))
     os.environ[ROOT_VARIABLE] = str(path)
 
 

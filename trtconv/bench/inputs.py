@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,8 @@ def check_entry_fits(entry: ModelEntry, data: ArraySet, mapping: dict[str, str])
 
 def save_arrays(path: Path, inputs: dict[str, np.ndarray], labels: np.ndarray | None) -> Path:
     """Write inputs (and labels as `__labels__`) to an uncompressed .npz for the workers."""
-    arrays = dict(inputs)
+    # Any: NumPy 2's stubs would take a ** of arrays for savez's allow_pickle flag.
+    arrays: dict[str, Any] = dict(inputs)
     if labels is not None:
         arrays["__labels__"] = labels
     np.savez(path, **arrays)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -272,7 +272,7 @@ class Session:
         written = None
         if self.spec.eval and self.spec.eval_outputs:
             eval_inputs = load_arrays(self.spec.eval, self.spec.input_map)
-            outputs = eval_outputs(self.runner, eval_inputs, max(self.batches))
+            outputs: dict[str, Any] = eval_outputs(self.runner, eval_inputs, max(self.batches))
             written = self.spec.eval_outputs
             np.savez(written, **outputs)
         return Finished(peak, gpu_memory, written, list(self.runner.warnings))

@@ -13,10 +13,12 @@ from types import ModuleType
 
 from trtconv.core.errors import MissingDependencyError
 
+# TensorFlow is the user's (tensorflow, tensorflow-cpu, a container's build), or the extra's.
+TENSORFLOW_INSTALL = "pip install 'trtconv[tensorflow]' (TensorFlow 2.17 to 2.21) or tensorflow-cpu"
 INSTALL_HINTS = {
-    "tensorflow": "pip install 'tensorflow==2.17.*'",
-    "tf2onnx": "pip install tf2onnx==1.17.0",
-    "onnx": "pip install onnx==1.18.0",
+    "tensorflow": TENSORFLOW_INSTALL,
+    "tf2onnx": "pip install 'tf2onnx>=1.17,<1.18'",
+    "onnx": "pip install 'onnx>=1.18,!=1.19.0'",
     "onnxruntime": "pip install 'trtconv[cpu]' (or 'trtconv[gpu]' for the CUDA provider)",
     "tensorrt": "pip install 'trtconv[trt]' ('trtconv[trt-cu12]' for CUDA 12) on a GPU machine",
     "cuda": "pip install 'trtconv[trt]' ('trtconv[trt-cu12]' for CUDA 12): it brings cuda-python",

@@ -43,10 +43,40 @@ def dist_version(name: str) -> str | None:
         return None
 
 
+def package_version(package: str) -> str | None:
+    """The version of whichever distribution installed the import package `package` (no
+    import), or None: `tensorflow` comes as tensorflow, tensorflow-cpu, tf-nightly or a vendor's
+    build, and the one installed is the one that runs."""
+    found = dist_version(package)
+    if found is not None:
+        return found
+    for name in metadata.packages_distributions().get(package, ()):
+        found = dist_version(name)
+        if found is not None:
+            return found
+    return None
+
+
+def tf_keras_install() -> str:
+    """How to install the tf_keras that goes with this TensorFlow: tf-keras X.Y requires
+    `tensorflow` X.Y by that name, so beside tensorflow-cpu (or another build) without its
+    dependencies."""
+    version = package_version("tensorflow")
+    if version is None:
+        return "pip install tf-keras (with the TensorFlow of the same minor version)"
+    major, minor = version_tuple(version)[:2]
+    beside = "" if dist_version("tensorflow") else " --no-deps"
+    return f"pip install 'tf-keras=={major}.{minor}.*'{beside}"
+
+
 def library_versions(packages: Iterable[str] = ()) -> dict[str, str | None]:
-    """Installed distribution versions, read from package metadata without importing: LIBRARIES
-    and `packages` (the distributions the registered backends declare, given by the caller)."""
-    return {name: dist_version(name) for name in dict.fromkeys((*LIBRARIES, *packages))}
+    """Installed versions, read from package metadata without importing: LIBRARIES (TensorFlow's
+    under whichever distribution installed it) and `packages` (the distributions the registered
+    backends declare, given by the caller)."""
+    names = dict.fromkeys((*LIBRARIES, *packages))
+    return {
+        name: (package_version if name == "tensorflow" else dist_version)(name) for name in names
+    }
 
 
 def version_tuple(version: str) -> tuple[int, ...]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trtconv.core.lazy import TENSORFLOW_INSTALL
 from trtconv.core.results import JsonResult
 
 # The TensorRT TensorFlow 2.17 was linked against; TF dlopens exactly these sonames (seen with
@@ -93,7 +94,7 @@ def probe_tensorflow(version: str | None, ask: bool) -> TensorFlowFacts:
     if version is None:
         return TensorFlowFacts(
             None,
-            "TensorFlow is not installed (pip install 'tensorflow==2.17.*')",
+            f"TensorFlow is not installed ({TENSORFLOW_INSTALL})",
             libnvinfer_version=nvinfer_version,
             libnvinfer_reason=nvinfer_reason,
         )

@@ -24,6 +24,7 @@ from typing import Any
 
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.lazy import require
+from trtconv.facts.libraries import tf_keras_install
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +120,7 @@ def _export_keras2(path: Path, output: Path, objects: dict[str, object], keras3:
         raise _load_error(
             path,
             keras3,
-            "; tf_keras, which reads Keras 2 files, is not installed: pip install "
-            "'tf-keras==2.17.*'",
+            f"; tf_keras, which reads Keras 2 files, is not installed: {tf_keras_install()}",
         )
     require("tensorflow")
     tf_keras = importlib.import_module("tf_keras")

@@ -26,15 +26,20 @@ from typing import Any
 
 from trtconv.core.errors import InputError, first_line
 from trtconv.core.lazy import require
+from trtconv.facts.libraries import tf_keras_install
 
 log = logging.getLogger(__name__)
 
 SERVE_TAGS = ["serve"]
 INIT_OP = "__saved_model_init_op"  # a signature TF 2 writes for its initialiser, not a model's
-RESAVE_HOWTO = (
-    "install tf_keras (pip install 'tf-keras==2.17.*') so TensorFlow can revive its Keras 2 "
-    "objects, or re-save it without the optimizer (model.save(DIR, include_optimizer=False))"
-)
+
+
+def resave_howto() -> str:
+    """How to make a SavedModel with Keras 2 optimizer state loadable."""
+    return (
+        f"install tf_keras ({tf_keras_install()}) so TensorFlow can revive its Keras 2 "
+        "objects, or re-save it without the optimizer (model.save(DIR, include_optimizer=False))"
+    )
 
 
 def _saved_model_proto(path: Path) -> Any:
@@ -170,7 +175,7 @@ def _frozen_or_fix(path: Path, why: str, output: Path) -> list[str]:
     except Exception as exc:  # the v1 loader's errors come in many types
         log.debug("the v1 loader could not load %s either: %s", path, exc)
         fix = _tf_keras_missing() and holds_optimizer_state(path)
-        hint = f"; {RESAVE_HOWTO}" if fix else ""
+        hint = f"; {resave_howto()}" if fix else ""
         raise InputError(f"SavedModel {path} could not be loaded: {why}{hint}.") from exc
 
 

@@ -19,10 +19,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from trtconv.core.errors import ConversionError, itemised
+from trtconv.core.errors import ConversionError, first_line, itemised
 from trtconv.core.lazy import TF_LOG_LEVEL, require
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.results import JsonResult, optional_key
+from trtconv.onnxlib import tf_equivalents
 from trtconv.onnxlib.frozen_graph import exportable
 from trtconv.onnxlib.session import CPU, OrtRunner
 from trtconv.outputs.compare import compare, run_batched
@@ -101,11 +102,23 @@ def _export(
             f"tf2onnx did not finish exporting {saved_model} within {timeout_s:.0f} s."
         ) from exc
     seconds = time.perf_counter() - started
+    unconverted = tf_equivalents.unsupported_ops(completed.stderr)
+    if unconverted:
+        raise ConversionError(
+            f"tf2onnx could not export {saved_model} to ONNX: it has no conversion for the "
+            f"TensorFlow op(s) {tf_equivalents.unsupported_text(unconverted)}, and ONNX no "
+            "operator that computes them"
+        )
     if completed.returncode != 0 or not output.is_file():
         raise ConversionError(
             f"tf2onnx could not export {saved_model} to ONNX: {_last_error(completed.stderr)}"
         )
-    nodes = finalize_onnx(output, signature)
+    try:
+        nodes = finalize_onnx(output, signature)
+    except InvalidOnnx as exc:
+        raise ConversionError(
+            f"tf2onnx could not export {saved_model} to a valid ONNX model: {exc}"
+        ) from exc
     size = output.stat().st_size
     return OnnxExport(opset=opset, seconds=round(seconds, 3), nodes=nodes, size_bytes=size)
 
@@ -149,10 +162,17 @@ def _last_error(stderr: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
+class InvalidOnnx(Exception):
+    """A model the ONNX checker refuses (its message)."""
+
+
 def finalize_onnx(path: Path, signature: ModelSignature) -> int:
     """Name the dynamic batch dimension, check names against `signature`, run the ONNX checker.
 
-    Returns the node count. Raises ConversionError naming the mismatch.
+    Returns the node count. Raises ConversionError naming the mismatch, InvalidOnnx with the
+    checker's first line when the model is not valid ONNX: its full check, with type and shape
+    inference, which finds what the plain check passes and ONNX Runtime would refuse to load
+    (TensorFlow 2.21's bfloat16 casts exported as float16 beside bfloat16 weights).
     """
     onnx = require("onnx")
     model = onnx.load(str(path))
@@ -172,9 +192,9 @@ def finalize_onnx(path: Path, signature: ModelSignature) -> int:
         if dims and not dims[0].HasField("dim_value"):
             dims[0].dim_param = BATCH_DIM
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(model, full_check=True)
     except Exception as exc:
-        raise ConversionError(f"ONNX export {path} fails the ONNX checker: {exc}") from exc
+        raise InvalidOnnx(first_line(exc)) from exc
     onnx.save(model, str(path))
     return len(model.graph.node)
 

@@ -141,7 +141,7 @@ def sample_arrays(client: Any, name: str) -> dict[str, np.ndarray]:
     """One random sample (batch 1) for every input the served model declares."""
     metadata = client.get_model_metadata(name, as_json=True)
     rng = np.random.default_rng(0)
-    arrays = {}
+    arrays: dict[str, np.ndarray] = {}
     for tensor in metadata["inputs"]:
         shape = [1 if int(dim) < 0 else int(dim) for dim in tensor["shape"]]
         dtype = NUMPY_TYPES.get(tensor["datatype"])

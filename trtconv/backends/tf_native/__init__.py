@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from trtconv.backends.registry import Backend, register
 from trtconv.backends.tf_native.runner import SavedModelRunner, saved_model_runner
+from trtconv.core.lazy import TENSORFLOW_INSTALL
 from trtconv.facts import Facts
 from trtconv.protocol.serving import TritonServing
 from trtconv.protocol.support import Support
@@ -15,9 +16,7 @@ def support(facts: Facts, precision: str) -> Support:
     """TensorFlow runs its own SavedModels wherever it is installed."""
     version = facts.version("tensorflow")
     if version is None:
-        return Support(
-            NAME, precision, False, facts.tensorflow.reason, "pip install 'tensorflow==2.17.*'"
-        )
+        return Support(NAME, precision, False, facts.tensorflow.reason, TENSORFLOW_INSTALL)
     return Support(NAME, precision, True, f"TensorFlow {version}")
 
 

@@ -313,7 +313,7 @@ def _convert_build_save(request: ConversionRequest) -> Segments:
         if "not a GPU" in str(exc):
             raise MissingDependencyError(
                 f"TensorFlow placed the conversion on a CPU ({exc}): it sees no GPU; fix: "
-                f"{rules.TFTRT_FIX}."
+                f"{rules.fix(registry.facts_here())}."
             ) from exc
         raise ConversionError(f"TF-TRT could not convert {request.saved_model}: {exc}") from exc
     _warn_if_nothing_converted(summarize_graph(converted.graph.as_graph_def()), request)
@@ -351,11 +351,12 @@ def make_converter(request: ConversionRequest, **params: Any) -> Any:
         # TensorFlow says "not built with TensorRT support" even when only libnvinfer is
         # missing, and "Incompatible TensorRT major version" without the versions; the probe
         # names the real cause.
-        cause = rules.status(registry.facts_here())[1]
+        facts = registry.facts_here()
+        cause = rules.status(facts)[1]
         if INCOMPATIBLE_TRT in str(exc):
             cause = f"{exc} ({cause})"
         raise MissingDependencyError(
-            f"TF-TRT cannot run: {cause}; fix: {rules.TFTRT_FIX}."
+            f"TF-TRT cannot run: {cause}; fix: {rules.fix(facts)}."
         ) from exc
 
 

@@ -5,7 +5,8 @@ TensorFlow 2.17 was built against TensorRT 8.6.1, and `TrtGraphConverterV2` refu
 loaded major, or an older 8 ("Incompatible TensorRT major version":
 `_check_trt_version_compatibility` in tensorflow/python/compiler/tensorrt/trt_convert.py). So
 TF-TRT, its INT8 calibration included, needs TensorRT 8 (8.6.1+); TensorRT 10 and 11 serve
-`--backend trt`."""
+`--backend trt`. TensorFlow 2.18 removed TF-TRT: there the one reason is that, and the fix
+names `--backend trt` (nothing else about the machine would change the answer)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,14 @@ from trtconv.protocol.doctor_section import DoctorSection, LibraryRow
 from trtconv.protocol.support import NO_GPU, Support, gpu_text, gpu_too_old, verdict
 
 NAME = "tftrt"
+LAST_TENSORFLOW = (2, 17)
+INSTEAD = (
+    "--backend trt builds TensorRT 10/11 engines from the ONNX export instead; TF-TRT needs an "
+    "environment of its own with TensorFlow 2.17's CUDA build (pip install 'trtconv[tftrt]' and "
+    "the TensorRT 8.6 libraries, or an NGC TensorFlow container; docs/backends.md)"
+)
 TFTRT_FIX = (
-    "use the TensorFlow 2.17 CUDA build (pip install 'tensorflow[and-cuda]==2.17.*') with the "
+    "use the TensorFlow 2.17 CUDA build (pip install 'trtconv[tftrt]') with the "
     "TensorRT 8.6 libraries (libnvinfer.so.8.6.1, libnvinfer_plugin.so.8.6.1; TF-TRT refuses "
     "TensorRT 10 and 11) on LD_LIBRARY_PATH on a machine with an NVIDIA GPU, or run in an NGC "
     "TensorFlow container (nvcr.io/nvidia/tensorflow), or use --backend trt for TensorRT 10/11"
@@ -31,6 +38,8 @@ def problems(facts: Facts) -> list[str]:
     tf = facts.tensorflow
     if tf.version is None:
         return [tf.reason]
+    if ended(tf.version):
+        return [f"TF-TRT ends at TensorFlow 2.17 and this is TensorFlow {tf.version}"]
     found = []
     if tf.reason:
         found.append(tf.reason)
@@ -38,8 +47,6 @@ def problems(facts: Facts) -> list[str]:
         found.append(
             f"TensorFlow {tf.version} was built without TensorRT (is_tensorrt_build=False)"
         )
-    elif version_tuple(tf.version) >= (2, 18):
-        found.append(f"TensorFlow {tf.version} no longer ships TF-TRT (2.17 is the last)")
     # TensorFlow's own answer wins over our guess at its libraries' names: it may load a TensorRT
     # our ctypes check of the exact sonames missed.
     tf_loads = tf.asked is not None and not tf.asked.error and tf.asked.enabled
@@ -59,6 +66,18 @@ def problems(facts: Facts) -> list[str]:
             and not (p.startswith("TensorFlow sees no GPU") and not facts.gpus)
         ]
     return found
+
+
+def fix(facts: Facts) -> str:
+    """What to do when TF-TRT cannot run: where TensorFlow ended it, the TensorRT backend (or an
+    environment of its own); otherwise the libraries and GPU it needs."""
+    version = facts.tensorflow.version
+    return INSTEAD if version is not None and ended(version) else TFTRT_FIX
+
+
+def ended(version: str) -> bool:
+    """True for a TensorFlow after the last that shipped TF-TRT (2.17)."""
+    return version_tuple(version)[:2] > LAST_TENSORFLOW
 
 
 def _runtime_problems(report: TfTrtReport) -> list[str]:
@@ -115,7 +134,7 @@ def support(facts: Facts, precision: str) -> Support:
     """Whether TF-TRT converts and runs `precision` on the machine `facts` describe."""
     usable, reason = status(facts)
     if not usable:
-        return verdict(NAME, precision, reason, TFTRT_FIX)
+        return verdict(NAME, precision, reason, fix(facts))
     too_old = gpu_too_old(precision, facts)
     if too_old:
         return verdict(NAME, precision, *too_old)
