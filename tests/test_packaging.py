@@ -1,10 +1,14 @@
-"""The extras install one consistent GPU stack (checked on pyproject.toml, no network)."""
+"""The extras install one consistent GPU stack and keep the user's TensorFlow (checked on
+pyproject.toml; one test asks PyPI what an install beside tensorflow-cpu 2.21 would resolve)."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -53,3 +57,56 @@ def test_tensorrt_and_cuda_python_share_one_cuda_major() -> None:
         )
         tensorrt = requirements[f"tensorrt-cu{major}"].specifier
         assert Version("11.4.0.106") in tensorrt and Version("12.0.0") not in tensorrt
+
+
+def test_tensorflow_is_the_users_not_a_requirement() -> None:
+    """`tensorflow` and `tensorflow-cpu` install one package under two names: requiring either
+    adds it beside the other. Only the extras that exist to bring TensorFlow name it."""
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    bringing = {
+        group
+        for group, lines in project["optional-dependencies"].items()
+        if any(Requirement(line).name in ("tensorflow", "tensorflow-cpu") for line in lines)
+    }
+    assert "tensorflow" not in _requirements() and bringing == {"tensorflow", "tftrt"}
+    tensorflow = _requirements("tensorflow")["tensorflow"].specifier
+    assert Version("2.17.1") in tensorflow and Version("2.21.0") in tensorflow
+    assert _requirements("tftrt")["tensorflow"].specifier.contains("2.17.1")
+    assert not _requirements("tftrt")["tensorflow"].specifier.contains("2.18.0")
+
+
+def test_the_range_takes_numpy_2_and_python_3_13() -> None:
+    project = tomllib.loads(PYPROJECT.read_text())["project"]
+    from packaging.specifiers import SpecifierSet
+
+    assert Version("3.13.0") in SpecifierSet(project["requires-python"])
+    assert Version("2.4.6") in _requirements()["numpy"].specifier
+    # PyTriton (its Triton needs NumPy < 2) stays out of Python 3.13, which has no NumPy 1.
+    pytriton = _requirements("serve")["nvidia-pytriton"]
+    assert pytriton.marker is not None
+    assert not pytriton.marker.evaluate({"python_version": "3.13"})
+    assert pytriton.marker.evaluate({"python_version": "3.12"})
+
+
+@pytest.mark.slow
+def test_installing_beside_tensorflow_cpu_2_21_keeps_it_and_numpy_2(tmp_path: Path) -> None:
+    """What pip would install into a tensorflow-cpu 2.21 environment (uv's resolver, against
+    PyPI): no second TensorFlow distribution, NumPy and Keras left as 2.21 has them."""
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent))
+    if uv is None:
+        pytest.skip("uv is not installed beside this interpreter (make install brings it)")
+    requirements = tmp_path / "requirements.in"
+    repository = PYPROJECT.parent
+    requirements.write_text(f"tensorflow-cpu==2.21.*\n-e {repository}[cpu,openvino]\n")
+    done = subprocess.run(
+        [uv, "pip", "compile", "--quiet", "--python-version", "3.11", str(requirements)],
+        capture_output=True, text=True, timeout=300, cwd=repository,
+    )  # one call # fmt: skip
+    if done.returncode != 0 and "Failed to fetch" in done.stderr:
+        pytest.skip(f"PyPI is not reachable: {done.stderr.strip().splitlines()[-1]}")
+    assert done.returncode == 0, done.stderr
+    pins = dict(
+        line.split("==", 1) for line in done.stdout.splitlines() if "==" in line and line[0] != " "
+    )
+    assert pins["tensorflow-cpu"].startswith("2.21.") and "tensorflow" not in pins
+    assert Version(pins["numpy"]) >= Version("2") and Version(pins["keras"]) >= Version("3.12")
