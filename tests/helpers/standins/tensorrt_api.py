@@ -694,13 +694,21 @@ ALWAYS = {"__init__", "__module__", "__qualname__", "__doc__", "__setattr__", "_
 _CONTEXT: dict[type, Context] = {}
 
 
+# What Python itself writes into a class: its instance dict, weak references, and from 3.13 the
+# line it starts at and the attributes its methods assign.
+PYTHON_CLASS_NAMES = frozenset(
+    {"__dict__", "__weakref__", "__buffer__", "__bytes__"}
+    | {"__firstlineno__", "__static_attributes__"}
+)
+
+
 def public_names(cls: type) -> set[str]:
     """The attribute names a stand-in class defines itself that trtconv could reach."""
     return {
         name
         for name in vars(cls)
         if not name.startswith("_") or (name.startswith("__") and name not in ALWAYS)
-    } - {"__dict__", "__weakref__", "__buffer__", "__bytes__"}
+    } - PYTHON_CLASS_NAMES
 
 
 def strict_class(cls: type, real: dict[str, list[str]], ctx: Context) -> type:
