@@ -20,16 +20,6 @@ import numpy as np
 UNSUPPORTED = re.compile(
     r"Tensorflow op \[(?P<node>[^\]]*?): (?P<op>[A-Za-z0-9_]+)\] is not supported"
 )
-# The ops this module converts, with the ONNX they become (named in docs/backends.md).
-EQUIVALENTS = {"Erfc": "Sub(1, Erf(x))"}
-
-
-def register() -> None:
-    """Register a tf2onnx handler for every op of EQUIVALENTS (call it in the export process,
-    before tf2onnx converts)."""
-    from tf2onnx.handler import tf_op
-
-    tf_op("Erfc")(_Erfc)
 
 
 class _Erfc:
@@ -45,6 +35,19 @@ class _Erfc:
         erf = ctx.make_node("Erf", [source], op_name_scope=node.name)
         node.type = "Sub"
         ctx.replace_inputs(node, [one.output[0], erf.output[0]])
+
+
+# TensorFlow op -> its tf2onnx handler (docs/backends.md names what each becomes).
+HANDLERS: dict[str, type] = {"Erfc": _Erfc}
+
+
+def register() -> None:
+    """Register the handlers of HANDLERS with tf2onnx (call it in the export process, before
+    tf2onnx converts)."""
+    from tf2onnx.handler import tf_op
+
+    for op, handler in HANDLERS.items():
+        tf_op(op)(handler)
 
 
 def unsupported_ops(log: str) -> dict[str, list[str]]:
