@@ -23,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from trtconv.backends.openvino.python313 import tolerate_python_313
 from trtconv.core.errors import ConversionError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import ModelSignature
@@ -44,6 +45,7 @@ def model_from_saved_model(saved_model: Path, signature: ModelSignature) -> Any:
     """
 
     ov = require("openvino")
+    tolerate_python_313()
     if is_graph_only(saved_model) and signature.name == SERVING_KEY:
         loaded = None
         source: Any = str(saved_model)
