@@ -84,11 +84,14 @@ def test_a_tensor_at_a_lossy_precision_is_judged_by_its_share_of_samples() -> No
 
 
 def test_fp32_keeps_the_exact_rule_and_says_how_many_samples_exceeded() -> None:
+    """A tensor's values are what it gives: beyond fp32's tolerance it fails (a decision
+    output would be judged by its decisions: tests/outputs/test_compare.py)."""
     probs = _probabilities(100)
     candidate = probs.copy()
     candidate[[17, 40, 41]] += np.float32(2e-3)
     candidate[40] += np.float32(1e-3)
-    report = compare({"p": probs}, {"p": candidate}, tolerance_for("fp32"))
+    tensor = {"p": OutputRole("tensor", "option")}
+    report = compare({"p": probs}, {"p": candidate}, tolerance_for("fp32"), roles=tensor)
     values = _check(report, "p values")
     assert values.gating and not values.passed and report.verdict == "failed"  # type: ignore[attr-defined]
     assert "3 of 100 samples exceed it, the worst: 40 (max abs error 0.003), 17 (0.002)" in (
