@@ -137,6 +137,8 @@ def samples_to_decide(report: ValidationReport) -> int | None:
             count = samples_needed(within.share, within.minimum, confidence)
             needed.append(count if count is not None else 0)
         elif output is not None and output.agreement is not None:
-            count = samples_needed(output.agreement, report.min_top1_agreement, confidence)
+            # its own minimum when its decisions judged it at fp32 (float32 not reproduced)
+            minimum = output.agreement_minimum or report.min_top1_agreement
+            count = samples_needed(output.agreement, minimum, confidence)
             needed.append(count if count is not None else 0)
     return max(needed) or None if needed else None
