@@ -189,7 +189,8 @@ def checked_export(plan: ConversionPlan, space: Workspace, steps: Steps) -> tupl
         steps.start("exporting to ONNX")
         path = space.work / "model.fp32.onnx"
         try:
-            export = export_onnx(plan.saved_model, path, space.native.signature)
+            fixed = space.data.fixed_inputs()
+            export = export_onnx(plan.saved_model, path, space.native.signature, fixed=fixed)
         except ConversionError as exc:
             raise ConversionError(f"{exc}{_without_onnx(plan.precision)}") from exc
         held_out = space.data.held_out.head(EXPORT_CHECK_SAMPLES)
