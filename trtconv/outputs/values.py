@@ -119,10 +119,9 @@ def not_reproduced(
 def as_not_reproduced(values: Check) -> Check:
     """The values line as a reported figure, saying why (one sentence, logged once per output
     in a process: the export check and the validation meet the same output)."""
-    line = f"{values.output}: {NOT_REPRODUCED}; {values.detail.split(';')[0]}"
-    if line not in _SAID:
-        _SAID.add(line)
-        log.warning("%s", line)
+    if values.output not in _SAID:
+        _SAID.add(values.output or "")
+        log.warning("%s: %s; %s", values.output, NOT_REPRODUCED, values.detail.split(";")[0])
     detail = f"{values.detail}; {NOT_REPRODUCED}"
     return replace(values, passed=True, detail=detail, gating=False)
 
