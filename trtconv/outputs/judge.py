@@ -3,11 +3,14 @@
 Every output gets a values line (max abs and rel error). How its values decide depends on the
 precision:
 
-- fp32 and tf32 (`Tolerance.exact_values`): every element of every sample within the atol
-  (trtconv.outputs.exact says why); the line says how many samples exceeded it, and by how much.
+- fp32 and tf32 (`Tolerance.exact_values`): every element of every sample within tolerance,
+  an element within at the atol or at rtol x |reference| (trtconv.outputs.exact says why); the
+  line says how many samples exceeded it, and by how much. A decision output past it but finite
+  is judged by its decisions against fp16's budget instead: float32 is not reproduced between
+  the two runtimes (trtconv.outputs.values).
 - the lossy precisions (fp16, bf16, int8) judge values per sample, never by the single worst
   element: a sample is within when its values are (maps.sample_errors: every value, or 95% of
-  a dense output's), and the share of samples within is a rate against a minimum share (the
+  a dense output's, by the same element test), and the share of samples within is a rate against a minimum share (the
   output's own, --tolerance NAME=X:MIN, else the budget's minimum). A maximum over n samples
   can only grow with n; a share of samples is estimated better the more samples there are.
 

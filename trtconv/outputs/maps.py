@@ -12,8 +12,9 @@ never over elements, whose values inside one sample are not independent.
   agrees; the figure is their mean, its interval counts samples (`confidence.mean_interval`).
 - A **regression** output: a sample is within tolerance when at least WITHIN_SHARE of its values
   lie within the bound of the reference's (all of them for a sample of fewer than 20 values).
-  The bound is the atol where one is given, else REGRESSION_SPREAD x the reference output's
-  spread (its standard deviation over every sample and element).
+  The bound is the atol where one is given (a value is also within at rtol x |reference| where
+  there is an rtol), else REGRESSION_SPREAD x the reference output's spread (its standard
+  deviation over every sample and element).
 - A head **gated** by a score output (`--output-role bbox=regression:where=face_prob`) is judged
   only where the score output of the *reference* says an object is there: a binary score above
   its threshold, or a class other than the first (index 0 is "nothing there"). A sample with no
