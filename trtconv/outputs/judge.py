@@ -10,9 +10,10 @@ precision:
   the two runtimes (trtconv.outputs.values).
 - the lossy precisions (fp16, bf16, int8) judge values per sample, never by the single worst
   element: a sample is within when its values are (maps.sample_errors: every value, or 95% of
-  a dense output's, by the same element test), and the share of samples within is a rate against a minimum share (the
-  output's own, --tolerance NAME=X:MIN, else the budget's minimum). A maximum over n samples
-  can only grow with n; a share of samples is estimated better the more samples there are.
+  a dense output's, by the same element test), and the share of samples within is a rate
+  against a minimum share (the output's own, --tolerance NAME=X:MIN, else the budget's
+  minimum). A maximum over n samples can only grow with n; a share of samples is estimated
+  better the more samples there are.
 
 The role adds what matters to it:
 
