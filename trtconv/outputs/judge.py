@@ -133,7 +133,7 @@ def judge_output(
     values, max_abs, max_rel = values_check(name, want, got, atol, tolerance.exact_values, rtol)
     figures: dict[str, Any] = {}
     deciding = tolerance
-    if not_reproduced(values, name, role, want, tolerance):
+    if not_reproduced(values, role, want, got, tolerance):
         values, deciding = as_not_reproduced(values), decisions_budget(tolerance)
         figures["agreement_minimum"] = deciding.min_top1_agreement
     checks = [values, *_decision_role_checks(name, role, want, got, deciding, labels, figures)]

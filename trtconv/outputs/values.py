@@ -102,18 +102,19 @@ def exact_within(
 
 
 def not_reproduced(
-    values: Check, name: str, role: OutputRole, want: np.ndarray, tolerance: Tolerance
+    values: Check, role: OutputRole, want: np.ndarray, got: np.ndarray, tolerance: Tolerance
 ) -> bool:
-    """True when `values` failed fp32's or tf32's every-element rule on a decision output
-    with finite values and no tolerance of the user's: its decisions judge it instead."""
+    """True when `values` failed fp32's or tf32's every-element rule on a float decision
+    output whose converted values are finite and that the user gave no tolerance: its
+    decisions judge it instead."""
     return (
         tolerance.exact_values
         and values.gating
         and not values.passed
-        and "NaN/Inf" not in values.detail
         and role.role in DECISIONS
         and np.issubdtype(want.dtype, np.floating)
-        and not tolerance.stated_for(name)
+        and not tolerance.stated_for(values.output or "")
+        and bool(np.isfinite(got.astype(np.float64)).all())
     )
 
 
