@@ -164,15 +164,16 @@ class Contest:
 @dataclass(frozen=True)
 class ConvertOptions:
     """`trtconv convert`. `precision` None is allowed only with backend "best" (every
-    precision); `output` None means models/NAME-BACKEND-PRECISION; `tolerance` None keeps the
-    precision's max abs error; `min_top1_agreement`/`max_accuracy_drop` None keep its limits;
-    `confidence` is the level verdicts are decided at (0: point decisions). `signature` None is
-    serving_default; `input_shapes` fill in dynamic input dimensions for random data ({name: full
-    shape}). A model with a fixed batch converts at that batch when `batch_sizes` is the
-    default. `validate_data` None: validation on the calibration source's samples nothing was
-    fitted to (trtconv.convert.data); `calib_samples` None: DEFAULT_CALIB_SAMPLES, or fewer of a
-    source shared with validation. `split` "held-out" says the model trained on the rest of the
-    data (keep its fixed hold-out), "all" that it did not; None: its model card decides."""
+    precision); `output` None means models/NAME-BACKEND-PRECISION; `tolerance` and `rtol` None
+    keep the precision's absolute and relative tolerances; `min_top1_agreement` and
+    `max_accuracy_drop` None keep its limits; `confidence` is the level verdicts are decided at
+    (0: point decisions). `signature` None is serving_default; `input_shapes` fill in dynamic
+    input dimensions for random data ({name: full shape}). A model with a fixed batch converts
+    at that batch when `batch_sizes` is the default. `validate_data` None: validation on the
+    calibration source's samples nothing was fitted to (trtconv.convert.data); `calib_samples`
+    None: DEFAULT_CALIB_SAMPLES, or fewer of a source shared with validation. `split` "held-out"
+    says the model trained on the rest of the data (keep its fixed hold-out), "all" that it did
+    not; None: its model card decides."""
 
     saved_model: Path
     precision: str | None = None
@@ -200,6 +201,8 @@ class ConvertOptions:
     split: str | None = None
     # --custom-objects MODULE:NAME: classes a Keras file needs (trtconv.model.keras_files).
     custom_objects: tuple[str, ...] = ()
+    # --tolerance X,R: the relative tolerance of every output; None keeps the precision's.
+    rtol: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "saved_model", Path(self.saved_model))
@@ -229,7 +232,8 @@ class ConvertOptions:
 class ValidateOptions:
     """`trtconv validate`. None means: from the artifact's manifest (reference model, data,
     split, the confidence its verdict was decided at, else DEFAULT_CONFIDENCE),
-    DEFAULT_VALIDATE_SAMPLES samples, the precision's tolerance."""
+    DEFAULT_VALIDATE_SAMPLES samples, the precision's tolerance (`tolerance` its atol and
+    `rtol` its relative part for every output: --tolerance X,R)."""
 
     artifact: Path
     reference: Path | None = None
@@ -242,6 +246,7 @@ class ValidateOptions:
     split: str | None = None
     confidence: float | None = None
     signature: str | None = None
+    rtol: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "artifact", Path(self.artifact))

@@ -128,13 +128,31 @@ def test_wrong_shape_names_input_expected_and_found(tmp_path: Path) -> None:
         read_model_data(str(path), DIGITS_SIGNATURE, role=CALIBRATION)
 
 
-def test_empty_and_unnamed_arrays_are_refused(tmp_path: Path) -> None:
+def test_empty_and_unmatched_arrays_are_refused(tmp_path: Path) -> None:
     empty = _npz(tmp_path, "empty.npz", x=np.zeros((0, 8, 8, 1), np.float32))
     with pytest.raises(InputError, match="0 samples"):
         read_model_data(str(empty), DIGITS_SIGNATURE, role=CALIBRATION)
-    wrong = _npz(tmp_path, "wrong.npz", pixels=np.zeros((10, 8, 8, 1), np.float32))
-    with pytest.raises(InputError, match=r"holds arrays pixels; the model expects inputs image"):
-        read_model_data(str(wrong), DIGITS_SIGNATURE, role=CALIBRATION)
+    # several arrays or several inputs: the names must match
+    two = _npz(tmp_path, "two.npz", a=np.zeros((10, 8, 8, 1), np.float32), b=np.zeros((10, 3)))
+    with pytest.raises(InputError, match=r"holds arrays a, b; the model expects inputs image\."):
+        read_model_data(str(two), DIGITS_SIGNATURE, role=CALIBRATION)
+    one = _npz(tmp_path, "one.npz", pixels=np.zeros((10, 4, 4, 1), np.float32))
+    with pytest.raises(InputError, match=r"holds arrays pixels; the model expects inputs image, "):
+        read_model_data(str(one), TWO_INPUTS, role=CALIBRATION)
+
+
+def test_one_array_feeds_a_one_input_model_whatever_its_name(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`np.savez(path, inputs=x)` for a model whose one input is `image`: nothing to choose."""
+    pixels = np.random.default_rng(0).random((10, 8, 8, 1)).astype(np.float32)
+    path = _npz(tmp_path, "inputs.npz", inputs=pixels, y=np.arange(10))
+    with caplog.at_level(logging.INFO, logger="trtconv.calib.readers"):
+        data = read_model_data(str(path), DIGITS_SIGNATURE, role="all")
+    assert list(data.inputs) == ["image"] and np.array_equal(data.inputs["image"], pixels)
+    assert data.labels is not None and len(data.labels) == 10  # `y` stays the labels
+    said = [r.getMessage() for r in caplog.records if "feeds the model's one input" in r.message]
+    assert said == [f"{path}: its one array 'inputs' feeds the model's one input 'image'"]
     garbage = tmp_path / "garbage.npz"
     garbage.write_bytes(b"not a zip")
     with pytest.raises(InputError, match=r"not a readable \.npz"):

@@ -13,6 +13,7 @@ from trtconv import api
 from trtconv.artifact.manifest import Manifest, read_manifest
 from trtconv.backends.registry import open_runner
 from trtconv.core.errors import AccuracyError
+from trtconv.core.judging_options import Judging
 from trtconv.facts.hardware import CpuBlock
 from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
 from trtconv.validate.pipeline import ValidateResult
@@ -133,17 +134,26 @@ def test_an_artifact_validates_against_another_artifact(
 ) -> None:
     """The reference can be another artifact (no TensorFlow where the artifact runs: a GPU
     machine): int8 agrees with the fp32 artifact as with the model; fp32 judged against the
-    int8 artifact by fp32's values fails. The result names that reference and says what it
-    means."""
+    int8 artifact by fp32's values (a tolerance given) fails; without one, its class scores
+    past fp32's tolerance are judged by their decisions, as at fp16. The result names that
+    reference and says what it means."""
     fp32 = tmp_path / "digits-fp32"
     api.convert(ConvertOptions(digits_saved_model, "fp32", backend="ort", output=fp32))
     int8 = Path(digits_int8["artifact"])
     result = api.validate(ValidateOptions(int8, reference=fp32))
     assert result.passed and result.reference == fp32 and result.samples == 450
     assert result.warnings[0].startswith(f"the reference is the artifact {fp32} (ort fp32, passed")
+    stated = Judging.build(tolerances={"probabilities": 1e-4})
     with pytest.raises(AccuracyError, match="probabilities values") as caught:
-        api.validate(ValidateOptions(fp32, reference=int8))
+        api.validate(ValidateOptions(fp32, reference=int8, judging=stated))
     assert caught.value.result.reference == int8
+    try:  # 450 samples: passed, or inconclusive against fp16's 0.98 where a few disagree
+        by_decisions = api.validate(ValidateOptions(fp32, reference=int8))
+    except AccuracyError as exc:
+        by_decisions = exc.result  # type: ignore[assignment]
+    judged = by_decisions.outputs["probabilities"]
+    assert judged.values_not_reproduced and judged.agreement_minimum == 0.98
+    assert judged.agreement == result.outputs["probabilities"].agreement  # the same decisions
 
 
 # fp32 on point decisions: its 360 held-out samples cannot show 0.99 at 95% (381 can).

@@ -81,3 +81,86 @@ def build_tf1_model(path: Path, flag: str = "input", seed: int = 0) -> Tf1Model:
         )
         builder.save()
     return Tf1Model(Path(path), weights)
+
+
+# The tagger: frames of features in, per-frame tags out (a decision map [N, FRAMES, TAGS]).
+FRAMES, BINS, CHANNELS = 24, 12, 16
+
+
+@dataclass(frozen=True)
+class Tf1Tagger:
+    """A v1 SavedModel shaped like a TF1 audio tagger, and its weights."""
+
+    path: Path
+    weights: dict[str, np.ndarray]
+
+    def expected(self, x: np.ndarray) -> np.ndarray:
+        """The per-frame tags at inference (moving statistics), in numpy float64."""
+        w = self.weights
+        hidden = x.astype(np.float64)
+        for layer in ("1", "2"):
+            padded = np.pad(hidden, ((0, 0), (1, 1), (0, 0)))
+            kernel = w[f"kernel{layer}"]
+            conv = sum(padded[:, k : k + FRAMES] @ kernel[k] for k in range(3))
+            scale = w[f"gamma{layer}"] / np.sqrt(w[f"variance{layer}"] + EPSILON)
+            hidden = np.maximum((conv - w[f"mean{layer}"]) * scale + w[f"beta{layer}"], 0.0)
+        logits = hidden @ w["dense"] + w["bias"]
+        return 1.0 / (1.0 + np.exp(-logits))
+
+
+def build_tf1_tagger(path: Path, seed: int = 0) -> Tf1Tagger:
+    """Two 1-D convolutions over frames, each followed by a batch norm whose statistics a bool
+    `is_training` input chooses (`tf.cond` around a fused batch norm in each branch, as TF1's
+    `layers.batch_normalization(training=is_training)` builds it), then per-frame sigmoid tags.
+    Written as a v1 SavedModel with the flag a signature input."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    weights: dict[str, np.ndarray] = {}
+    for layer, inputs in (("1", BINS), ("2", CHANNELS)):
+        weights[f"kernel{layer}"] = rng.normal(0, 0.4, (3, inputs, CHANNELS))
+        weights[f"gamma{layer}"] = rng.uniform(0.5, 1.5, CHANNELS)
+        weights[f"beta{layer}"] = rng.normal(0, 0.1, CHANNELS)
+        weights[f"mean{layer}"] = rng.normal(0, 0.2, CHANNELS)
+        weights[f"variance{layer}"] = rng.uniform(0.5, 2.0, CHANNELS)
+    weights["dense"] = rng.normal(0, 0.4, (CHANNELS, TAGS))
+    weights["bias"] = np.full(TAGS, -1.0)
+    v1 = tf.compat.v1
+    with tf.Graph().as_default(), v1.Session() as session:
+        x = v1.placeholder(tf.float32, [None, FRAMES, BINS], name="x")
+        is_training = v1.placeholder(tf.bool, [], name="is_training")
+        var = {
+            name: v1.get_variable(name, initializer=value.astype(np.float32))
+            for name, value in weights.items()
+        }
+        hidden = x
+        for layer in ("1", "2"):
+            conv = tf.expand_dims(tf.nn.conv1d(hidden, var[f"kernel{layer}"], 1, "SAME"), 1)
+            gamma, beta = var[f"gamma{layer}"], var[f"beta{layer}"]
+
+            def batch(conv: object = conv, gamma: object = gamma, beta: object = beta) -> object:
+                return v1.nn.fused_batch_norm(conv, gamma, beta, epsilon=EPSILON)[0]
+
+            def moving(conv: object = conv, gamma: object = gamma, beta: object = beta,
+                       layer: str = layer) -> object:  # fmt: skip
+                mean, variance = var[f"mean{layer}"], var[f"variance{layer}"]
+                return v1.nn.fused_batch_norm(
+                    conv, gamma, beta, mean, variance, EPSILON, is_training=False
+                )[0]
+
+            normed = tf.cond(is_training, batch, moving, name=f"batch_normalization_{layer}/cond")
+            hidden = tf.nn.relu(tf.squeeze(normed, 1))
+        logits = tf.tensordot(hidden, var["dense"], 1) + var["bias"]
+        tags = tf.sigmoid(logits, name="tags")
+        session.run(v1.global_variables_initializer())
+        signature = v1.saved_model.signature_def_utils.predict_signature_def(
+            inputs={"x": x, "is_training": is_training}, outputs={"tags": tags}
+        )
+        builder = v1.saved_model.Builder(str(path))
+        builder.add_meta_graph_and_variables(
+            session,
+            [v1.saved_model.tag_constants.SERVING],
+            signature_def_map={"serving_default": signature},
+        )
+        builder.save()
+    return Tf1Tagger(Path(path), weights)

@@ -10,6 +10,7 @@ import pytest
 
 from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import AccuracyError, UsageError
+from trtconv.core.judging_options import OutputRole
 from trtconv.core.precision import PRECISIONS
 from trtconv.outputs.compare import compare, raise_if_failed
 from trtconv.outputs.tolerance import TOLERANCES, tolerance_for
@@ -53,13 +54,35 @@ def test_identical_outputs_pass_every_check() -> None:
     assert [c.gating for c in report.checks] == [True, False, False, False]
 
 
-def test_small_noise_fails_fp32_but_passes_int8() -> None:
+def test_small_noise_fails_an_fp32_tensor_but_passes_int8() -> None:
     probs = _probabilities()
     noisy = probs + np.float32(1e-3)
-    fp32 = compare({"p": probs}, {"p": noisy}, tolerance_for("fp32"))
+    tensor = {"p": OutputRole("tensor", "option")}
+    fp32 = compare({"p": probs}, {"p": noisy}, tolerance_for("fp32"), roles=tensor)
     assert not fp32.passed
     assert fp32.outputs["p"].max_abs_error == pytest.approx(1e-3, rel=1e-3)
     assert compare({"p": probs}, {"p": noisy}, tolerance_for("int8")).passed
+
+
+def test_small_noise_on_fp32_class_scores_is_judged_by_their_decisions() -> None:
+    """float32 not reproduced (1e-3 on every probability): a classes output is held to what
+    fp16 would be, its decisions against fp16's budget; the values line says why."""
+    probs = _probabilities()
+    noisy = probs + np.float32(1e-3)
+    fp32 = compare({"p": probs}, {"p": noisy}, tolerance_for("fp32"))
+    assert fp32.passed
+    values = next(c for c in fp32.checks if c.name == "p values")
+    assert not values.gating and "float32 is not reproduced" in values.detail
+    agreement = next(c for c in fp32.checks if c.name == "p top-1 agreement")
+    assert agreement.gating and "minimum 0.98" in agreement.detail
+    output = fp32.outputs["p"]
+    assert output.values_not_reproduced and output.agreement_minimum == 0.98
+    # NaN still fails, and a tolerance the user gives the output keeps its values rule.
+    broken = noisy.copy()
+    broken[3, 2] = np.nan
+    assert compare({"p": probs}, {"p": broken}, tolerance_for("fp32")).verdict == "failed"
+    stated = tolerance_for("fp32", None, {"p": 1e-4})
+    assert compare({"p": probs}, {"p": noisy}, stated).verdict == "failed"
 
 
 def test_every_mismatch_is_collected_then_one_error() -> None:
@@ -154,7 +177,11 @@ def test_the_report_serialises_to_the_documented_keys() -> None:
             "share_ci95": data["top1_agreement_ci95"],
             "minimum": 0.98,
             "gating": False,
+            "rtol": None,
         },
+        "rtol": None,
+        "values_not_reproduced": False,
+        "agreement_minimum": None,
     }
     assert data["top1_agreement_ci95"] == data["outputs"]["p"]["agreement_ci95"]
     assert data["top1_agreement_ci95"][0] == pytest.approx(500 / (500 + 1.959964**2))

@@ -14,6 +14,7 @@ from trtconv.core.judging_options import (
     TENSOR,
     Judging,
     OutputRole,
+    ToleranceOptions,
     parse_role_options,
     parse_tolerance_options,
 )
@@ -87,9 +88,17 @@ def test_bad_roles_are_usage_errors(items: list[str], message: str) -> None:
 
 
 def test_tolerances_global_and_per_output() -> None:
-    assert parse_tolerance_options(["1e-3", "box=0.05"]) == (1e-3, {"box": 0.05}, {})
-    assert parse_tolerance_options(["box=0.05:0.99"]) == (None, {"box": 0.05}, {"box": 0.99})
+    found = parse_tolerance_options(["1e-3", "box=0.05"])
+    assert found == ToleranceOptions(1e-3, None, {"box": 0.05})
+    found = parse_tolerance_options(["box=0.05:0.99"])
+    assert found == ToleranceOptions(atols={"box": 0.05}, min_within={"box": 0.99})
+    # the relative part: ATOL,RTOL for every output or one, with or without a minimum share
+    found = parse_tolerance_options(["1e-4,1e-5", "price=0.01,1e-6:0.99", "box=0.05,0"])
+    assert (found.atol, found.rtol) == (1e-4, 1e-5)
+    assert found.atols == {"price": 0.01, "box": 0.05}
+    assert found.rtols == {"price": 1e-6, "box": 0.0} and found.min_within == {"price": 0.99}
     bad_values = (["box=-1"], ["x"], ["1", "2"], ["box=0.05:0"], ["box=0.05:1.5"], ["0.1:0.9"])
+    bad_values += (["box=0.05,-1"], ["0.1,x"], ["box=0.05,"], ["0.1,0.1,0.1"])
     for bad in bad_values:
         with pytest.raises(UsageError):
             parse_tolerance_options(bad)

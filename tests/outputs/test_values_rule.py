@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers.fp32_fixtures import cancelling_weights
 from trtconv.core.judging_options import OutputRole
 from trtconv.outputs.compare import compare
 from trtconv.outputs.tolerance import tolerance_for
@@ -84,11 +85,14 @@ def test_a_tensor_at_a_lossy_precision_is_judged_by_its_share_of_samples() -> No
 
 
 def test_fp32_keeps_the_exact_rule_and_says_how_many_samples_exceeded() -> None:
+    """A tensor's values are what it gives: beyond fp32's tolerance it fails (a decision
+    output would be judged by its decisions: tests/outputs/test_compare.py)."""
     probs = _probabilities(100)
     candidate = probs.copy()
     candidate[[17, 40, 41]] += np.float32(2e-3)
     candidate[40] += np.float32(1e-3)
-    report = compare({"p": probs}, {"p": candidate}, tolerance_for("fp32"))
+    tensor = {"p": OutputRole("tensor", "option")}
+    report = compare({"p": probs}, {"p": candidate}, tolerance_for("fp32"), roles=tensor)
     values = _check(report, "p values")
     assert values.gating and not values.passed and report.verdict == "failed"  # type: ignore[attr-defined]
     assert "3 of 100 samples exceed it, the worst: 40 (max abs error 0.003), 17 (0.002)" in (
@@ -106,3 +110,34 @@ def test_nan_in_a_converted_output_fails_at_every_precision() -> None:
         report = compare({"p": probs}, {"p": broken}, tolerance_for(precision))
         assert report.verdict == "failed", precision
         assert "NaN/Inf" in _check(report, "p values").detail  # type: ignore[attr-defined]
+
+
+def test_a_decision_map_whose_float32_is_not_reproduced_is_judged_by_its_decisions() -> None:
+    """Two float32 runtimes summing the same cancelling terms (about 100 each, to logits of
+    about 3) in other orders: onset probabilities differ by about 1e-3, past fp32's tolerance,
+    no decision changes. A decision map is then judged by its decisions, as at fp16; the same
+    values as a tensor, or with a tolerance the user gave them, keep the values rule."""
+    w1, w2 = cancelling_weights()
+    x = RNG.normal(size=(300, 32, 16)).astype(np.float32)
+    hidden = x @ w1
+    one_order = hidden @ w2  # BLAS, blocked
+    other_order = np.zeros_like(one_order)
+    for term in reversed(range(w2.shape[0])):  # one term at a time, last first, in float32
+        other_order += hidden[..., term, None] * w2[term]
+    reference, candidate = (1 / (1 + np.exp(-logits)) for logits in (one_order, other_order))
+    error = float(np.abs(reference - candidate).max())
+    assert 1e-4 < error < 1e-2
+    onset = {"onset": OutputRole("binary", "option", 0.5)}
+    fp32 = compare({"onset": reference}, {"onset": candidate}, tolerance_for("fp32"), roles=onset)
+    values = _check(fp32, "onset values")
+    assert not values.gating and "float32 is not reproduced" in values.detail  # type: ignore[attr-defined]
+    decided = _check(fp32, "onset sample F1 >= 0.9 at 0.5")
+    assert decided.gating and "minimum 0.98" in decided.detail  # type: ignore[attr-defined]
+    assert fp32.verdict == "passed"
+    tensor = {"onset": OutputRole("tensor", "option")}
+    assert compare({"onset": reference}, {"onset": candidate}, tolerance_for("fp32"),
+                   roles=tensor).verdict == "failed"  # fmt: skip
+    stated = tolerance_for("fp32", None, {"onset": 1e-4})
+    assert compare({"onset": reference}, {"onset": candidate}, stated, roles=onset).verdict == (
+        "failed"
+    )

@@ -94,6 +94,8 @@ def test_full_config_is_read(tmp_path: Path, saved_model: Path) -> None:
         "roles": {},
         "tolerances": {},
         "min_within": {},
+        "rtol": None,
+        "rtols": {},
         "id": "ort-int8",
     }
     assert echo["model"]["path"] == str(saved_model)
@@ -265,7 +267,8 @@ data = "digits"
 
 def test_output_roles_preprocessing_and_split_are_read(tmp_path: Path) -> None:
     text = ZOO.format(
-        target='roles = { probabilities = "binary:0.3" }\ntolerances = { probabilities = 0.2 }',
+        target='roles = { probabilities = "binary:0.3" }\ntolerances = { probabilities = 0.2 }'
+        "\nrtol = 1e-3\nrtols = { probabilities = 0.01 }",
         extra='[outputs]\nroles = { probabilities = "classes" }\nallow_unjudged = true\n'
         "[preprocessing]\nscale = 1.0\nmean = [0.5, 0.4, 0.3]\nstd = [0.2, 0.2, 0.2]\n"
         '[eval]\nsplit = "all"',
@@ -277,6 +280,7 @@ def test_output_roles_preprocessing_and_split_are_read(tmp_path: Path) -> None:
     assert judging.roles["probabilities"].threshold == 0.3
     assert judging.roles["probabilities"].source == "release config"
     assert judging.tolerances == {"probabilities": 0.2} and judging.allow_unjudged
+    assert judging.rtols == {"probabilities": 0.01} and config.targets[0].rtol == 1e-3
     assert config.outputs.judging().roles["probabilities"].role == "classes"
 
 

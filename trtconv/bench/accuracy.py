@@ -123,7 +123,11 @@ def judge_models(
         judging = evaluation.judging_of(info.label)
         roles = output_roles(source, reference, judging)
         tolerance = tolerance_for(
-            info.precision, None, judging.tolerances, output_min_within=judging.min_within
+            info.precision,
+            None,
+            judging.tolerances,
+            output_min_within=judging.min_within,
+            output_rtol=judging.rtols,
         )
         report = compare(reference, mine, tolerance, evaluation.data.labels, "", roles)
         info.eval_samples = report.samples

@@ -9,7 +9,8 @@ held-out (validation) part never overlap; the bench reads all of it:
   training, calibration and validation is validated on samples the model never trained on;
 - `random`: a seed per role; valid for timing only.
 
-Names: an `.npz` holds one array per input name, or a single `x` for a single-input model.
+Names: an `.npz` holds one array per input name; a single array feeds a single-input model
+whatever its name (said in one log line).
 Dtypes: an array of the same kind as the input (float64 for a float32 input, int32 for int64) is
 cast, because `np.savez` of Python data gives float64 and the values survive the cast to the
 precision the model computes in anyway. uint8 arrays for a float input are raw pixels, like
@@ -200,7 +201,8 @@ def fit_to_signature(
 ) -> ArraySet:
     """Key `data` by the model's input names, cast same-kind dtypes, check every shape.
 
-    A single array `x` maps to a single-input model; otherwise the names must match exactly.
+    A single array feeds a single-input model, whatever its name; otherwise the names must match
+    exactly.
     uint8 arrays for a float input are raw pixels: `preprocessing` (default 1/255) makes them
     inputs; its `input_values` (`--input-value`) fill the inputs the data does not hold. A
     rank-0 input (a TF1 flag) takes one value per sample, all equal. Raises InputError naming
@@ -246,10 +248,19 @@ def _match_names(
     names = [name for name in signature.input_names if name not in given]
     if set(data.inputs) == set(names):
         return data.inputs
-    if len(names) == 1 and list(data.inputs) == ["x"]:
-        return {names[0]: data.inputs["x"]}
+    if len(names) == 1 and len(data.inputs) == 1:
+        # One array, one input: there is nothing to choose between.
+        ((array_name, array),) = data.inputs.items()
+        if array_name != "x":  # the documented spelling needs no word
+            log.info(
+                "%s: its one array '%s' feeds the model's one input '%s'",
+                data.source,
+                array_name,
+                names[0],
+            )
+        return {names[0]: array}
     found = ", ".join(sorted(data.inputs))
-    expected = ", ".join(names) + (" (or a single 'x')" if len(names) == 1 else "")
+    expected = ", ".join(names)
     scalars = [spec.name for spec in signature.inputs if not spec.shape and spec.name in names]
     hint = f" (set a flag with --input-value {scalars[0]}=VALUE)" if scalars else ""
     raise InputError(

@@ -42,8 +42,10 @@ ToleranceOpt = Annotated[
     typer.Option(
         "--tolerance",
         help="Max abs error: X for every output (replacing the precision's default), NAME=X for "
-        "one output. At fp16, bf16 and int8 a sample is within when its values are, and the share "
-        "of samples within must reach a minimum (the precision's, or NAME=X:MIN). Repeatable.",
+        "one output; X,R adds a relative part (a value is within at X or at R x |reference|; fp32 "
+        "has R 1e-5). At fp16, bf16 and int8 a sample is within when its values are, and the "
+        "share of samples within must reach a minimum (the precision's, or NAME=X[,R]:MIN). "
+        "Repeatable.",
     ),
 ]
 AllowUnjudgedOpt = Annotated[
@@ -152,12 +154,15 @@ def judging_options(
     tolerances: list[str] | None,
     allow_unjudged: bool,
     labels_output: str | None = None,
-) -> tuple[float | None, Judging]:
-    """(--tolerance X, the Judging from --output-role, --tolerance NAME=X[:MIN],
-    --allow-unjudged and --labels-output)."""
-    overall, per_output, minimums = parse_tolerance_options(tolerances)
+) -> tuple[float | None, float | None, Judging]:
+    """(--tolerance X, its R (X,R), the Judging from --output-role, --tolerance
+    NAME=X[,R][:MIN], --allow-unjudged and --labels-output)."""
+    found = parse_tolerance_options(tolerances)
     roles_set = parse_role_options(roles)
-    return overall, Judging(roles_set, per_output, allow_unjudged, labels_output, minimums)
+    judging = Judging(
+        roles_set, found.atols, allow_unjudged, labels_output, found.min_within, found.rtols
+    )
+    return found.atol, found.rtol, judging
 
 
 def preprocessing_options(

@@ -318,11 +318,11 @@ def convert_cli(
     against the native model, save it."""
 
     def work() -> ConvertResult:
-        atol, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
+        atol, rtol, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
         options = ConvertOptions(
             saved_model, precision, backend, output, calib_data, calib_samples=calib_samples,
             calib_method=calib_method, batch_sizes=parse_batch_sizes(batch_sizes),
-            validate_samples=validate_samples, tolerance=atol, force=force,
+            validate_samples=validate_samples, tolerance=atol, rtol=rtol, force=force,
             preprocessing=preprocessing_options(
                 image_scale, image_offset, image_mean, image_std, input_value
             ),

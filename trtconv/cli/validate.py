@@ -112,7 +112,7 @@ def validate_cli(
     inconclusive or an output is not judged."""
 
     def work() -> ValidateResult:
-        atol, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
+        atol, rtol, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
         pixels = (image_scale, image_offset, image_mean, image_std)
         preprocessing = preprocessing_options(*pixels, input_value)
         options = ValidateOptions(
@@ -127,6 +127,7 @@ def validate_cli(
             split,
             confidence=confidence,
             signature=signature,
+            rtol=rtol,
         )
         return validate(options)
 

@@ -103,6 +103,19 @@ class ConversionData:
         """One batch of held-out inputs (what engine builds take shapes and strings from)."""
         return next(batches(self.held_out, self.batch))
 
+    def fixed_inputs(self) -> dict[str, bool | int | float]:
+        """The rank-0 inputs (a TF1 `is_training` flag) that hold one value in every part this
+        conversion reads (held out, calibration, search), by name: what the ONNX export folds
+        into the graph. An input whose parts disagree is left out (fed at run time)."""
+        parts = [p for p in (self.held_out, self.calibration, self.search) if p is not None]
+        fixed: dict[str, bool | int | float] = {}
+        for name in sorted(self.held_out.scalars):
+            arrays = [part.inputs[name] for part in parts if len(part)]
+            values = {array[:1].reshape(()).item() for array in arrays}
+            if len(values) == 1 and all(array.dtype.kind in "biuf" for array in arrays):
+                fixed[name] = values.pop()
+        return fixed
+
 
 def read_data(
     options: ConvertOptions, native: Runner, int8: bool, calibrate: bool = False

@@ -41,6 +41,8 @@ def budget_of(options: ConvertOptions, precision: str) -> Tolerance:
         options.judging.tolerances,
         options.confidence,
         options.judging.min_within,
+        rtol_override=options.rtol,
+        output_rtol=options.judging.rtols,
     )
 
 
@@ -98,6 +100,8 @@ def check_options(options: ConvertOptions) -> None:
         options.max_accuracy_drop,
         options.judging.tolerances,
         output_min_within=options.judging.min_within,
+        rtol_override=options.rtol,
+        output_rtol=options.judging.rtols,
     )
 
 

@@ -189,12 +189,16 @@ def checked_export(plan: ConversionPlan, space: Workspace, steps: Steps) -> tupl
         steps.start("exporting to ONNX")
         path = space.work / "model.fp32.onnx"
         try:
-            export = export_onnx(plan.saved_model, path, space.native.signature)
+            fixed = space.data.fixed_inputs()
+            export = export_onnx(plan.saved_model, path, space.native.signature, fixed=fixed)
         except ConversionError as exc:
             raise ConversionError(f"{exc}{_without_onnx(plan.precision)}") from exc
         held_out = space.data.held_out.head(EXPORT_CHECK_SAMPLES)
         reference = {name: a[:EXPORT_CHECK_SAMPLES] for name, a in space.reference.items()}
-        tolerance = export_tolerance(plan.options.tolerance, plan.options.judging.tolerances)
+        options = plan.options
+        tolerance = export_tolerance(
+            options.tolerance, options.judging.tolerances, options.rtol, options.judging.rtols
+        )
         check = verify_export(path, held_out, reference, space.roles, tolerance, plan.saved_model)
         space.export = (path, replace(export, check=ExportCheck.of(check)))
     return space.export
@@ -209,15 +213,23 @@ def _without_onnx(precision: str) -> str:
     return f" ({choices} converts the SavedModel itself, without the ONNX export)"
 
 
-def export_tolerance(overall: float | None, per_output: Mapping[str, float]) -> Tolerance:
-    """What the ONNX export check judges by: fp32's tolerance, loosened (never tightened) by
-    --tolerance X / NAME=X. A tighter bound is the artifact's to meet in validation (exit 4 with
-    the artifact kept), not a reason to refuse the export."""
-    fp32 = tolerance_for("fp32").atol or 0.0
+def export_tolerance(
+    overall: float | None,
+    per_output: Mapping[str, float],
+    overall_rtol: float | None = None,
+    per_output_rtol: Mapping[str, float] | None = None,
+) -> Tolerance:
+    """What the ONNX export check judges by: fp32's tolerance (atol and rtol), loosened (never
+    tightened) by --tolerance X[,R] / NAME=X[,R]. A tighter bound is the artifact's to meet in
+    validation (exit 4 with the artifact kept), not a reason to refuse the export."""
+    fp32 = tolerance_for("fp32")
+    atol, rtol = fp32.atol or 0.0, fp32.rtol or 0.0
     return tolerance_for(
         "fp32",
-        None if overall is None else max(overall, fp32),
-        {name: max(value, fp32) for name, value in per_output.items()},
+        None if overall is None else max(overall, atol),
+        {name: max(value, atol) for name, value in per_output.items()},
+        rtol_override=None if overall_rtol is None else max(overall_rtol, rtol),
+        output_rtol={name: max(value, rtol) for name, value in (per_output_rtol or {}).items()},
     )
 
 

@@ -1,5 +1,6 @@
 """What a user states about a model's outputs: each output's role (`--output-role NAME=ROLE`),
-per-output absolute tolerances (`--tolerance`), and the `Judging` settings they make up.
+per-output absolute and relative tolerances (`--tolerance`), and the `Judging` settings they
+make up.
 
 The role names and their parsing live here, at the bottom of the layers, so that every command's
 options (trtconv.options) can hold a `Judging` without importing the comparison code; inferring a
@@ -96,18 +97,27 @@ def parse_role_options(items: Sequence[str] | None, source: str = "option") -> R
     }
 
 
-def parse_tolerance_options(
-    items: Sequence[str] | None,
-) -> tuple[float | None, dict[str, float], dict[str, float]]:
-    """`--tolerance X` and `--tolerance NAME=X[:MIN]` (repeatable): (global atol, per-output
-    atols, per-output minimum shares of samples within).
+@dataclass(frozen=True)
+class ToleranceOptions:
+    """What `--tolerance` items say: the bound for every output (`atol`, and `rtol`: a value
+    is also within at rtol x |reference|), each output's own (`atols`, `rtols`), and the share
+    of an output's samples that must lie within it (`min_within`)."""
 
-    Raises UsageError for a value that is not a positive number, a minimum share outside
-    (0, 1], a global one given twice, or a minimum share given for every output.
+    atol: float | None = None
+    rtol: float | None = None
+    atols: dict[str, float] = field(default_factory=dict)
+    rtols: dict[str, float] = field(default_factory=dict)
+    min_within: dict[str, float] = field(default_factory=dict)
+
+
+def parse_tolerance_options(items: Sequence[str] | None) -> ToleranceOptions:
+    """`--tolerance ATOL[,RTOL]` and `--tolerance NAME=ATOL[,RTOL][:MIN]` (repeatable).
+
+    Raises UsageError for an atol that is not a positive number, an rtol below 0, a minimum
+    share outside (0, 1], a global one given twice, or a minimum share given for every output.
     """
-    overall: float | None = None
-    per_output: dict[str, float] = {}
-    minimums: dict[str, float] = {}
+    found = ToleranceOptions()
+    overall = False
     for item in items or []:
         name, equals, text = item.rpartition("=")
         if not equals:
@@ -116,27 +126,47 @@ def parse_tolerance_options(
                     f"--tolerance {item}: a minimum share of samples is set per output "
                     "(--tolerance NAME=X:MIN); --min-top1-agreement sets it for every output."
                 )
-            if overall is not None:
+            if overall:
                 raise UsageError("--tolerance X (for every output) is given twice.")
-            overall = _positive(text, f"--tolerance {item}")
+            overall = True
+            atol, rtol, _ = parse_tolerance_value(text, f"--tolerance {item}")
+            found = ToleranceOptions(atol, rtol, found.atols, found.rtols, found.min_within)
         elif not name.strip():
-            raise UsageError(f"--tolerance takes X or NAME=X[:MIN], found '{item}'.")
+            raise UsageError(f"--tolerance takes X[,R] or NAME=X[,R][:MIN], found '{item}'.")
         else:
-            atol, minimum = parse_tolerance_value(text, f"--tolerance {item}")
-            per_output[name.strip()] = atol
+            atol, rtol, minimum = parse_tolerance_value(text, f"--tolerance {item}")
+            found.atols[name.strip()] = atol
+            if rtol is not None:
+                found.rtols[name.strip()] = rtol
             if minimum is not None:
-                minimums[name.strip()] = minimum
-    return overall, per_output, minimums
+                found.min_within[name.strip()] = minimum
+    return found
 
 
-def parse_tolerance_value(text: str, where: str) -> tuple[float, float | None]:
-    """`X` or `X:MIN` (an atol, and the share of samples that must lie within it) as (atol,
-    MIN or None). Raises UsageError naming `where`."""
-    atol_text, colon, minimum_text = str(text).partition(":")
+def parse_tolerance_value(text: str, where: str) -> tuple[float, float | None, float | None]:
+    """`ATOL`, `ATOL,RTOL`, `ATOL:MIN` or `ATOL,RTOL:MIN` (an atol, a relative tolerance, and
+    the share of samples that must lie within) as (atol, RTOL or None, MIN or None). Raises
+    UsageError naming `where`."""
+    bounds, colon, minimum_text = str(text).partition(":")
+    atol_text, comma, rtol_text = bounds.partition(",")
     atol = _positive(atol_text, where)
-    if not colon:
-        return atol, None
-    return atol, check_share(minimum_text, where)
+    rtol = check_rtol(rtol_text, where) if comma else None
+    return atol, rtol, check_share(minimum_text, where) if colon else None
+
+
+def check_rtol(text: str | float, where: str) -> float:
+    """A relative tolerance: a number >= 0 (0: the absolute bound alone). Raises UsageError
+    naming `where`."""
+    try:
+        rtol = float(text)
+    except ValueError:
+        rtol = math.nan
+    if not rtol >= 0:
+        raise UsageError(
+            f"{where}: the relative tolerance (after the comma) must be a number of 0 or more, "
+            f"found '{text}'."
+        )
+    return rtol
 
 
 def check_share(text: str | float, where: str) -> float:
@@ -175,15 +205,17 @@ def check_output_names(names: Iterable[str], outputs: Sequence[str], what: str) 
 
 @dataclass(frozen=True)
 class Judging:
-    """What a user says about a model's outputs: roles, per-output absolute tolerances and the
-    share of samples that must lie within them (`min_within`, --tolerance NAME=X:MIN), and
-    whether an output that nothing can judge may pass ("not judged" is exit 4 otherwise)."""
+    """What a user says about a model's outputs: roles, per-output absolute tolerances and
+    relative ones (`rtols`, --tolerance NAME=X,R), the share of samples that must lie within
+    them (`min_within`, --tolerance NAME=X:MIN), and whether an output that nothing can judge
+    may pass ("not judged" is exit 4 otherwise)."""
 
     roles: Mapping[str, OutputRole] = field(default_factory=dict)
     tolerances: Mapping[str, float] = field(default_factory=dict)
     allow_unjudged: bool = False
     labels_output: str | None = None  # the output labels score (--labels-output); None: found
     min_within: Mapping[str, float] = field(default_factory=dict)
+    rtols: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -194,20 +226,29 @@ class Judging:
         source: str = "option",
         labels_output: str | None = None,
         min_within: Mapping[str, float] | None = None,
+        rtols: Mapping[str, float] | None = None,
     ) -> Judging:
         """From `{output: "classes" | "binary[:T]" | ...}`, `{output: atol}`, the output
-        labels score and `{output: minimum share within}`. Raises UsageError for an unknown
-        role, a tolerance that is not positive or a share outside (0, 1]."""
+        labels score, `{output: minimum share within}` and `{output: rtol}`. Raises UsageError
+        for an unknown role, an atol that is not positive, an rtol below 0 or a share outside
+        (0, 1]."""
         parsed = {
             name: parse_role(text, f"--output-role {name}", source)
             for name, text in (roles or {}).items()
         }
         for name, value in (tolerances or {}).items():
             _positive(str(value), f"--tolerance {name}")
+        for name, value in (rtols or {}).items():
+            check_rtol(value, f"--tolerance {name}=X,{value}")
         for name, value in (min_within or {}).items():
             check_share(value, f"--tolerance {name}=X:{value}")
         return cls(
-            parsed, dict(tolerances or {}), allow_unjudged, labels_output, dict(min_within or {})
+            parsed,
+            dict(tolerances or {}),
+            allow_unjudged,
+            labels_output,
+            dict(min_within or {}),
+            dict(rtols or {}),
         )
 
     def check_names(self, outputs: Sequence[str]) -> None:
@@ -216,6 +257,7 @@ class Judging:
         gates = [role.where for role in self.roles.values() if role.where]
         check_output_names(gates, outputs, "--output-role NAME=regression:where=SCORE")
         check_output_names(self.tolerances, outputs, "--tolerance NAME=X")
+        check_output_names(self.rtols, outputs, "--tolerance NAME=X,R")
         check_output_names(self.min_within, outputs, "--tolerance NAME=X:MIN")
         if self.labels_output:
             check_output_names([self.labels_output], outputs, "--labels-output")

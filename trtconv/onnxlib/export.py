@@ -24,7 +24,7 @@ from trtconv.core.lazy import TF_LOG_LEVEL, require
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.onnxlib import tf_equivalents
-from trtconv.onnxlib.frozen_graph import exportable
+from trtconv.onnxlib.frozen_graph import FixedValues, exportable
 from trtconv.onnxlib.session import CPU, OrtRunner
 from trtconv.outputs.compare import compare, run_batched
 from trtconv.outputs.tolerance import Tolerance, tolerance_for
@@ -50,16 +50,20 @@ def export_onnx(
     signature: ModelSignature,
     opset: int = OPSET,
     timeout_s: float = EXPORT_TIMEOUT_S,
+    fixed: FixedValues | None = None,
 ) -> OnnxExport:
     """Export `saved_model`'s `signature` (by its name) to `output` (opset, the signature's
-    batch, names kept).
+    batch, names kept); the scalar inputs `fixed` names have one value for the whole run, and
+    a v1 SavedModel has them folded in (trtconv.onnxlib.frozen_graph).
 
     Returns what was exported (unchecked: `check` None). Raises ConversionError when tf2onnx
     fails or the ONNX model's inputs/outputs do not match `signature`.
     """
     require("tf2onnx")  # fail with an install hint here, not as a subprocess traceback
-    with exportable(saved_model) as source:  # a v1 SavedModel: frozen, defaults folded
-        return _export(saved_model, source, output, signature, opset, timeout_s)
+    with exportable(saved_model, fixed) as source:  # a v1 SavedModel: frozen, values folded
+        export = _export(saved_model, source.path, output, signature, opset, timeout_s)
+    folded = source.folded.values
+    return replace(export, folded_inputs=dict(folded)) if folded else export
 
 
 def _export(
@@ -142,8 +146,9 @@ class ExportCheck:
 @dataclass(frozen=True, kw_only=True)
 class OnnxExport(JsonResult):
     """The ONNX export (a manifest's `conversion_summary.onnx_export`): the exporter and opset,
-    how long it took, the graph's node count and file size, and its check against TensorFlow
-    (None until checked; the key is absent then)."""
+    how long it took, the graph's node count and file size, its check against TensorFlow
+    (None until checked; the key is absent then), and the scalar inputs folded to their one
+    value (the key only when some was: the ONNX model keeps the input and ignores it)."""
 
     exporter: str = "tf2onnx"
     opset: int
@@ -151,6 +156,7 @@ class OnnxExport(JsonResult):
     nodes: int
     size_bytes: int
     check: ExportCheck | None = optional_key()
+    folded_inputs: dict[str, bool | int | float] | None = optional_key()
 
 
 def _last_error(stderr: str) -> str:
@@ -228,7 +234,7 @@ def verify_export(
         raise ConversionError(
             itemised(
                 f"{what} disagrees with TensorFlow on {report.samples} samples (a looser bound "
-                "is --tolerance X for every output, or --tolerance NAME=X)",
+                "is --tolerance X[,R] for every output, or --tolerance NAME=X[,R])",
                 report.failure_lines(),
             )
         )

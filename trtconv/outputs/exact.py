@@ -9,7 +9,8 @@ gate. Where a sample's decision could flip within the measured error (the refere
 between its two top classes is at most twice the sample's largest error), the sample is named:
 such a flip is a near-tie, not a defect. A defect that touches only some inputs is bounded by the
 sample count: every one of n samples within tolerance shows at 95% that fewer than 5% of inputs
-exceed it once n >= 59 (below that the values check is inconclusive). See docs/verdicts.md.
+exceed it once n >= 59 (below that the values check is inconclusive). An element is within at
+the atol or at rtol x |reference| (tolerance.within_elements). See docs/verdicts.md.
 
 An output without a gating values check (integer class ids with no tolerance of their own)
 keeps its rate checks gating: nothing else would judge it.
@@ -137,6 +138,8 @@ def samples_to_decide(report: ValidationReport) -> int | None:
             count = samples_needed(within.share, within.minimum, confidence)
             needed.append(count if count is not None else 0)
         elif output is not None and output.agreement is not None:
-            count = samples_needed(output.agreement, report.min_top1_agreement, confidence)
+            # its own minimum when its decisions judged it at fp32 (float32 not reproduced)
+            minimum = output.agreement_minimum or report.min_top1_agreement
+            count = samples_needed(output.agreement, minimum, confidence)
             needed.append(count if count is not None else 0)
     return max(needed) or None if needed else None

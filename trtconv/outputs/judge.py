@@ -3,13 +3,17 @@
 Every output gets a values line (max abs and rel error). How its values decide depends on the
 precision:
 
-- fp32 and tf32 (`Tolerance.exact_values`): every element of every sample within the atol
-  (trtconv.outputs.exact says why); the line says how many samples exceeded it, and by how much.
+- fp32 and tf32 (`Tolerance.exact_values`): every element of every sample within tolerance,
+  an element within at the atol or at rtol x |reference| (trtconv.outputs.exact says why); the
+  line says how many samples exceeded it, and by how much. A decision output past it but finite
+  is judged by its decisions against fp16's budget instead: float32 is not reproduced between
+  the two runtimes (trtconv.outputs.values).
 - the lossy precisions (fp16, bf16, int8) judge values per sample, never by the single worst
   element: a sample is within when its values are (maps.sample_errors: every value, or 95% of
-  a dense output's), and the share of samples within is a rate against a minimum share (the
-  output's own, --tolerance NAME=X:MIN, else the budget's minimum). A maximum over n samples
-  can only grow with n; a share of samples is estimated better the more samples there are.
+  a dense output's, by the same element test), and the share of samples within is a rate
+  against a minimum share (the output's own, --tolerance NAME=X:MIN, else the budget's
+  minimum). A maximum over n samples can only grow with n; a share of samples is estimated
+  better the more samples there are.
 
 The role adds what matters to it:
 
@@ -71,7 +75,6 @@ from trtconv.outputs.maps import (
     is_decision_map,
     per_sample,
     regression_rate,
-    sample_errors,
 )
 from trtconv.outputs.tolerance import resolution_atol
 from trtconv.outputs.validation_result import (
@@ -80,13 +83,17 @@ from trtconv.outputs.validation_result import (
     WithinTolerance,
     as_reported,
 )
+from trtconv.outputs.values import (
+    as_not_reproduced,
+    decisions_budget,
+    exact_within,
+    not_reproduced,
+    values_check,
+)
 
 if TYPE_CHECKING:
     from trtconv.outputs.tolerance import Tolerance
 
-# Relative error divides by max(|reference|, REL_FLOOR): a probability of 1e-9 that becomes 2e-9
-# is not a 100% error worth reporting.
-REL_FLOOR = 1e-3
 INTERVAL_FIELDS = (
     "agreement_ci95",
     "accuracy_reference_ci95",
@@ -116,17 +123,23 @@ def judge_output(
     (for the one output they score) adds accuracy; `gate` (a regression role's `where`: a
     boolean array of `want`'s shape) says where its values are judged. Raises UsageError for a
     role the output's shape cannot have (classes on one float column)."""
-    atol = _atol(name, role, want, tolerance)
+    atol, rtol = _atol(name, role, want, tolerance), _rtol(name, role, want, tolerance)
     if want.shape != got.shape:
         check = Check(f"{name} shape", False, f"expected {want.shape}, found {got.shape}", name)
         comparison = OutputComparison(
-            None, None, atol, False, False, role.role, role.source, judged=True
+            None, None, atol, False, False, role.role, role.source, judged=True, rtol=rtol
         )
         return Judgement(comparison, [check])
-    values, max_abs, max_rel = _values_check(name, want, got, atol, tolerance.exact_values)
+    values, max_abs, max_rel = values_check(name, want, got, atol, tolerance.exact_values, rtol)
     figures: dict[str, Any] = {}
-    checks = [values, *_decision_role_checks(name, role, want, got, tolerance, labels, figures)]
-    within, share_checks = _per_sample_values(name, role, want, got, atol, tolerance, gate, figures)
+    deciding = tolerance
+    if not_reproduced(values, role, want, got, tolerance):
+        values, deciding = as_not_reproduced(values), decisions_budget(tolerance)
+        figures["agreement_minimum"] = deciding.min_top1_agreement
+    checks = [values, *_decision_role_checks(name, role, want, got, deciding, labels, figures)]
+    within, share_checks = _per_sample_values(
+        name, role, want, got, (atol, rtol), tolerance, gate, figures
+    )
     checks += share_checks
     judged = any(check.gating for check in checks)
     if not judged:
@@ -147,6 +160,9 @@ def judge_output(
         threshold=role.threshold if role.role == BINARY else None,
         tolerance=figures.get("tolerance"),
         within=within,
+        rtol=rtol,
+        values_not_reproduced="agreement_minimum" in figures,
+        agreement_minimum=figures.get("agreement_minimum"),
         **{key: figures.get(key) for key in INTERVAL_FIELDS},
     )
     return Judgement(comparison, checks)
@@ -183,7 +199,7 @@ def _per_sample_values(
     role: OutputRole,
     want: np.ndarray,
     got: np.ndarray,
-    atol: float | None,
+    bounds: tuple[float | None, float | None],
     tolerance: Tolerance,
     gate: np.ndarray | None,
     figures: dict[str, Any],
@@ -192,19 +208,20 @@ def _per_sample_values(
     always gates (its bound without an atol: a share of the reference's spread); at a lossy
     precision a tensor's gates, and a decision output's gates only when the user gave it a
     tolerance, else it is reported beside its decisions. fp32 and tf32 only count the samples
-    (their values line decides)."""
+    (their values line decides). `bounds`: the output's (atol, rtol)."""
+    atol, rtol = bounds
     if role.role == REGRESSION:
-        rate = regression_rate(want, got, atol, gate, role.where)
+        rate = regression_rate(want, got, atol, gate, role.where, rtol)
         within, checks = _within_check(name, rate, tolerance, figures, gating=True)
         if tolerance.exact_values and atol is not None:  # the values line decides
-            within = _exact_within(want, got, atol)
+            within = exact_within(want, got, atol, rtol)
         return within, checks
     if atol is None:
         return None, []
     if tolerance.exact_values:
-        return _exact_within(want, got, atol), []
+        return exact_within(want, got, atol, rtol), []
     gating = role.role not in DECISIONS or tolerance.stated_for(name)
-    found = regression_rate(want, got, atol)
+    found = regression_rate(want, got, atol, rtol=rtol)
     return _within_check(name, found, tolerance, figures, gating, role.role in DECISIONS)
 
 
@@ -220,6 +237,14 @@ def _atol(name: str, role: OutputRole, want: np.ndarray, tolerance: Tolerance) -
     return 0.0 if atol is None else atol
 
 
+def _rtol(name: str, role: OutputRole, want: np.ndarray, tolerance: Tolerance) -> float | None:
+    """The output's relative tolerance: its own, else the precision's; integer labels have one
+    only of their own (as their atol), other integers none of the precision's."""
+    if np.issubdtype(want.dtype, np.floating):
+        return tolerance.rtol_for(name)
+    return tolerance.output_rtol.get(name)
+
+
 def _at_resolution(name: str, want: np.ndarray, tolerance: Tolerance) -> float | None:
     """A float output's atol, at least what its dtype resolves (a float16 output: a few float16
     steps at its magnitude, see resolution_atol) unless --tolerance NAME=X sets its own."""
@@ -228,48 +253,6 @@ def _at_resolution(name: str, want: np.ndarray, tolerance: Tolerance) -> float |
     if atol is None or floor is None or name in tolerance.output_atol:
         return atol
     return max(atol, floor)
-
-
-def _values_check(
-    name: str, want: np.ndarray, got: np.ndarray, atol: float | None, exact: bool
-) -> tuple[Check, float, float]:
-    """The values line. `exact` (fp32, tf32): gating on every element when there is an atol,
-    saying how many samples exceeded it and by how much. Otherwise reported: the share of
-    samples within decides (_within_check). NaN/Inf in the converted output always gates."""
-    want64, got64 = want.astype(np.float64), got.astype(np.float64)
-    finite = bool(np.isfinite(got64).all())
-    diff = np.abs(want64 - got64)
-    max_abs = float(diff.max()) if diff.size else 0.0
-    max_rel = float((diff / np.maximum(np.abs(want64), REL_FLOOR)).max()) if diff.size else 0.0
-    if atol is None:
-        bound = "reported only"
-    else:
-        bound = f"atol {atol:g}" if exact else f"atol {atol:g}, judged per sample"
-    detail = f"max abs error {max_abs:.3g} ({bound}), max rel error {max_rel:.3g}"
-    if not finite:
-        detail += ", NaN/Inf in the converted output"
-    gating = (exact and atol is not None) or not finite
-    passed = finite and (not gating or atol is None or max_abs <= atol)
-    if exact and atol is not None and max_abs > atol and len(want):
-        detail += _exceeding(want, got, atol)
-    return Check(f"{name} values", passed, detail, name, gating), max_abs, max_rel
-
-
-def _exceeding(want: np.ndarray, got: np.ndarray, atol: float) -> str:
-    """'; 3 of 200 samples exceed it, the worst: 17 (max abs error 0.12), ...': whether a
-    conversion is broken (most samples) or one sample is numerically touchy."""
-    found = sample_errors(want, got, atol, share=1.0)
-    outside, samples = int(np.count_nonzero(~found.within)), len(found.indices)
-    return f"; {outside} of {samples} samples exceed it, the worst: {found.worst_named()}"
-
-
-def _exact_within(want: np.ndarray, got: np.ndarray, atol: float) -> WithinTolerance:
-    """The samples every element of which lies within `atol` (the exact rule's figure)."""
-    rate = sample_errors(want, got, atol, share=1.0).rate
-    share = rate.value if rate.samples else 0.0
-    return WithinTolerance(
-        atol, int(rate.successes), rate.samples, share, rate.interval(), None, gating=True
-    )
 
 
 def _within_check(
@@ -294,6 +277,7 @@ def _within_check(
         rate.interval(),
         minimum,
         gating,
+        found.rtol,
     )
     if keep_agreement:
         check = _rate_check(f"{name} {found.check}", name, rate, found.what, tolerance, minimum)

@@ -12,8 +12,9 @@ never over elements, whose values inside one sample are not independent.
   agrees; the figure is their mean, its interval counts samples (`confidence.mean_interval`).
 - A **regression** output: a sample is within tolerance when at least WITHIN_SHARE of its values
   lie within the bound of the reference's (all of them for a sample of fewer than 20 values).
-  The bound is the atol where one is given, else REGRESSION_SPREAD x the reference output's
-  spread (its standard deviation over every sample and element).
+  The bound is the atol where one is given (a value is also within at rtol x |reference| where
+  there is an rtol), else REGRESSION_SPREAD x the reference output's spread (its standard
+  deviation over every sample and element).
 - A head **gated** by a score output (`--output-role bbox=regression:where=face_prob`) is judged
   only where the score output of the *reference* says an object is there: a binary score above
   its threshold, or a class other than the first (index 0 is "nothing there"). A sample with no
@@ -29,6 +30,7 @@ import numpy as np
 from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import BINARY, CLASS_MAP, CLASSES, OutputRole
 from trtconv.outputs.confidence import Rate
+from trtconv.outputs.tolerance import within_elements
 
 # A decision map's sample agrees when the F1 of its positives is at least this.
 MIN_SAMPLE_F1 = 0.9
@@ -74,6 +76,7 @@ class MapRate:
     check: str  # what the check is called, after the output's name
     what: str  # appended to the figure: ' of samples ...'
     bound: float | None = None  # regression: the per-value bound
+    rtol: float | None = None  # and its relative part (within at rtol x |reference| too)
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ class SampleErrors:
         """The samples within, of those counted."""
         return Rate(int(np.count_nonzero(self.within)), len(self.indices))
 
-    def worst_text(self, bound: float) -> str:
+    def worst_text(self, bound: float, rtol: float | None = None) -> str:
         """'; 2 sample(s) beyond 0.05, the worst: 17 (max abs error 0.0982), 203 (0.071)', or
         '; every sample within, the largest error 0.0312 at sample 40' (nothing hidden)."""
         if not len(self.indices):
@@ -103,7 +106,8 @@ class SampleErrors:
                 f"; every sample within, the largest error {self.largest[worst]:.3g} at sample "
                 f"{int(self.indices[worst])}"
             )
-        return f"; {outside} sample(s) beyond {bound:.3g}, the worst: {self.worst_named()}"
+        beyond = f"{bound:.3g}{rtol_words(rtol)}"
+        return f"; {outside} sample(s) beyond {beyond}, the worst: {self.worst_named()}"
 
     def worst_named(self) -> str:
         """The samples outside the bound, worst first: '17 (max abs error 0.0982), 203 (0.071)
@@ -128,16 +132,19 @@ def sample_errors(
     bound: float,
     gate: np.ndarray | None = None,
     share: float = WITHIN_SHARE,
+    rtol: float | None = None,
 ) -> SampleErrors:
-    """Which samples lie within `bound`: at least `share` of their values (where `gate`, a
-    boolean array of `want`'s shape, says an object is there: all of them for a sample of fewer
-    than 20, as 0.95 of 19 rounds up to 19); samples with no value gated are not counted."""
+    """Which samples lie within `bound` (or `rtol` x |reference|, the element test of
+    tolerance.within_elements): at least `share` of their values (where `gate`, a boolean
+    array of `want`'s shape, says an object is there: all of them for a sample of fewer than
+    20, as 0.95 of 19 rounds up to 19); samples with no value gated are not counted."""
     errors = np.abs(got.astype(np.float64) - want.astype(np.float64))
     errors = np.where(np.isnan(errors), np.inf, errors)  # NaN is never within
     counted = per_sample(np.ones(want.shape, bool) if gate is None else gate)
     flat = per_sample(errors)
     values = counted.sum(axis=1)
-    shares = (per_sample(errors <= bound) & counted).sum(axis=1) / np.maximum(values, 1)
+    inside = per_sample(within_elements(want, got, bound, rtol))
+    shares = (inside & counted).sum(axis=1) / np.maximum(values, 1)
     largest = np.where(counted, flat, 0.0).max(axis=1) if flat.size else np.zeros(len(flat))
     judged = values > 0
     return SampleErrors(np.flatnonzero(judged), shares[judged] >= share, largest[judged])
@@ -163,13 +170,21 @@ def class_map_rate(want: np.ndarray, got: np.ndarray) -> MapRate:
     return MapRate(rate, "per-element top-1 agreement", " (per-sample mean)")
 
 
-def regression_bound(want: np.ndarray, atol: float | None) -> tuple[float, str]:
-    """(the per-value bound, what it is relative to)."""
+def regression_bound(
+    want: np.ndarray, atol: float | None, rtol: float | None = None
+) -> tuple[float, str]:
+    """(the per-value bound, what it is relative to: with `rtol`, a value is also within at
+    rtol x |reference|)."""
     if atol is not None:
-        return atol, f"atol {atol:g}"
+        return atol, f"atol {atol:g}{rtol_words(rtol)}"
     spread = float(want.astype(np.float64).std())
     bound = REGRESSION_SPREAD * spread if spread > 0 else SPREAD_FLOOR
     return bound, f"{REGRESSION_SPREAD:g} x the reference's spread (std) {spread:.3g}"
+
+
+def rtol_words(rtol: float | None) -> str:
+    """', rtol 1e-05' (the relative part of a bound), '' without one."""
+    return f", rtol {rtol:.3g}" if rtol else ""
 
 
 def regression_rate(
@@ -178,12 +193,15 @@ def regression_rate(
     atol: float | None,
     gate: np.ndarray | None = None,
     gate_name: str | None = None,
+    rtol: float | None = None,
 ) -> MapRate:
     """The share of samples at least WITHIN_SHARE of whose values (where `gate`, a boolean
-    array of `want`'s shape, says an object is there) lie within the bound; samples with no
-    value gated are not counted. The words name the worst samples and their errors."""
-    bound, why = regression_bound(want if gate is None else want[gate], atol)
-    found = sample_errors(want, got, bound, gate)
+    array of `want`'s shape, says an object is there) lie within the bound (atol or `rtol` x
+    |reference|; without an atol, a share of the spread and no rtol); samples with no value
+    gated are not counted. The words name the worst samples and their errors."""
+    rtol = rtol if atol is not None else None
+    bound, why = regression_bound(want if gate is None else want[gate], atol, rtol)
+    found = sample_errors(want, got, bound, gate, rtol=rtol)
     rate = found.rate
     values = per_sample(want).shape[1] if gate is None else per_sample(gate).shape[1]
     share = "every value" if values < 20 else f"{WITHIN_SHARE:.0%} of values"
@@ -191,8 +209,8 @@ def regression_rate(
     if gate_name is not None:
         what += f"; judged where {gate_name} says an object is there ({rate.samples} of "
         what += f"{len(want)} samples)"
-    what += found.worst_text(bound)
-    return MapRate(rate, "within tolerance", what, bound)
+    what += found.worst_text(bound, rtol)
+    return MapRate(rate, "within tolerance", what, bound, rtol)
 
 
 def gate_of(name: str, role: OutputRole, scores: np.ndarray, target: np.ndarray) -> np.ndarray:

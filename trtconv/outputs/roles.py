@@ -60,14 +60,16 @@ class RoleRecord:
 @dataclass
 class JudgingRecord(JsonResult):
     """How an artifact's outputs were judged: each output's role, the per-output tolerances,
-    whether unjudged outputs were allowed, the output labels were scored on (when set), and
-    the per-output minimum shares of samples within tolerance (when some was set)."""
+    whether unjudged outputs were allowed, the output labels were scored on (when set), the
+    per-output minimum shares of samples within tolerance and relative tolerances (each when
+    some was set)."""
 
     roles: dict[str, RoleRecord] = field(default_factory=dict)
     tolerances: dict[str, float] = field(default_factory=dict)
     allow_unjudged: bool = False
     labels_output: str | None = optional_key()
     min_within: dict[str, float] | None = optional_key()
+    rtols: dict[str, float] | None = optional_key()
 
 
 def resolve_roles(
@@ -204,15 +206,26 @@ def over_recorded(judging: Judging, recorded: JudgingRecord | None) -> Judging:
     }
     tolerances = {**recorded.tolerances, **judging.tolerances}
     minimums = {**(recorded.min_within or {}), **judging.min_within}
+    # An output given its own atol now takes its rtol from now too (none: the precision's).
+    rtols = {
+        name: value
+        for name, value in (recorded.rtols or {}).items()
+        if name not in judging.tolerances
+    }
     labelled = judging.labels_output or recorded.labels_output
     return Judging(
-        {**roles, **judging.roles}, tolerances, judging.allow_unjudged, labelled, minimums
+        {**roles, **judging.roles},
+        tolerances,
+        judging.allow_unjudged,
+        labelled,
+        minimums,
+        {**rtols, **judging.rtols},
     )
 
 
 def judging_record(judging: Judging, resolved: Roles) -> JudgingRecord:
     """The manifest's `judging` block: every output's role (with its source) and the
-    per-output tolerances."""
+    per-output tolerances (absolute, relative where given)."""
     return JudgingRecord(
         roles={
             name: RoleRecord(role.role, role.source, role.threshold, role.where)
@@ -222,4 +235,5 @@ def judging_record(judging: Judging, resolved: Roles) -> JudgingRecord:
         allow_unjudged=judging.allow_unjudged,
         labels_output=judging.labels_output or None,
         min_within=dict(judging.min_within) or None,
+        rtols=dict(judging.rtols) or None,
     )

@@ -1,11 +1,13 @@
 """What each precision must meet: one table of tolerances (Optimum's ATOL_FOR_VALIDATION, per
 precision), with the user's overrides (--tolerance, --min-top1-agreement, --max-accuracy-drop),
-and how sure a verdict must be that they hold (--confidence: trtconv.outputs.confidence)."""
+how sure a verdict must be that they hold (--confidence: trtconv.outputs.confidence), and the
+one element test every values rule uses (`within_elements`: atol or rtol, as Polygraphy's
+elementwise comparison)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -22,7 +24,9 @@ LOW_PRECISION_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
 
 @dataclass(frozen=True)
 class Tolerance:
-    """What a precision must meet. `atol=None`: max abs error is reported, not judged.
+    """What a precision must meet. `atol=None`: max abs error is reported, not judged. `rtol`:
+    an element is also within when its error is at most rtol x |reference| (None: absolute
+    only); `output_rtol` gives some outputs their own (--tolerance NAME=ATOL,RTOL).
     `output_atol` gives some outputs their own atol (--tolerance NAME=X), `output_min_within`
     the share of samples that must lie within it (--tolerance NAME=X:MIN; else the budget's
     minimum rate). `confidence`: the level of the interval a rate's verdict is decided by (0:
@@ -42,14 +46,20 @@ class Tolerance:
     output_min_within: Mapping[str, float] = field(default_factory=dict)
     atol_stated: bool = False
     exact_values: bool = False
+    rtol: float | None = None
+    output_rtol: Mapping[str, float] = field(default_factory=dict)
 
     def atol_for(self, output: str) -> float | None:
         """The absolute tolerance of `output`: its own, else the precision's."""
         return self.output_atol.get(output, self.atol)
 
+    def rtol_for(self, output: str) -> float | None:
+        """The relative tolerance of `output`: its own, else the precision's (None: none)."""
+        return self.output_rtol.get(output, self.rtol)
+
     def stated_for(self, output: str) -> bool:
-        """True when the user gave `output` a tolerance (--tolerance X or NAME=X): its values
-        then gate even where its decisions would judge it."""
+        """True when the user gave `output` a tolerance (--tolerance X[,R] or NAME=X[,R]): its
+        values then gate even where its decisions would judge it."""
         return output in self.output_atol or (self.atol_stated and self.atol is not None)
 
     def min_within_for(self, output: str) -> float:
@@ -63,6 +73,14 @@ class Tolerance:
 # numbers on purpose and is judged by what the model decides, not by the digits it prints.
 # fp32 and tf32 are decided by their values, as Polygraphy and trtexec decide them: a rate
 # bound of 0.99 would need 381 samples whatever the error (docs/verdicts.md).
+# Their element test is Polygraphy's: within atol OR within rtol x |reference|, so an output in
+# physical units (prices of 2.5e5, logits in the hundreds) is not failed by float32 rounding
+# (one or two units in the last place: relative errors of 1e-7). fp32's rtol is Polygraphy's
+# default, 1e-5; tf32's is one step of its 10-bit mantissa. The lossy precisions keep an
+# absolute bound by default (their atols suit values of order 1); --tolerance NAME=ATOL,RTOL
+# adds a relative one.
+FP32_RTOL = 1e-5
+TF32_RTOL = 2.0**-10
 TOLERANCES: dict[str, Tolerance] = {
     "fp32": Tolerance(
         atol=1e-4,
@@ -70,6 +88,7 @@ TOLERANCES: dict[str, Tolerance] = {
         max_accuracy_drop=0.005,
         values_decide=True,
         exact_values=True,
+        rtol=FP32_RTOL,
     ),
     "tf32": Tolerance(
         atol=5e-3,
@@ -77,6 +96,7 @@ TOLERANCES: dict[str, Tolerance] = {
         max_accuracy_drop=0.01,
         values_decide=True,
         exact_values=True,
+        rtol=TF32_RTOL,
     ),
     "fp16": Tolerance(atol=1e-2, min_top1_agreement=0.98, max_accuracy_drop=0.01),
     # bfloat16 keeps 8 bits of mantissa to float16's 11: 4x fp16's atol (a small ResNet's
@@ -92,12 +112,16 @@ def tolerance_for(
     output_atol: Mapping[str, float] | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
     output_min_within: Mapping[str, float] | None = None,
+    *,
+    rtol_override: float | None = None,
+    output_rtol: Mapping[str, float] | None = None,
 ) -> Tolerance:
     """The table's tolerance for `precision`; `atol_override` (--tolerance X) replaces its atol
-    and `output_atol` (--tolerance NAME=X) sets some outputs' own, `output_min_within`
-    (--tolerance NAME=X:MIN) the share of their samples that must lie within it; verdicts are
-    decided at `confidence`. Raises UsageError for an unknown precision, a tolerance that is
-    not positive or a confidence outside [0, 1)."""
+    and `rtol_override` (--tolerance X,R) its rtol, `output_atol` and `output_rtol`
+    (--tolerance NAME=X[,R]) set some outputs' own, `output_min_within` (--tolerance
+    NAME=X:MIN) the share of their samples that must lie within it; verdicts are decided at
+    `confidence`. Raises UsageError for an unknown precision, an atol that is not positive, an
+    rtol below 0 or a confidence outside [0, 1)."""
     try:
         tolerance = TOLERANCES[precision]
     except KeyError:
@@ -106,17 +130,20 @@ def tolerance_for(
     for name, value in [("", atol_override), *(output_atol or {}).items()]:
         if value is not None and value <= 0:
             raise UsageError(f"--tolerance {name + '=' if name else ''}{value}: must be positive.")
+    for name, value in [("", rtol_override), *(output_rtol or {}).items()]:
+        if value is not None and not value >= 0:
+            where = f"--tolerance {name + '=' if name else ''}ATOL,{value}"
+            raise UsageError(f"{where}: the relative tolerance must be 0 or more.")
     check_confidence(confidence)
-    return Tolerance(
-        tolerance.atol if atol_override is None else atol_override,
-        tolerance.min_top1_agreement,
-        tolerance.max_accuracy_drop,
-        dict(output_atol or {}),
-        confidence,
-        tolerance.values_decide,
-        dict(output_min_within or {}),
-        atol_override is not None,
-        tolerance.exact_values,
+    return replace(
+        tolerance,
+        atol=tolerance.atol if atol_override is None else atol_override,
+        rtol=tolerance.rtol if rtol_override is None else rtol_override,
+        output_atol=dict(output_atol or {}),
+        output_rtol=dict(output_rtol or {}),
+        confidence=confidence,
+        output_min_within=dict(output_min_within or {}),
+        atol_stated=atol_override is not None,
     )
 
 
@@ -128,29 +155,53 @@ def budget_for(
     output_atol: Mapping[str, float] | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
     output_min_within: Mapping[str, float] | None = None,
+    *,
+    rtol_override: float | None = None,
+    output_rtol: Mapping[str, float] | None = None,
 ) -> Tolerance:
-    """`tolerance_for(precision, atol_override, output_atol, confidence, output_min_within)`
-    with its top-1 agreement and accuracy-drop limits replaced where given (convert's
-    --min-top1-agreement and --max-accuracy-drop, a release's gates). Raises UsageError for a
-    limit outside [0, 1]."""
-    tolerance = tolerance_for(precision, atol_override, output_atol, confidence, output_min_within)
+    """`tolerance_for(...)` with its top-1 agreement and accuracy-drop limits replaced where
+    given (convert's --min-top1-agreement and --max-accuracy-drop, a release's gates). Raises
+    UsageError for a limit outside [0, 1]."""
+    tolerance = tolerance_for(
+        precision,
+        atol_override,
+        output_atol,
+        confidence,
+        output_min_within,
+        rtol_override=rtol_override,
+        output_rtol=output_rtol,
+    )
     for name, value in (
         ("--min-top1-agreement", min_top1_agreement),
         ("--max-accuracy-drop", max_accuracy_drop),
     ):
         if value is not None and not 0.0 <= value <= 1.0:
             raise UsageError(f"{name} must be between 0 and 1, found {value}.")
-    return Tolerance(
-        tolerance.atol,
-        tolerance.min_top1_agreement if min_top1_agreement is None else min_top1_agreement,
-        tolerance.max_accuracy_drop if max_accuracy_drop is None else max_accuracy_drop,
-        tolerance.output_atol,
-        tolerance.confidence,
-        tolerance.values_decide and min_top1_agreement is None and max_accuracy_drop is None,
-        tolerance.output_min_within,
-        tolerance.atol_stated,
-        tolerance.exact_values,
+    return replace(
+        tolerance,
+        min_top1_agreement=(
+            tolerance.min_top1_agreement if min_top1_agreement is None else min_top1_agreement
+        ),
+        max_accuracy_drop=(
+            tolerance.max_accuracy_drop if max_accuracy_drop is None else max_accuracy_drop
+        ),
+        values_decide=(
+            tolerance.values_decide and min_top1_agreement is None and max_accuracy_drop is None
+        ),
     )
+
+
+def within_elements(
+    want: np.ndarray, got: np.ndarray, atol: float, rtol: float | None = None
+) -> np.ndarray:
+    """Per element, whether `got` lies within tolerance of `want`: its error at most `atol`, or
+    at most `rtol` x |want| (Polygraphy's elementwise rule: a mismatch exceeds both). NaN and
+    infinities are never within."""
+    want64, got64 = want.astype(np.float64), got.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        errors = np.abs(got64 - want64)
+        allowed = np.maximum(atol, (rtol or 0.0) * np.abs(want64))
+        return np.asarray(errors <= allowed)
 
 
 def resolution_atol(reference: np.ndarray) -> float | None:

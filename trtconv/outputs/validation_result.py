@@ -62,9 +62,10 @@ def as_reported(check: Check, why: str) -> Check:
 @dataclass(frozen=True)
 class WithinTolerance:
     """How many samples of an output lie within its tolerance (`bound`: its atol, or a share
-    of the reference's spread), with the 95% interval of their share. `minimum`: the share
-    that must (None: every element of every sample must, the exact rule of fp32 and tf32).
-    `gating` False: reported beside the decisions that judge the output."""
+    of the reference's spread; `rtol`: a value is also within at rtol x |reference|), with the
+    95% interval of their share. `minimum`: the share that must (None: every element of every
+    sample must, the exact rule of fp32 and tf32). `gating` False: reported beside the
+    decisions that judge the output."""
 
     bound: float
     samples_within: int
@@ -73,6 +74,7 @@ class WithinTolerance:
     share_ci95: Interval | None
     minimum: float | None
     gating: bool
+    rtol: float | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,13 @@ class OutputComparison:
     accuracy_drop_ci95: Interval | None = None
     # The samples whose values lie within the output's tolerance (None: it has none).
     within: WithinTolerance | None = None
+    # Its relative tolerance: a value is within at atol or at rtol x |reference| (None: none).
+    rtol: float | None = None
+    # fp32, tf32: its values were beyond tolerance but finite, so float32 is not reproduced
+    # here and its decisions judged it (at `agreement_minimum`) as at fp16.
+    values_not_reproduced: bool = False
+    # The minimum its decisions' rate was judged against when it is not the report's.
+    agreement_minimum: float | None = None
 
 
 @dataclass(frozen=True)

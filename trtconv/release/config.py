@@ -100,8 +100,10 @@ TARGET_FIELDS: dict[str, Validator] = {
     "backend": backend_choice,
     "precision": choice(*PRECISIONS),
     "tolerance": positive_number,
+    "rtol": non_negative_number,
     "roles": table_of(role),
     "tolerances": table_of(positive_number),
+    "rtols": table_of(non_negative_number),
     "min_within": table_of(share),
 }
 CALIBRATION_FIELDS: dict[str, Validator] = {
@@ -128,6 +130,7 @@ PREPROCESSING_FIELDS: dict[str, Validator] = {
 OUTPUT_FIELDS: dict[str, Validator] = {
     "roles": table_of(role),
     "tolerances": table_of(positive_number),
+    "rtols": table_of(non_negative_number),
     "min_within": table_of(share),
     "allow_unjudged": boolean,
     "labels_output": string,

@@ -80,6 +80,7 @@ def _named_keys(settings: OutputSettings | Target) -> dict[str, Iterable[str]]:
     return {
         "roles": settings.roles,
         "tolerances": settings.tolerances,
+        "rtols": settings.rtols,
         "min_within": settings.min_within,
     }
 

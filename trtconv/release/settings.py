@@ -54,8 +54,8 @@ class TrainSettings:
 
 @dataclass(frozen=True)
 class Target:
-    """One conversion to try; `roles`, `tolerances` and `min_within` (per output) refine
-    [outputs]."""
+    """One conversion to try; `tolerance` and `rtol` bound every output (as --tolerance X,R);
+    `roles`, `tolerances`, `rtols` and `min_within` (per output) refine [outputs]."""
 
     backend: str
     precision: str | None  # None: backend "best" over every precision
@@ -63,6 +63,8 @@ class Target:
     roles: dict[str, str] = field(default_factory=dict)
     tolerances: dict[str, float] = field(default_factory=dict)
     min_within: dict[str, float] = field(default_factory=dict)
+    rtol: float | None = None
+    rtols: dict[str, float] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -116,23 +118,32 @@ class PreprocessingSettings:
 
 @dataclass(frozen=True)
 class OutputSettings:
-    """How outputs are judged, for every target: roles, per-output tolerances and the share of
-    samples that must lie within them, and whether an output nothing can judge may pass (as
-    --output-role, --tolerance NAME=X:MIN, --allow-unjudged)."""
+    """How outputs are judged, for every target: roles, per-output tolerances (absolute, and
+    relative: `rtols`) and the share of samples that must lie within them, and whether an
+    output nothing can judge may pass (as --output-role, --tolerance NAME=X,R:MIN,
+    --allow-unjudged)."""
 
     roles: dict[str, str] = field(default_factory=dict)
     tolerances: dict[str, float] = field(default_factory=dict)
     allow_unjudged: bool = False
     labels_output: str | None = None  # the output the labels score (as --labels-output)
     min_within: dict[str, float] = field(default_factory=dict)
+    rtols: dict[str, float] = field(default_factory=dict)
 
     def judging(self, target: Target | None = None) -> Judging:
         """The target's roles and tolerances over these (all of them were checked when read)."""
         roles = {**self.roles, **(target.roles if target else {})}
         tolerances = {**self.tolerances, **(target.tolerances if target else {})}
         minimums = {**self.min_within, **(target.min_within if target else {})}
+        rtols = {**self.rtols, **(target.rtols if target else {})}
         return Judging.build(
-            roles, tolerances, self.allow_unjudged, "release config", self.labels_output, minimums
+            roles,
+            tolerances,
+            self.allow_unjudged,
+            "release config",
+            self.labels_output,
+            minimums,
+            rtols,
         )
 
 

@@ -214,6 +214,7 @@ class ReleaseRun:
             "backend": target.backend,
             "precision": target.precision,
             "tolerance": target.tolerance,
+            **({"rtol": target.rtol} if target.rtol is not None else {}),
             # Its data also supplies every target's validation samples; method and samples
             # matter only to int8, so changing them does not redo the other conversions.
             "calibration": {
@@ -250,6 +251,7 @@ class ReleaseRun:
                 "roles": {**outputs.roles, **(target.roles if target else {})},
                 "tolerances": {**outputs.tolerances, **(target.tolerances if target else {})},
                 **_minimums(outputs.min_within, target),
+                **_rtols(outputs.rtols, target),
                 "allow_unjudged": outputs.allow_unjudged,
                 **({"labels_output": outputs.labels_output} if outputs.labels_output else {}),
             },
@@ -272,6 +274,7 @@ class ReleaseRun:
             "samples": settings.samples,
             "split": settings.split,
             "tolerance": target.tolerance,
+            **({"rtol": target.rtol} if target.rtol is not None else {}),
             **self._judging_inputs(target),
         }
 
@@ -371,3 +374,10 @@ def _minimums(release_wide: dict[str, float], target: Target | None) -> dict[str
     releases without them stay as they were (their steps resume)."""
     minimums = {**release_wide, **(target.min_within if target else {})}
     return {"min_within": minimums} if minimums else {}
+
+
+def _rtols(release_wide: dict[str, float], target: Target | None) -> dict[str, dict[str, float]]:
+    """The per-output relative tolerances as a judging input, only when some is set (keys of
+    releases without them stay as they were)."""
+    rtols = {**release_wide, **(target.rtols if target else {})}
+    return {"rtols": rtols} if rtols else {}

@@ -103,7 +103,11 @@ def validate_runners(
     """
     judging = judging or Judging()
     tolerance = tolerance or tolerance_for(
-        precision, atol_override, judging.tolerances, output_min_within=judging.min_within
+        precision,
+        atol_override,
+        judging.tolerances,
+        output_min_within=judging.min_within,
+        output_rtol=judging.rtols,
     )
     if reference_outputs is None:
         reference_outputs = run_batched(reference, data)
@@ -190,7 +194,13 @@ def _run_both(
     recorded = manifest.validation.confidence if manifest.validation else DEFAULT_CONFIDENCE
     confidence = recorded if options.confidence is None else options.confidence
     tolerance = tolerance_for(
-        manifest.precision, options.tolerance, judging.tolerances, confidence, judging.min_within
+        manifest.precision,
+        options.tolerance,
+        judging.tolerances,
+        confidence,
+        judging.min_within,
+        rtol_override=options.rtol,
+        output_rtol=judging.rtols,
     )
     warnings: list[str] = []
     key = options.signature or manifest.model_signature.name  # the one converted, by default
