@@ -134,7 +134,7 @@ def judge_output(
     figures: dict[str, Any] = {}
     deciding = tolerance
     if not_reproduced(values, role, want, got, tolerance):
-        values, deciding = as_not_reproduced(values), decisions_budget(tolerance)
+        values, deciding = as_not_reproduced(values, max_abs), decisions_budget(tolerance)
         figures["agreement_minimum"] = deciding.min_top1_agreement
     checks = [values, *_decision_role_checks(name, role, want, got, deciding, labels, figures)]
     within, share_checks = _per_sample_values(
