@@ -29,7 +29,7 @@ from trtconv.serving.loadgen_driver import (
     served_totals,
 )
 from trtconv.serving.overload import capacity, offered_run
-from trtconv.serving.server import served_kind
+from trtconv.serving.served_from import served_kind
 from trtconv.serving.serving_result import LoadRun, OverloadRow, ServerBenchResult, ServerRow
 from trtconv.serving.triton_process import binaries
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from trtconv.core.results import JsonResult
 from trtconv.facts.environment import Environment
+from trtconv.serving.shadow.check import ShadowResult
 
 SERVING_SCHEMA_VERSION = 1
 
@@ -76,6 +77,9 @@ class ServeResult(JsonResult):
     stopped_by: str = "stop-after"  # or SIGTERM, SIGINT
     instances: int = 1  # Triton model instances, one runner each
     retried_requests: int = 0  # requests of batches that failed, run again alone
+    # requests the native model served once the shadow check failed (--on-failing fallback)
+    native_served_requests: int = 0
+    shadow: ShadowResult | None = None  # the shadow check (--shadow), its live verdict
     schema_version: int = SERVING_SCHEMA_VERSION
 
 
