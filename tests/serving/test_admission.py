@@ -109,7 +109,6 @@ def test_zero_is_no_limit_and_both_zero_no_queue_policy() -> None:
 
 def test_the_batcher_is_capped_at_the_artifacts_batch_range(tmp_path: Path) -> None:
     from types import SimpleNamespace
-    from typing import Any
 
     from trtconv.serving.served_from import ServedFrom
 

@@ -40,7 +40,7 @@ from trtconv.serving.served_from import ServedFrom
 from trtconv.serving.serving_result import ServeResult
 from trtconv.serving.shadow.check import ShadowCheck
 from trtconv.serving.shadow.metrics import MetricsPage
-from trtconv.serving.shadow.reference import shadow_check
+from trtconv.serving.shadow.reference import shadow_check, shadow_reference
 from trtconv.serving.triton_config import Batching, ModelConfigSpec
 from trtconv.serving.triton_process import (
     INSTALL_HINT,
@@ -109,8 +109,10 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> ServeResult
     "serving NAME at URL" line once the model answers, then the others. Raises
     MissingDependencyError without PyTriton's Triton, UsageError for a shadow check with no
     native model to run, and ServingError when the server fails to start or stops on its own."""
-    binaries()  # before the model loads: PyTriton's Triton, or one sentence naming it
     source = ServedFrom.read(options.model)  # the manifest, read once for the whole start
+    if options.shadow is not None:
+        shadow_reference(source, options)  # a usage error before anything else is asked for
+    binaries()  # before the model loads: PyTriton's Triton, or one sentence naming it
     name = options.name or model_name(options.model)
     # Spinning threads would take the cores Triton's processes need between requests. Unless
     # the instances are given, the runner measures with every thread (they are chosen from it).

@@ -3,7 +3,7 @@ instances offered (link.py), judged against what they served (judge.py), into th
 (verdict.py); with `--on-failing fallback` the instances are told to serve the native model once
 it fails; with `--shadow-capture` the disagreeing samples are kept (capture.py).
 
-Everything runs in one thread of its own, at a lower priority (nice SHADOW_NICE) than the
+Everything runs in one thread of its own, at a lower priority (nice link.SHADOW_NICE) than the
 served path: the native model is opened in it, so TensorFlow's thread pools, created then,
 inherit that priority. Its queue is the inbox's, bounded: what the native model cannot keep up
 with is dropped and counted, never queued without bound.
@@ -11,7 +11,6 @@ with is dropped and counted, never queued without bound.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -30,11 +29,10 @@ from trtconv.serving.batch_runner import Answer, Traffic, infer_function, warm_u
 from trtconv.serving.fixed_inputs import served
 from trtconv.serving.shadow.capture import Capture
 from trtconv.serving.shadow.judge import ShadowJudge
-from trtconv.serving.shadow.link import Inbox, Offered, new_address
+from trtconv.serving.shadow.link import Inbox, Offered, lower_priority, new_address
 from trtconv.serving.shadow.verdict import FAILING, FigureVerdict, LiveVerdict
 
 LOG = logging.getLogger(__name__)
-SHADOW_NICE = 10  # below the served path's processes (0): CFS gives it about a tenth under load
 BATCH_SAMPLES = 64  # samples the check takes from its queue at once
 POLL_S = 0.1
 START_TIMEOUT_S = 600.0  # a large native model loads and warms up
@@ -232,13 +230,6 @@ class ShadowCheck:
                 queued_requests=self.inbox.waiting.qsize(),
                 error=self.error,
             )
-
-
-def lower_priority() -> None:
-    """This thread (and the threads it starts) at nice SHADOW_NICE: Linux keeps a nice value
-    per thread."""
-    with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), SHADOW_NICE)
 
 
 def groups(pairs: list[tuple[Offered, Outputs]]) -> list[list[tuple[Offered, Outputs]]]:

@@ -34,6 +34,7 @@ from trtconv.core.judging_options import (
     Roles,
 )
 from trtconv.core.model_io import Outputs
+from trtconv.options import DEFAULT_CONFIDENCE
 from trtconv.outputs.compare import compare, output_roles
 from trtconv.outputs.maps import MIN_SAMPLE_F1, is_decision_map
 from trtconv.outputs.roles import over_recorded
@@ -94,7 +95,9 @@ class ShadowJudge:
         judging = over_recorded(Judging(), manifest.judging)
         tolerance = shadow_tolerance(manifest, judging)
         bounds = validated_bounds(manifest, judging)
-        self.confidence = tolerance.confidence
+        # A point rule (confidence 0) would flip the live verdict with every sample near the
+        # bound: a stream is decided on an interval, the default one when none was recorded.
+        self.confidence = tolerance.confidence or DEFAULT_CONFIDENCE
         self.tolerance = replace(
             tolerance, output_atol={**tolerance.output_atol, **bounds}, confidence=0.0
         )
