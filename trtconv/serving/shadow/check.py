@@ -24,6 +24,7 @@ from trtconv.backends.registry import open_runner
 from trtconv.core.errors import TrtconvError
 from trtconv.core.model_io import InputValue, Outputs
 from trtconv.core.results import JsonResult
+from trtconv.outputs.confidence import proportion_interval
 from trtconv.protocol.runner import RunOptions
 from trtconv.serving.batch_runner import Answer, Traffic, infer_function, warm_up
 from trtconv.serving.fixed_inputs import served
@@ -134,6 +135,7 @@ class ShadowCheck:
             model = served(runner, self.native.input_values)
             self.native_warm = warm_up(model, largest, batched)
             infer = infer_function(model, batched, Traffic())
+            proportion_interval(1, 2)  # scipy's first call pays its imports here, not at traffic
         except Exception as exc:
             self.error = f"failed its warm-up on random inputs: {type(exc).__name__}: {exc}"
             self.ready.set()
