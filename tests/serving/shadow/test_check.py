@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pytest
 
 from tests.helpers.convert_fixtures import digits32
