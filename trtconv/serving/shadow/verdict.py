@@ -3,11 +3,16 @@ agree (or lie within tolerance) with its interval, three-valued against the mani
 
 A figure is *holding* while its interval lies above the bound, *failing* once it lies below,
 *undecided* while it straddles it (with about how many more samples would decide it at the rate
-seen). The rule is validation's (trtconv.outputs.confidence: Wilson intervals, `Rate.decide`);
-a figure decided by values (fp32, tf32: every element of every sample within atol) fails at the
-first sample outside and holds once enough samples lie within to show the rule
-(trtconv.outputs.exact). Counts run from the server's start: a shift after a long good run
-shows later than on a fresh server (docs/serving.md says so). Pure numpy and scipy: the
+seen). The rule is validation's (trtconv.outputs.confidence: Wilson intervals, `Rate.decide`),
+with one difference a stream needs: a rate is decided only once it counts the samples that could
+show its bound at all (`samples_to_show`: 124 for 0.97 at 95%). A validation decides once; a live
+verdict is looked at after every batch, and on its first few samples one disagreement puts the
+interval below the bound: simulated streams of a good artifact (true agreement 0.99, bound 0.97,
+decided after every sample) turned failing at some point 6.1% of the time, 0.05% with the floor
+(docs/serving.md). A figure decided by values (fp32, tf32: every element of every sample
+within atol) fails at the first sample outside and holds once enough samples lie within to show
+the rule (trtconv.outputs.exact). Counts run from the server's start: a shift after a long good
+run shows later than on a fresh server (docs/serving.md says so). Pure numpy and scipy: the
 shadow's worker feeds it counts (judge.py), the metrics page and the summary read snapshots.
 """
 
@@ -26,6 +31,7 @@ from trtconv.outputs.confidence import (
     interval_text,
     percent,
     samples_needed,
+    samples_to_show,
 )
 from trtconv.outputs.exact import samples_for_values
 
@@ -89,10 +95,16 @@ class FigureVerdict(JsonResult):
 class LiveFigure:
     """The running counts of one figure and the state they were last decided at."""
 
-    def __init__(self, output: str, figure: str, minimum: float | None) -> None:
+    def __init__(
+        self, output: str, figure: str, minimum: float | None, confidence: float = CI95
+    ) -> None:
         self.output, self.figure, self.minimum = output, figure, minimum
         self.successes, self.samples = 0.0, 0
         self.state, self.changed_at = UNDECIDED, 0
+        # Decided from the samples that could show the bound held at all (all agreeing): before
+        # them one disagreement among the first few would fail it (see the module's docstring).
+        shown = samples_to_show(minimum, confidence) if minimum is not None else None
+        self.least = shown or 0
 
     def add(self, count: Count, confidence: float) -> bool:
         """Add `count`; True when the state changed."""
@@ -117,6 +129,8 @@ class LiveFigure:
             if self.successes < self.samples:
                 return FAILING
             return HOLDING if self.samples >= samples_for_values(confidence) else UNDECIDED
+        if self.samples < self.least:
+            return UNDECIDED
         decided = self.rate.decide(self.minimum, confidence)
         return HOLDING if decided == PASSED else FAILING if decided == FAILED else UNDECIDED
 
@@ -128,7 +142,7 @@ class LiveFigure:
             return max(0, samples_for_values(confidence) - self.samples)
         value = self.rate.value if self.samples else 1.0
         total = samples_needed(value, self.minimum, confidence)
-        return None if total is None else max(1, total - self.samples)
+        return None if total is None else max(1, total - self.samples, self.least - self.samples)
 
     def verdict(self, confidence: float) -> FigureVerdict:
         rate = self.rate
@@ -168,7 +182,7 @@ class LiveVerdict:
         for count in counts:
             figure = self.figures.get(count.key)
             if figure is None:
-                figure = LiveFigure(count.output, count.figure, count.minimum)
+                figure = LiveFigure(count.output, count.figure, count.minimum, self.confidence)
                 self.figures[count.key] = figure
             if figure.add(count, self.confidence):
                 lines.append(figure.verdict(self.confidence).line(self.confidence))
