@@ -591,10 +591,13 @@ class ServerBenchOptions:
     compare_batching: bool = False
     # Multiples of the measured capacity to offer instead of searching the rate (--offered).
     offered: tuple[float, ...] = ()
+    # Each model served with its shadow check at this rate (serve --shadow): what it costs.
+    shadow: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
         object.__setattr__(self, "offered", tuple(float(m) for m in self.offered))
+        check_shadow(self.shadow, ON_FAILING[0], None)
         if not self.models:
             raise UsageError("Give at least one model to bench.")
         if any(multiple <= 0 for multiple in self.offered):

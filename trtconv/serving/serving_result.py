@@ -127,6 +127,7 @@ class ServerRow(JsonResult):
     # [the highest completed rate whose p99 interval lies within the budget, the lowest whose
     # interval lies wholly above it]; None ends: no run decided that side (min_qps_at_budget).
     qps_at_budget_bounds: list[float | None] = field(default_factory=lambda: [None, None])
+    shadow_rate: float | None = None  # served with its shadow check at this rate (--shadow)
 
 
 @dataclass
