@@ -2,9 +2,10 @@
 
 Every rate a validation measures (top-1 or decision agreement, the share of samples within
 tolerance, each model's accuracy) is k of n samples: its interval is the Wilson score interval
-(as scipy's `binomtest(k, n).proportion_ci` computes it). The accuracy drop is a difference of two proportions
-measured on the SAME samples (reference and candidate), so its interval is a paired bootstrap
-over the per-sample correctness (`scipy.stats.bootstrap(paired=True)`, BCa, seeded).
+(as scipy's `binomtest(k, n).proportion_ci` computes it). The accuracy drop is a difference of
+two proportions measured on the SAME samples (reference and candidate), so its interval is a
+paired bootstrap over the per-sample correctness (`scipy.stats.bootstrap(paired=True)`, BCa,
+seeded).
 
 The rule: a figure that must reach a bound *passes* when its interval clears the bound, *fails*
 when the interval cannot reach it, and is *inconclusive* when the interval straddles it (more

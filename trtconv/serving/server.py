@@ -118,7 +118,7 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> ServeResult
     # the instances are given, the runner measures with every thread (they are chosen from it).
     asked = options.instances
     threads = instance_threads(options.threads, asked) if asked else options.threads
-    with shadow_check(source, options, name, threads, announce) as check:
+    with shadow_check(source, options, name, announce) as check:
         # Measured here, before the server starts: the signature Triton declares and the
         # warm-up figures admission control derives from. Triton's instances open their own.
         runner = source.open_runner(RunOptions(threads=threads, device=options.device, spin=False))

@@ -47,7 +47,6 @@ def shadow_check(
     source: ServedFrom,
     options: ServeOptions,
     name: str,
-    threads: int | None,
     announce: Callable[[str], None],
 ) -> Iterator[ShadowCheck | None]:
     """The shadow check of this `serve` (None without --shadow), not yet started; its native
@@ -60,9 +59,11 @@ def shadow_check(
     assert manifest is not None  # shadow_reference refuses a SavedModel
     needed = manifest.source_model.get(CUSTOM_OBJECTS, ())
     with saved_model_for(named, needed) as saved_model:
-        native = NativeModel(
-            saved_model, threads, source.input_values, manifest.model_signature.name
-        )
+        # One intra-op thread: the check runs beside the served path, and with every thread
+        # TensorFlow took 2.8-4.1 ms of CPU a shadowed sample of a MobileNetV2-size model, with
+        # one 1.4 ms (BENCHMARKS.md). A fallback's admission is derived from this runner's
+        # warm-up: the instances' native runners get their share of the threads, at least one.
+        native = NativeModel(saved_model, 1, source.input_values, manifest.model_signature.name)
         capture = capture_file(options.shadow_capture, name) if options.shadow_capture else None
         judge = ShadowJudge(manifest, saved_model)
         check = ShadowCheck(judge, native, options.shadow, options.on_failing, capture, announce)
