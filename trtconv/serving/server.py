@@ -209,8 +209,7 @@ def serve_planned(
             address = f"{reach(options.host)}:{http}"
             served_ms = warm_up_served(address, name, signature, decided, key)
             if check is not None:
-                page = MetricsPage(options.host, metrics, triton_url, check.result)
-                pages.callback(page.close)
+                pages.callback(metrics_page(options.host, metrics, triton_url, check).close)
             announce_serving(announce, name, options, (http, grpc, metrics_url), decided, served_ms)
             if check is not None:
                 capture = check.capture.path if check.capture is not None else None
@@ -233,6 +232,15 @@ def serve_planned(
     if interrupt is not None:
         raise ServeStopped(stop_message(stopped_by, result), result, interrupt_exit_code(interrupt))
     return result
+
+
+def metrics_page(host: str, port: int, triton_url: str, check: ShadowCheck) -> MetricsPage:
+    """The page the serving line names with a shadow check. Raises ServingError when its port
+    cannot be listened on."""
+    try:
+        return MetricsPage(host, port, triton_url, check.result)
+    except OSError as exc:
+        raise ServingError(f"the metrics page could not listen on {host}:{port}: {exc}") from exc
 
 
 def serve_result(

@@ -104,6 +104,7 @@ class ShadowCheck:
         self.compared = self.native_failed = 0
         self.fallback_at: int | None = None
         self.error: str | None = None
+        self.failure: Exception | None = None  # what stopped the native model at start
         self.native_warm = (0.0, 0.0)
         self.ready, self.stopping = threading.Event(), threading.Event()
         self.thread: threading.Thread | None = None
@@ -116,8 +117,10 @@ class ShadowCheck:
         )
         self.thread.start()
         self.ready.wait(START_TIMEOUT_S)
-        if self.error is not None or not self.ready.is_set():
+        if self.failure is not None or not self.ready.is_set():
             self.stop()
+            if isinstance(self.failure, TrtconvError):  # its own exit code (3: no TensorFlow)
+                raise self.failure
             raise ShadowError(f"the shadow check's native model {self.native.path}: {self.error}")
         return self.native_warm
 
@@ -129,6 +132,7 @@ class ShadowCheck:
             runner.activate()
         except Exception as exc:
             self.error = f"could not be opened: {type(exc).__name__}: {exc}"
+            self.failure = exc
             self.ready.set()
             return
         try:
@@ -138,6 +142,7 @@ class ShadowCheck:
             proportion_interval(1, 2)  # scipy's first call pays its imports here, not at traffic
         except Exception as exc:
             self.error = f"failed its warm-up on random inputs: {type(exc).__name__}: {exc}"
+            self.failure = exc
             self.ready.set()
             runner.deactivate()
             return

@@ -101,7 +101,10 @@ class ShadowJudge:
         self.tolerance = replace(
             tolerance, output_atol={**tolerance.output_atol, **bounds}, confidence=0.0
         )
-        self.judging, self.saved_model = judging, saved_model
+        self.judging = judging
+        # The graph is read for the roles the manifest does not record (an older manifest) only.
+        recorded = set(judging.roles) >= set(manifest.model_signature.output_names)
+        self.saved_model = None if recorded else saved_model
         self.roles: Roles | None = None
         self.unjudged: list[str] = []
 

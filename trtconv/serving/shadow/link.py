@@ -133,7 +133,7 @@ class Inbox:
     @property
     def dropped(self) -> int:
         """Samples dropped: by full instance queues and by this one."""
-        return self.dropped_here + sum(self.dropped_there.values())
+        return self.dropped_here + sum(list(self.dropped_there.values()))  # a copy: readers add
 
     def _accept(self) -> None:
         lower_priority()  # its readers, started here, inherit it
