@@ -60,8 +60,8 @@ def shadow_check(
     needed = manifest.source_model.get(CUSTOM_OBJECTS, ())
     with saved_model_for(named, needed) as saved_model:
         # One intra-op thread: the check runs beside the served path, and with every thread
-        # TensorFlow took 2.8-4.1 ms of CPU a shadowed sample of a MobileNetV2-size model, with
-        # one 1.4 ms (BENCHMARKS.md). A fallback's admission is derived from this runner's
+        # TensorFlow took 2.7-3.9 ms of CPU a shadowed sample of a MobileNetV2-size model, with
+        # one 1.3 ms (BENCHMARKS.md). A fallback's admission is derived from this runner's
         # warm-up: the instances' native runners get their share of the threads, at least one.
         native = NativeModel(saved_model, 1, source.input_values, manifest.model_signature.name)
         capture = capture_file(options.shadow_capture, name) if options.shadow_capture else None
