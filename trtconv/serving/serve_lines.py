@@ -89,9 +89,10 @@ def shadow_line(options: ServeOptions, reference: Path, capture: Path | None) ->
         "to serve the native model instead)"
     )
     kept = f"; disagreeing samples kept in {capture}" if capture is not None else ""
+    share = "every request" if rate >= 1 else f"{rate:.4g} of requests (one in {1 / rate:.3g})"
     return (
-        f"shadow: {rate:.4g} of requests run again by the native model {reference} off the "
-        f"served path and judged as the artifact was validated; {action}{kept}"
+        f"shadow: {share} run again by the native model {reference} off the served path and "
+        f"judged as the artifact was validated; {action}{kept}"
     )
 
 
