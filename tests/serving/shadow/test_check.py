@@ -60,3 +60,38 @@ def test_a_good_artifact_on_unshifted_traffic_holds() -> None:
     assert (figure.successes, figure.samples) == (independent, len(images))
     assert figure.share_ci95 is not None and figure.share_ci95[0] >= 0.97
     assert said and said[-1].startswith("shadow: probabilities top-1 agreement holding")
+
+
+def test_serve_reads_the_artifacts_manifest_once_on_the_way_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Everything `serve` decides before Triton starts (its runner, the inputs it sets, the batch
+    cap, admission, the summary's backend) comes from one reading (before: four)."""
+    from pathlib import Path
+
+    from trtconv.options import ServeOptions
+    from trtconv.protocol.runner import RunOptions
+    from trtconv.serving.fixed_inputs import served
+    from trtconv.serving.serve_plan import plan
+    from trtconv.serving.served_from import ServedFrom
+
+    path = artifact("ort", "int8")
+    reads: list[Path] = []
+    read_text = Path.read_text
+
+    def counted(self: Path, *args: object, **kwargs: object) -> str:
+        if self.name == "manifest.json":
+            reads.append(self)
+        return read_text(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", counted)
+    source = ServedFrom.read(path)
+    runner = source.open_runner(RunOptions(spin=False))
+    runner.activate()
+    try:
+        model = served(runner, source.input_values)
+        decided = plan(model, ServeOptions(path, admission=True), source)
+    finally:
+        runner.deactivate()
+    assert source.kind == ("ort", "int8") and decided.max_batch == 8
+    assert len(reads) == 1
