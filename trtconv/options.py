@@ -474,6 +474,29 @@ def check_admission(budget_ms: float, queue_size: int | None, timeout_ms: float 
         raise UsageError(f"--queue-timeout-ms must be 0 (no timeout) or more, found {timeout_ms}.")
 
 
+# What `serve --shadow` does once its live verdict is failing: say so, or serve the native model.
+ON_FAILING = ("warn", "fallback")
+
+
+def check_shadow(rate: float | None, on_failing: str, capture: Path | None) -> None:
+    """Raise UsageError for a shadow rate outside (0, 1], an unknown --on-failing, or a
+    fallback or capture asked for without a shadow check."""
+    check_choice("--on-failing", on_failing, ON_FAILING)
+    if rate is None:
+        if on_failing != ON_FAILING[0]:
+            raise UsageError(f"--on-failing {on_failing} acts on the shadow check: give --shadow.")
+        if capture is not None:
+            raise UsageError("--shadow-capture keeps what the shadow check found: give --shadow.")
+        return
+    if not 0 < rate <= 1:
+        raise UsageError(
+            f"--shadow is the share of requests checked, above 0 and at most 1 (0.01: one in a "
+            f"hundred, 1: all), found {rate}."
+        )
+    if capture is not None and Path(capture).exists() and not Path(capture).is_dir():
+        raise UsageError(f"--shadow-capture {capture} is a file; give a folder.")
+
+
 @dataclass(frozen=True)
 class ServeOptions:
     """`trtconv serve`: a Triton server on loopback in front of trtconv's runner for `model`.
@@ -506,9 +529,15 @@ class ServeOptions:
     # Triton's queue policy (admission control) on: off unless asked, or implied by a queue
     # size or timeout given (serving/admission.py says what it costs in Triton 2.51).
     admission: bool = False
+    # The shadow check (serving/shadow/): the share of requests the native model runs again
+    # (None: off), what a failing live verdict does, where disagreeing samples are kept.
+    shadow: float | None = None
+    on_failing: str = ON_FAILING[0]
+    shadow_capture: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", Path(self.model))
+        check_shadow(self.shadow, self.on_failing, self.shadow_capture)
         if self.max_queue_size is not None or self.queue_timeout_ms is not None:
             object.__setattr__(self, "admission", True)
         if not self.host.strip():
@@ -567,10 +596,13 @@ class ServerBenchOptions:
     compare_batching: bool = False
     # Multiples of the measured capacity to offer instead of searching the rate (--offered).
     offered: tuple[float, ...] = ()
+    # Each model served with its shadow check at this rate (serve --shadow): what it costs.
+    shadow: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
         object.__setattr__(self, "offered", tuple(float(m) for m in self.offered))
+        check_shadow(self.shadow, ON_FAILING[0], None)
         if not self.models:
             raise UsageError("Give at least one model to bench.")
         if any(multiple <= 0 for multiple in self.offered):

@@ -107,23 +107,21 @@ def test_zero_is_no_limit_and_both_zero_no_queue_policy() -> None:
     assert not config.dynamic_batching.HasField("default_queue_policy")
 
 
-def test_the_batcher_is_capped_at_the_artifacts_batch_range(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_the_batcher_is_capped_at_the_artifacts_batch_range(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from trtconv.serving import server
+    from trtconv.serving.served_from import ServedFrom
 
-    monkeypatch.setattr(server, "model_kind", lambda path: server.ARTIFACT)
-    built = SimpleNamespace(batch_range=(1, 4))
-    monkeypatch.setattr(server, "read_manifest", lambda path: built)
-    assert server.batch_cap(tmp_path) == (4, " (the artifact's batch range is 1-4)")
+    built: Any = SimpleNamespace(batch_range=(1, 4))
+    source = ServedFrom(tmp_path, built)
+    assert source.batch_cap() == (4, " (the artifact's batch range is 1-4)")
     built.batch_range = None  # built for any batch
-    assert server.batch_cap(tmp_path) == (None, "")
+    assert source.batch_cap() == (None, "")
+    assert ServedFrom(tmp_path, None).batch_cap() == (None, "")  # a SavedModel
 
 
 def test_instances_divide_the_threads() -> None:
-    from trtconv.serving.server import instance_threads
+    from trtconv.serving.serve_plan import instance_threads
 
     assert instance_threads(None, 1) is None  # the runner's own default
     assert instance_threads(8, 2) == 4 and instance_threads(3, 2) == 1
@@ -135,7 +133,8 @@ def test_instances_divide_the_threads() -> None:
 def test_a_server_others_can_reach_is_warned_about_unless_a_key_guards_it(
     tmp_path: Path,
 ) -> None:
-    from trtconv.serving.server import api_key, exposure_warning
+    from trtconv.serving.serve_lines import exposure_warning
+    from trtconv.serving.server import api_key
 
     assert exposure_warning("127.0.0.1", None) is None
     warning = exposure_warning("0.0.0.0", None)
@@ -221,6 +220,8 @@ def test_a_batch_that_fails_is_retried_and_only_the_failing_request_fails() -> N
 def test_serve_asks_for_admission_control_and_a_queue_flag_implies_it(tmp_path: Path) -> None:
     from trtconv.serving import server
     from trtconv.serving.admission import ADMISSION_OFF
+    from trtconv.serving.serve_lines import admission_line
+    from trtconv.serving.serve_plan import Plan
 
     assert not ServeOptions(tmp_path).admission  # off unless asked (its cost: admission.py)
     assert ServeOptions(tmp_path, admission=True).admission
@@ -230,12 +231,12 @@ def test_serve_asks_for_admission_control_and_a_queue_flag_implies_it(tmp_path: 
         inputs=(TensorSpec("x", (None, 3), "float32"),),
         outputs=(TensorSpec("y", (None, 3), "float32"),),
     )
-    plain = server.Plan(True, 8, "", (0.1, 0.2), ADMISSION_OFF)
+    plain = Plan(True, 8, "", (0.1, 0.2), ADMISSION_OFF)
     config = parsed(server.served_config("m", signature, ServeOptions(tmp_path), plain))
     assert not config.dynamic_batching.HasField("default_queue_policy")
     assert config.backend == "python" and config.max_batch_size == 8
-    assert "admission: off, every request is queued" in server.admission_line(plain, 3.0)
-    asked = server.Plan(True, 8, "", (0.1, 0.2), admission(100.0, 8, batch_ms=0.2))
+    assert "admission: off, every request is queued" in admission_line(plain, 3.0)
+    asked = Plan(True, 8, "", (0.1, 0.2), admission(100.0, 8, batch_ms=0.2))
     options = ServeOptions(tmp_path, admission=True)
     policy = parsed(server.served_config("m", signature, options, asked))
     queue = policy.dynamic_batching.default_queue_policy
@@ -257,7 +258,7 @@ def test_traffic_survives_its_record(tmp_path: Path) -> None:
 
 
 def test_instances_are_chosen_from_the_cores_and_the_single_request_time() -> None:
-    from trtconv.serving.server import MAX_AUTO_INSTANCES, auto_instances
+    from trtconv.serving.serve_plan import MAX_AUTO_INSTANCES, auto_instances
 
     # A small model on 2 cores: one instance per core (the served path's cost runs on both).
     count, why = auto_instances(0.06, 100.0, 2)
@@ -279,7 +280,7 @@ class Reshaper(Doubler):
 
 
 def test_a_model_that_fails_its_warm_up_is_one_sentence() -> None:
-    from trtconv.serving.server import ServingError, warm_up
+    from trtconv.serving.serve_plan import ServingError, warm_up
 
     with pytest.raises(ServingError) as raised:
         warm_up(Reshaper(), 8, batched=True)  # type: ignore[arg-type]

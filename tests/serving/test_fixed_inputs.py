@@ -36,7 +36,7 @@ def test_the_recorded_flag_is_set_by_the_server_not_sent_by_clients(tmp_path: Pa
     runner = open_runner(artifact)
     runner.activate()
     try:
-        model_served = served(runner, artifact)
+        model_served = served(runner, recorded_input_values(artifact))
         assert isinstance(model_served, WithInputValues)
         declared = model_served.signature.inputs
         assert [spec.name for spec in declared] == ["x"]  # what Triton asks clients for

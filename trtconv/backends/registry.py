@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trtconv.artifact.manifest import read_manifest
+from trtconv.artifact.manifest import Manifest, read_manifest
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.precision import PRECISIONS
 from trtconv.facts import Facts, probe
@@ -250,18 +250,21 @@ def choose(precision: str, facts: Facts | None = None) -> tuple[str, str]:
     return choice.backend, choice.details
 
 
-def open_runner(path: Path, options: RunOptions | None = None) -> Runner:
+def open_runner(
+    path: Path, options: RunOptions | None = None, manifest: Manifest | None = None
+) -> Runner:
     """A runner (not yet activated) for a SavedModel directory or a trtconv artifact directory.
 
     An artifact's recorded run options (`conversion_summary.run_options`, e.g. the throughput
-    mode `--backend best` chose) apply unless `options` asks for more. Raises UsageError when
-    `path` does not exist and InputError when it is neither.
+    mode `--backend best` chose) apply unless `options` asks for more. `manifest`: the
+    artifact's, already read (a caller that reads it once and hands it down); None reads it.
+    Raises UsageError when `path` does not exist and InputError when it is neither.
     """
 
     path = saved_model_in(Path(path))
     options = options or RunOptions()
-    if model_kind(path) == "artifact":
-        manifest = read_manifest(path)
+    if manifest is not None or model_kind(path) == "artifact":
+        manifest = manifest or read_manifest(path)
         backend = artifact_backend(manifest.backend, path)
         recorded = manifest.conversion_summary.get("run_options") or {}
         if recorded.get("throughput"):

@@ -134,8 +134,15 @@ def load_digits(split: str = "all") -> ArraySet:
     return ArraySet({"x": images[chosen]}, labels[chosen], f"digits[{split}]", names)
 
 
+# Arrays an .npz may hold beside the inputs, which no reader takes for one: the outputs `serve
+# --shadow-capture` keeps beside the inputs of the samples that disagreed (served/NAME,
+# native/NAME), so that the same file validates and calibrates.
+OUTPUTS = ("served/", "native/")
+
+
 def load_npz(path: Path, strings: bool = False) -> ArraySet:
-    """An `.npz` with one array per input name (or a single `x`) and optional labels `y`.
+    """An `.npz` with one array per input name (or a single `x`) and optional labels `y`;
+    arrays named `served/...` and `native/...` (model outputs kept beside them) are left out.
 
     `strings`: the model takes tf.string inputs, whose bytes objects an .npz stores pickled;
     only then are object arrays read (the file is the user's own data, like their model).
@@ -153,6 +160,7 @@ def load_npz(path: Path, strings: bool = False) -> ArraySet:
         ) from exc
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
         raise InputError(f"Data file {path} is not a readable .npz archive ({exc}).") from exc
+    arrays = {name: array for name, array in arrays.items() if not name.startswith(OUTPUTS)}
     labels = arrays.pop("y", None)
     if not arrays:
         raise InputError(f"Data file {path} holds no input arrays (expected 'x' or input names).")

@@ -53,6 +53,15 @@ CompareBatching = Annotated[
 ]
 
 
+ShadowRate = Annotated[
+    float | None,
+    typer.Option(
+        "--shadow",
+        help="--scenario server: serve each model with its shadow check at this rate (serve "
+        "--shadow): what the check costs the served rate.",
+        show_default=False,
+    ),
+]
 Offered = Annotated[
     str | None,
     typer.Option(
@@ -200,6 +209,7 @@ def run_server_scenario(
     search_runs: int,
     compare_batching: bool,
     offered: str | None,
+    shadow: float | None,
     json_output: bool,
 ) -> None:
     """Run and print the server scenario (`bench --scenario server`)."""
@@ -225,6 +235,7 @@ def run_server_scenario(
             search_runs,
             compare_batching=compare_batching,
             offered=parse_offered(offered),
+            shadow=shadow,
         )
         return server_bench(options)
 

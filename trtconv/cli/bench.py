@@ -39,6 +39,7 @@ from trtconv.cli._server_bench import (
     Offered,
     Scenario,
     SearchRuns,
+    ShadowRate,
     run_server_scenario,
 )
 from trtconv.core.model_io import parse_input_shapes
@@ -194,11 +195,12 @@ def bench_cli(
     search_runs: SearchRuns = DEFAULT_SEARCH_RUNS,
     compare_batching: CompareBatching = False,
     offered: Offered = None,
+    shadow: ShadowRate = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Benchmark SavedModels and converted artifacts side by side (latency, throughput, speedup)."""
     if scenario != SCENARIOS[0]:  # the server scenario: its own options and result
-        server = (latency_budget_ms, duration, search_runs, compare_batching, offered)
+        server = (latency_budget_ms, duration, search_runs, compare_batching, offered, shadow)
         return run_server_scenario(scenario, models, *server, json_output)
 
     def work() -> BenchResult:

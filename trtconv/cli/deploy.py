@@ -103,7 +103,8 @@ def deploy_cli(
     backend, tensors, dynamic batching, instances) and trtconv.json (the manifest).
 
     Each batcher has a bounded queue and a queue timeout (admission control: a request turned
-    away is answered UNAVAILABLE / HTTP 503)."""
+    away is answered UNAVAILABLE / HTTP 503). The shadow check is trtconv serve's (--shadow):
+    Triton's native backends serving this repository run the payload alone (docs/serving.md)."""
 
     def work() -> DeployResult:
         options = DeployOptions(

@@ -117,8 +117,39 @@ DrainTimeoutOpt = Annotated[
 ]
 
 
+ShadowOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--shadow",
+        help="Share of requests (above 0, at most 1) also run by the native SavedModel the "
+        "artifact's manifest names, off the served path, and judged as the artifact was "
+        "validated: a live verdict with its 95% interval on the metrics page, a line when it "
+        "changes, and in the summary.",
+        show_default=False,
+    ),
+]
+OnFailingOpt = Annotated[
+    str,
+    typer.Option(
+        "--on-failing",
+        help="What a failing live verdict does: warn (say so, keep serving the artifact) or "
+        "fallback (the native model serves every request from then on).",
+    ),
+]
+ShadowCaptureOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--shadow-capture",
+        help="Folder for an .npz of the samples the shadow check found disagreeing (inputs, "
+        "served and native outputs; the latest 1000, 256 MiB at most), which validate --data "
+        "and convert --calib-data read.",
+    ),
+]
+
+
 def render(result: ServeResult, console: Console) -> None:
-    """Requests served, refused in the queue, and the batch sizes the batcher formed."""
+    """Requests served, refused in the queue, the batch sizes the batcher formed, and the shadow
+    check's live verdict."""
     batches = ", ".join(f"{size}: {count}" for size, count in result.batches.items()) or "none"
     console.print(
         f"served {result.name} for {result.served_s:.1f} s: {result.requests} requests run "
@@ -126,6 +157,23 @@ def render(result: ServeResult, console: Console) -> None:
         f"(UNAVAILABLE); batches formed (size: count) {batches}",
         highlight=False,
     )
+    shadow = result.shadow
+    if shadow is None:
+        return
+    native = (
+        f", {result.native_served_requests} served by the native model" if shadow.fallback else ""
+    )
+    console.print(
+        f"shadow check: {shadow.state}; {shadow.compared_samples} samples compared, "
+        f"{shadow.dropped_samples} dropped{native}",
+        highlight=False,
+    )
+    for figure in shadow.figures:
+        console.print(
+            f"  {figure.line(shadow.confidence).removeprefix('shadow: ')}", highlight=False
+        )
+    if shadow.capture:
+        console.print(f"  {shadow.captured_samples} disagreeing samples in {shadow.capture}")
 
 
 def _announce(line: str) -> None:
@@ -154,6 +202,9 @@ def serve_cli(
     log_file: LogFileOpt = None,
     log_verbose: LogVerboseOpt = ServeOptions.log_verbose,
     admission: AdmissionOpt = ServeOptions.admission,
+    shadow: ShadowOpt = None,
+    on_failing: OnFailingOpt = ServeOptions.on_failing,
+    shadow_capture: ShadowCaptureOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
     """Serve a model with Triton's dynamic batcher on loopback until Ctrl-C or SIGTERM (exit
@@ -163,31 +214,20 @@ def serve_cli(
     bounded and a request still queued when it could no longer meet --latency-budget-ms is
     answered UNAVAILABLE (gRPC) / 503 (HTTP), as is one that finds the queue full; a client
     retries those elsewhere or later. Off by default: with a queue policy Triton 2.51's batcher,
-    the one served here, dispatches a burst so slowly that most of it times out."""
+    the one served here, dispatches a burst so slowly that most of it times out.
+
+    Shadow check (--shadow RATE): that share of requests is run again by the native model, off
+    the served path, and judged by the rules the artifact was validated by; the live verdict
+    (holding, failing or undecided, with its interval) is on the metrics page the serving line
+    names. --on-failing fallback serves the native model once it is failing."""
 
     def work() -> ServeResult:
         options = ServeOptions(
-            model,
-            name,
-            http_port,
-            grpc_port,
-            metrics_port,
-            max_batch_size,
-            queue_delay_us,
-            threads,
-            device,
-            stop_after,
-            latency_budget_ms,
-            max_queue_size,
-            queue_timeout_ms,
-            drain_timeout,
-            instances,
-            host,
-            api_key_file,
-            log_file,
-            log_verbose,
-            admission,
-        )
+            model, name, http_port, grpc_port, metrics_port, max_batch_size, queue_delay_us,
+            threads, device, stop_after, latency_budget_ms, max_queue_size, queue_timeout_ms,
+            drain_timeout, instances, host, api_key_file, log_file, log_verbose, admission,
+            shadow, on_failing, shadow_capture,
+        )  # fmt: skip
         return serve(options, _announce)
 
     run_command(work, json_mode=json_output, render=render)

@@ -2,9 +2,10 @@
 
 Every rate a validation measures (top-1 or decision agreement, the share of samples within
 tolerance, each model's accuracy) is k of n samples: its interval is the Wilson score interval
-(scipy's `binomtest(k, n).proportion_ci`). The accuracy drop is a difference of two proportions
-measured on the SAME samples (reference and candidate), so its interval is a paired bootstrap
-over the per-sample correctness (`scipy.stats.bootstrap(paired=True)`, BCa, seeded).
+(as scipy's `binomtest(k, n).proportion_ci` computes it). The accuracy drop is a difference of
+two proportions measured on the SAME samples (reference and candidate), so its interval is a
+paired bootstrap over the per-sample correctness (`scipy.stats.bootstrap(paired=True)`, BCa,
+seeded).
 
 The rule: a figure that must reach a bound *passes* when its interval clears the bound, *fails*
 when the interval cannot reach it, and is *inconclusive* when the interval straddles it (more
@@ -36,15 +37,21 @@ Interval = tuple[float, float]
 
 def proportion_interval(successes: int, samples: int, level: float = CI95) -> Interval | None:
     """The Wilson score interval of `successes` out of `samples` at `level`; None without
-    samples."""
+    samples. Newcombe's closed form, computed as scipy's `binomtest(k, n).proportion_ci(
+    method="wilson")` computes it, without the exact p-value `binomtest` works out first
+    (1.7 ms a call here, where this takes microseconds: `samples_needed` calls it a dozen times,
+    and the live verdict of `serve --shadow` after every batch)."""
     if samples < 1:
         return None
-    from scipy.stats import binomtest
+    from scipy.special import ndtri
 
-    found = binomtest(int(successes), int(samples)).proportion_ci(
-        confidence_level=level, method="wilson"
-    )
-    return float(found.low), float(found.high)
+    k, n = int(successes), int(samples)
+    p = k / n
+    z = float(ndtri(0.5 + 0.5 * level))
+    denominator = 2 * (n + z**2)
+    centre = (2 * n * p + z**2) / denominator
+    delta = z / denominator * math.sqrt(4 * n * p * (1 - p) + z**2)
+    return 0.0 if k == 0 else centre - delta, 1.0 if k == n else centre + delta
 
 
 def mean_interval(mean: float, samples: int, level: float = CI95) -> Interval | None:

@@ -35,11 +35,13 @@ class Traffic:
     failed: int = 0
     retried: int = 0  # requests of failed batches run again alone
     batches: collections.Counter[int] = field(default_factory=collections.Counter)
+    native: int = 0  # requests the native model served (--on-failing fallback)
 
     def add(self, other: Traffic) -> None:
         self.requests += other.requests
         self.failed += other.failed
         self.retried += other.retried
+        self.native += other.native
         self.batches.update(other.batches)
 
     def save(self, path: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
-from trtconv.artifact.manifest import read_manifest
+from trtconv.artifact.manifest import Manifest, read_manifest
 from trtconv.calib.readers import set_values
 from trtconv.core.model_io import Feeds, InputValue, ModelSignature, Outputs
 from trtconv.model.paths import ARTIFACT, model_kind
@@ -28,9 +28,13 @@ class ServedModel(Protocol):
 def recorded_input_values(model: Path) -> dict[str, InputValue]:
     """The inputs `model` (an artifact) was converted with set to one value; {} for a
     SavedModel or an artifact without them."""
-    if model_kind(model) != ARTIFACT:
-        return {}
-    contract = read_manifest(model).data_contract
+    return input_values_of(read_manifest(model) if model_kind(model) == ARTIFACT else None)
+
+
+def input_values_of(manifest: Manifest | None) -> dict[str, InputValue]:
+    """The inputs an artifact (its `manifest`; None: a SavedModel) was converted with set to one
+    value; {} without them."""
+    contract = manifest.data_contract if manifest is not None else None
     return dict(contract.preprocessing.input_values) if contract is not None else {}
 
 
@@ -52,7 +56,6 @@ class WithInputValues:
         return self.model.infer({**feeds, **fixed})
 
 
-def served(model: ServedModel, path: Path) -> ServedModel:
-    """`model` as served: with the input values its artifact at `path` recorded, if any."""
-    values = recorded_input_values(path)
+def served(model: ServedModel, values: dict[str, InputValue]) -> ServedModel:
+    """`model` as served: with the input `values` its artifact recorded set, if any."""
     return WithInputValues(model, values) if values else model

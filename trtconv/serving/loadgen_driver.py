@@ -81,7 +81,8 @@ def served(
 ) -> Iterator[Served]:
     """`trtconv serve MODEL` in a child process (its own session) until the block ends; then
     SIGTERM, and SIGKILL for whatever is left after STOP_TIMEOUT_S. `admission`: its admission
-    control flags (--latency-budget-ms, --admission, --max-queue-size, --queue-timeout-ms)."""
+    control flags (--latency-budget-ms, --admission, --max-queue-size, --queue-timeout-ms) and
+    any other serve flags (--shadow)."""
     name = model_name(model)
     command = [sys.executable, "-m", "trtconv", "serve", str(model), "--name", name]
     command += ["--max-batch-size", str(max_batch_size), "--queue-delay-us", str(queue_delay_us)]

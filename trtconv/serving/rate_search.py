@@ -29,7 +29,7 @@ from trtconv.serving.loadgen_driver import (
     served_totals,
 )
 from trtconv.serving.overload import capacity, offered_run
-from trtconv.serving.server import served_kind
+from trtconv.serving.served_from import served_kind
 from trtconv.serving.serving_result import LoadRun, OverloadRow, ServerBenchResult, ServerRow
 from trtconv.serving.triton_process import binaries
 
@@ -102,8 +102,9 @@ def bench_served(model: Path, batching: bool, options: ServerBenchOptions) -> Se
     LOG.info("serving %s (%s) under LoadGen's Server scenario", model, how)
     # No queue policy (serve's default): the search measures how fast the served path answers
     # within the budget, where a burst would time out with one (serving/admission.py).
-    budget = ["--latency-budget-ms", str(options.latency_budget_ms)]
-    with served(model, max_batch, options.queue_delay_us, budget) as server:
+    flags = ["--latency-budget-ms", str(options.latency_budget_ms)]
+    flags += ["--shadow", str(options.shadow)] if options.shadow is not None else []
+    with served(model, max_batch, options.queue_delay_us, flags) as server:
         client = grpc.InferenceServerClient(server.grpc_url)
         try:
             inputs = sample_inputs(client, server.name)
@@ -134,6 +135,7 @@ def bench_served(model: Path, batching: bool, options: ServerBenchOptions) -> Se
         runs=runs,
         latency_ms_p99_ci95=best.latency_ms_p99_ci95 if best else None,
         qps_at_budget_bounds=rate_bounds(runs, options.latency_budget_ms),
+        shadow_rate=options.shadow,
     )
 
 

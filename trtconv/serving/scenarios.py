@@ -25,7 +25,7 @@ from trtconv.serving.loadgen_driver import (
     sample_inputs,
     served,
 )
-from trtconv.serving.server import served_kind
+from trtconv.serving.served_from import served_kind
 from trtconv.serving.serving_result import ScenarioBenchResult, ScenarioRow
 from trtconv.serving.triton_process import binaries
 

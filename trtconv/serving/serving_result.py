@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from trtconv.core.results import JsonResult
 from trtconv.facts.environment import Environment
+from trtconv.serving.shadow.check import ShadowResult
 
 SERVING_SCHEMA_VERSION = 1
 
@@ -76,6 +77,9 @@ class ServeResult(JsonResult):
     stopped_by: str = "stop-after"  # or SIGTERM, SIGINT
     instances: int = 1  # Triton model instances, one runner each
     retried_requests: int = 0  # requests of batches that failed, run again alone
+    # requests the native model served once the shadow check failed (--on-failing fallback)
+    native_served_requests: int = 0
+    shadow: ShadowResult | None = None  # the shadow check (--shadow), its live verdict
     schema_version: int = SERVING_SCHEMA_VERSION
 
 
@@ -123,6 +127,7 @@ class ServerRow(JsonResult):
     # [the highest completed rate whose p99 interval lies within the budget, the lowest whose
     # interval lies wholly above it]; None ends: no run decided that side (min_qps_at_budget).
     qps_at_budget_bounds: list[float | None] = field(default_factory=lambda: [None, None])
+    shadow_rate: float | None = None  # served with its shadow check at this rate (--shadow)
 
 
 @dataclass

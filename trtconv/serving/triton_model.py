@@ -1,21 +1,32 @@
 """The model Triton's Python backend runs for `trtconv serve`: trtconv's runner inside the
 backend's own process (one per model instance), no proxy between them. Imported only there:
 `triton_python_backend_utils` exists in that process alone. What it is told comes from the
-settings file serving/triton_process.py writes beside model.py."""
+settings file serving/triton_process.py writes beside model.py.
+
+With a shadow check (`serve --shadow`) each answered request may be offered to it
+(serving/shadow/link.py: a draw and, when drawn, a copy; never a wait), and with `--on-failing
+fallback` the instance also opens the native model, which serves every request once the check
+says the live verdict is failing.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from trtconv.artifact.manifest import read_manifest
 from trtconv.backends.registry import open_runner
-from trtconv.protocol.runner import RunOptions
-from trtconv.serving.batch_runner import Answer, Traffic, infer_function, warm_up
-from trtconv.serving.fixed_inputs import served
+from trtconv.model.paths import ARTIFACT, model_kind
+from trtconv.protocol.runner import Runner, RunOptions
+from trtconv.serving.batch_runner import Answer, Feeds, Traffic, infer_function, warm_up
+from trtconv.serving.fixed_inputs import input_values_of, served
+from trtconv.serving.shadow.link import ShadowTap
 from trtconv.serving.triton_process import InstanceSettings
 
 WARMUP_PARAMETER = "trtconv_warmup"  # a request parameter: the server's own warm-up, not counted
+Infer = Callable[[Sequence[Feeds]], list[Answer]]
 
 
 class TritonPythonModel:
@@ -29,9 +40,11 @@ class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         told = InstanceSettings.load(Path(self.settings_file))
         run = RunOptions(threads=told.threads, device=told.device, spin=False)
-        self.runner = open_runner(Path(told.model), run)
-        self.runner.activate()
-        model = served(self.runner, Path(told.model))
+        path = Path(told.model)
+        manifest = read_manifest(path) if model_kind(path) == ARTIFACT else None  # read once
+        values = input_values_of(manifest)
+        self.runners: list[Runner] = []
+        model = served(self._opened(open_runner(path, run, manifest)), values)
         self.input_names = model.signature.input_names
         self.output_names = [spec.name for spec in model.signature.outputs]
         self.traffic, self.warm_traffic = Traffic(), Traffic()
@@ -39,14 +52,38 @@ class TritonPythonModel:
         self.warm_infer = infer_function(model, told.batched, self.warm_traffic)
         self.record = Path(told.traffic) / f"{os.getpid()}.json"  # an instance's own process
         warm_up(model, told.largest, told.batched)
+        self.native_infer: Infer | None = None
+        if told.fallback_model:  # the native model, warm, in case the check fails the artifact
+            options = RunOptions(threads=told.threads, signature=told.fallback_signature or None)
+            native = served(self._opened(open_runner(Path(told.fallback_model), options)), values)
+            self.native_infer = infer_function(native, told.batched, self.traffic)
+            warm_up(native, told.largest, told.batched)
+        self.tap = None
+        if told.shadow_rate:
+            key = bytes.fromhex(told.shadow_key)
+            self.tap = ShadowTap(told.shadow_rate, told.shadow_address, key)
+
+    def _opened(self, runner: Runner) -> Runner:
+        runner.activate()
+        self.runners.append(runner)
+        return runner
 
     def execute(self, requests: list[Any]) -> list[Any]:
         import triton_python_backend_utils as pb_utils
 
         tensor = pb_utils.get_input_tensor_by_name
         feeds = [{name: tensor(r, name).as_numpy() for name in self.input_names} for r in requests]
-        warm = all(WARMUP_PARAMETER in r.parameters() for r in requests)
-        answers = (self.warm_infer if warm else self.infer)(feeds)
+        if all(WARMUP_PARAMETER in r.parameters() for r in requests):
+            answers = self.warm_infer(feeds)
+        elif self.tap is not None and self.tap.fallback and self.native_infer is not None:
+            self.traffic.native += len(requests)
+            answers = self.native_infer(feeds)
+        else:
+            answers = self.infer(feeds)
+            if self.tap is not None and not self.tap.fallback:
+                for feed, answer in zip(feeds, answers, strict=True):
+                    if isinstance(answer, dict):
+                        self.tap.offer(feed, answer)
         return [self.response(pb_utils, answer) for answer in answers]
 
     def response(self, pb_utils: Any, answer: Answer) -> Any:
@@ -58,4 +95,7 @@ class TritonPythonModel:
 
     def finalize(self) -> None:
         self.traffic.save(self.record)
-        self.runner.deactivate()
+        if self.tap is not None:
+            self.tap.close()
+        for runner in self.runners:
+            runner.deactivate()

@@ -84,13 +84,15 @@ class Launch:
     log_file: Path | None = None
     log_verbose: int = 0
     api_key: str | None = None
+    metrics_host: str | None = None  # where the metrics listen (None: `host`)
 
 
 @dataclass(frozen=True)
 class InstanceSettings:
     """What each model instance is told (serving/triton_model.py): the model, its intra-op
     threads (None: the runner's default) and device, whether requests are batched, the largest
-    batch to warm up at, and the folder it records its traffic in (the workspace's)."""
+    batch to warm up at, the folder it records its traffic in (the workspace's), and the shadow
+    check it offers samples to."""
 
     model: str
     threads: int | None
@@ -98,6 +100,13 @@ class InstanceSettings:
     batched: bool
     largest: int
     traffic: str = ""
+    # The shadow check (serving/shadow/link.py): the share of requests offered, where and with
+    # which key (hex); the native SavedModel (and signature) served once the check says so.
+    shadow_rate: float = 0.0
+    shadow_address: str = ""
+    shadow_key: str = ""
+    fallback_model: str = ""
+    fallback_signature: str = ""
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(dataclasses.asdict(self)))
@@ -307,7 +316,8 @@ def command(launch: Launch, workspace: Path, found: Binaries) -> list[str]:
         f"--backend-directory={workspace / 'backends'}",
         f"--http-address={host}", f"--http-port={launch.http_port}",
         f"--grpc-address={host}", f"--grpc-port={launch.grpc_port}",
-        f"--metrics-address={host}", f"--metrics-port={launch.metrics_port}",
+        f"--metrics-address={launch.metrics_host or host}",
+        f"--metrics-port={launch.metrics_port}",
         f"--exit-timeout-secs={launch.exit_timeout_s}",
         f"--backend-config=python,shm-region-prefix-name={shm_prefix(workspace)}",
         f"--http-restricted-api={restricted}",

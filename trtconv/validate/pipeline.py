@@ -180,6 +180,30 @@ def validate(options: ValidateOptions) -> ValidateResult:
     return result
 
 
+def recorded_tolerance(
+    manifest: Manifest,
+    judging: Judging,
+    atol: float | None = None,
+    confidence: float | None = None,
+    rtol: float | None = None,
+) -> Tolerance:
+    """What an artifact is judged by: its precision's tolerance with `judging`'s per-output
+    tolerances (absolute and relative) and minimum shares (the manifest's, under the user's:
+    `over_recorded`), `atol` and `rtol` (--tolerance X,R) where given, decided at `confidence`,
+    else at the confidence its recorded verdict was decided at, else DEFAULT_CONFIDENCE.
+    `validate` and `serve --shadow` judge by it alike."""
+    recorded = manifest.validation.confidence if manifest.validation else DEFAULT_CONFIDENCE
+    return tolerance_for(
+        manifest.precision,
+        atol,
+        judging.tolerances,
+        recorded if confidence is None else confidence,
+        judging.min_within,
+        rtol_override=rtol,
+        output_rtol=judging.rtols,
+    )
+
+
 def _run_both(
     options: ValidateOptions,
     artifact: Path,
@@ -191,16 +215,8 @@ def _run_both(
     small to ever show the budget of the outputs' rate checks, then the runner's): the
     native `reference` and `artifact` run on the evaluation data the options and the manifest
     name, the artifact on `options.device` in batches inside its engines' profile."""
-    recorded = manifest.validation.confidence if manifest.validation else DEFAULT_CONFIDENCE
-    confidence = recorded if options.confidence is None else options.confidence
-    tolerance = tolerance_for(
-        manifest.precision,
-        options.tolerance,
-        judging.tolerances,
-        confidence,
-        judging.min_within,
-        rtol_override=options.rtol,
-        output_rtol=judging.rtols,
+    tolerance = recorded_tolerance(
+        manifest, judging, options.tolerance, options.confidence, options.rtol
     )
     warnings: list[str] = []
     key = options.signature or manifest.model_signature.name  # the one converted, by default

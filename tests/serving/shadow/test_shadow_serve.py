@@ -1,0 +1,167 @@
+"""`trtconv serve --shadow` on a shift nobody tuned to: the int8 artifact, calibrated and
+validated on clean digits (it passed), serves digits from a noisy camera (Gaussian noise of
+sigma 1). An independent check (ONNX Runtime and TensorFlow run here, their top-1 decisions
+compared in numpy) finds the agreement below the manifest's 0.97; the live verdict must turn
+failing within the samples its interval needs (at least the 125 that could show 0.97 at all,
+rounded up to the check's batch), the native
+model must then serve, its outputs exactly, and the disagreeing samples must be kept in a file
+trtconv's data reader takes."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers.convert_fixtures import digits32
+from tests.helpers.serving_fixtures import artifact, left_running, pytriton_or_skip, small_model
+from trtconv.backends.registry import open_runner
+from trtconv.calib.readers import read_model_data
+from trtconv.calib.sources import split_holdout
+from trtconv.core.processes import descendants
+from trtconv.outputs.confidence import proportion_interval, samples_needed, samples_to_show
+from trtconv.serving.shadow.check import BATCH_SAMPLES
+
+pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # converts a model, starts a server
+
+REPOSITORY = Path(__file__).resolve().parents[3]
+START_TIMEOUT_S = 180
+FALLBACK_TIMEOUT_S = 60
+AFTER_FALLBACK = 40  # requests sent once the native model serves
+
+
+def started(argv: list[str]) -> tuple[subprocess.Popen[str], str, str]:
+    """`trtconv ARGV` in its own session: (process, its URL, its metrics URL) once it serves."""
+    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trtconv", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env, start_new_session=True,
+    )  # fmt: skip
+    assert process.stderr is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stderr, selectors.EVENT_READ)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline and selector.select(deadline - time.monotonic()):
+        line = process.stderr.readline()
+        if "serving digits at http://" in line:
+            url = line.split(" at http://", 1)[1].split()[0]
+            return process, url, line.split("metrics ", 1)[1].split()[0]
+        if not line:
+            break
+    process.kill()
+    raise AssertionError(f"no 'serving' line: {process.stderr.read()}")
+
+
+def shadow_metrics(url: str) -> dict[str, float]:
+    """The page's trtconv_shadow_* samples, by name and labels, through Prometheus' parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        text = answer.read().decode()
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("trtconv_shadow_"):
+                labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+                found[f"{sample.name}{{{labels}}}"] = sample.value
+    return found
+
+
+def ask(client: object, images: np.ndarray) -> np.ndarray:
+    """One request per sample, one at a time: the served top scores."""
+    import tritonclient.http as http
+
+    answers = []
+    for image in images:
+        request = http.InferInput("image", [1, *image.shape], "FP32")
+        request.set_data_from_numpy(image[None])
+        answers.append(client.infer("digits", [request]).as_numpy("probabilities"))  # type: ignore[attr-defined]
+    return np.concatenate(answers)
+
+
+def test_a_shift_turns_the_verdict_failing_and_the_native_model_serves(tmp_path: Path) -> None:
+    import tritonclient.http as http
+
+    pytriton_or_skip()
+    path, native_path = artifact("ort", "int8"), small_model()
+    _, held_out = split_holdout(digits32())
+    noise = np.random.default_rng(0).normal(0, 1.0, held_out.x.shape)
+    shifted = (held_out.x + noise).astype(np.float32)
+    with open_runner(path) as runner, open_runner(native_path) as native:
+        served_here = runner.infer({"image": shifted})["probabilities"]
+        native_here = native.infer({"image": shifted})["probabilities"]
+        # one sample at a time, as the server runs the requests sent one at a time below (a
+        # batch of another size rounds differently)
+        alone = [native.infer({"image": image[None]})["probabilities"] for image in shifted]
+        native_alone = np.concatenate(alone)
+    agrees = served_here.argmax(1) == native_here.argmax(1)
+    interval = proportion_interval(int(agrees.sum()), len(agrees))
+    assert interval is not None and interval[1] < 0.97  # the shift surely broke the bound
+    needed = samples_needed(float(agrees.mean()), 0.97)
+    assert needed is not None
+
+    argv = ["serve", str(path), "--name", "digits", "--json", "--instances", "1", "--shadow", "1"]
+    argv += ["--on-failing", "fallback", "--shadow-capture", str(tmp_path / "captures")]
+    process, url, metrics_url = started(argv)
+    pids = [process.pid, *descendants(process.pid)]
+    try:
+        client = http.InferenceServerClient(url)
+        first = ask(client, shifted)
+        deadline = time.monotonic() + FALLBACK_TIMEOUT_S
+        while not shadow_metrics(metrics_url)["trtconv_shadow_fallback{}"]:
+            assert time.monotonic() < deadline, "the live verdict did not turn failing"
+            time.sleep(0.2)
+        found = shadow_metrics(metrics_url)
+        figure = "figure=top-1 agreement,output=probabilities"
+        assert found[f"trtconv_shadow_state{{{figure},state=failing}}"] == 1
+        assert found[f"trtconv_shadow_share_upper{{{figure}}}"] < 0.97
+        after = shifted[:AFTER_FALLBACK]
+        assert np.array_equal(ask(client, after), native_alone[:AFTER_FALLBACK])  # exactly
+        client.close()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 143, err
+    assert "shadow: the live verdict is failing after" in err
+    summary = json.loads(out)
+    shadow = summary["shadow"]
+    assert shadow["state"] == "failing" and shadow["fallback"]
+    # decided once the samples that could show 0.97 at all are counted (125), updated per batch
+    assert shadow["fallback_at_samples"] <= max(needed, samples_to_show(0.97) or 0) + BATCH_SAMPLES
+    # The switch may come while the first pass is still sent: from then on, every answer is
+    # the native model's (exactly), none before (int8 never rounds to float32's digits).
+    switched = [bool(np.array_equal(a, b)) for a, b in zip(first, native_alone, strict=True)]
+    served_native = sum(switched)
+    assert switched == [False] * (len(first) - served_native) + [True] * served_native
+    assert summary["native_served_requests"] == served_native + AFTER_FALLBACK
+    assert summary["requests"] == len(first) + AFTER_FALLBACK
+    [counted] = shadow["figures"]
+    if shadow["dropped_samples"] == 0:  # the first samples, in order: the same count as here
+        assert counted["successes"] == agrees[: counted["samples"]].sum()
+    captured = Path(shadow["capture"])
+    with np.load(captured) as kept:
+        kept_served, kept_native = kept["served/probabilities"], kept["native/probabilities"]
+    assert (
+        len(kept_served) == shadow["captured_samples"] == counted["samples"] - counted["successes"]
+    )
+    assert np.all(kept_served.argmax(1) != kept_native.argmax(1))
+    data = read_model_data(str(captured), summary_signature(path), role="all")
+    assert len(data) == shadow["captured_samples"]
+    assert left_running(pids) == []
+
+
+def summary_signature(path: Path) -> object:
+    from trtconv.artifact.manifest import read_manifest
+
+    return read_manifest(path).model_signature
