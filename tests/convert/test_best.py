@@ -105,7 +105,8 @@ def test_best_writes_nothing_and_exits_4_when_no_candidate_passes(
     output = tmp_path / "none"
     argv = [
         "convert", str(digits_saved_model), "--backend", "best", "--precision", "fp32",
-        "--tolerance", "1e-12", "--validate-samples", "100", "--output", str(output), "--json",
+        "--tolerance", "1e-12,1e-12", "--validate-samples", "100", "--output", str(output),
+        "--json",
     ]  # flags beside values # fmt: skip
     code, out, err = run(argv, capfd)
     assert code == 4
