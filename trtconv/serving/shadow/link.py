@@ -23,6 +23,7 @@ import logging
 import os
 import queue
 import random
+import socket
 import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Client, Connection, Listener
@@ -193,11 +194,19 @@ class Inbox:
         with self.lock:
             self.closed = True
             connections, self.connections = self.connections, []
-        with contextlib.suppress(OSError, EOFError):
-            Client(self.address, family=FAMILY, authkey=self.key).close()
+        _wake(self.address)
         self.listener.close()
         for connection in connections:
             connection.close()
+
+
+def _wake(address: str) -> None:
+    """Connect to `address` and hang up at once: an accepting thread returns from accept()
+    (the key's challenge fails) and sees that the inbox closed. A plain socket, not a Client:
+    a Client waits for the challenge, forever when no thread accepts any more (a test hung
+    there once)."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as wake:
+        wake.connect(address)
 
 
 def _tell(connection: Connection) -> None:
