@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.shadow_fixtures import shadow_manifest
+from trtconv.artifact.manifest import write_manifest
 from trtconv.cli import main
 from trtconv.doctor.pipeline import doctor
 from trtconv.serving.doctor_section import doctor_section, serving_reason
@@ -30,12 +32,21 @@ def test_doctor_reports_serving() -> None:
     assert section["row"]["component"] == "Serving (PyTriton)"
 
 
+def an_artifact(tmp_path: Path) -> Path:
+    """An ONNX artifact's folder as far as `serve` reads it before it looks for Triton."""
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    (artifact / "model.onnx").write_bytes(b"onnx")
+    write_manifest(artifact, shadow_manifest(source=tmp_path / "saved_model"))
+    return artifact
+
+
 def test_serve_without_pytriton_is_exit_3(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     monkeypatch.setitem(sys.modules, "pytriton.triton", None)  # import fails as if absent
     with pytest.raises(SystemExit) as stopped:
-        main(["serve", str(tmp_path), "--json"])
+        main(["serve", str(an_artifact(tmp_path)), "--json"])
     out, err = capsys.readouterr()
     assert stopped.value.code == 3
     assert json.loads(out)["error"]["type"] == "MissingDependencyError"
@@ -53,7 +64,7 @@ def test_serve_under_numpy_2_is_exit_3_before_starting_triton(
         section, "dist_version", lambda name: "2.4.6" if name == "numpy" else found(name)
     )
     with pytest.raises(SystemExit) as stopped:
-        main(["serve", str(tmp_path)])
+        main(["serve", str(an_artifact(tmp_path))])
     assert stopped.value.code == 3
     assert "needs NumPy < 2, this environment has NumPy 2.4.6" in capsys.readouterr().err
 

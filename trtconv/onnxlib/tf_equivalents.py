@@ -54,7 +54,7 @@ def unsupported_ops(log: str) -> dict[str, list[str]]:
     """The TensorFlow ops tf2onnx's log says it left unconverted: op type -> node names."""
     found: dict[str, list[str]] = {}
     for match in UNSUPPORTED.finditer(log):
-        found.setdefault(match["op"], []).append(match["node"])
+        found.setdefault(match.group("op"), []).append(match.group("node"))
     return found
 
 

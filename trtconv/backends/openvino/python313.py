@@ -13,17 +13,18 @@ which reads the same three facts without `exec`. Nothing changes on Python 3.12 
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 
-def environment_setup(framework: str) -> dict[str, Any]:
+def environment_setup(framework: str) -> dict[str, str]:
     """What the frontend's `get_environment_setup` returns: Python's version, TensorFlow's (for
     "tf", when it is imported) and the platform."""
     from openvino.frontend.tensorflow import utils
 
-    found: dict[str, Any] = {"python_version": ".".join(map(str, sys.version_info[:3]))}
+    found = {"python_version": ".".join(map(str, sys.version_info[:3]))}
     if framework == "tf" and "tensorflow" in sys.modules:
-        found["tensorflow"] = utils.get_imported_module_version(sys.modules["tensorflow"])
+        import tensorflow  # imported already: this only names it
+
+        found["tensorflow"] = utils.get_imported_module_version(tensorflow)
     found["sys_platform"] = sys.platform
     return found
 
