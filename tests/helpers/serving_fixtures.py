@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,23 @@ def left_running(pids: list[int], within_s: float = 10.0) -> list[int]:
         time.sleep(0.05)
         left = [pid for pid in left if alive(pid)]
     return left
+
+
+def serving_line(process: subprocess.Popen[str], name: str, timeout_s: float) -> str:
+    """The "serving NAME at URL ..." line `trtconv serve` writes on stderr once it serves;
+    the process is killed and the test fails when none comes within `timeout_s`."""
+    import selectors
+    import time
+
+    assert process.stderr is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stderr, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and selector.select(deadline - time.monotonic()):
+        line = process.stderr.readline()
+        if not line:
+            break
+        if f"serving {name} at http://" in line:
+            return line
+    process.kill()
+    raise AssertionError(f"no 'serving' line within {timeout_s} s: {process.stderr.read()}")

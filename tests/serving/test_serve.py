@@ -14,7 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers.serving_fixtures import artifact, left_running, pytriton_or_skip
+from tests.helpers.serving_fixtures import (
+    artifact,
+    left_running,
+    pytriton_or_skip,
+    serving_line,
+)
 from trtconv.core.processes import alive, descendants
 
 pytestmark = [
@@ -96,21 +101,8 @@ def shm_regions_of(pids: list[int]) -> list[Path]:
 
 def _wait_for_announcement(process: subprocess.Popen[str]) -> str:
     """The URL from the "serving NAME at URL" line on stderr."""
-    import selectors
-    import time
-
-    assert process.stderr is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stderr, selectors.EVENT_READ)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline and selector.select(deadline - time.monotonic()):
-        line = process.stderr.readline()
-        if not line:
-            break
-        if "serving digits at http://" in line:
-            return line.split(" at http://", 1)[1].split()[0]
-    process.kill()
-    raise AssertionError(f"no 'serving' line within {START_TIMEOUT_S} s: {process.stderr.read()}")
+    line = serving_line(process, "digits", START_TIMEOUT_S)
+    return line.split(" at http://", 1)[1].split()[0]
 
 
 def test_serves_the_int8_artifact_like_onnx_runtime_and_stops_on_sigterm(

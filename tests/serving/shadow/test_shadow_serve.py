@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -23,7 +22,13 @@ import numpy as np
 import pytest
 
 from tests.helpers.convert_fixtures import digits32
-from tests.helpers.serving_fixtures import artifact, left_running, pytriton_or_skip, small_model
+from tests.helpers.serving_fixtures import (
+    artifact,
+    left_running,
+    pytriton_or_skip,
+    serving_line,
+    small_model,
+)
 from trtconv.backends.registry import open_runner
 from trtconv.calib.readers import read_model_data
 from trtconv.calib.sources import split_holdout
@@ -46,19 +51,12 @@ def started(argv: list[str]) -> tuple[subprocess.Popen[str], str, str]:
         [sys.executable, "-m", "trtconv", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=env, start_new_session=True,
     )  # fmt: skip
-    assert process.stderr is not None
-    selector = selectors.DefaultSelector()
-    selector.register(process.stderr, selectors.EVENT_READ)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline and selector.select(deadline - time.monotonic()):
-        line = process.stderr.readline()
-        if "serving digits at http://" in line:
-            url = line.split(" at http://", 1)[1].split()[0]
-            return process, url, line.split("metrics ", 1)[1].split()[0]
-        if not line:
-            break
-    process.kill()
-    raise AssertionError(f"no 'serving' line: {process.stderr.read()}")
+    line = serving_line(process, "digits", START_TIMEOUT_S)
+    return (
+        process,
+        line.split(" at http://", 1)[1].split()[0],
+        line.split("metrics ", 1)[1].split()[0],
+    )
 
 
 def shadow_metrics(url: str) -> dict[str, float]:
