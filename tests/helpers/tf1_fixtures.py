@@ -108,11 +108,13 @@ class Tf1Tagger:
         return 1.0 / (1.0 + np.exp(-logits))
 
 
-def build_tf1_tagger(path: Path, seed: int = 0) -> Tf1Tagger:
+def build_tf1_tagger(path: Path, seed: int = 0, dropout: bool = False) -> Tf1Tagger:
     """Two 1-D convolutions over frames, each followed by a batch norm whose statistics a bool
     `is_training` input chooses (`tf.cond` around a fused batch norm in each branch, as TF1's
     `layers.batch_normalization(training=is_training)` builds it), then per-frame sigmoid tags.
-    Written as a v1 SavedModel with the flag a signature input."""
+    Written as a v1 SavedModel with the flag a signature input. `dropout`: a dropout on the
+    same flag before the tags, as TF1's `layers.dropout(training=is_training)` builds it (a
+    `dropout/cond` whose false branch is an `Identity`); the identity at inference."""
     import tensorflow as tf
 
     rng = np.random.default_rng(seed)
@@ -150,6 +152,12 @@ def build_tf1_tagger(path: Path, seed: int = 0) -> Tf1Tagger:
 
             normed = tf.cond(is_training, batch, moving, name=f"batch_normalization_{layer}/cond")
             hidden = tf.nn.relu(tf.squeeze(normed, 1))
+        if dropout:
+            with tf.name_scope("dropout"):
+                kept = hidden
+                hidden = tf.cond(
+                    is_training, lambda: tf.nn.dropout(kept, rate=0.5), lambda: tf.identity(kept)
+                )
         logits = tf.tensordot(hidden, var["dense"], 1) + var["bias"]
         tags = tf.sigmoid(logits, name="tags")
         session.run(v1.global_variables_initializer())

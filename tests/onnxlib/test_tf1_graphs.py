@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +21,8 @@ from tests.helpers.tf1_fixtures import (
     build_tf1_model,
     build_tf1_tagger,
 )
+from trtconv.core.errors import ConversionError
+from trtconv.onnxlib.export import export_onnx
 
 pytestmark = pytest.mark.tensorflow
 
@@ -211,3 +214,62 @@ def test_a_tagger_whose_flag_is_fed_one_value_converts_to_int8_through_ort(work:
     assert verdict in ("passed", "inconclusive"), done.stderr
     assert (verdict == "passed") == (share >= 0.97)  # 600 samples: the two agree
     assert done.returncode == (0 if verdict == "passed" else 4)
+
+
+def test_a_dropout_cond_beside_batch_norm_conds_converts_with_the_flag_folded(work: Path) -> None:
+    """A dropout's tf.cond on the same flag as the batch norms' (its false branch an Identity):
+    each taken branch is called under a name of its own. Before, the call kept the If's name
+    and TensorFlow's grappler, inlining it in the export process, met tf.cond's own
+    `dropout/cond/Identity` there and aborted ("Non unique node name detected")."""
+    tagger = build_tf1_tagger(work / "tagger-dropout", dropout=True)
+    x = np.random.default_rng(3).normal(0, 1, (SAMPLES, FRAMES, BINS)).astype(np.float32)
+    data = work / "tagger-dropout.npz"
+    np.savez(data, x=x, is_training=np.array(False))
+    artifact = work / "tagger-dropout-ort"
+    done = run_cli("convert", tagger.path, "--precision", "fp32", "--backend", "ort",
+                   "--calib-data", data, "--output", artifact)  # flags beside values # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "3 tf.cond on a constant condition taken" in done.stderr
+    assert "If" not in _op_types(artifact)
+    tags = _onnx_outputs(artifact, {"x": x, "is_training": np.array(False)})
+    np.testing.assert_allclose(tags, tagger.expected(x), atol=1e-5)
+
+
+def _branch_called_under_the_if_name(graph_def: Any, signatures: Any) -> list[str]:
+    """Each `If` made a call of its else branch under the If's own name (what the folding did
+    before): grappler's inlining of the dropout's call then meets `dropout/cond/Identity`."""
+    changed = []
+    for node in graph_def.node:
+        if node.op in ("If", "StatelessIf"):
+            branch = node.attr["else_branch"].func
+            node.op = "StatefulPartitionedCall"
+            arguments = [*node.input[1:], f"^{node.input[0]}"]  # the flag stays read
+            del node.input[:]
+            node.input.extend(arguments)
+            kept = {key: node.attr[key] for key in ("Tin", "Tout")}
+            node.attr.clear()
+            for key, attr in kept.items():
+                node.attr[key].CopyFrom(attr)
+            node.attr["f"].func.CopyFrom(branch)
+            changed.append(node.name)
+    return changed
+
+
+def test_a_fatal_check_inside_tensorflow_ends_the_export_in_one_sentence(work: Path) -> None:
+    """TensorFlow aborts a process on a failed check (here grappler's, on a graph with two
+    nodes of one name): the export runs tf2onnx in a process of its own, so the abort ends
+    that process only and the conversion says which check failed, not TensorFlow's log."""
+    from trtconv.model.savedmodel import load_saved_model
+    from trtconv.model.signature_graph import freeze_signature_graphs
+
+    tagger = build_tf1_tagger(work / "tagger-abort", dropout=True)
+    clashing = work / "tagger-abort-clashing"
+    freeze_signature_graphs(tagger.path, clashing, _branch_called_under_the_if_name)
+    signature = load_saved_model(clashing).signature
+    with pytest.raises(ConversionError) as error:
+        export_onnx(clashing, work / "abort.onnx", signature)
+    message = str(error.value)
+    assert message.startswith(f"tf2onnx could not export {clashing} to ONNX: ")
+    assert "TensorFlow stopped the export process: Check failed: " in message
+    assert "Non unique node name detected: dropout/cond/Identity" in message
+    assert "\n" not in message and "oneDNN" not in message

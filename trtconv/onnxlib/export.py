@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -61,8 +63,8 @@ def export_onnx(
     """
     require("tf2onnx")  # fail with an install hint here, not as a subprocess traceback
     with exportable(saved_model, fixed) as source:  # a v1 SavedModel: frozen, values folded
-        export = _export(saved_model, source.path, output, signature, opset, timeout_s)
-    folded = source.folded.values
+        folded = source.folded.values
+        export = _export(saved_model, source.path, output, signature, opset, timeout_s, folded)
     return replace(export, folded_inputs=dict(folded)) if folded else export
 
 
@@ -73,8 +75,11 @@ def _export(
     signature: ModelSignature,
     opset: int,
     timeout_s: float,
+    folded: Mapping[str, bool | int | float],
 ) -> OnnxExport:
-    """tf2onnx's export of `source` (`saved_model` or its exportable copy) in a subprocess."""
+    """tf2onnx's export of `source` (`saved_model` or its exportable copy, with the inputs
+    `folded` folded to their values) in a subprocess: whatever stops it, a fatal check inside
+    TensorFlow included, ends that process only and is said in one sentence."""
     command = [
         sys.executable,
         "-m",
@@ -115,7 +120,8 @@ def _export(
         )
     if completed.returncode != 0 or not output.is_file():
         raise ConversionError(
-            f"tf2onnx could not export {saved_model} to ONNX: {_last_error(completed.stderr)}"
+            f"tf2onnx could not export {saved_model} to ONNX{_folded_words(folded)}: "
+            f"{_last_error(completed.stderr)}"
         )
     try:
         nodes = finalize_onnx(output, signature)
@@ -159,11 +165,39 @@ class OnnxExport(JsonResult):
     folded_inputs: dict[str, bool | int | float] | None = optional_key()
 
 
+def _folded_words(folded: Mapping[str, bool | int | float]) -> str:
+    """' with is_training folded to false' (nothing when nothing was folded)."""
+    values = ", ".join(f"{name} folded to {str(value).lower()}" for name, value in folded.items())
+    return f" with {values}" if values else ""
+
+
+# TensorFlow's log lines: absl's since 2.18 ('F0000 00:00:1795913187.008172    5445
+# graph_view.h:334] text'), its own before ('2026-11-29 00:51:01.440975: F
+# tensorflow/core/grappler/graph_view.h:334] text'). An F line is a fatal check that aborts the
+# process; I and W lines are chatter (oneDNN's notice speaks of "round-off errors").
+TF_LOG_LINE = re.compile(
+    r"^(?:(?P<absl>[IWEF])\d{4} [\d:.]+\s+\d+|\d{4}-\d\d-\d\d [\d:.]+: (?P<tf>[IWEF])) "
+    r"[^\]]+\] (?P<text>.*)$"
+)
+
+
+def _logged(line: str) -> tuple[str, str] | None:
+    """(level, text) of one of TensorFlow's log lines; None for any other line."""
+    match = TF_LOG_LINE.match(line)
+    return None if match is None else (match["absl"] or match["tf"], match["text"])
+
+
 def _last_error(stderr: str) -> str:
-    """The most telling line of a tf2onnx failure (the last error-looking line)."""
+    """The most telling line of a tf2onnx failure: the fatal check that stopped TensorFlow,
+    else the last error-looking line that is not TensorFlow's chatter."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    logged = {line: found for line in lines if (found := _logged(line))}
+    fatal = [text for level, text in logged.values() if level == "F"]
+    if fatal:
+        return f"TensorFlow stopped the export process: {fatal[-1][:300]}"
+    chatter = {line for line, (level, _) in logged.items() if level in "IW"}
     for line in reversed(lines):
-        if "Error" in line or "error" in line:
+        if line not in chatter and ("Error" in line or "error" in line):
             return line[:300]
     return lines[-1][:300] if lines else "no output"
 

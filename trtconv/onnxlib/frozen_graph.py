@@ -21,6 +21,7 @@ feeds as the SavedModel. The frozen copy is a v1 SavedModel with the same signat
 
 from __future__ import annotations
 
+import itertools
 import logging
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 DEFAULTED = "PlaceholderWithDefault"
 BRANCHING = {"If": "StatefulPartitionedCall", "StatelessIf": "PartitionedCall"}
 FOLDED_SUFFIX = "/folded_value"
+TAKEN_SUFFIX = "_taken_branch"  # the call of the branch an `If` on a constant takes
 # The one value of a scalar input for the whole run, by input name (a bool, int or float).
 FixedValues = Mapping[str, bool | int | float]
 
@@ -179,12 +181,13 @@ def _rewire(graph_def: Any, sources: set[str], target: str) -> None:
 
 def _take_constant_branches(graph_def: Any) -> int:
     """Each `If` of the graph whose condition is a scalar constant (through Identity nodes)
-    made a call of the branch that condition takes, with the same inputs and outputs; returns
-    how many."""
+    made a call of the branch that condition takes, with the same inputs, under a name of its
+    own; the `If`'s name becomes an IdentityN of the call's outputs. Returns how many."""
     tf = require("tensorflow")
     nodes = {node.name: node for node in graph_def.node}
+    names = set(nodes)
     taken = 0
-    for node in graph_def.node:
+    for node in list(graph_def.node):
         if node.op not in BRANCHING:
             continue
         condition = _constant(nodes, node.input[0])
@@ -194,17 +197,47 @@ def _take_constant_branches(graph_def: Any) -> int:
         if value.shape != ():
             continue
         branch = node.attr["then_branch" if bool(value) else "else_branch"].func
-        kept = {key: node.attr[key] for key in ("Tin", "Tout")}
-        inputs = list(node.input[1:])  # the branch's arguments, then control inputs
-        node.op = BRANCHING[node.op]
-        del node.input[:]
-        node.input.extend(inputs)
-        node.attr.clear()
-        for key, attr in kept.items():
-            node.attr[key].CopyFrom(attr)
-        node.attr["f"].func.CopyFrom(branch)
+        call = _branch_call(graph_def, node, branch, _fresh_name(node.name, names))
+        names.add(call.name)
+        _outputs_under_old_name(node, call)
         taken += 1
     return taken
+
+
+def _branch_call(graph_def: Any, node: Any, branch: Any, name: str) -> Any:
+    """A call of `branch` named `name`, with `node`'s (an `If`'s) arguments and types."""
+    call = graph_def.node.add()
+    call.name, call.op, call.device = name, BRANCHING[node.op], node.device
+    call.input.extend(node.input[1:])  # the branch's arguments, then control inputs
+    for key in ("Tin", "Tout"):
+        call.attr[key].CopyFrom(node.attr[key])
+    call.attr["f"].func.CopyFrom(branch)
+    return call
+
+
+def _outputs_under_old_name(node: Any, call: Any) -> None:
+    """`node` made an IdentityN of `call`'s outputs: every reader of the `If` (data, control,
+    a signature) reads the branch taken through the name it had."""
+    types = list(node.attr["Tout"].list.type)
+    del node.input[:]
+    node.input.extend(f"{call.name}:{index}" for index in range(len(types)))
+    node.op = "IdentityN"
+    node.attr.clear()
+    node.attr["T"].list.type.extend(types)
+
+
+def _fresh_name(name: str, names: set[str]) -> str:
+    """A node name no node of `names` has, nor starts with as a scope (`NAME/...`).
+
+    Grappler inlines a function call named N as nodes named N/<body node>: a call named as
+    its `If` was meets tf.cond's own output nodes there (`cond/Identity`, when the branch holds
+    an `Identity` too, as a dropout's does), and TensorFlow aborts the process ("Non unique
+    node name detected")."""
+    for index in itertools.count():
+        fresh = f"{name}{TAKEN_SUFFIX}" + (f"_{index}" if index else "")
+        if fresh not in names and not any(other.startswith(fresh + "/") for other in names):
+            return fresh
+    raise AssertionError("unreachable")
 
 
 def _constant(nodes: Mapping[str, Any], source: str) -> Any:
