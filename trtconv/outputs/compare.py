@@ -65,14 +65,38 @@ def run_batched(
     fixed = _fixed_batch(runner)
     if fixed is not None:
         batch_size = min_batch = fixed
-    collected: dict[str, list[np.ndarray]] = {}
+    collected: dict[str, np.ndarray] = {}
+    done = 0
     for feeds in batches(data, batch_size):
         rows = len(next(iter(feeds.values())))
         if rows < min_batch:
             feeds = {name: np.resize(a, (min_batch, *a.shape[1:])) for name, a in feeds.items()}
         for name, array in runner.infer(feeds).items():
-            collected.setdefault(name, []).append(np.asarray(array)[:rows])
-    return {name: np.concatenate(parts) for name, parts in collected.items()}
+            part = np.asarray(array)[:rows]
+            if not done:  # every sample's outputs, allocated once: no copy to concatenate
+                collected[name] = np.empty((len(data), *part.shape[1:]), part.dtype)
+            collected[name][done : done + rows] = part
+        if not done:
+            _say_held(collected, len(data))
+        done += rows
+    return collected
+
+
+# Outputs of every sample, held to be judged, that take more than this are said before the
+# run goes on (they grow with the data: a segmentation map's can take gigabytes).
+SAY_HELD_BYTES = 256 * 1024 * 1024
+
+
+def _say_held(outputs: Outputs, samples: int) -> None:
+    """One log line when the outputs of `samples` samples take more than SAY_HELD_BYTES."""
+    held = sum(array.nbytes for array in outputs.values())
+    if held > SAY_HELD_BYTES:
+        log.info(
+            "the outputs of %d samples take %.0f MB (%.2f MB a sample) while they are judged",
+            samples,
+            held / 2**20,
+            held / 2**20 / samples,
+        )
 
 
 def _fixed_batch(runner: Infers) -> int | None:

@@ -24,6 +24,12 @@ from trtconv.core.model_io import CalibrationFeed, samples_in
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.onnxlib.export import op_counts
 from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD
+from trtconv.quantize.calibration_run import (
+    collect_min_max,
+    histogram_slice,
+    run_in_priority_order,
+    sliced,
+)
 from trtconv.quantize.checks import require_tensorrt_qdq
 from trtconv.quantize.isa import WeightChoice
 from trtconv.quantize.kept_float import softmax_nodes
@@ -304,8 +310,8 @@ def calibrate(
     Calibrating here rather than inside `quantize_static` is what lets entropy use enough
     histogram bins: `quantize_static` passes none, and ORT's default of 128 bins with 128
     quantised bins leaves one candidate threshold, the full range: entropy gave bit-identical
-    models to minmax. Histogram methods run batch by batch (trtconv.quantize.streaming), so
-    memory stays bounded by one batch's activations, not the data set's.
+    models to minmax. Every method runs batch by batch in memory bounded by a batch
+    (trtconv.quantize.calibration_run; histograms: trtconv.quantize.streaming).
     """
     quantization = require("onnxruntime.quantization")
     from onnxruntime.quantization.calibrate import save_tensors_data
@@ -323,9 +329,13 @@ def calibrate(
                 calibrate_method=_calibration_method(quantization, method),
                 extra_options=extra,
             )
-            if method == "minmax":  # keeps a min and a max per tensor and batch: small
-                calibrator.collect_data(reader)
+            if method == "minmax":
+                run_in_priority_order(calibrator)
+                collect_min_max(calibrator, reader)
             else:
+                size = histogram_slice(calibrator, feed, method)
+                feed = feed if size is None else sliced(feed, size)
+                reader = _calibration_reader(feed)
                 collect_histograms(calibrator, feed, reader)
             ranges = calibrator.compute_data()
         except Exception as exc:
