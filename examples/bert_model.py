@@ -76,8 +76,8 @@ def main() -> None:
     build(args.output, args.size)
     np.savez(args.output / "calib.npz", **tokens(args.calib, args.sequence, seed=1))
     np.savez(args.output / "held_out.npz", **tokens(args.held_out, args.sequence, seed=2))
-    written = {"saved_model": str(args.output / "saved_model"), "size": args.size, **SIZES[args.size]}
-    print(json.dumps(written))
+    written = {"saved_model": str(args.output / "saved_model"), "size": args.size}
+    print(json.dumps(written | SIZES[args.size]))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ size. Run each way in its own process so the peaks do not mix:
     python examples/calib_memory.py --method entropy --way streaming   # trtconv's calibrate()
     python examples/calib_memory.py --method entropy --way one-shot    # ORT's collect_data, as
                                                                        # trtconv did before
+
+`--onnx MODEL.onnx --npz DATA.npz` calibrates that model (pre-processed as `convert` does) on
+the first `--samples` of that data's arrays (named as the model's inputs) instead: BERT-base's
+tf2onnx export and examples/bert_model.py's calib.npz in BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 from trtconv.calib.readers import calibration_feed, whole_batches
 from trtconv.calib.sources import ArraySet
 from trtconv.core.memory import MIB, PeakRss
+from trtconv.quantize.preprocess import prepare_for_quantization
 from trtconv.quantize.qdq import ENTROPY_BINS, ENTROPY_QUANTIZED_BINS, calibrate
 
 
@@ -108,14 +113,21 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--channels", type=int, default=4)
+    parser.add_argument("--onnx", type=Path, default=None)
+    parser.add_argument("--npz", type=Path, default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="calib-memory-") as name:
         work = Path(name)
         model = work / "model.onnx"
-        conv_net(model, args.channels)
-        rng = np.random.default_rng(1)
-        inputs = rng.random((args.samples, 256, 256, 8), dtype=np.float32)
-        data = whole_batches(ArraySet({"x": inputs}, None, "random"), args.batch)
+        if args.onnx is None:
+            conv_net(model, args.channels)
+            rng = np.random.default_rng(1)
+            arrays = {"x": rng.random((args.samples, 256, 256, 8), dtype=np.float32)}
+        else:
+            model, _ = prepare_for_quantization(args.onnx, model, str(args.onnx))
+            with np.load(args.npz) as archive:
+                arrays = {key: archive[key][: args.samples] for key in archive.files}
+        data = whole_batches(ArraySet(arrays, None, "data"), args.batch)
         feed = calibration_feed(data, args.batch)
         started = time.perf_counter()
         with PeakRss() as memory:
@@ -129,9 +141,12 @@ def main() -> None:
             "method": args.method,
             "samples": len(data),
             "batch": args.batch,
-            "data_mb": round(inputs.nbytes / MIB, 1),
+            "data_mb": round(sum(a.nbytes for a in arrays.values()) / MIB, 1),
             "model_mb": round(model.stat().st_size / MIB, 3),
-            "batch_activations_mb": round(batch_activations_mb(model, next(feed()), work), 1),
+            # (a whole batch through the histogram calibrator: 14 GB for BERT-base; not run)
+            "batch_activations_mb": None
+            if args.onnx
+            else round(batch_activations_mb(model, next(feed()), work), 1),
             "peak_rss_mb": memory.peak_mb,
             "rss_growth_mb": memory.growth_mb,
             "seconds": round(seconds, 1),

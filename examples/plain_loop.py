@@ -40,9 +40,11 @@ WARMUP_CALLS = 3
 
 
 def plain_batches(npz: str, names: list[str], batch_size: int) -> list[dict[str, np.ndarray]]:
-    """Batches cut from the shared input file, keyed by `names` in file order (no trtconv code)."""
+    """Batches cut from the shared input file, keyed by `names`: the file's arrays of those
+    names, else its arrays in file order (no trtconv code)."""
     with np.load(npz) as archive:
-        arrays = [archive[key] for key in archive.files if key != "__labels__"]
+        keys = names if set(names) <= set(archive.files) else archive.files
+        arrays = [archive[key] for key in keys if key != "__labels__"]
     total = len(arrays[0])
     count = max(1, min(MAX_BATCHES, -(-total // batch_size)))
     batches = []

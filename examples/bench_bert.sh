@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# `make bench`'s text model (BENCHMARKS.md), also run alone: `bash examples/bench_bert.sh`.
+#
+#   BERT-base (keras-hub 0.32's 12-layer configuration built from it with random weights, no
+#   downloads; examples/bert_model.py) at 128 tokens, inputs token_ids, segment_ids and
+#   padding_mask (int32), on padded sequences of random length:
+#   1. calibration memory: `convert --backend ort --precision int8` calibrated on 64 and on 512
+#      sequences, the ladder off; each manifest records the calibration's peak RSS and growth;
+#   2. `convert --backend best` calibrated on 512 sequences, its outputs judged as embeddings
+#      (cosine similarity per sample, per valid token for sequence_output);
+#   3. OpenVINO's own int8 (NNCF's transformer mode, examples/openvino_own.py) against the best
+#      artifact, interleaved rounds at batch 1 and 8 (goal: best >= 0.95x OpenVINO's own).
+#
+# Environment: BENCH_QUICK=1 (a 2-layer BERT, few samples: checks the pipeline, not the
+# figures), BENCH_OUT=DIR (default bench-results; this writes DIR/bert), BENCH_THREADS=N.
+# Needs keras-hub (`pip install 'keras-hub>=0.32'`: TensorFlow 2.20+). BERT-base's ONNX export
+# peaks near 14 GB (tf2onnx's process); run it on a quiet machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
+TRTCONV=.venv/bin/trtconv
+PYTHON=.venv/bin/python
+OUT=${BENCH_OUT:-bench-results}/bert
+THREADS=${BENCH_THREADS:-$(nproc)}
+
+if [[ "${BENCH_QUICK:-0}" == "1" ]]; then
+  SIZE=tiny CALIB=64 SMALL_CALIB=16 HELD_OUT=64 RANK=0.5
+  RACE=(--rounds 1 --seconds 0.5)
+else
+  SIZE=base CALIB=512 SMALL_CALIB=64 HELD_OUT=256 RANK=5
+  RACE=(--rounds 5 --seconds 10)
+fi
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+echo "== BERT ($SIZE): threads=$THREADS -> $OUT"
+$PYTHON examples/bert_model.py "$OUT/model" --size "$SIZE" --calib "$CALIB" --held-out "$HELD_OUT"
+BERT="$OUT/model/saved_model"
+DATA=(--calib-data "$OUT/model/calib.npz" --validate-data "$OUT/model/held_out.npz")
+ROLES=(--output-role sequence_output=embedding --output-role pooled_output=embedding)
+
+# 1. Calibration memory at two data sizes (the ladder off: one calibration each).
+for samples in "$SMALL_CALIB" "$CALIB"; do
+  code=0
+  $TRTCONV convert "$BERT" --backend ort --precision int8 "${DATA[@]}" "${ROLES[@]}" \
+    --calib-samples "$samples" --no-fallback --output "$OUT/ort-int8-$samples" --force \
+    --json > "$OUT/ort-int8-$samples.json" || code=$?
+  [[ $code -eq 0 || $code -eq 4 ]] || { echo "convert ort int8 ($samples) failed: $code" >&2; exit "$code"; }
+done
+
+# 2. Every backend and precision that runs here; the fastest validated at batch 8 is kept.
+code=0
+$TRTCONV convert "$BERT" --backend best "${DATA[@]}" "${ROLES[@]}" --calib-samples "$CALIB" \
+  --rank-batch-size 8 --rank-duration "$RANK" --threads "$THREADS" --output "$OUT/best" \
+  --force --json > "$OUT/best.json" || code=$?
+[[ $code -eq 0 ]] || { echo "convert --backend best failed with exit code $code" >&2; exit "$code"; }
+
+# 3. OpenVINO's own int8 against the best artifact, interleaved, at batch 1 and 8.
+$PYTHON examples/openvino_own.py build "$BERT" "$OUT/model/calib.npz" "$OUT/openvino-own" \
+  --model-type transformer
+for batch in 1 8; do
+  $PYTHON examples/openvino_own.py race "$OUT/best" "$OUT/openvino-own/model.xml" \
+    "$OUT/model/held_out.npz" --batch-size "$batch" --threads "$THREADS" --goal 0.95 \
+    "${RACE[@]}" --json "$OUT/race-b$batch.json" | tee "$OUT/race-b$batch.txt"
+done
+
+$PYTHON - "$OUT" "$SMALL_CALIB" "$CALIB" <<'EOF' | tee "$OUT/goals.md"
+import json
+import sys
+from pathlib import Path
+
+out, small, large = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+
+
+def quantization(samples: str) -> dict:
+    manifest = json.loads((out / f"ort-int8-{samples}" / "manifest.json").read_text())
+    return manifest["conversion_summary"]["quantization"]
+
+
+print("# BERT goals (BENCHMARKS.md)\n")
+growth = {n: quantization(n)["calibration_rss_growth_mb"] for n in (small, large)}
+same = abs(growth[large] - growth[small]) <= 256
+verdict = "met" if growth[large] < 2048 and same else "MISSED"
+print(f"- calibration RSS growth: {growth[small]:.0f} MB on {small} sequences, "
+      f"{growth[large]:.0f} MB on {large} (goal < 2048 MB and the same within 256 MB): {verdict}")
+best = json.loads((out / "best.json").read_text())
+manifest = json.loads((out / "best" / "manifest.json").read_text())
+checks = [c for c in manifest["validation"]["checks"] if c.get("gating")]
+print(f"- --backend best: {best['tournament']['winner']}, validation "
+      f"{manifest['validation']['verdict']}; " + "; ".join(c["detail"] for c in checks))
+for batch in (1, 8):
+    race = json.loads((out / f"race-b{batch}.json").read_text())
+    print(f"- batch {batch}: best {race['trtconv_best']['throughput_per_s_median']:.1f}/s vs "
+          f"OpenVINO's own int8 (transformer mode) "
+          f"{race['openvino_own_int8']['throughput_per_s_median']:.1f}/s = {race['ratio']:.3f} "
+          f"(goal >= {race['goal']}): {'met' if race['goal_met'] else 'MISSED'}")
+EOF
