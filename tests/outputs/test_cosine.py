@@ -12,6 +12,7 @@ from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import EMBEDDING, Judging, OutputRole, parse_role_options
 from trtconv.outputs.compare import compare
 from trtconv.outputs.cosine import cosines
+from trtconv.outputs.exact import samples_to_decide
 from trtconv.outputs.roles import judging_record, resolve_roles
 from trtconv.outputs.tokens import InputEvidence
 from trtconv.outputs.tolerance import MIN_COSINE, TOLERANCES, tolerance_for
@@ -62,6 +63,8 @@ def test_a_pooled_embedding_verdict_matches_numpys_count() -> None:
     assert check.gating and "8 sample(s) below, the worst:" in check.detail
     # 292 of 300 (0.973) against int8's 0.97: its interval straddles the bound
     assert report.verdict == "inconclusive" and report.top1_agreement == output.agreement
+    needed = samples_to_decide(report)  # what would decide it, as for any rate
+    assert needed is not None and needed > 300
     # a bound of its own, stated with the role
     lenient = resolve_roles(
         {"pooled_output": want}, {}, parse_role_options(["pooled_output=embedding:0.5"])

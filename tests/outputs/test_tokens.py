@@ -83,6 +83,9 @@ def test_a_named_mask_that_does_not_fit_is_refused_in_one_sentence() -> None:
             continue
         with pytest.raises(UsageError, match=words):
             find_mask("logits", role, _logits(10), feeds)
+    pooled = parse_role_options(["pooled=embedding:mask=padding_mask"])["pooled"]
+    with pytest.raises(UsageError, match="has no positions for mask=padding_mask"):
+        find_mask("pooled", pooled, _logits(10)[:, 0], feeds)
     wrong = {**feeds, "padding_mask": feeds["padding_mask"][:, :3]}
     role = parse_role_options(["logits=class_map:mask=padding_mask"])["logits"]
     with pytest.raises(UsageError, match=r"a mask is integer or boolean \[batch, seq\]"):

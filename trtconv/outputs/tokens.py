@@ -108,10 +108,15 @@ def find_mask(
     fit), else the one the rule finds in `feeds`; NO_MASK when the role says none; None for a
     role or shape judged whole. Raises UsageError when the named input is not a mask of the
     output's `[batch, seq]`."""
+    if role.mask not in (None, NO_MASK) and array.ndim < 3:
+        raise UsageError(
+            f"Output '{name}' (shape {list(array.shape)}) has no positions for mask={role.mask} "
+            "to mark: a mask marks the tokens of a [batch, seq, ...] output."
+        )
     if role.role not in MASKED or array.ndim < 3 or role.mask == NO_MASK:
         return role.mask if role.mask == NO_MASK else None
     if role.mask is not None:
-        if feeds is not None:
+        if feeds:  # checked where the inputs are known (the comparison checks them again)
             _check_mask(name, role.mask, array, feeds)
         return role.mask
     if not feeds:
