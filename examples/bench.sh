@@ -20,6 +20,8 @@
 #   BENCH_SKIP_DIGITS=1 skip digits-cnn
 #   BENCH_SKIP_RESNET=1 skip ResNet-50
 #   BENCH_SKIP_MOBILENET=1 skip MobileNetV2 (issue 13's int8 case)
+#   BENCH_SKIP_BERT=1   skip BERT-base (examples/bench_bert.sh: calibration memory, --backend
+#                       best against OpenVINO's own int8; needs keras-hub, TensorFlow 2.20+)
 #
 # Run it on a quiet machine: other load shows up as CV warnings and inflated tails.
 set -euo pipefail
@@ -198,6 +200,15 @@ EOF
     --xla --throughput --batch-sizes "$RESNET_BATCHES" --threads "$THREADS" \
     --data "$OUT/data/resnet-bench.npz" --eval-data "$OUT/data/resnet-bench.npz" --split all \
     "${TIMING[@]}" --report "$OUT/resnet50" --force
+fi
+
+# ---------------------------------------------------------------------------- BERT-base
+if [[ "${BENCH_SKIP_BERT:-0}" != "1" ]]; then
+  if $PYTHON -c "import keras_hub" 2>/dev/null; then
+    BENCH_OUT="$OUT" bash examples/bench_bert.sh
+  else
+    echo "note: BERT-base skipped: keras-hub is not installed (make install adds it: dev-text)"
+  fi
 fi
 
 # ---------------------------------------------------------------------------- cross-checks

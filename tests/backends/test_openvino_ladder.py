@@ -16,6 +16,7 @@ from rich.console import Console
 
 from tests.helpers.convert_fixtures import OUTLIER_LAYERS, outlier_model
 from trtconv import api
+from trtconv.backends import registry
 from trtconv.cli.convert import render_conversion
 from trtconv.convert import ConvertResult
 from trtconv.core.errors import AccuracyError
@@ -88,7 +89,8 @@ def test_accuracy_control_keeps_the_outlier_layers_ops_in_float(restored: dict[s
     assert not restored.get("raised") and restored["validation"]["passed"]
     ladder = _quantization(restored)["ladder"]
     full, control = ladder["steps"]
-    assert full["change"] == "full int8 (NNCF defaults)" and not full["meets_budget"]
+    assert full["change"] == f"full int8 (NNCF defaults, float parts in {_parts()})"
+    assert not full["meets_budget"]
     assert control["stage"] == "accuracy control" and control["meets_budget"]
     assert control["top1_agreement"] > full["top1_agreement"]
     assert (ladder["chosen_step"], ladder["met_budget"]) == (1, True)
@@ -132,8 +134,20 @@ def test_int8_that_meets_the_budget_records_one_step(
     assert (ladder["chosen_step"], ladder["met_budget"], ladder["kept_float"]) == (0, True, [])
     assert ladder["outcome"] == "full int8 meets the budget"
     assert ladder["budget"]["min_top1_agreement"] == 0.8
-    assert result["manifest"]["conversion_summary"]["inference_precision"] == "f32"  # pinned
+    # Its float parts are pinned where they were scored and validated: bf16 on a CPU that
+    # computes it natively (OpenVINO's own default there), else f32; the runner compiles so.
+    assert result["manifest"]["conversion_summary"]["inference_precision"] == _parts()
+    with registry.open_runner(Path(result["artifact"])) as runner:
+        assert runner.runtime_properties().inference_precision_hint == _parts()
     _rendered(result)
+
+
+def _parts() -> str:
+    """The float parts of a full int8 artifact made here for this CPU."""
+    from trtconv.backends.openvino.rules import int8_float_parts
+    from trtconv.facts import probe_cpu
+
+    return int8_float_parts("auto", probe_cpu().features)
 
 
 def test_time_limit_spent_keeps_full_int8(tmp_path: Path) -> None:

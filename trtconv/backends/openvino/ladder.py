@@ -36,10 +36,12 @@ from trtconv.backends.openvino.quantize import (
     quantize_with_accuracy_control,
     weighted_ops,
 )
+from trtconv.backends.openvino.rules import int8_float_parts
 from trtconv.backends.openvino.runner import DEVICE, compile_config
 from trtconv.core.judging_options import EMBEDDING
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds, collapse_scalars
+from trtconv.facts import probe_cpu
 from trtconv.onnxlib.tf_names import tf_origin
 from trtconv.outputs.compare import compare, rate_words
 from trtconv.outputs.confidence import rate_to_show
@@ -76,8 +78,8 @@ FULL, CONTROL = "full int8", "accuracy control"
 RANKING_SAMPLES = 128
 SCORE_BATCH = 32
 # NNCF judges reverted operations in f32 (its evaluator compiles with f32 inference precision);
-# OpenVINO's CPU default on bf16 CPUs would compute them in bf16. A model with operations kept
-# in float pins f32 (recorded as the conversion's `inference_precision`, read by the runner).
+# the full int8 model's float parts may run in bf16 (rules.int8_float_parts). A model with
+# operations kept in float pins f32 (the conversion's `inference_precision`, read by the runner).
 PINNED = "f32"
 METRIC = "top-1 agreement with the native model"  # what accuracy control scores
 
@@ -85,18 +87,22 @@ METRIC = "top-1 agreement with the native model"  # what accuracy control scores
 def quantize_int8(model: Any, request: ConversionRequest) -> tuple[Any, NncfSummary]:
     """(the int8 `ov.Model`, its quantisation summary with the `ladder` record) for `model`.
 
-    Without `request.search` (--no-fallback) NNCF's int8 as it comes, `ladder` None. With ops
-    kept in float the summary's `inference_precision` is the OpenVINO precision the artifact
-    must run in (PINNED). The weight range follows the request's int8 target (7-bit weights for
-    CPUs without VNNI), recorded with the summary. Raises ConversionError when NNCF fails.
+    Without `request.search` (--no-fallback) NNCF's int8 as it comes, `ladder` None. The
+    summary's `inference_precision` is the OpenVINO precision the artifact's float parts run
+    in: the int8 target's (rules.int8_float_parts: bf16 on a CPU that computes it natively, as
+    OpenVINO's own default there), f32 (PINNED) once ops are kept in float. The weight range
+    follows the request's int8 target (7-bit weights for CPUs without VNNI), recorded with the
+    summary. Raises ConversionError when NNCF fails.
     """
     assert request.calibration is not None  # the converter checks it
     choice = cpu_weight_range(request.int8_target)
     options = NncfOptions(reduce_range=choice.reduce_range)
+    parts = int8_float_parts(request.int8_target, probe_cpu().features)
     if request.search is None:
         quantized, summary = quantize_model(model, request.calibration, options)
-        return quantized, summary.with_weights(choice)
-    quantized, summary = NncfLadder(request.search, request.calibration, options).climb(model)
+        return quantized, replace(summary, inference_precision=parts).with_weights(choice)
+    ladder = NncfLadder(request.search, request.calibration, options, parts)
+    quantized, summary = ladder.climb(model)
     return quantized, summary.with_weights(choice)
 
 
@@ -198,10 +204,13 @@ def fixed_batch(compiled: Any) -> int | None:
 class NncfLadder:
     """One climb: full int8, then NNCF's accuracy control when it misses the budget."""
 
-    def __init__(self, search: SearchSlice, feed: CalibrationFeed, options: NncfOptions) -> None:
+    def __init__(
+        self, search: SearchSlice, feed: CalibrationFeed, options: NncfOptions, parts: str
+    ) -> None:
         self.search = search
         self.feed = feed
         self.options = options
+        self.parts = parts  # the full int8 model's float parts (rules.int8_float_parts)
         self.scorer = SliceScorer(search)
         self.clock = TimeLimit(search.time_limit_s, started=search.started)
         self.started = time.perf_counter()  # the ladder's own seconds, recorded
@@ -220,9 +229,8 @@ class NncfLadder:
         """(the model to ship, its quantisation summary with the ladder record)."""
         step_started = time.perf_counter()
         full, summary = quantize_model(model, self.feed, self.options)
-        score = self.add_step(
-            FULL, "full int8 (NNCF defaults)", self.scorer.score(full), step_started
-        )
+        change = f"full int8 (NNCF defaults, float parts in {self.parts})"
+        score = self.add_step(FULL, change, self.scorer.score(full, self.parts), step_started)
         if settles(score, self.unshowable):
             self.outcome = f"full int8 {_reached(score)}"
             return full, self.summary(summary, score, 0)
@@ -319,8 +327,9 @@ class NncfLadder:
         return self.summary(summary, score, 0)
 
     def summary(self, summary: NncfSummary, score: Score, chosen: int) -> NncfSummary:
-        """`summary` with the ladder record, and the pinned precision when ops are in float."""
-        pinned = PINNED if chosen else None
+        """`summary` with the ladder record and the precision its float parts are pinned at
+        (PINNED once accuracy control kept ops in float: NNCF judged them in it)."""
+        pinned = PINNED if chosen else self.parts
         return replace(summary, inference_precision=pinned, ladder=self.record(score, chosen))
 
     def record(self, chosen_score: Score, chosen_step: int) -> NncfLadderRecord:

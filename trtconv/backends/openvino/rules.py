@@ -37,6 +37,20 @@ def support(facts: Facts, precision: str) -> Support:
     return verdict(NAME, precision, f"OpenVINO {version}{how} on the CPU")
 
 
+# The inference precision every CPU computes alike: an int8 IR's float parts meant to be portable.
+PORTABLE_FLOAT_PARTS = "f32"
+
+
+def int8_float_parts(int8_target: str, features: frozenset[str] | set[str]) -> str:
+    """OpenVINO's inference precision for an int8 IR's float parts (softmax, layer norms, the
+    operations kept in float): bf16 when the artifact is meant for this CPU (`--int8-target
+    auto`) and this CPU (of `features`) computes bf16 natively, as OpenVINO's own default does
+    there; f32 otherwise, which every CPU computes alike. The artifact is validated and pinned
+    at it."""
+    native = set(NATIVE_FEATURES["bf16"]) & set(features)
+    return "bf16" if int8_target == "auto" and native else PORTABLE_FLOAT_PARTS
+
+
 @dataclass(frozen=True)
 class OpenVinoDevice:
     """A device OpenVINO sees, what it computes natively (OPTIMIZATION_CAPABILITIES) and the

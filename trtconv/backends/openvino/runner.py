@@ -20,6 +20,7 @@ with them).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,21 +28,25 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trtconv.backends.openvino.ir import first_line
+from trtconv.backends.openvino.rules import NATIVE_FEATURES
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs, TensorSpec, samples_in
+from trtconv.facts import probe_cpu
 from trtconv.protocol.runner import Runner, RunOptions, check_device
 
 if TYPE_CHECKING:
     from trtconv.artifact.manifest import Manifest
 
+log = logging.getLogger(__name__)
+
 DEVICE = "CPU"
 LATENCY, THROUGHPUT = "latency", "throughput"
 HINTS = (LATENCY, THROUGHPUT)
-# trtconv precision -> OpenVINO's INFERENCE_PRECISION_HINT, pinned on every machine: an int8
-# IR's float parts run in f32, not the plugin's default (bf16 on CPUs with AVX512-BF16 or AMX,
-# f32 elsewhere), so that the verdict recorded on one machine describes what runs on another (a
-# music tagger's int8 agreed 0.642 in bf16 and 0.545 in f32).
+# trtconv precision -> OpenVINO's INFERENCE_PRECISION_HINT, pinned on every machine. An int8
+# artifact records the precision of its float parts it was validated at (bf16 where made for a
+# CPU that computes it natively, else f32: rules.int8_float_parts; a music tagger's int8 agreed
+# 0.642 in bf16 and 0.545 in f32); one that records none runs them in f32.
 INFERENCE_PRECISION = {"fp32": "f32", "bf16": "bf16", "fp16": "f16", "int8": "f32"}
 # `compile_model`'s configuration: OpenVINO property names and their values.
 CompileConfig = dict[str, str | bool | int]
@@ -182,12 +187,19 @@ def openvino_runner(payload: Path, manifest: Manifest | None, options: RunOption
     precision = manifest.precision if manifest is not None else "fp32"
     hint = THROUGHPUT if options.throughput else LATENCY
     pinned = _pinned_precision(manifest)
+    if pinned == "bf16" and not probe_cpu().features & set(NATIVE_FEATURES["bf16"]):
+        log.warning(
+            "%s: its int8 float parts were validated in bf16, which this CPU does not compute "
+            "natively: what runs here is not what was validated (validate it here, or convert "
+            "with --int8-target portable for float parts in f32)",
+            payload,
+        )
     return OpenVinoRunner(payload, precision, hint, options.threads, pinned)
 
 
 def _pinned_precision(manifest: Manifest | None) -> str | None:
-    """The inference precision an int8 artifact's conversion recorded and was validated at (f32,
-    trtconv.backends.openvino.ladder), else None: the precision's own (INFERENCE_PRECISION; an
+    """The inference precision an int8 artifact's conversion recorded and was validated at (bf16
+    or f32: rules.int8_float_parts), else None: the precision's own (INFERENCE_PRECISION; an
     artifact that recorded "plugin default" runs at f32 too)."""
     if manifest is None or manifest.precision != "int8":
         return None
