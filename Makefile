@@ -20,7 +20,8 @@ install: $(STAMP)
 # resolves the same versions. uv reads no pip.conf: where it cannot reach an index (a mirror
 # only pip is configured for), pip installs instead.
 UV_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode
-EXTRAS     ?= .[tensorflow,cpu,dev,openvino]
+# dev-text (keras-hub) installs at the newest end only (pyproject.toml says why).
+EXTRAS     ?= .[tensorflow,cpu,dev,dev-text,openvino]
 # What the environment must hold besides the extras (the oldest end pins TensorFlow 2.17).
 PINS       ?=
 

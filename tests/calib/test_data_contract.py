@@ -10,12 +10,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from trtconv.calib.judged_data import record_contract, scale_warning
+from trtconv.calib.judged_data import has_image_input, record_contract, scale_warning
 from trtconv.calib.preprocessing import Preprocessing
 from trtconv.calib.purposes import entry
 from trtconv.calib.readers import describe
 from trtconv.calib.sources import ArraySet
 from trtconv.core.data_contract import DataContract
+from trtconv.core.model_io import ModelSignature, TensorSpec
 
 SOURCES = {
     "scale": "option",
@@ -89,3 +90,28 @@ def test_data_on_another_scale_than_the_calibration_data_is_warned_about() -> No
     assert scale_warning(calibrated, ArraySet({"x": pixels / 255.0}, None, "v.npz"), "a") is None
     assert scale_warning(calibrated, ArraySet({"y": pixels}, None, "other.npz"), "a") is None
     assert scale_warning(None, raw, "artifact") is None
+
+
+def test_a_model_without_an_image_input_is_told_of_no_pixels() -> None:
+    """Token ids (a text model's int32 [batch, seq]) are fed as given, and its contract says
+    that without a word of pixels; a model with an image input keeps the pixel line."""
+    text = ModelSignature(
+        (
+            TensorSpec("token_ids", (None, None), "int32"),
+            TensorSpec("padding_mask", (None, None), "int32"),
+        ),
+        (TensorSpec("output_0", (None, None, 300), "float32"),),
+    )
+    image = ModelSignature(
+        (TensorSpec("image", (None, 8, 8, 1), "float32"),),
+        (TensorSpec("p", (None, 10), "float32"),),
+    )
+    assert not has_image_input(text) and has_image_input(image)
+    tokens = record_contract("tokens.npz", "all", Preprocessing(), False, has_image_input(text))
+    assert tokens.summary == "fed as given (no input is an image)"
+    assert tokens.line == "inputs fed as given (no input is an image)"
+    assert "pixel" not in json.dumps(tokens.to_json()) and "0.00392" not in tokens.line
+    assert DataContract.from_json(tokens.to_json()) == tokens
+    pixels = record_contract("x.npz", "all", Preprocessing(), False, has_image_input(image))
+    assert pixels.line.startswith("raw pixels -> none applied (arrays fed as given; raw pixels")
+    assert "image_inputs" not in pixels.to_json()  # as image models' contracts always were

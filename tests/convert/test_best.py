@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from tests.helpers.text_fixtures import KERAS_HUB, bert_models, bert_tokens_npz
 from trtconv.artifact.manifest import read_manifest
 from trtconv.backends import registry
 from trtconv.cli import main
@@ -146,3 +147,34 @@ def test_a_contest_that_cannot_time_anything_is_refused(settings: dict[str, floa
 
     with pytest.raises(UsageError, match="--rank-batch-size"):
         Contest(**settings)  # type: ignore[arg-type]
+
+
+@pytest.mark.tensorflow
+@KERAS_HUB
+def test_best_returns_an_int8_embedding_artifact_judged_by_cosine(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A BERT backbone (keras-hub, tiny): its pooled tanh embedding was judged as class scores
+    by its argmax and its sequence output not at all, so no int8 candidate had a verdict and
+    best could only return fp32 (with int8 alone, nothing). Judged by cosine, an int8
+    candidate passes and wins (without the int8 ladder: whichever passes as it is)."""
+    output = tmp_path / "bert-best"
+    argv = [
+        "convert", str(bert_models() / "backbone"), "--backend", "best", "--precision", "int8",
+        "--calib-data", str(bert_tokens_npz()), "--no-fallback", "--rank-duration", "0.1",
+        "--output", str(output), "--json",
+    ]  # flags beside values # fmt: skip
+    code, out, err = run(argv, capfd)
+    assert code == 0, err
+    result = json.loads(out)
+    table = result["tournament"]
+    winner = next(row for row in table["candidates"] if row["verdict"] == tournament.WINNER)
+    assert result["precision"] == winner["precision"] == "int8"
+    validation = result["validation"]
+    for name in ("pooled_output", "sequence_output"):
+        judged = validation["outputs"][name]
+        assert (judged["role"], judged["threshold"], judged["passed"]) == ("embedding", 0.99, True)
+    assert winner["top1_agreement"] == validation["top1_agreement"]
+    manifest = read_manifest(output)
+    assert manifest.status == "passed" and manifest.judging is not None
+    assert manifest.judging.roles["sequence_output"].mask == "padding_mask"

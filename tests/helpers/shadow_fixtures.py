@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trtconv.artifact.manifest import Manifest
+from trtconv.core.judging_options import parse_role
 from trtconv.core.model_io import ModelSignature, TensorSpec
 from trtconv.outputs.roles import JudgingRecord, RoleRecord
 from trtconv.outputs.tolerance import TOLERANCES
@@ -19,9 +20,10 @@ def shadow_manifest(
     outputs: dict[str, OutputComparison] | None = None,
     source: Path | str = "models/digits/saved_model",
 ) -> Manifest:
-    """An artifact's manifest whose outputs (`roles`: {name: role}, default one `probabilities`
-    of class scores) were validated at `minimum` and `confidence`; `outputs` are the recorded
-    comparisons (where a regression output's derived bound lives). `minimum` None: the
+    """An artifact's manifest whose outputs (`roles`: {name: role, as --output-role spells it},
+    default one `probabilities` of class scores) were validated at `minimum` and
+    `confidence`; `outputs` are the recorded comparisons (where a regression output's derived
+    bound lives). `minimum` None: the
     precision's own (TOLERANCES); its maximum accuracy drop is always the table's."""
     roles = roles or {"probabilities": "classes"}
     signature = ModelSignature(
@@ -44,7 +46,11 @@ def shadow_manifest(
         conversion_seconds=1.0,
         validation=report,
         status="passed",
-        judging=JudgingRecord(
-            roles={name: RoleRecord(role, "option") for name, role in roles.items()}
-        ),
+        judging=JudgingRecord(roles={name: _record(text) for name, text in roles.items()}),
     )
+
+
+def _record(text: str) -> RoleRecord:
+    """A recorded role as --output-role spells it (`class_map:mask=padding_mask`)."""
+    role = parse_role(text, "role", "option")
+    return RoleRecord(role.role, role.source, role.threshold, role.where, role.mask)

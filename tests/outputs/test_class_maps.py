@@ -8,7 +8,7 @@ import pytest
 from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import CLASS_MAP, OutputRole
 from trtconv.outputs.compare import compare
-from trtconv.outputs.judge import mean_iou
+from trtconv.outputs.decisions import mean_iou
 from trtconv.outputs.roles import fitting_roles, infer_role, resolve_roles
 from trtconv.outputs.tolerance import tolerance_for
 from trtconv.release.gates import Measures, evaluate_gates
@@ -58,17 +58,18 @@ def test_a_role_that_cannot_fit_names_the_output_and_the_roles_that_fit() -> Non
         resolve_roles({"mask": _maps()}, {}, chosen)
     message = str(caught.value)
     assert "'mask'" in message and "cannot be judged as classes" in message
-    assert "binary, class_map, regression, tensor" in message
+    assert "binary, class_map, embedding, regression, tensor" in message
     assert "[outputs] roles" in message  # the key to set in a release
 
 
 def test_decision_gates_on_a_model_that_decides_nothing_are_not_applicable() -> None:
     settings = GateSettings(max_accuracy_drop=0.01, min_top1_agreement=0.99)
-    measures = Measures(validation_passed=True, decides=False)
+    measures = Measures(validation_passed=True, decides=False, agrees=False)
     gates = {gate.name: gate for gate in evaluate_gates(settings, measures)}
     assert all(gate.passed for gate in gates.values())
     assert gates["min_top1_agreement"].detail.startswith("not applicable")
     assert gates["min_top1_agreement"].measured is None
     # A model that decides but was not measured (no labels) still fails its accuracy gate.
-    unmeasured = evaluate_gates(settings, Measures(validation_passed=True, decides=True))
+    decides = Measures(validation_passed=True, decides=True, agrees=True)
+    unmeasured = evaluate_gates(settings, decides)
     assert not next(g for g in unmeasured if g.name == "max_accuracy_drop").passed

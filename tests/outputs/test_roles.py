@@ -77,7 +77,10 @@ def test_set_roles_win_and_a_binary_threshold_follows_the_values() -> None:
     ("items", "message"),
     [
         (["box"], "--output-role takes NAME=VALUE"),
-        (["box=boxes"], "expected one of classes, binary, class_map, regression, tensor"),
+        (
+            ["box=boxes"],
+            "expected one of classes, binary, class_map, embedding, regression, tensor",
+        ),
         (["box=regression:0.3"], "expected one of"),
         (["score=binary:high"], "is not a number"),
     ],

@@ -121,7 +121,8 @@ def judge_models(
         if mine is None:
             continue
         judging = evaluation.judging_of(info.label)
-        roles = output_roles(source, reference, judging)
+        feeds = evaluation.data.inputs
+        roles = output_roles(source, reference, judging, feeds=feeds)
         tolerance = tolerance_for(
             info.precision,
             None,
@@ -129,7 +130,7 @@ def judge_models(
             output_min_within=judging.min_within,
             output_rtol=judging.rtols,
         )
-        report = compare(reference, mine, tolerance, evaluation.data.labels, "", roles)
+        report = compare(reference, mine, tolerance, evaluation.data.labels, "", roles, feeds=feeds)
         info.eval_samples = report.samples
         info.accuracy = report.accuracy_candidate
         info.top1_agreement = report.top1_agreement

@@ -20,6 +20,7 @@ from trtconv.calib.preprocessing import (
     OPTION,
     Preprocessing,
     check_split,
+    input_layout,
 )
 from trtconv.calib.purposes import HELD_OUT_PART, card_data, drop_fitted, trained_on
 from trtconv.calib.readers import ALL, VALIDATION, card_preprocessing, read_model_data
@@ -30,6 +31,8 @@ from trtconv.options import ALL as ALL_SPLIT
 from trtconv.options import HELD_OUT, PreprocessingOptions
 
 log = logging.getLogger(__name__)
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 RANDOM = "random"
 # Calibration and evaluation data whose inputs' spread differs by more than this factor are on
@@ -110,7 +113,7 @@ def judged_data(
     if dropped:
         log.info("%s: %d samples the conversion was fitted to left out", spec, dropped)
     contract = replace(
-        record_contract(spec, chosen_split, prep, data.raw_pixels),
+        record_contract(spec, chosen_split, prep, data.raw_pixels, has_image_input(signature)),
         data_from=spec_from,
         split_from=split_from,
         fitted_samples_excluded=dropped or None,
@@ -136,13 +139,27 @@ def default_split(
 
 
 def record_contract(
-    spec: str, split: str, prep: Preprocessing, applied: bool = True
+    spec: str, split: str, prep: Preprocessing, applied: bool = True, images: bool = True
 ) -> DataContract:
     """A data contract (manifest, results): the data, its split, the preprocessing of raw
     pixels, and whether this data had any (`applied`: float and integer arrays are fed as given,
-    and the contract then says so rather than show a scale nothing used)."""
+    and the contract then says so rather than show a scale nothing used), and whether the model
+    has an image input (`images`; a text model's contract speaks of no pixels)."""
     return DataContract(
-        data=recorded_spec(spec), split=split, preprocessing=prep, preprocessing_applied=applied
+        data=recorded_spec(spec),
+        split=split,
+        preprocessing=prep,
+        preprocessing_applied=applied,
+        image_inputs=None if images else False,
+    )
+
+
+def has_image_input(signature: ModelSignature) -> bool:
+    """Whether some input of the model can take an image: a float input laid out NHWC or NCHW
+    (trtconv.calib.preprocessing.input_layout). Token ids, feature vectors, audio frames and
+    flags cannot."""
+    return any(
+        spec.dtype in FLOAT_DTYPES and input_layout(spec) is not None for spec in signature.inputs
     )
 
 

@@ -23,10 +23,12 @@ OutputRoleOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--output-role",
-        help="NAME=classes|binary|class_map|regression|tensor (binary:T for a threshold other "
-        "than 0.5; regression:where=SCORE to judge a box or landmark head only where the output "
-        "SCORE says an object is there): what an output holds, which decides how it is judged "
-        "(default: inferred). Repeatable.",
+        help="NAME=classes|binary|class_map|embedding|regression|tensor (binary:T for a "
+        "threshold other than 0.5; embedding:C for a cosine bound other than 0.99; "
+        "regression:where=SCORE to judge a box or landmark head only where the output SCORE "
+        "says an object is there; class_map:mask=INPUT or embedding:mask=INPUT for the input "
+        "marking valid tokens, mask=none for every position): what an output holds, which "
+        "decides how it is judged (default: inferred). Repeatable.",
     ),
 ]
 LabelsOutputOpt = Annotated[

@@ -79,11 +79,11 @@ def render(result: ValidateResult, console: Console) -> None:
 
 
 def render_contract(contract: DataContract, console: Console) -> None:
-    """Data, split and pixel preprocessing, each with where it came from."""
+    """Data, split and pixel preprocessing (for a model with an image input), each with where
+    it came from."""
     console.print(
         f"  data {escape(str(contract.data))} ({contract.data_from or '-'}), "
-        f"{contract.split} split ({contract.split_from or '-'}); raw pixels -> "
-        f"{escape(contract.summary)}",
+        f"{contract.split} split ({contract.split_from or '-'}); {escape(contract.line)}",
         highlight=False,
     )
 

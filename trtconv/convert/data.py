@@ -20,7 +20,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from trtconv.calib.judged_data import data_spec, model_preprocessing, record_contract
+from trtconv.calib.judged_data import (
+    data_spec,
+    has_image_input,
+    model_preprocessing,
+    record_contract,
+)
 from trtconv.calib.preprocessing import Preprocessing
 from trtconv.calib.purposes import CALIBRATION as CALIBRATING
 from trtconv.calib.purposes import (
@@ -148,7 +153,8 @@ def read_data(
         data, split = reading.held_out(fits, search), HELD_OUT
     else:
         data, split = reading.shared(fits, search, int8), ALL_SPLIT
-    contract = record_contract(validate_data or spec, split, prep, data.held_out.raw_pixels)
+    images = has_image_input(native.signature)
+    contract = record_contract(validate_data or spec, split, prep, data.held_out.raw_pixels, images)
     return replace(data, contract=replace(contract, data_from=spec_from))
 
 

@@ -73,7 +73,8 @@ def open_workspace(
     first when the held-out data is too small to ever show the budget."""
     precisions = [plan.precision] if plan.precision else list(TOLERANCES)  # best: every one
     reference = run_batched(native, data.held_out)
-    roles = output_roles(plan.saved_model, reference, plan.options.judging, native.signature.name)
+    key, feeds = native.signature.name, data.held_out.inputs
+    roles = output_roles(plan.saved_model, reference, plan.options.judging, key, feeds)
     budget = plan.budget if plan.precision else None  # best: each precision's own
     checked = rate_words({name: role.role for name, role in roles.items()}, budget)
     for warning in too_few_warnings(plan.options, precisions, len(data.held_out), data, checked):

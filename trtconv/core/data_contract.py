@@ -20,6 +20,7 @@ DEFAULT = "default"
 NHWC, NCHW = "NHWC", "NCHW"
 DEFAULT_SCALE = 1.0 / 255.0
 PIXEL_FIELDS = ("scale", "offset", "mean", "std")
+NO_IMAGE_INPUT = "fed as given (no input is an image)"
 
 
 @dataclass(frozen=True)
@@ -91,10 +92,12 @@ class Purpose:
 class DataContract(JsonResult):
     """The data a model was judged (or converted) on and how it was read: the data and its
     split, each with where it came from, the preprocessing of raw pixels and whether the data
-    had any (`preprocessing_applied`: float arrays are fed as given), the fitted samples a
-    validation left out, and (a conversion's) which samples served which purpose. A key is in
-    the document only when set (a bench without evaluation data records the preprocessing
-    alone); `purposes` absent and empty differ (a conversion that records none)."""
+    had any (`preprocessing_applied`: float arrays are fed as given), whether the model has an
+    image input at all (`image_inputs` False: none, e.g. a text model's token ids; pixels are
+    then never spoken of), the fitted samples a validation left out, and (a conversion's)
+    which samples served which purpose. A key is in the document only when set (a bench
+    without evaluation data records the preprocessing alone); `purposes` absent and empty
+    differ (a conversion that records none)."""
 
     data: str | None = optional_key()
     split: str | None = optional_key()
@@ -104,14 +107,26 @@ class DataContract(JsonResult):
     split_from: str | None = optional_key()
     fitted_samples_excluded: int | None = optional_key()
     purposes: tuple[Purpose, ...] | None = optional_key()
+    image_inputs: bool | None = optional_key()  # False only: no input is an image
 
     @property
     def summary(self) -> str:
-        """How raw pixels become inputs, or that none were (arrays fed as given)."""
+        """How raw pixels become inputs, or that none were (arrays fed as given), and for a
+        model without an image input that there are no pixels to speak of."""
+        if self.image_inputs is False and self.preprocessing_applied is not True:
+            return NO_IMAGE_INPUT
         text = self.preprocessing.describe()
         if self.preprocessing_applied is False:
             return f"none applied (arrays fed as given; raw pixels would be {text})"
         return text
+
+    @property
+    def line(self) -> str:
+        """The preprocessing as one line says it: 'raw pixels -> SUMMARY', or for a model
+        without an image input 'inputs fed as given (no input is an image)'."""
+        if self.summary == NO_IMAGE_INPUT:
+            return f"inputs {NO_IMAGE_INPUT}"
+        return f"raw pixels -> {self.summary}"
 
     def to_json(self) -> dict[str, Any]:
         """The `data_contract` block of a manifest and of validate's and bench's documents."""

@@ -11,20 +11,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trtconv.core.errors import UsageError
 
 CLASSES, BINARY, REGRESSION, TENSOR = "classes", "binary", "regression", "tensor"
-CLASS_MAP = "class_map"
-ROLES = (CLASSES, BINARY, CLASS_MAP, REGRESSION, TENSOR)
+CLASS_MAP, EMBEDDING = "class_map", "embedding"
+ROLES = (CLASSES, BINARY, CLASS_MAP, EMBEDDING, REGRESSION, TENSOR)
 DECISIONS = (CLASSES, BINARY, CLASS_MAP)  # roles judged by what the model decides
+# Roles judged by how often the converted model agrees with the native one, not by their
+# values: what they decide, or (an embedding) the direction of their vectors.
+AGREEING = (*DECISIONS, EMBEDDING)
+# Roles judged over the positions a padding mask marks valid (a sequence's tokens).
+MASKED = (CLASS_MAP, EMBEDDING)
+# `mask=none`: every position counts, whatever input looks like a mask.
+NO_MASK = "none"
 
 
 @dataclass(frozen=True)
 class OutputRole:
-    """One output's role, where it came from, (binary) the decision threshold, and
-    (regression) the score output that says where an object is (`where`)."""
+    """One output's role, where it came from, (binary) the decision threshold or (embedding)
+    the cosine a sample must reach, (regression) the score output that says where an object is
+    (`where`), and (class_map, embedding) the input whose nonzero values mark the valid
+    positions (`mask`: NO_MASK for none; None: found by trtconv.outputs.tokens' rule)."""
 
     role: str
     source: str  # "option", "release config", "manifest" or "inferred: WHY"
@@ -33,6 +42,7 @@ class OutputRole:
     # `labels_output`, not per role.
     labels: bool = False
     where: str | None = None  # regression judged only where this score output says so
+    mask: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         found: dict[str, object] = {
@@ -40,41 +50,81 @@ class OutputRole:
             "source": self.source,
             "threshold": self.threshold,
         }
-        if self.where is not None:  # only when set: manifests written before read the same
+        # Each only when set: manifests written before read the same.
+        if self.where is not None:
             found["where"] = self.where
+        if self.mask is not None:
+            found["mask"] = self.mask
         return found
 
 
 Roles = dict[str, OutputRole]
 
+ROLE_SPELLINGS = (
+    "binary:THRESHOLD for another decision threshold, embedding:COSINE for another cosine "
+    "bound, regression:where=SCORE to judge only where the output SCORE says an object is "
+    "there, class_map:mask=INPUT or embedding:mask=INPUT for the input that marks valid tokens"
+)
+
 
 def parse_role(text: str, where: str, source: str) -> OutputRole:
-    """`classes`, `binary`, `binary:THRESHOLD`, `class_map`, `regression`,
-    `regression:where=SCORE` or `tensor`. Raises UsageError."""
-    role, _, option = text.strip().partition(":")
-    gate = option.startswith("where=") and role == REGRESSION
-    if option.startswith("where=") and not gate:
+    """`classes`, `binary[:THRESHOLD]`, `class_map[:mask=INPUT]`,
+    `embedding[:COSINE][:mask=INPUT]`, `regression[:where=SCORE]` or `tensor`. Raises
+    UsageError."""
+    role, *options = (part.strip() for part in text.strip().split(":"))
+    options = [option for option in options if option]
+    if any(o.startswith("where=") for o in options) and role != REGRESSION:
         raise UsageError(
             f"{where}: where=SCORE gates a regression output (a box or landmark head), found "
             f"'{text}'; spell it NAME=regression:where=SCORE."
         )
-    if role not in ROLES or (option and role != BINARY and not gate):
+    if any(o.startswith("mask=") for o in options) and role not in MASKED:
         raise UsageError(
-            f"{where}: expected one of {', '.join(ROLES)} (binary:THRESHOLD for another "
-            "decision threshold, regression:where=SCORE to judge only where the output SCORE "
-            f"says an object is there), found '{text}'."
+            f"{where}: mask=INPUT marks the valid tokens of a class_map or embedding output, "
+            f"found '{text}'."
         )
-    if gate:
-        score = option.removeprefix("where=").strip()
-        if not score:
-            raise UsageError(f"{where}: 'where=' in '{text}' names no output.")
-        return OutputRole(role, source, where=score)
-    if not option:
-        return OutputRole(role, source)
+    if role not in ROLES or not _options_fit(role, options):
+        raise UsageError(
+            f"{where}: expected one of {', '.join(ROLES)} ({ROLE_SPELLINGS}), found '{text}'."
+        )
+    named = {
+        key: value.strip() for key, _, value in (o.partition("=") for o in options if "=" in o)
+    }
+    for key in ("where", "mask"):
+        if key in named and not named[key]:
+            raise UsageError(f"{where}: '{key}=' in '{text}' names no {_NAMED[key]}.")
+    numbers = [o for o in options if "=" not in o]
+    threshold = _number(numbers[0], text, where, role) if numbers else None
+    return OutputRole(role, source, threshold, where=named.get("where"), mask=named.get("mask"))
+
+
+_NAMED = {"where": "output", "mask": "input"}
+
+
+def _options_fit(role: str, options: list[str]) -> bool:
+    """Whether `options` (after the role's colon) are ones `role` takes, each at most once."""
+    kinds = [o.partition("=")[0] if "=" in o else "number" for o in options]
+    allowed = {
+        BINARY: {"number"},
+        EMBEDDING: {"number", "mask"},
+        CLASS_MAP: {"mask"},
+        REGRESSION: {"where"},
+    }.get(role, set())
+    return set(kinds) <= allowed and len(kinds) == len(set(kinds))
+
+
+def _number(text: str, whole: str, where: str, role: str) -> float:
+    """A binary threshold, or an embedding's cosine bound in (0, 1]. Raises UsageError."""
     try:
-        return OutputRole(role, source, float(option))
+        value = float(text)
     except ValueError:
-        raise UsageError(f"{where}: the threshold in '{text}' is not a number.") from None
+        what = "cosine bound" if role == EMBEDDING else "threshold"
+        raise UsageError(f"{where}: the {what} in '{whole}' is not a number.") from None
+    if role == EMBEDDING and not 0.0 < value <= 1.0:
+        raise UsageError(
+            f"{where}: the cosine bound in '{whole}' must be in (0, 1], found {value:g}."
+        )
+    return value
 
 
 def parse_assignments(items: Sequence[str], flag: str) -> dict[str, str]:
@@ -267,5 +317,4 @@ class Judging:
         if self.labels_output is None or self.labels_output not in roles:
             return roles
         role = roles[self.labels_output]
-        labelled = OutputRole(role.role, role.source, role.threshold, True, role.where)
-        return {**roles, self.labels_output: labelled}
+        return {**roles, self.labels_output: replace(role, labels=True)}

@@ -228,7 +228,9 @@ def verify_export(
     # validation): point decisions, or a few hundred identical samples would be "inconclusive"
     # against fp32's 0.99 agreement.
     exact = replace(tolerance or tolerance_for("fp32"), confidence=0.0)
-    report = compare(reference_outputs, candidate, exact, data.labels, data.source, roles)
+    report = compare(
+        reference_outputs, candidate, exact, data.labels, data.source, roles, feeds=data.inputs
+    )
     if not report.passed:
         what = f"The ONNX export of {source}" if source else f"ONNX export {onnx_path}"
         raise ConversionError(

@@ -23,6 +23,7 @@ from trtconv.core.judging_options import (
     BINARY,
     CLASS_MAP,
     CLASSES,
+    EMBEDDING,
     REGRESSION,
     TENSOR,
     Judging,
@@ -33,11 +34,13 @@ from trtconv.core.results import JsonResult
 from trtconv.model.paths import is_saved_model_dir
 from trtconv.model.savedmodel import SERVING_KEY
 from trtconv.model.savedmodel_pb.output_ops import final_ops
+from trtconv.model.savedmodel_pb.weights import weight_shapes
 from trtconv.outputs.confidence import percent, proportion_interval, samples_to_show
 from trtconv.outputs.exact import values_decide
 from trtconv.outputs.judge import judge_output
 from trtconv.outputs.maps import gate_of
 from trtconv.outputs.roles import resolve_roles
+from trtconv.outputs.tokens import InputEvidence, hidden_size, valid_positions
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.outputs.validation_result import FAILED, INCONCLUSIVE, Check, ValidationReport
 
@@ -98,17 +101,20 @@ def compare(
     data_source: str = "",
     roles: Roles | None = None,
     allow_unjudged: bool = False,
+    feeds: Feeds | None = None,
 ) -> ValidationReport:
     """Every check of `candidate` against `reference`, collected into one report: outputs
     present, and each output judged by its role (trtconv.outputs.judge); `labels` score the one
-    decision output they fit. `roles` default to those inferred from the reference's values
-    (`resolve_roles`; pass the graph's final ops there for a better guess)."""
+    decision output they fit; `feeds` (the inputs both ran on) hold the masks of the outputs
+    judged per token. `roles` default to those inferred from the reference's values
+    (`resolve_roles`; pass the graph's final ops there for a better guess). Raises UsageError
+    when a role's mask is not among `feeds`."""
     samples = len(next(iter(reference.values()))) if reference else 0
     report = ValidationReport(
         samples, data_source, tolerance.min_top1_agreement, tolerance.max_accuracy_drop
     )
     report.allow_unjudged, report.confidence = allow_unjudged, tolerance.confidence
-    roles = roles or resolve_roles(reference)
+    roles = roles or resolve_roles(reference, evidence=InputEvidence(feeds or {}))
     missing = sorted(set(reference) - set(candidate))
     if missing:
         report.checks.append(Check("outputs present", False, f"missing {', '.join(missing)}"))
@@ -116,9 +122,9 @@ def compare(
     for name in sorted(set(reference) & set(candidate)):
         scored = labels if name == report.labels_output else None
         want, got = reference[name], candidate[name]
-        judgement = judge_output(
-            name, roles[name], want, got, tolerance, scored, _gate(name, roles, reference)
-        )
+        valid = valid_positions(name, roles[name], np.asarray(want), feeds)
+        gate = _gate(name, roles, reference)
+        judgement = judge_output(name, roles[name], want, got, tolerance, scored, gate, valid)
         judgement = values_decide(judgement, roles[name], want, got, tolerance)
         report.outputs[name] = judgement.comparison
         report.checks += judgement.checks
@@ -140,6 +146,7 @@ RATE_WORDS = {
     CLASSES: "top-1 agreement",
     CLASS_MAP: "top-1 agreement",
     BINARY: "decision agreement",
+    EMBEDDING: "share of samples reaching the cosine bound",
     REGRESSION: "share of samples within tolerance",
 }
 
@@ -275,9 +282,19 @@ def raise_if_failed(
 
 
 def output_roles(
-    model: Path | None, reference_outputs: Outputs, judging: Judging, key: str = SERVING_KEY
+    model: Path | None,
+    reference_outputs: Outputs,
+    judging: Judging,
+    key: str = SERVING_KEY,
+    feeds: Feeds | None = None,
 ) -> Roles:
     """Every output's role: set in `judging`, else inferred from the op ending its graph in the
-    SavedModel `model` (if it is one; its signature `key`) and from the reference's values."""
-    ops = final_ops(model, key) if model is not None and is_saved_model_dir(model) else {}
-    return judging.mark_labelled(resolve_roles(reference_outputs, ops, judging.roles))
+    SavedModel `model` (if it is one; its signature `key`), its hidden size, the inputs both
+    ran on (`feeds`) and the reference's values; with the input that marks the valid tokens of
+    an output judged per token (trtconv.outputs.tokens)."""
+    saved = model is not None and is_saved_model_dir(model)
+    ops = final_ops(model, key) if saved and model is not None else {}
+    hidden = hidden_size(weight_shapes(model)) if saved and model is not None else None
+    evidence = InputEvidence(feeds or {}, hidden)
+    roles = resolve_roles(reference_outputs, ops, judging.roles, evidence)
+    return judging.mark_labelled(roles)

@@ -130,7 +130,8 @@ def samples_to_decide(report: ValidationReport) -> int | None:
         if check.name.endswith(" values"):
             needed.append(samples_for_values(confidence))
             continue
-        if "agreement" not in check.name and "within tolerance" not in check.name:
+        rates = ("agreement", "within tolerance", "cosine")  # an embedding's: "NAME cosine >= B"
+        if not any(words in check.name for words in rates):
             continue  # an accuracy drop: its own line says what would decide it
         output = report.outputs.get(check.output or "")
         within = output.within if output is not None else None

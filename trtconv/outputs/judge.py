@@ -23,10 +23,13 @@ The role adds what matters to it:
   positives is high enough (trtconv.outputs.maps);
 - class_map: per-element top-1 agreement over the last (class) axis, averaged per sample
   (gating), and with per-element labels the pixel accuracy drop (gating) and the mean IoU
-  (reported);
-- at a lossy precision, a decision output's share of samples within tolerance is reported, not
-  gating (its decisions judge it), unless the user gave it a tolerance (--tolerance X or
-  NAME=X);
+  (reported); a sequence's (`[batch, seq, K]`) over the tokens its model's padding mask marks
+  valid (trtconv.outputs.tokens), whose padding is left out of every figure of the output;
+- embedding: the share of samples whose cosine similarity reaches the bound (gating;
+  trtconv.outputs.cosine), a sequence's over its valid tokens;
+- at a lossy precision, a decision output's (or an embedding's) share of samples within
+  tolerance is reported, not gating (its decisions judge it), unless the user gave it a
+  tolerance (--tolerance X or NAME=X);
 - regression: the share of samples whose values lie within tolerance (gating; maps.py says how,
   and where a score output gates them); without an absolute tolerance (int8) the bound is
   maps.REGRESSION_SPREAD of the reference's spread;
@@ -42,40 +45,33 @@ decide it. A converted output holding NaN or Inf fails whatever the precision.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import (
+    AGREEING,
     BINARY,
     CLASS_MAP,
-    CLASSES,
     DECISIONS,
+    EMBEDDING,
     REGRESSION,
-    TENSOR,
     OutputRole,
 )
-from trtconv.outputs.confidence import (
-    CI95,
-    INCONCLUSIVE,
-    PASSED,
-    Rate,
-    at_most,
-    difference_samples_needed,
-    interval_text,
-    paired_difference_interval,
-    percent,
-    samples_needed,
+from trtconv.outputs.cosine import cosine_rate
+from trtconv.outputs.decisions import (
+    decision_checks,
+    decision_words,
+    decisions,
+    map_check,
+    mean_iou_check,
+    rate_check,
+    threshold_of,
 )
-from trtconv.outputs.maps import (
-    MapRate,
-    decision_map_rate,
-    is_decision_map,
-    per_sample,
-    regression_rate,
-)
+from trtconv.outputs.maps import MapRate, decision_map_rate, is_decision_map, regression_rate
+from trtconv.outputs.roles import fitting_roles
+from trtconv.outputs.tokens import spread
 from trtconv.outputs.tolerance import resolution_atol
 from trtconv.outputs.validation_result import (
     Check,
@@ -100,6 +96,16 @@ INTERVAL_FIELDS = (
     "accuracy_candidate_ci95",
     "accuracy_drop_ci95",
 )
+# The figures a role's checks measure, as OutputComparison names them (None: not measured).
+FIGURES = (
+    "agreement",
+    "accuracy_reference",
+    "accuracy_candidate",
+    "tolerance",
+    "agreement_minimum",
+    "agreement_samples",
+    *INTERVAL_FIELDS,
+)
 
 
 @dataclass
@@ -118,11 +124,13 @@ def judge_output(
     tolerance: Tolerance,
     labels: np.ndarray | None = None,
     gate: np.ndarray | None = None,
+    valid: np.ndarray | None = None,
 ) -> Judgement:
     """Judge the converted output `got` against the reference `want` as `role` says; `labels`
     (for the one output they score) adds accuracy; `gate` (a regression role's `where`: a
-    boolean array of `want`'s shape) says where its values are judged. Raises UsageError for a
-    role the output's shape cannot have (classes on one float column)."""
+    boolean array of `want`'s shape) says where its values are judged; `valid` (a class map's
+    or an embedding's `[batch, seq]` mask of tokens) which positions count at all. Raises
+    UsageError for a role the output's shape cannot have (classes on one float column)."""
     atol, rtol = _atol(name, role, want, tolerance), _rtol(name, role, want, tolerance)
     if want.shape != got.shape:
         check = Check(f"{name} shape", False, f"expected {want.shape}, found {got.shape}", name)
@@ -130,86 +138,103 @@ def judge_output(
             None, None, atol, False, False, role.role, role.source, judged=True, rtol=rtol
         )
         return Judgement(comparison, [check])
+    if valid is not None:
+        # Padding is not compared: the converted values there are taken as the native ones,
+        # and only the valid positions are counted by the per-sample figures.
+        gate = spread(valid, want.shape)
+        got = np.where(gate, got, want)
     values, max_abs, max_rel = values_check(name, want, got, atol, tolerance.exact_values, rtol)
     figures: dict[str, Any] = {}
-    deciding = tolerance
-    if not_reproduced(values, role, want, got, tolerance):
+    deciding, reproduced = tolerance, not not_reproduced(values, role, want, got, tolerance)
+    if not reproduced:
         values, deciding = as_not_reproduced(values, max_abs), decisions_budget(tolerance)
-        figures["agreement_minimum"] = deciding.min_top1_agreement
-    checks = [values, *_decision_role_checks(name, role, want, got, deciding, labels, figures)]
+        figures["agreement_minimum"] = deciding.min_within_for(name)
+    threshold = _threshold(role, deciding)
+    pair = (want, got)
+    checks = [values, *_agreement_checks(name, role, pair, deciding, labels, figures, valid)]
     within, share_checks = _per_sample_values(
-        name, role, want, got, (atol, rtol), tolerance, gate, figures
+        name, role, pair, (atol, rtol), tolerance, gate, figures, valid is not None
     )
     checks += share_checks
     judged = any(check.gating for check in checks)
     if not judged:
-        checks.append(Check(f"{name} not judged", False, _unjudged_reason(name, role), name, False))
+        why = _unjudged_reason(name, role, want)
+        checks.append(Check(f"{name} not judged", False, why, name, False))
     passed = all(check.passed for check in checks if check.gating)
+    measured: dict[str, Any] = {key: figures.get(key) for key in FIGURES}
+    measured |= {"threshold": threshold, "within": within, "rtol": rtol}
+    measured["values_not_reproduced"] = not reproduced
     comparison = OutputComparison(
-        max_abs,
-        max_rel,
-        atol,
-        passed,
-        True,
-        role.role,
-        role.source,
-        judged,
-        agreement=figures.get("agreement"),
-        accuracy_reference=figures.get("accuracy_reference"),
-        accuracy_candidate=figures.get("accuracy_candidate"),
-        threshold=role.threshold if role.role == BINARY else None,
-        tolerance=figures.get("tolerance"),
-        within=within,
-        rtol=rtol,
-        values_not_reproduced="agreement_minimum" in figures,
-        agreement_minimum=figures.get("agreement_minimum"),
-        **{key: figures.get(key) for key in INTERVAL_FIELDS},
+        max_abs, max_rel, atol, passed, True, role.role, role.source, judged, **measured
     )
+    if comparison.agreement_samples == len(want):  # recorded only when some were not counted
+        comparison = replace(comparison, agreement_samples=None)
     return Judgement(comparison, checks)
 
 
-def _decision_role_checks(
+def _threshold(role: OutputRole, tolerance: Tolerance) -> float | None:
+    """A binary output's decision threshold, an embedding's cosine bound (its own, else the
+    tolerance's); None for other roles."""
+    if role.role == EMBEDDING:
+        return role.threshold if role.threshold is not None else tolerance.min_cosine
+    return role.threshold if role.role == BINARY else None
+
+
+def _agreement_checks(
     name: str,
     role: OutputRole,
-    want: np.ndarray,
-    got: np.ndarray,
+    pair: tuple[np.ndarray, np.ndarray],
     tolerance: Tolerance,
     labels: np.ndarray | None,
     figures: dict[str, Any],
+    valid: np.ndarray | None,
 ) -> list[Check]:
-    """What a decision role is judged by: a decision map's share of samples with a high F1,
-    else the agreement of the decisions and, with labels, the accuracy drop (and a class map's
-    mean IoU). Nothing for other roles."""
+    """What a role judged by its agreement is judged by: a decision map's share of samples with
+    a high F1, an embedding's share of samples whose cosine reaches its bound, else the
+    agreement of the decisions and, with labels, the accuracy drop (and a class map's mean
+    IoU), over the `valid` tokens of a sequence. Nothing for other roles. `pair`: (the
+    reference's output, the converted one)."""
+    want, got = pair
     if is_decision_map(role, want):
-        rate = decision_map_rate(want > _threshold(role), got > _threshold(role), _threshold(role))
-        return [_map_check(name, rate, tolerance, figures)]
+        threshold = threshold_of(role)
+        rate = decision_map_rate(want > threshold, got > threshold, threshold)
+        return [map_check(name, rate, tolerance, figures)]
+    if role.role == EMBEDDING:
+        bound = _threshold(role, tolerance)
+        assert bound is not None  # an embedding's
+        found = cosine_rate(want, got, bound, valid, role.mask)
+        minimum = tolerance.min_within_for(name)
+        if minimum != tolerance.min_top1_agreement:  # its own (--tolerance NAME=X:MIN)
+            figures["agreement_minimum"] = minimum
+        return [map_check(name, found, tolerance, figures, minimum)]
     if role.role not in DECISIONS:
         return []
     want_ids, got_ids = decisions(name, role, want), decisions(name, role, got)
     assert want_ids is not None and got_ids is not None  # a decision role
-    words = _decision_words(role)
-    checks = _decision_checks(name, want_ids, got_ids, tolerance, labels, words, figures)
+    words = decision_words(role)
+    checks = decision_checks(name, want_ids, got_ids, tolerance, labels, words, figures, valid)
     if role.role == CLASS_MAP and labels is not None:
-        checks.append(_mean_iou_check(name, want, want_ids, got_ids, labels))
+        checks.append(mean_iou_check(name, want, want_ids, got_ids, labels, valid))
     return checks
 
 
 def _per_sample_values(
     name: str,
     role: OutputRole,
-    want: np.ndarray,
-    got: np.ndarray,
+    pair: tuple[np.ndarray, np.ndarray],
     bounds: tuple[float | None, float | None],
     tolerance: Tolerance,
     gate: np.ndarray | None,
     figures: dict[str, Any],
+    masked: bool = False,
 ) -> tuple[WithinTolerance | None, list[Check]]:
     """(the samples within tolerance, the check on their share). A regression output's share
     always gates (its bound without an atol: a share of the reference's spread); at a lossy
     precision a tensor's gates, and a decision output's gates only when the user gave it a
     tolerance, else it is reported beside its decisions. fp32 and tf32 only count the samples
-    (their values line decides). `bounds`: the output's (atol, rtol)."""
-    atol, rtol = bounds
+    (their values line decides). `bounds`: the output's (atol, rtol); `masked`: `gate` is the
+    output's valid tokens, which count for every role."""
+    (want, got), (atol, rtol) = pair, bounds
     if role.role == REGRESSION:
         rate = regression_rate(want, got, atol, gate, role.where, rtol)
         within, checks = _within_check(name, rate, tolerance, figures, gating=True)
@@ -220,9 +245,14 @@ def _per_sample_values(
         return None, []
     if tolerance.exact_values:
         return exact_within(want, got, atol, rtol), []
-    gating = role.role not in DECISIONS or tolerance.stated_for(name)
-    found = regression_rate(want, got, atol, rtol=rtol)
-    return _within_check(name, found, tolerance, figures, gating, role.role in DECISIONS)
+    gating = role.role not in AGREEING or tolerance.stated_for(name)
+    found = regression_rate(want, got, atol, gate if masked else None, rtol=rtol)
+    return _within_check(name, found, tolerance, figures, gating, role.role in AGREEING)
+
+
+def _counted(samples: int | None, judged: int) -> int | None:
+    """The samples an agreement counted, when not every sample judged (else None)."""
+    return samples if samples is not None and samples != judged else None
 
 
 def _atol(name: str, role: OutputRole, want: np.ndarray, tolerance: Tolerance) -> float | None:
@@ -280,206 +310,29 @@ def _within_check(
         found.rtol,
     )
     if keep_agreement:
-        check = _rate_check(f"{name} {found.check}", name, rate, found.what, tolerance, minimum)
+        check = rate_check(f"{name} {found.check}", name, rate, found.what, tolerance, minimum)
     else:
-        check = _map_check(name, found, tolerance, figures, minimum)
+        check = map_check(name, found, tolerance, figures, minimum)
     return within, [check if gating else as_reported(check, "its decisions judge it")]
 
 
-def decisions(name: str, role: OutputRole, scores: np.ndarray) -> np.ndarray | None:
-    """What output `name` decides per sample: the top-1 class (classes role), the score above
-    its threshold (binary); None for a role that decides nothing."""
-    if role.role == CLASSES:
-        return _class_ids(name, scores)
-    if role.role == CLASS_MAP:
-        return scores.argmax(axis=-1)  # the class of every element of the map
-    if role.role == BINARY:
-        return scores > _threshold(role)
-    return None
-
-
-def _threshold(role: OutputRole) -> float:
-    return role.threshold if role.threshold is not None else 0.5
-
-
-def _decision_words(role: OutputRole) -> str:
-    if role.role == CLASSES:
-        return "top-1 agreement"
-    if role.role == CLASS_MAP:
-        return "per-element top-1 agreement"
-    return f"decision agreement at {_threshold(role):g}"
-
-
-def _class_ids(name: str, scores: np.ndarray) -> np.ndarray:
-    """Top-1 class per sample: argmax of [batch, classes] scores, or integer ids as they are."""
-    per_sample = scores.reshape(len(scores), -1).shape[1]
-    if not np.issubdtype(scores.dtype, np.floating):
-        # Integer labels as they are, one per element (one per sample for class ids).
-        return scores.reshape(len(scores)) if per_sample == 1 else scores
-    if scores.ndim == 2 and scores.shape[1] > 1:
-        return scores.argmax(axis=1)
-    raise UsageError(
-        f"Output '{name}' has shape [batch, {', '.join(map(str, scores.shape[1:]))}]: the "
-        "classes role needs [batch, classes > 1] scores or integer class ids (one score per "
-        "sample is --output-role NAME=binary)."
-    )
-
-
-def _decision_checks(
-    name: str,
-    want: np.ndarray,
-    got: np.ndarray,
-    tolerance: Tolerance,
-    labels: np.ndarray | None,
-    what: str,
-    figures: dict[str, Any],
-) -> list[Check]:
-    """Agreement of the decisions and, with labels, the accuracy drop."""
-    agreement = _rate(want == got)
-    figures["agreement"], figures["agreement_ci95"] = agreement.value, agreement.interval()
-    checks = [_rate_check(f"{name} {what}", name, agreement, "", tolerance)]
-    if labels is None:
-        return checks
-    truth = labels.reshape(want.shape)
-    right = {"reference": want == truth, "candidate": got == truth}
-    for model, correct in right.items():
-        rate = _rate(correct)
-        figures[f"accuracy_{model}"] = rate.value
-        figures[f"accuracy_{model}_ci95"] = rate.interval()
-    # The drop's bootstrap resamples samples, not elements: a class map's correctness is
-    # averaged per sample first (the same mean, since every sample has as many elements).
-    per_sample = {model: hits.reshape(len(hits), -1).mean(axis=1) for model, hits in right.items()}
-    reference, candidate = per_sample["reference"], per_sample["candidate"]
-    return [*checks, _drop_check(name, reference, candidate, tolerance, figures)]
-
-
-def _rate(hits: np.ndarray) -> Rate:
-    """The share of True in `hits` as a Rate over its samples (its first axis): k of n, or for
-    a map the sum of each sample's share over n (elements of one sample are not independent
-    samples)."""
-    if hits.ndim <= 1:
-        return Rate(int(np.count_nonzero(hits)), int(hits.size))
-    shares = per_sample(hits).mean(axis=1)
-    hit = int(np.count_nonzero(shares))
-    whole = hit == int(np.count_nonzero(shares == 1))  # every sample all or nothing
-    return Rate(hit if whole else float(shares.sum()), len(shares))
-
-
-def _map_check(
-    name: str,
-    found: MapRate,
-    tolerance: Tolerance,
-    figures: dict[str, Any],
-    minimum: float | None = None,
-) -> Check:
-    """A rate over samples from trtconv.outputs.maps, as a check against `minimum` (the
-    budget's minimum rate by default)."""
-    figures["agreement"], figures["agreement_ci95"] = found.rate.value, found.rate.interval()
-    if found.bound is not None:
-        figures["tolerance"] = found.bound
-    return _rate_check(f"{name} {found.check}", name, found.rate, found.what, tolerance, minimum)
-
-
-def _rate_check(
-    name: str,
-    output: str,
-    rate: Rate,
-    what: str,
-    tolerance: Tolerance,
-    minimum: float | None = None,
-) -> Check:
-    """`rate` against `minimum` (the tolerance's minimum rate by default), decided at its
-    confidence: '0.981 (0.898-0.997, n=52; minimum 0.97)' + `what`, and the samples that would
-    decide it when inconclusive."""
-    confidence = tolerance.confidence
-    minimum = tolerance.min_top1_agreement if minimum is None else minimum
-    verdict = rate.decide(minimum, confidence)
-    decided = rate.interval(confidence) if confidence not in (0, CI95) else None
-    note = f"{_level_text(confidence, decided)}minimum {minimum:g}"
-    detail = interval_text(rate.value, rate.interval(), rate.samples, note=note) + what
-    if verdict == INCONCLUSIVE:
-        needed = samples_needed(rate.value, minimum, confidence)
-        detail += _undecided(rate.samples, needed, confidence, "at this rate")
-    return Check(name, verdict == PASSED, detail, output, inconclusive=verdict == INCONCLUSIVE)
-
-
-def _drop_check(
-    name: str,
-    reference: np.ndarray,
-    candidate: np.ndarray,
-    tolerance: Tolerance,
-    figures: dict[str, Any],
-) -> Check:
-    """Reference accuracy minus candidate accuracy on the same samples, against the maximum
-    drop: its interval is the paired bootstrap's (trtconv.outputs.confidence)."""
-    before, after = figures["accuracy_reference"], figures["accuracy_candidate"]
-    drop, limit, confidence = before - after, tolerance.max_accuracy_drop, tolerance.confidence
-    figures["accuracy_drop_ci95"] = ci95 = paired_difference_interval(reference, candidate)
-    decided = ci95 if confidence == CI95 else None
-    if confidence not in (0, CI95):
-        decided = paired_difference_interval(reference, candidate, confidence)
-    verdict = at_most(drop, decided, limit)
-    note = f"{_level_text(confidence, decided if confidence != CI95 else None)}maximum {limit:g}"
-    figure = interval_text(drop, ci95, len(reference), signed=True, note=note)
-    detail = f"{before:.4f} -> {after:.4f}, drop {figure}"
-    if verdict == INCONCLUSIVE and decided is not None:
-        needed = difference_samples_needed(drop, decided, limit, len(reference))
-        detail += _undecided(len(reference), needed, confidence, "at this drop")
-    return Check(
-        f"{name} accuracy drop",
-        verdict == PASSED,
-        detail,
-        name,
-        inconclusive=verdict == INCONCLUSIVE,
-    )
-
-
-def _level_text(confidence: float, decided: tuple[float, float] | None) -> str:
-    """How the check was decided, when not by the 95% interval shown: '' (95%), 'point
-    decision; ' (confidence 0), else 'decided on the 99% interval 0.950-0.999; '."""
-    if confidence == 0:
-        return "point decision; "
-    if decided is None:
-        return ""
-    return f"decided on the {percent(confidence)} interval {decided[0]:.3f}-{decided[1]:.3f}; "
-
-
-def _undecided(samples: int, needed: int | None, confidence: float, at: str) -> str:
-    """The sentence an inconclusive check ends with: the samples seen and those that would
-    decide it."""
-    seen = f"inconclusive: its {percent(confidence)} interval straddles the bound"
-    seen += f" on {samples} samples"
-    if needed is None:
-        return f"; {seen}, and no sample count decides a figure measured at the bound"
-    return f"; {seen}; about {needed} {at} would decide it"
-
-
-def mean_iou(predicted: np.ndarray, truth: np.ndarray, classes: int) -> float:
-    """Intersection over union averaged over the classes present in `predicted` or `truth`."""
-    scores = []
-    for label in range(classes):
-        union = int(np.logical_or(predicted == label, truth == label).sum())
-        if union:
-            both = int(np.logical_and(predicted == label, truth == label).sum())
-            scores.append(both / union)
-    return float(np.mean(scores)) if scores else 1.0
-
-
-def _mean_iou_check(
-    name: str, scores: np.ndarray, want: np.ndarray, got: np.ndarray, labels: np.ndarray
-) -> Check:
-    """Mean IoU of the reference and converted class maps against per-element labels
-    (reported: the pixel accuracy drop is what gates)."""
-    truth, classes = labels.reshape(want.shape), scores.shape[-1]
-    reference, candidate = mean_iou(want, truth, classes), mean_iou(got, truth, classes)
-    detail = f"{reference:.4f} -> {candidate:.4f} over {classes} classes"
-    return Check(f"{name} mean IoU", True, detail, name, False)
-
-
-def _unjudged_reason(name: str, role: OutputRole) -> str:
-    what = "a tensor" if role.role == TENSOR else f"role {role.role}"
+def _unjudged_reason(name: str, role: OutputRole, want: np.ndarray) -> str:
+    """Why `name` is not judged, and the roles its shape fits: a `[batch, seq, K]` float
+    output is named as class scores per position (class_map) or a vector per position
+    (embedding), what a text model's logits or hidden states are."""
+    what = "a tensor" if role.role == "tensor" else f"role {role.role}"
+    fitting = [fit for fit in fitting_roles(want) if fit not in ("tensor", role.role)]
+    roles = f"--output-role {name}={'|'.join(fitting)}" if fitting else ""
+    shape = "[batch, " + ", ".join(str(d) for d in want.shape[1:]) + "]"
+    if CLASS_MAP in fitting and EMBEDDING in fitting:
+        roles = (
+            f"--output-role {name}=class_map if its {shape} holds {want.shape[-1]} class scores "
+            f"per position (a language model's logits, a tagger's), {name}=embedding if a "
+            "vector per position"
+        )
+    elif EMBEDDING in fitting and want.ndim == 2:
+        roles += f" ({name}=embedding if its {shape} is a vector per sample)"
+    give = f"give --tolerance {name}=X, or {roles}" if roles else f"give --tolerance {name}=X"
     return (
-        f"{what} ({role.source}) with no tolerance at this precision: give --tolerance "
-        f"{name}=X, or --output-role {name}=classes|binary|class_map|regression, or "
-        "--allow-unjudged"
+        f"{what} ({role.source}) with no tolerance at this precision: {give}, or --allow-unjudged"
     )

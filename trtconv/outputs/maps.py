@@ -30,6 +30,7 @@ import numpy as np
 from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import BINARY, CLASS_MAP, CLASSES, OutputRole
 from trtconv.outputs.confidence import Rate
+from trtconv.outputs.tokens import spread
 from trtconv.outputs.tolerance import within_elements
 
 # A decision map's sample agrees when the F1 of its positives is at least this.
@@ -236,9 +237,17 @@ def gate_of(name: str, role: OutputRole, scores: np.ndarray, target: np.ndarray)
     return np.broadcast_to(present.reshape(present.shape + (1,) * extra), target.shape)
 
 
-def sample_scores(role: OutputRole, want: np.ndarray, got: np.ndarray) -> np.ndarray:
+def sample_scores(
+    role: OutputRole, want: np.ndarray, got: np.ndarray, valid: np.ndarray | None = None
+) -> np.ndarray:
     """One score in [0, 1] per sample for decisions `want` and `got` (what a search ranks
-    samples by): the F1 of a decision map's positives, else the share of decisions agreeing."""
+    samples by): the F1 of a decision map's positives, else the share of decisions agreeing
+    (over the positions `valid` marks, a `[batch, seq]` mask; a sample with none scores 1)."""
     if role.role == BINARY and per_sample(want).shape[1] > 1:
         return sample_f1(want, got)
-    return per_sample(want == got).mean(axis=1)
+    if valid is None:
+        return per_sample(want == got).mean(axis=1)
+    marks = per_sample(spread(valid, want.shape))
+    counts = marks.sum(axis=1)
+    hits = (per_sample(want == got) & marks).sum(axis=1)
+    return np.where(counts > 0, hits / np.maximum(counts, 1), 1.0)

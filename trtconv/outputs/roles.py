@@ -5,15 +5,20 @@
 - `binary`: one score per decision (a sigmoid): the decision at a threshold (0.5 for
   probabilities, 0 for logits): agreement, accuracy against 0/1 labels;
 - `class_map`: class scores per element of a dense map (segmentation: `[N, H, W, K]`, the
-  classes on the last axis): per-element top-1 agreement, pixel accuracy and mean IoU against
-  per-element labels;
+  classes on the last axis; a language model's or a tagger's `[N, seq, K]` per token, over the
+  tokens its padding mask marks valid): per-element top-1 agreement, pixel accuracy and mean
+  IoU against per-element labels;
+- `embedding`: a vector per sample (`[N, D]`) or per token (`[N, seq, D]`): the share of samples
+  whose cosine similarity with the native vectors reaches the bound (trtconv.outputs.cosine);
 - `regression`: values whose error matters: samples within tolerance; `regression:where=SCORE`
   judges them only where the output SCORE says an object is there (a box or landmark head);
 - `tensor`: anything else: the values against an absolute tolerance.
 
 A role is set by the user (`--output-role NAME=ROLE`, a release config, an artifact's manifest)
-or inferred from the op that ends the output's graph (a `Softmax`, a `Sigmoid`), its dtype and
-shape, and the reference model's values. Every role says where it came from.
+or inferred from the op that ends the output's graph (a `Softmax`, a `Sigmoid`, a `Tanh`), its
+dtype, shape and name, the model's inputs and hidden size (trtconv.outputs.tokens: a text
+model's), and the reference model's values. Every role says where it came from, and a role
+judged per token the input that marks its valid tokens (`mask`).
 
 The role names, their parsing and the settings a user states (`Judging`) are
 trtconv.core.judging_options', so that options can hold them; here roles are inferred and
@@ -23,7 +28,7 @@ resolved, and a `Judging` meets the one recorded in a manifest.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,6 +38,7 @@ from trtconv.core.judging_options import (
     CLASS_MAP,
     CLASSES,
     DECISIONS,
+    EMBEDDING,
     REGRESSION,
     ROLES,
     TENSOR,
@@ -41,6 +47,7 @@ from trtconv.core.judging_options import (
     Roles,
 )
 from trtconv.core.results import JsonResult, optional_key
+from trtconv.outputs.tokens import InputEvidence, find_mask, text_role
 
 PROBABILITY_THRESHOLD, LOGIT_THRESHOLD = 0.5, 0.0
 SUM_TO_ONE = 1e-3  # rows of probabilities sum to 1 within this
@@ -48,13 +55,16 @@ SUM_TO_ONE = 1e-3  # rows of probabilities sum to 1 within this
 
 @dataclass(frozen=True)
 class RoleRecord:
-    """How one output was judged: its role, where the role came from, its binary threshold,
-    and (regression) the score output that gated it."""
+    """How one output was judged: its role, where the role came from, its binary threshold or
+    (embedding) the cosine bound it was judged by, (regression) the score output that gated it,
+    and (class_map, embedding) the input that marked its valid tokens."""
 
     role: str
     source: str
     threshold: float | None = None
-    where: str | None = optional_key()  # only when set: manifests written before read the same
+    # Each only when set: manifests written before read the same.
+    where: str | None = optional_key()
+    mask: str | None = optional_key()
 
 
 @dataclass
@@ -76,10 +86,12 @@ def resolve_roles(
     reference: Mapping[str, np.ndarray],
     final_ops: Mapping[str, str] | None = None,
     chosen: Mapping[str, OutputRole] | None = None,
+    evidence: InputEvidence | None = None,
 ) -> Roles:
     """Every output's role: the `chosen` one where given, else inferred from `final_ops` (output
-    -> the op that computes it, see trtconv.model.savedmodel_pb.output_ops) and the reference
-    model's values."""
+    -> the op that computes it, see trtconv.model.savedmodel_pb.output_ops), the `evidence` of
+    the model's inputs (the arrays fed, its hidden size) and the reference model's values; a
+    class map's or an embedding's sequence with the input that marks its valid tokens."""
     final_ops, chosen = final_ops or {}, chosen or {}
     marked = [name for name, op in final_ops.items() if op in ("Softmax", "Sigmoid")]
     roles: Roles = {}
@@ -89,11 +101,12 @@ def resolve_roles(
             role = chosen[name]
             check_role_fits(name, role, array)
             if role.role == BINARY and role.threshold is None:
-                role = OutputRole(BINARY, role.source, _threshold(array))
-            roles[name] = role
+                role = replace(role, threshold=_threshold(array))
         else:
             others = [other for other in marked if other != name]
-            roles[name] = infer_role(array, final_ops.get(name, ""), others)
+            role = infer_role(array, final_ops.get(name, ""), others, name, evidence)
+        feeds = evidence.feeds if evidence is not None else None
+        roles[name] = replace(role, mask=find_mask(name, role, array, feeds))
     for name, role in roles.items():
         if role.where is not None:
             check_gate(name, role, roles)
@@ -117,9 +130,16 @@ def check_gate(name: str, role: OutputRole, roles: Roles) -> None:
         )
 
 
-def infer_role(array: np.ndarray, final_op: str = "", marked: Sequence[str] = ()) -> OutputRole:
-    """The role of an output from the op that ends its graph, its dtype and shape, and its
-    values; `marked` names the model's other outputs that end in a softmax or sigmoid."""
+def infer_role(
+    array: np.ndarray,
+    final_op: str = "",
+    marked: Sequence[str] = (),
+    name: str = "",
+    evidence: InputEvidence | None = None,
+) -> OutputRole:
+    """The role of output `name` from the op that ends its graph, its dtype, shape and name,
+    the `evidence` of its model's inputs (trtconv.outputs.tokens) and its values; `marked`
+    names the model's other outputs that end in a softmax or sigmoid."""
     if final_op == "Softmax" and array.ndim >= 3 and array.shape[-1] > 1:
         why = f"inferred: Softmax over the last axis of shape {_shape(array)} (a class map)"
         return OutputRole(CLASS_MAP, why)
@@ -134,6 +154,9 @@ def infer_role(array: np.ndarray, final_op: str = "", marked: Sequence[str] = ()
         # Integers are labels (class ids, counts): judged by agreement per element.
         why = f"inferred: {array.dtype} values of shape {_shape(array)} (labels per element)"
         return OutputRole(CLASSES, why)
+    texts = text_role(name, array, final_op, evidence)
+    if texts is not None:
+        return texts
     if array.ndim > 2 and marked:
         # A box or offset map beside a score map (a proposal net's): values whose error matters.
         why = f"inferred: a {_shape(array)} map with no softmax or sigmoid, while "
@@ -160,6 +183,7 @@ def fitting_roles(array: np.ndarray) -> list[str]:
         CLASSES: not floating or (array.ndim == 2 and array.shape[1] > 1),
         BINARY: array.ndim >= 1,  # decided per element at its threshold
         CLASS_MAP: floating and array.ndim >= 3 and array.shape[-1] > 1,
+        EMBEDDING: floating and array.ndim >= 2 and array.shape[-1] > 1,
         REGRESSION: array.ndim >= 1,
         TENSOR: True,
     }
@@ -201,7 +225,13 @@ def over_recorded(judging: Judging, recorded: JudgingRecord | None) -> Judging:
     "manifest")."""
     recorded = recorded or JudgingRecord()
     roles = {
-        name: OutputRole(data.role, f"manifest ({data.source})", data.threshold, where=data.where)
+        name: OutputRole(
+            data.role,
+            f"manifest ({data.source})",
+            data.threshold,
+            where=data.where,
+            mask=data.mask,
+        )
         for name, data in recorded.roles.items()
     }
     tolerances = {**recorded.tolerances, **judging.tolerances}
@@ -228,7 +258,7 @@ def judging_record(judging: Judging, resolved: Roles) -> JudgingRecord:
     per-output tolerances (absolute, relative where given)."""
     return JudgingRecord(
         roles={
-            name: RoleRecord(role.role, role.source, role.threshold, role.where)
+            name: RoleRecord(role.role, role.source, role.threshold, role.where, role.mask)
             for name, role in resolved.items()
         },
         tolerances=dict(judging.tolerances),

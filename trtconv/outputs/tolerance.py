@@ -20,6 +20,12 @@ from trtconv.options import DEFAULT_CONFIDENCE, check_confidence
 # RESOLUTION_STEPS x eps(dtype) x max|reference| (float16's eps is 2^-10, bfloat16's 2^-7).
 RESOLUTION_STEPS = 4
 LOW_PRECISION_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7}
+# An embedding is judged by the direction of its vectors: a sample agrees when the cosine
+# similarity of its converted and native vectors reaches MIN_COSINE (retrieval by nearest
+# neighbours keeps its ranking there). One bound at every precision: the lossy ones are judged by
+# it; fp32 and tf32 by their values, the cosine reported beside them and gating only where
+# float32 is not reproduced (trtconv.outputs.values), never held to more than fp16 is.
+MIN_COSINE = 0.99
 
 
 @dataclass(frozen=True)
@@ -35,7 +41,9 @@ class Tolerance:
     trtconv.outputs.exact). `exact_values`: every element within atol on every sample is the
     values rule (fp32, tf32, whether or not their rates gate too); otherwise values are judged
     per sample, as a rate (trtconv.outputs.judge). `atol_stated`: the user gave the atol for
-    every output (--tolerance X)."""
+    every output (--tolerance X). `min_cosine`: the cosine similarity an embedding's sample
+    (each of its valid tokens, for a sequence of vectors) must reach to count as agreeing
+    (`--output-role NAME=embedding:COSINE` sets an output's own)."""
 
     atol: float | None
     min_top1_agreement: float
@@ -48,6 +56,7 @@ class Tolerance:
     exact_values: bool = False
     rtol: float | None = None
     output_rtol: Mapping[str, float] = field(default_factory=dict)
+    min_cosine: float = MIN_COSINE
 
     def atol_for(self, output: str) -> float | None:
         """The absolute tolerance of `output`: its own, else the precision's."""
@@ -89,6 +98,7 @@ TOLERANCES: dict[str, Tolerance] = {
         values_decide=True,
         exact_values=True,
         rtol=FP32_RTOL,
+        min_cosine=MIN_COSINE,
     ),
     "tf32": Tolerance(
         atol=5e-3,
@@ -97,12 +107,21 @@ TOLERANCES: dict[str, Tolerance] = {
         values_decide=True,
         exact_values=True,
         rtol=TF32_RTOL,
+        min_cosine=MIN_COSINE,
     ),
-    "fp16": Tolerance(atol=1e-2, min_top1_agreement=0.98, max_accuracy_drop=0.01),
+    "fp16": Tolerance(
+        atol=1e-2, min_top1_agreement=0.98, max_accuracy_drop=0.01, min_cosine=MIN_COSINE
+    ),
     # bfloat16 keeps 8 bits of mantissa to float16's 11: 4x fp16's atol (a small ResNet's
     # probabilities moved by 0.013 on OpenVINO's CPU plugin, fp16 0.0016).
-    "bf16": Tolerance(atol=5e-2, min_top1_agreement=0.98, max_accuracy_drop=0.01),
-    "int8": Tolerance(atol=None, min_top1_agreement=0.97, max_accuracy_drop=0.02),
+    # bf16's cosine bound is fp16's: 8 bits of mantissa move a vector's direction by about
+    # 1 - cos = e^2/2 for a relative error e of a few 2^-8, far inside 0.99.
+    "bf16": Tolerance(
+        atol=5e-2, min_top1_agreement=0.98, max_accuracy_drop=0.01, min_cosine=MIN_COSINE
+    ),
+    "int8": Tolerance(
+        atol=None, min_top1_agreement=0.97, max_accuracy_drop=0.02, min_cosine=MIN_COSINE
+    ),
 }
 
 

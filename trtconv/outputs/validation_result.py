@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trtconv.core.judging_options import DECISIONS, OutputRole
-from trtconv.core.results import JsonResult, to_jsonable
+from trtconv.core.judging_options import AGREEING, OutputRole
+from trtconv.core.results import JsonResult, optional_key, to_jsonable
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED, Interval
 
 NOT_JUDGED = "not judged"
@@ -90,11 +90,12 @@ class OutputComparison:
     role: str = "tensor"
     role_source: str = ""
     judged: bool = False  # at least one gating check ran on it
-    # classes: top-1 agreement; binary: decision agreement; regression: samples within tolerance
+    # classes: top-1 agreement; binary: decision agreement; regression: samples within tolerance;
+    # embedding: samples whose cosine reaches `threshold`
     agreement: float | None = None
     accuracy_reference: float | None = None
     accuracy_candidate: float | None = None
-    threshold: float | None = None  # binary: the decision threshold
+    threshold: float | None = None  # binary: the decision threshold; embedding: the cosine bound
     tolerance: float | None = None  # regression: the per-sample error bound
     # The 95% intervals of the figures above (None where the figure is).
     agreement_ci95: Interval | None = None
@@ -110,6 +111,9 @@ class OutputComparison:
     values_not_reproduced: bool = False
     # The minimum its decisions' rate was judged against when it is not the report's.
     agreement_minimum: float | None = None
+    # The samples its agreement counts when not the report's (a sequence's samples with no
+    # valid token are not counted).
+    agreement_samples: int | None = optional_key()
 
 
 @dataclass(frozen=True)
@@ -145,16 +149,16 @@ class ValidationReport(JsonResult):
     device: str | None = None  # where the converted model ran: cpu, cuda or tensorrt
 
     def _deciding(self) -> OutputComparison | None:
-        """The deciding output (class scores, binary scores) that agrees least; None if none."""
-        found = [
-            o for o in self.outputs.values() if o.role in DECISIONS and o.agreement is not None
-        ]
+        """The deciding output (class scores, binary scores, an embedding by its cosine) that
+        agrees least; None if none."""
+        found = [o for o in self.outputs.values() if o.role in AGREEING and o.agreement is not None]
         return min(found, key=lambda o: o.agreement or 0.0) if found else None
 
     @property
     def top1_agreement(self) -> float | None:
-        """The lowest decision agreement (top-1 of class scores, thresholded binary scores) over
-        the outputs that decide something; None when none does."""
+        """The lowest decision agreement (top-1 of class scores, thresholded binary scores, the
+        share of an embedding's samples reaching its cosine bound) over the outputs judged by
+        their agreement; None when none is."""
         deciding = self._deciding()
         return deciding.agreement if deciding else None
 
@@ -265,8 +269,8 @@ def roles_of(
     report: ValidationReport, gates: Mapping[str, OutputRole] | None = None
 ) -> dict[str, OutputRole]:
     """Each output's role as the report judged it: {name: OutputRole}, with the score output
-    that gated it (`where`) taken from `gates` (the roles judged by), which the report does not
-    carry."""
+    that gated it (`where`) and the input that marked its tokens (`mask`) taken from `gates`
+    (the roles judged by), which the report does not carry."""
     gates = gates or {}
     return {
         name: OutputRole(
@@ -274,6 +278,7 @@ def roles_of(
             output.role_source,
             output.threshold,
             where=gates[name].where if name in gates else None,
+            mask=gates[name].mask if name in gates else None,
         )
         for name, output in report.outputs.items()
     }

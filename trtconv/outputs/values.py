@@ -11,11 +11,12 @@ float32 is not the same function on every machine: TensorFlow and another runtim
 another order, use other kernels (AVX2 or AVX-512, fused multiply-adds), and a model whose
 outputs are sums of large terms that cancel (a sigmoid over logits of that kind) keeps the
 rounding of the terms, not of the result. Where a decision output (classes, binary, class map,
-decision map) is beyond fp32's tolerance but finite, fp32 is not held to more than fp16 is: the
-values line says so in one sentence and becomes a reported figure, and the output's decisions
-judge it against the lossy budget (fp16's minimum agreement and maximum drop, unless the user
-set them), with their intervals. A regression or tensor output keeps the values rule (its values
-are what it gives), as does an output the user gave a tolerance; NaN or Inf always fail.
+decision map) or an embedding is beyond fp32's tolerance but finite, fp32 is not held to more
+than fp16 is: the values line says so in one sentence and becomes a reported figure, and the
+output's decisions (an embedding's cosine) judge it against the lossy budget (fp16's minimum
+agreement and maximum drop, unless the user set them), with their intervals. A regression or
+tensor output keeps the values rule (its values are what it gives), as does an output the user
+gave a tolerance; NaN or Inf always fail.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from trtconv.core.judging_options import DECISIONS, OutputRole
+from trtconv.core.judging_options import AGREEING, OutputRole
 from trtconv.outputs.maps import rtol_words, sample_errors
 from trtconv.outputs.tolerance import TOLERANCES, Tolerance, within_elements
 from trtconv.outputs.validation_result import Check, WithinTolerance
@@ -111,13 +112,13 @@ def not_reproduced(
     values: Check, role: OutputRole, want: np.ndarray, got: np.ndarray, tolerance: Tolerance
 ) -> bool:
     """True when `values` failed fp32's or tf32's every-element rule on a float decision
-    output whose converted values are finite and that the user gave no tolerance: its
-    decisions judge it instead."""
+    output (or an embedding) whose converted values are finite and that the user gave no
+    tolerance: its decisions (an embedding's cosine) judge it instead."""
     return (
         tolerance.exact_values
         and values.gating
         and not values.passed
-        and role.role in DECISIONS
+        and role.role in AGREEING
         and np.issubdtype(want.dtype, np.floating)
         and not tolerance.stated_for(values.output or "")
         and bool(np.isfinite(got.astype(np.float64)).all())

@@ -273,8 +273,8 @@ class Ladder:
         self.outcome = (
             f"not climbed: no output is judged at int8 ({names}: no role that decides and no "
             "tolerance), so no step can be scored; kept full int8 (step 0). Give the output a "
-            "role (--output-role NAME=classes|binary|class_map|regression) or a tolerance "
-            "(--tolerance NAME=X)"
+            "role (--output-role NAME=classes|binary|class_map|embedding|regression) or a "
+            "tolerance (--tolerance NAME=X)"
         )
         log.warning("int8 ladder: %s", self.outcome)
         return full

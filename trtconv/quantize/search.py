@@ -214,7 +214,14 @@ class SearchScorer:
         # Outputs nothing can judge do not decide a step (no step changes that): the budget is
         # what the judged outputs meet; validation still says "not judged" for the others.
         report = compare(
-            reference, candidate, self.tolerance, data.labels, data.source, self.roles, True
+            reference,
+            candidate,
+            self.tolerance,
+            data.labels,
+            data.source,
+            self.roles,
+            True,
+            data.inputs,
         )
         return Score(
             top1_agreement=report.top1_agreement,

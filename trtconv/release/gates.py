@@ -8,10 +8,12 @@ when it misses it, inconclusive (not passed) when it straddles it; on the point 
 validation decided on point figures (confidence 0). The speed gates are decided the same way by
 the bench's intervals over its interleaved rounds.
 
-A gate that applies to no output reads "not applicable" and passes: the top-1 agreement and
-accuracy-drop gates measure what an output decides (roles classes, binary, class_map), so on a
-model whose outputs all are tensors or regressions they have nothing to constrain; the
-validation gate still requires every output judged and within its tolerance.
+A gate that applies to no output reads "not applicable" and passes: the accuracy-drop gate
+measures what an output decides (roles classes, binary, class_map), the agreement gate how often
+an output agrees with the native model (those roles, and an embedding's samples reaching its
+cosine bound), so on a model whose outputs all are tensors or regressions they have nothing to
+constrain (and an embedding model no accuracy drop); the validation gate still requires every
+output judged and within its tolerance.
 """
 
 from __future__ import annotations
@@ -55,8 +57,10 @@ class Measures:
     speedup_vs_baseline_ci95: tuple[float, float] | None = None
     latency_ms_p99_ci95: tuple[float, float] | None = None
     rounds: int | None = None
-    # Whether some output decides (a classes, binary or class_map role); None: not recorded.
+    # Whether some output decides (a classes, binary or class_map role), and whether some is
+    # judged by its agreement (those, or an embedding); None: not recorded.
     decides: bool | None = None
+    agrees: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -137,8 +141,9 @@ def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResul
         if bound is None:
             continue
         # Ahead of the interval and the point figure alike: a model none of whose outputs
-        # decides has nothing these gates measure.
-        if measures.decides is False:
+        # decides (agrees, for the agreement gate) has nothing these gates measure.
+        applies = measures.decides if comparison == "<=" else measures.agrees
+        if applies is False:
             results.append(_not_applicable(name, comparison, bound, what))
         else:
             results.append(_accuracy_gate(name, comparison, bound, measures, what))
@@ -184,9 +189,12 @@ def speed_gates(settings: GateSettings, measures: Measures) -> list[GateResult]:
 
 def _not_applicable(name: str, comparison: str, threshold: float, what: str) -> GateResult:
     """A decision gate on a model none of whose outputs decides: passes, measuring nothing."""
+    roles = "a classes, binary or class_map role"
+    if comparison == ">=":  # the agreement gate: an embedding's cosine counts too
+        roles = "a classes, binary, class_map or embedding role"
     detail = (
-        f"not applicable: no output decides anything ({what} needs a classes, binary or "
-        "class_map role; set one with [outputs] roles in the release config)"
+        f"not applicable: no output decides anything ({what} needs {roles}; set one with "
+        "[outputs] roles in the release config)"
     )
     return GateResult(name, comparison, threshold, None, True, detail)
 

@@ -144,7 +144,8 @@ def table_of(value: Validator) -> Validator:
 
 
 def role(path: str, value: Any) -> str:
-    """An output role: classes, binary (or binary:THRESHOLD), class_map, regression (or
+    """An output role: classes, binary (or binary:THRESHOLD), class_map (or
+    class_map:mask=INPUT), embedding (or embedding:COSINE, embedding:mask=INPUT), regression (or
     regression:where=SCORE) or tensor."""
     text = string(path, value)
     parse_role(text, path, "release config")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from trtconv.core.judging_options import DECISIONS
+from trtconv.core.judging_options import AGREEING, DECISIONS
 from trtconv.measure.bench_result import BenchResult, BenchRow
 from trtconv.outputs.confidence import INCONCLUSIVE
 from trtconv.outputs.validation_result import ValidationReport
@@ -53,6 +53,7 @@ def measures_for(
         validation_passed=passed,
         validation_verdict=next(iter(verdicts), None),
         decides=decides(validation),
+        agrees=decides(validation, AGREEING),
     )
     return speed_measures(accuracy_measures(judged, accuracy), row)
 
@@ -90,12 +91,12 @@ def speed_measures(measures: Measures, row: BenchRow | None) -> Measures:
     )
 
 
-def decides(validation: ValidationReport | None) -> bool | None:
-    """Whether some output of a validation report decides (classes, binary, class_map roles);
-    None when it records no outputs."""
+def decides(validation: ValidationReport | None, roles: tuple[str, ...] = DECISIONS) -> bool | None:
+    """Whether some output of a validation report has one of `roles` (by default those that
+    decide: classes, binary, class_map); None when it records no outputs."""
     if validation is None or not validation.outputs:
         return None
-    return any(output.role in DECISIONS for output in validation.outputs.values())
+    return any(output.role in roles for output in validation.outputs.values())
 
 
 def _judge(config: ReleaseConfig, target: TargetEntry) -> GatedTarget | None:

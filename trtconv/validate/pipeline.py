@@ -113,7 +113,8 @@ def validate_runners(
         reference_outputs = run_batched(reference, data)
     batch_size, min_batch = validation_batches(batch_range)
     candidate_outputs = run_batched(candidate, data, batch_size, min_batch)
-    roles = output_roles(reference.path, reference_outputs, judging, reference.signature.name)
+    key = reference.signature.name
+    roles = output_roles(reference.path, reference_outputs, judging, key, data.inputs)
     report = compare(
         reference_outputs,
         candidate_outputs,
@@ -122,6 +123,7 @@ def validate_runners(
         data.source,
         roles,
         judging.allow_unjudged,
+        data.inputs,
     )
     report.precision, report.machine = precision, validating_machine()
     report.batch_size, report.device = candidate.signature.batch_for(batch_size), candidate.device

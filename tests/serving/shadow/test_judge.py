@@ -4,6 +4,7 @@ counts are checked against figures computed here in numpy."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tests.helpers.shadow_fixtures import shadow_manifest
 from trtconv.outputs.validation_result import OutputComparison
@@ -64,3 +65,33 @@ def test_the_bounds_convert_validated_against_are_the_live_ones() -> None:
     assert tolerance.min_top1_agreement == 0.9 and not tolerance.values_decide
     plain = shadow_tolerance(shadow_manifest("fp32", minimum=0.99), Judging())
     assert plain.values_decide and plain.atol == 1e-4  # the table's: fp32 decided by values
+
+
+def test_per_token_scores_count_valid_tokens_and_an_embedding_its_cosine() -> None:
+    """A language model's logits [N, 6, 8] over the tokens padding_mask marks (half the batch
+    padded after 2 tokens, the served model wrong on every padded position and on 3 valid
+    tokens), and an embedding's samples reaching its recorded cosine bound."""
+    roles = {"logits": "class_map:mask=padding_mask", "pooled": "embedding:0.99"}
+    judge = ShadowJudge(shadow_manifest("int8", roles))
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(40, 6, 8)).astype(np.float32)
+    mask = np.ones((40, 6), np.int32)
+    mask[20:, 2:] = 0
+    served = logits.copy()
+    wrong = (mask == 0) | np.isin(np.arange(40 * 6).reshape(40, 6), [0, 7, 13])
+    served[wrong] = np.roll(logits[wrong], 1, axis=-1)
+    pooled = rng.normal(size=(40, 32)).astype(np.float32)
+    turned = pooled.copy()
+    turned[[4, 30]] = -turned[[4, 30]]  # two samples point the other way
+    feeds = {"token_ids": np.ones((40, 6), np.int32), "padding_mask": mask}
+    native, mine = {"logits": logits, "pooled": pooled}, {"logits": served, "pooled": turned}
+    counts = {count.output: count for count in judge.counts(native, mine, feeds)}
+    agree = (logits.argmax(-1) == served.argmax(-1)) & (mask != 0)
+    independent = (agree.sum(axis=1) / (mask != 0).sum(axis=1)).sum()
+    assert counts["logits"].figure == "per-element top-1 agreement"
+    assert (
+        counts["logits"].successes == pytest.approx(independent) and counts["logits"].samples == 40
+    )
+    assert counts["pooled"].figure == "samples with cosine >= 0.99"
+    assert (counts["pooled"].successes, counts["pooled"].samples) == (38, 40)
+    assert judge.disagreeing(native, mine, feeds) == [0, 1, 2, 4, 30]

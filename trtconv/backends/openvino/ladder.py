@@ -37,14 +37,17 @@ from trtconv.backends.openvino.quantize import (
     weighted_ops,
 )
 from trtconv.backends.openvino.runner import DEVICE, compile_config
+from trtconv.core.judging_options import EMBEDDING
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds, collapse_scalars
 from trtconv.onnxlib.tf_names import tf_origin
 from trtconv.outputs.compare import compare, rate_words
 from trtconv.outputs.confidence import rate_to_show
-from trtconv.outputs.judge import decisions
+from trtconv.outputs.cosine import sample_agrees
+from trtconv.outputs.decisions import decisions
 from trtconv.outputs.maps import sample_scores
 from trtconv.outputs.roles import resolve_roles
+from trtconv.outputs.tokens import InputEvidence, valid_positions
 from trtconv.protocol.request import ConversionRequest, SearchSlice
 from trtconv.quantize.isa import cpu_weight_range
 from trtconv.quantize.ladder import MAX_FLOAT_SHARE
@@ -103,13 +106,19 @@ class SliceScorer:
     def __init__(self, search: SearchSlice) -> None:
 
         self.search = search
-        self.roles = search.roles or resolve_roles(search.reference)
-        # What each deciding output decides per sample, natively.
+        feeds = search.data.inputs
+        self.roles = search.roles or resolve_roles(search.reference, evidence=InputEvidence(feeds))
+        # What each deciding output decides per sample, natively, and (a sequence's) where.
         self.reference_decisions = {
             name: found
             for name, role in self.roles.items()
             if name in search.reference
             and (found := decisions(name, role, search.reference[name])) is not None
+        }
+        self.valid = {
+            name: valid_positions(name, role, search.reference[name], feeds)
+            for name, role in self.roles.items()
+            if name in search.reference
         }
 
     def outputs(self, compiled: Any, indices: np.ndarray) -> dict[str, np.ndarray]:
@@ -138,8 +147,19 @@ class SliceScorer:
         for name, want in self.reference_decisions.items():
             found = np.asarray(decisions(name, self.roles[name], outputs[name]))
             # Per sample as validation judges it: a decision map's F1 of the positives, a class
-            # map's share of agreeing elements, one decision's 0 or 1.
-            agree = np.minimum(agree, sample_scores(self.roles[name], want[indices], found))
+            # map's share of agreeing elements (of its valid tokens), one decision's 0 or 1.
+            valid = self.valid[name]
+            mine = None if valid is None else valid[indices]
+            scores = sample_scores(self.roles[name], want[indices], found, mine)
+            agree = np.minimum(agree, scores)
+        for name, role in self.roles.items():
+            if role.role == EMBEDDING and name in outputs:
+                # 1 where the sample's cosine reaches the bound, as validation counts it.
+                bound = role.threshold or self.search.tolerance.min_cosine
+                valid = self.valid[name]
+                mine = None if valid is None else valid[indices]
+                want = self.search.reference[name][indices]
+                agree = np.minimum(agree, sample_agrees(want, outputs[name], bound, mine))
         return float(agree.mean()), [float(value) for value in agree]
 
     def score(self, model: Any, inference_precision: str | None = None) -> Score:
@@ -152,7 +172,9 @@ class SliceScorer:
         data, reference = self.search.data, self.search.reference
         candidate = self.outputs(compiled, np.arange(len(data)))
         tolerance = self.search.tolerance
-        report = compare(reference, candidate, tolerance, data.labels, data.source, self.roles)
+        report = compare(
+            reference, candidate, tolerance, data.labels, data.source, self.roles, feeds=data.inputs
+        )
         return Score(
             report.top1_agreement,
             report.accuracy_candidate,
@@ -235,8 +257,12 @@ class NncfLadder:
 
     def cannot_control(self) -> str:
         """Why accuracy control cannot run ('' when it can)."""
-        if not self.scorer.reference_decisions:
-            return "no output decides anything, and accuracy control scores top-1 agreement"
+        embeddings = [role for role in self.scorer.roles.values() if role.role == EMBEDDING]
+        if not self.scorer.reference_decisions and not embeddings:
+            return (
+                "no output decides anything or is an embedding, and accuracy control scores "
+                "agreement"
+            )
         if not self.clock.affords(CALIBRATE):  # it quantises once more at the least
             return "time limit reached before accuracy control"
         return ""

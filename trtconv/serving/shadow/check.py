@@ -175,14 +175,14 @@ class ShadowCheck:
             feeds = joined([o.feeds for o, _ in group])
             served_outputs = joined([o.outputs for o, _ in group])
             reference = joined([a for _, a in group])
-            counts = self.judge.counts(reference, served_outputs)
+            counts = self.judge.counts(reference, served_outputs, feeds)
             with self.lock:
                 lines = self.verdict.add(counts)
                 self.compared += len(next(iter(reference.values())))
             for line in lines:
                 self.announce(line)
             if self.capture is not None and not all(count.all_within for count in counts):
-                rows = self.judge.disagreeing(reference, served_outputs)
+                rows = self.judge.disagreeing(reference, served_outputs, feeds)
                 self.capture.add(feeds, served_outputs, reference, rows)
         if self.verdict.state == FAILING and self.on_failing == FALLBACK and not self.fell_back:
             self._fall_back()

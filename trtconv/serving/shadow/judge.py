@@ -25,15 +25,16 @@ import numpy as np
 
 from trtconv.artifact.manifest import Manifest
 from trtconv.core.judging_options import (
+    AGREEING,
     BINARY,
     CLASS_MAP,
     CLASSES,
-    DECISIONS,
+    EMBEDDING,
     REGRESSION,
     Judging,
     Roles,
 )
-from trtconv.core.model_io import Outputs
+from trtconv.core.model_io import Feeds, Outputs
 from trtconv.options import DEFAULT_CONFIDENCE
 from trtconv.outputs.compare import compare, output_roles
 from trtconv.outputs.maps import MIN_SAMPLE_F1, is_decision_map
@@ -49,6 +50,8 @@ AGREEMENT_WORDS = {
     CLASS_MAP: "per-element top-1 agreement",
     BINARY: "decision agreement",
 }
+# An embedding's agreement: the samples whose cosine reaches its bound.
+COSINE_WORDS = "samples with cosine >= {bound:g}"
 DECISION_MAP_WORDS = f"samples with F1 >= {MIN_SAMPLE_F1:g}"
 WITHIN_FIGURE = "samples within tolerance"
 
@@ -108,15 +111,27 @@ class ShadowJudge:
         self.roles: Roles | None = None
         self.unjudged: list[str] = []
 
-    def report(self, reference: Outputs, candidate: Outputs) -> ValidationReport:
-        """trtconv's comparison of the two."""
+    def report(
+        self, reference: Outputs, candidate: Outputs, feeds: Feeds | None = None
+    ) -> ValidationReport:
+        """trtconv's comparison of the two, run on `feeds` (which hold the masks of outputs
+        judged per token)."""
         if self.roles is None:
-            self.roles = output_roles(self.saved_model, reference, self.judging)
-        return compare(reference, candidate, self.tolerance, roles=self.roles, allow_unjudged=True)
+            self.roles = output_roles(self.saved_model, reference, self.judging, feeds=feeds)
+        return compare(
+            reference,
+            candidate,
+            self.tolerance,
+            roles=self.roles,
+            allow_unjudged=True,
+            feeds=feeds,
+        )
 
-    def counts(self, reference: Outputs, candidate: Outputs) -> list[Count]:
-        """The figures each output gates on, counted on these samples."""
-        report = self.report(reference, candidate)
+    def counts(
+        self, reference: Outputs, candidate: Outputs, feeds: Feeds | None = None
+    ) -> list[Count]:
+        """The figures each output gates on, counted on these samples (run on `feeds`)."""
+        report = self.report(reference, candidate, feeds)
         self.unjudged = report.unjudged
         found: list[Count] = []
         assert self.roles is not None  # fixed by report()
@@ -125,24 +140,25 @@ class ShadowJudge:
             found += figures(name, output, report, self.tolerance.values_decide, dense)
         return found
 
-    def disagreeing(self, reference: Outputs, candidate: Outputs) -> list[int]:
+    def disagreeing(
+        self, reference: Outputs, candidate: Outputs, feeds: Feeds | None = None
+    ) -> list[int]:
         """The samples (indices) some figure does not count as agreeing or within: halves
         compared until each is one sample (a few comparisons for a few such samples)."""
         rows = len(next(iter(reference.values())))
-        return self._outside(reference, candidate, np.arange(rows))
+        return self._outside((reference, candidate, feeds or {}), np.arange(rows))
 
-    def _outside(self, reference: Outputs, candidate: Outputs, rows: np.ndarray) -> list[int]:
+    def _outside(self, batch: tuple[Outputs, Outputs, Feeds], rows: np.ndarray) -> list[int]:
+        reference, candidate, feeds = batch
         part = {name: array[rows] for name, array in reference.items()}
         mine = {name: array[rows] for name, array in candidate.items()}
-        if all(count.all_within for count in self.counts(part, mine)):
+        fed = {name: array[rows] for name, array in feeds.items()}
+        if all(count.all_within for count in self.counts(part, mine, fed)):
             return []
         if len(rows) == 1:
             return [int(rows[0])]
         half = len(rows) // 2
-        return [
-            *self._outside(reference, candidate, rows[:half]),
-            *self._outside(reference, candidate, rows[half:]),
-        ]
+        return [*self._outside(batch, rows[:half]), *self._outside(batch, rows[half:])]
 
 
 def figures(
@@ -162,12 +178,25 @@ def figures(
     if values_rule and within is not None:
         found.append(Count(name, VALUES_FIGURE, None, within.samples_within, within.samples))
     agreement = output.agreement
-    if output.role in DECISIONS and agreement is not None and not (values_decide and values_rule):
-        words = DECISION_MAP_WORDS if decision_map else AGREEMENT_WORDS[output.role]
-        samples = report.samples
-        found.append(Count(name, words, report.min_top1_agreement, agreement * samples, samples))
+    if output.role in AGREEING and agreement is not None and not (values_decide and values_rule):
+        found.append(_agreement_count(name, output, report, decision_map))
     if within is not None and within.gating and within.minimum is not None:
         found.append(
             Count(name, WITHIN_FIGURE, within.minimum, within.samples_within, within.samples)
         )
     return found
+
+
+def _agreement_count(
+    name: str, output: OutputComparison, report: ValidationReport, decision_map: bool
+) -> Count:
+    """The count of an output's agreement: its decisions', a decision map's samples with a high
+    F1, or an embedding's samples reaching its cosine bound, against its own minimum (else the
+    report's), over the samples it counted (a sequence's with a valid token)."""
+    if output.role == EMBEDDING:
+        words = COSINE_WORDS.format(bound=output.threshold)
+    else:
+        words = DECISION_MAP_WORDS if decision_map else AGREEMENT_WORDS[output.role]
+    samples = output.agreement_samples or report.samples
+    minimum = output.agreement_minimum or report.min_top1_agreement
+    return Count(name, words, minimum, (output.agreement or 0.0) * samples, samples)
