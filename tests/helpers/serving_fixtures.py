@@ -70,21 +70,13 @@ def artifact(backend: str, precision: str) -> Path:
 
 
 def pytriton_or_skip() -> None:
-    """Skip (saying why) where PyTriton cannot serve (its wheel needs glibc 2.35+, its Triton
-    NumPy < 2) or cannot be imported."""
-    from trtconv.serving.doctor_section import doctor_section
+    """Skip (saying why) where Triton cannot serve here: no glibc 2.35+, its wheel (installed
+    with --no-deps: serving/triton_install.py) or tritonclient missing."""
+    from trtconv.serving.triton_install import serving_reason
 
-    reason = doctor_section().reason
+    reason = serving_reason()
     if reason:
         pytest.skip(f"serving cannot run here: {reason}")
-    try:
-        import pytriton.triton  # noqa: F401
-        import tritonclient.http  # noqa: F401
-    except ImportError as exc:
-        from trtconv.serving.doctor_section import doctor_section
-
-        why = doctor_section().reason or "see trtconv doctor"
-        pytest.skip(f"serving needs nvidia-pytriton and tritonclient[http] ({exc}): {why}")
 
 
 def left_running(pids: list[int], within_s: float = 10.0) -> list[int]:

@@ -36,8 +36,9 @@ from trtconv.serving.latency import (
     p99_interval,
     trace_file_latencies_ms,
 )
-from trtconv.serving.server import INSTALL_HINT, ServingError
+from trtconv.serving.server import ServingError
 from trtconv.serving.serving_result import LoadRun
+from trtconv.serving.triton_install import SERVE_EXTRA_STEP
 
 LOG = logging.getLogger(__name__)
 START_TIMEOUT_S = 180
@@ -70,7 +71,7 @@ def loadgen() -> Any:
     except ImportError as exc:
         raise MissingDependencyError(
             f"bench --scenario server needs MLPerf LoadGen, which is not importable ({exc}); "
-            f"install it: {INSTALL_HINT}."
+            f"install it: {SERVE_EXTRA_STEP}."
         ) from exc
     return mlperf_loadgen
 

@@ -31,7 +31,7 @@ from trtconv.serving.loadgen_driver import (
 from trtconv.serving.overload import capacity, offered_run
 from trtconv.serving.served_from import served_kind
 from trtconv.serving.serving_result import LoadRun, OverloadRow, ServerBenchResult, ServerRow
-from trtconv.serving.triton_process import binaries
+from trtconv.serving.triton_install import binaries
 
 LOG = logging.getLogger(__name__)
 # A miss is taken for a stall when the p90 stayed within this share of the budget.

@@ -27,7 +27,7 @@ from trtconv.serving.loadgen_driver import (
 )
 from trtconv.serving.served_from import served_kind
 from trtconv.serving.serving_result import ScenarioBenchResult, ScenarioRow
-from trtconv.serving.triton_process import binaries
+from trtconv.serving.triton_install import binaries
 
 # Offline: LoadGen issues one query of expected rate x minimum duration samples. A pilot run
 # of PILOT_S seconds at PILOT_HEADROOM / (one request's latency) measures the served rate, and
