@@ -107,12 +107,13 @@ def bench_served(model: Path, batching: bool, options: ServerBenchOptions) -> Se
     with served(model, max_batch, options.queue_delay_us, flags) as server:
         client = grpc.InferenceServerClient(server.grpc_url)
         try:
+            warm = batch_counts(client, server.name)  # serve's warm-up
             inputs = sample_inputs(client, server.name)
             alone_s = probe_latency_s(client, server.name, inputs)
             start = 0.5 / max(alone_s, 1e-4)
             LOG.info("%s: one request at a time takes %s ms", server.name, human(alone_s * 1e3))
             runs = search(client, server.name, inputs, options, start)
-            batches = batch_counts(client, server.name)
+            batches = batch_counts(client, server.name, since=warm)
         finally:
             client.close()
     best = headline_run(runs, options.latency_budget_ms)
