@@ -83,10 +83,11 @@ def typed_model() -> Path:
 
 @built_once
 def string_model() -> Path:
-    """A SavedModel with a string input: serving_default(text string[?]) -> length int32[?]."""
+    """A SavedModel with a string input: serving_default(text string[?,1]) -> length
+    int32[?,1] (one string a sample: Triton declares no input without dims)."""
     import tensorflow as tf
 
-    spec = tf.TensorSpec([None], tf.string, name="text")
+    spec = tf.TensorSpec([None, 1], tf.string, name="text")
     function = tf.function(lambda text: {"length": tf.strings.length(text)}, input_signature=[spec])
     return _save_signatures("serving-strings", {"serving_default": function}, tf.Module())
 

@@ -134,13 +134,13 @@ def test_a_string_model_is_refused_before_triton_under_numpy_2_and_served_under_
         return
     import tritonclient.http as http
 
-    texts = np.array([b"a", b"hello", b"", b"triton"], dtype=object)
+    texts = np.array([[b"a"], [b"hello"], [b""], [b"triton"]], dtype=object)
     with serve_process(model, "--name", "texts", "--instances", "1") as (_, url):
         client = http.InferenceServerClient(url)
         try:
-            tensor = http.InferInput("text", [4], "BYTES")
+            tensor = http.InferInput("text", [4, 1], "BYTES")
             tensor.set_data_from_numpy(texts)
             lengths = client.infer("texts", [tensor]).as_numpy("length")
         finally:
             client.close()
-    assert lengths.tolist() == [1, 5, 0, 6]
+    assert lengths.tolist() == [[1], [5], [0], [6]]
