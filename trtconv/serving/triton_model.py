@@ -1,7 +1,8 @@
 """The model Triton's Python backend runs for `trtconv serve`: trtconv's runner inside the
 backend's own process (one per model instance), no proxy between them. Imported only there:
 `triton_python_backend_utils` exists in that process alone. What it is told comes from the
-settings file serving/triton_process.py writes beside model.py.
+settings file serving/triton_process.py writes beside model.py. Tensors cross the backend's
+boundary by DLPack, exact under NumPy 1 and 2 (serving/tensor_crossing.py).
 
 With a shadow check (`serve --shadow`) each answered request may be offered to it
 (serving/shadow/link.py: a draw and, when drawn, a copy; never a wait), and with `--on-failing
