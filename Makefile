@@ -2,8 +2,10 @@
 #
 # Two ends of the supported range, each in its own environment:
 #   .venv         the newest TensorFlow this Python has (2.21: NumPy 2, Keras 3.15): `make test`
-#   .venv-oldest  TensorFlow 2.17 (the last with TF-TRT), NumPy 1.26, tf-keras 2.17 and the
-#                 `serve` extra, whose Triton needs NumPy < 2: `make test-oldest`
+#   .venv-oldest  TensorFlow 2.17 (the last with TF-TRT), NumPy 1.26, tf-keras 2.17:
+#                 `make test-oldest`
+# Both serve: the `serve` extra and Triton's server from PyTriton's wheel, installed without its
+# dependencies (its numpy<2 pin would downgrade the newest end: trtconv/serving/triton_install.py).
 # .ci/run runs both.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -21,7 +23,9 @@ install: $(STAMP)
 # only pip is configured for), pip installs instead.
 UV_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode
 # dev-text (keras-hub) installs at the newest end only (pyproject.toml says why).
-EXTRAS     ?= .[tensorflow,cpu,dev,dev-text,openvino]
+EXTRAS     ?= .[tensorflow,cpu,dev,dev-text,openvino,serve]
+# The wheel that carries Triton's server (trtconv/serving/triton_install.py: TRITON_WHEEL).
+TRITON_WHEEL := nvidia-pytriton==0.7.0
 # What the environment must hold besides the extras (the oldest end pins TensorFlow 2.17).
 PINS       ?=
 
@@ -29,6 +33,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip "uv>=0.9"
 	$(UV_INSTALL) -e "$(EXTRAS)" $(PINS) || $(BIN)/pip install --quiet -e "$(EXTRAS)" $(PINS)
+	$(UV_INSTALL) --no-deps "$(TRITON_WHEEL)" || $(BIN)/pip install --quiet --no-deps "$(TRITON_WHEEL)"
 	touch $(STAMP)
 
 lint: install
@@ -62,8 +67,9 @@ test-tensorflow: install
 test: install
 	@$(MAKE) --no-print-directory -j 3 --output-sync=line test-tensorflow test-quick lint
 
-# The oldest end: the TensorFlow tier on TensorFlow 2.17 and NumPy 1.26, with serving (its live
-# servers need NumPy 1.26). Lint and the quick tier import no TensorFlow and run in `make test`.
+# The oldest end: the TensorFlow tier on TensorFlow 2.17 and NumPy 1.26, serving included,
+# without dev-text (pyproject.toml says why). Lint and the quick tier import no TensorFlow and run
+# in `make test`.
 test-oldest:
 	@$(MAKE) --no-print-directory VENV=$(OLDEST) EXTRAS=".[tensorflow,cpu,dev,openvino,serve]" \
 	  PINS='"tensorflow==2.17.*"' test-tensorflow

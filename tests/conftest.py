@@ -51,6 +51,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker(marker) is not None:
             item.add_marker(skip)
     _skip_vnni_tests(items)
+    _skip_no_cpu_fp16_tests(items)
 
 
 def _skip_vnni_tests(items: list[pytest.Item]) -> None:
@@ -64,6 +65,21 @@ def _skip_vnni_tests(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("vnni") is not None:
             item.add_marker(skip)
+
+
+def _skip_no_cpu_fp16_tests(items: list[pytest.Item]) -> None:
+    """Skip `no_cpu_fp16` tests on a CPU with native float16 arithmetic: OpenVINO runs fp16
+    there (Sapphire Rapids Xeons have AVX512-FP16), so fp16 is no longer refused on a CPU."""
+    from trtconv.backends.openvino.rules import NATIVE_FEATURES
+    from trtconv.facts import probe_cpu
+
+    found = probe_cpu().features & set(NATIVE_FEATURES["fp16"])
+    if not found:
+        return
+    why = f"expects a CPU without native float16; this one has {', '.join(sorted(found))}"
+    for item in items:
+        if item.get_closest_marker("no_cpu_fp16") is not None:
+            item.add_marker(pytest.mark.skip(reason=why))
 
 
 @pytest.hookimpl(wrapper=True)

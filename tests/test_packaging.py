@@ -12,6 +12,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+from trtconv.serving.triton_install import TRITON_WHEEL
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:
@@ -81,23 +83,27 @@ def test_the_range_takes_numpy_2_and_python_3_13() -> None:
 
     assert Version("3.13.0") in SpecifierSet(project["requires-python"])
     assert Version("2.4.6") in _requirements()["numpy"].specifier
-    # PyTriton (its Triton needs NumPy < 2) stays out of Python 3.13, which has no NumPy 1.
-    pytriton = _requirements("serve")["nvidia-pytriton"]
-    assert pytriton.marker is not None
-    assert not pytriton.marker.evaluate({"python_version": "3.13"})
-    assert pytriton.marker.evaluate({"python_version": "3.12"})
+    # Serving installs on every Python of the range: no requirement pins NumPy below 2 (PyTriton's
+    # wheel, which does, is installed without its dependencies, by the step the Makefile runs).
+    assert "nvidia-pytriton" not in _requirements("serve")
+    for requirement in _requirements("serve").values():
+        assert requirement.marker is None, requirement
+    makefile = (PYPROJECT.parent / "Makefile").read_text()
+    assert f"TRITON_WHEEL := {TRITON_WHEEL}\n" in makefile
+    assert '--no-deps "$(TRITON_WHEEL)"' in makefile
 
 
 @pytest.mark.slow
 def test_installing_beside_tensorflow_cpu_2_21_keeps_it_and_numpy_2(tmp_path: Path) -> None:
     """What pip would install into a tensorflow-cpu 2.21 environment (uv's resolver, against
-    PyPI): no second TensorFlow distribution, NumPy and Keras left as 2.21 has them."""
+    PyPI), serving included: no second TensorFlow distribution, NumPy and Keras left as 2.21 has
+    them; and Triton's wheel, installed without its dependencies, installs nothing else."""
     uv = shutil.which("uv", path=str(Path(sys.executable).parent))
     if uv is None:
         pytest.skip("uv is not installed beside this interpreter (make install brings it)")
     requirements = tmp_path / "requirements.in"
     repository = PYPROJECT.parent
-    requirements.write_text(f"tensorflow-cpu==2.21.*\n-e {repository}[cpu,openvino]\n")
+    requirements.write_text(f"tensorflow-cpu==2.21.*\n-e {repository}[cpu,openvino,serve]\n")
     done = subprocess.run(
         [uv, "pip", "compile", "--quiet", "--python-version", "3.11", str(requirements)],
         capture_output=True, text=True, timeout=300, cwd=repository,
@@ -110,3 +116,12 @@ def test_installing_beside_tensorflow_cpu_2_21_keeps_it_and_numpy_2(tmp_path: Pa
     )
     assert pins["tensorflow-cpu"].startswith("2.21.") and "tensorflow" not in pins
     assert Version(pins["numpy"]) >= Version("2") and Version(pins["keras"]) >= Version("3.12")
+    assert "tritonclient" in pins and "mlcommons-loadgen" in pins
+    done = subprocess.run(
+        [uv, "pip", "install", "--dry-run", "--python", sys.executable, "--no-deps",
+         "--reinstall-package", "nvidia-pytriton", TRITON_WHEEL],
+        capture_output=True, text=True, timeout=300, cwd=repository,
+    )  # one call # fmt: skip
+    assert done.returncode == 0, done.stderr
+    changes = [line.split()[1] for line in done.stderr.splitlines() if line[:2] in (" +", " -")]
+    assert set(changes) == {"nvidia-pytriton==0.7.0"}, done.stderr

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.convert_fixtures import DIGITS32, _save_signatures, cnn32, digits32_npz
 from tests.helpers.model_cache import built_once, shared_dir
+
+START_TIMEOUT_S = 180  # a server's start, its native model loaded in the backend on busy cores
 
 
 @built_once
@@ -49,6 +53,46 @@ def slow_model() -> Path:
 
 
 @built_once
+def typed_model() -> Path:
+    """A SavedModel of several dtypes, its outputs exact functions of its inputs (no reduction
+    whose order could change with the batch): serving_default(x float32[?,5], ids int64[?,6],
+    mask bool[?,6], pixels uint8[?,4]) -> scaled float32, half float16, wide float64, shifted
+    int32, kept bool, inverted uint8."""
+    import tensorflow as tf
+
+    specs = [
+        tf.TensorSpec([None, 5], tf.float32, name="x"),
+        tf.TensorSpec([None, 6], tf.int64, name="ids"),
+        tf.TensorSpec([None, 6], tf.bool, name="mask"),
+        tf.TensorSpec([None, 4], tf.uint8, name="pixels"),
+    ]
+
+    def serve(x: tf.Tensor, ids: tf.Tensor, mask: tf.Tensor, pixels: tf.Tensor) -> dict:
+        return {
+            "scaled": x * 3.0 - 1.0,
+            "half": tf.cast(x, tf.float16),
+            "wide": tf.cast(x, tf.float64) / 7.0,
+            "shifted": tf.cast(ids * 5 + 2, tf.int32),
+            "kept": tf.logical_and(mask, ids > 0),
+            "inverted": 255 - pixels,
+        }
+
+    function = tf.function(serve, input_signature=specs)
+    return _save_signatures("serving-typed", {"serving_default": function}, tf.Module())
+
+
+@built_once
+def string_model() -> Path:
+    """A SavedModel with a string input: serving_default(text string[?,1]) -> length
+    int32[?,1] (one string a sample: Triton declares no input without dims)."""
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([None, 1], tf.string, name="text")
+    function = tf.function(lambda text: {"length": tf.strings.length(text)}, input_signature=[spec])
+    return _save_signatures("serving-strings", {"serving_default": function}, tf.Module())
+
+
+@built_once
 def artifact(backend: str, precision: str) -> Path:
     """small_model converted by trtconv (calibrated and validated on digits32; verdicts on point
     figures: these tests are about serving, not about how many samples decide a verdict)."""
@@ -70,21 +114,13 @@ def artifact(backend: str, precision: str) -> Path:
 
 
 def pytriton_or_skip() -> None:
-    """Skip (saying why) where PyTriton cannot serve (its wheel needs glibc 2.35+, its Triton
-    NumPy < 2) or cannot be imported."""
-    from trtconv.serving.doctor_section import doctor_section
+    """Skip (saying why) where Triton cannot serve here: no glibc 2.35+, its wheel (installed
+    with --no-deps: serving/triton_install.py) or tritonclient missing."""
+    from trtconv.serving.triton_install import serving_reason
 
-    reason = doctor_section().reason
+    reason = serving_reason()
     if reason:
         pytest.skip(f"serving cannot run here: {reason}")
-    try:
-        import pytriton.triton  # noqa: F401
-        import tritonclient.http  # noqa: F401
-    except ImportError as exc:
-        from trtconv.serving.doctor_section import doctor_section
-
-        why = doctor_section().reason or "see trtconv doctor"
-        pytest.skip(f"serving needs nvidia-pytriton and tritonclient[http] ({exc}): {why}")
 
 
 def left_running(pids: list[int], within_s: float = 10.0) -> list[int]:
@@ -121,3 +157,49 @@ def serving_line(process: subprocess.Popen[str], name: str, timeout_s: float) ->
             return line
     process.kill()
     raise AssertionError(f"no 'serving' line within {timeout_s} s: {process.stderr.read()}")
+
+
+def command_of(pid: int) -> list[str]:
+    """The command line of `pid`; [""] once it has gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return [""]
+
+
+def workspace_of(pids: list[int]) -> Path:
+    """The workspace (`trtconv-serve-*`) of the tritonserver among `pids`, from its command."""
+    for pid in pids:
+        for argument in command_of(pid):
+            if argument.startswith("--model-repository="):
+                return Path(argument.split("=", 1)[1]).parent
+    raise AssertionError("no tritonserver among the processes below serve")
+
+
+@contextlib.contextmanager
+def serve_process(model: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`trtconv serve MODEL FLAGS` in its own session, (process, its URL) once it serves (FLAGS
+    name the model: `--name NAME`); it and every process below it are killed at the end."""
+    import os
+    import signal
+    import sys
+
+    from trtconv.core.processes import alive, descendants
+
+    name = flags[flags.index("--name") + 1]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    argv = [sys.executable, "-m", "trtconv", "serve", str(model), *flags]
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    )  # flags beside values # fmt: skip
+    below: list[int] = []
+    try:
+        line = serving_line(process, name, START_TIMEOUT_S)
+        below = descendants(process.pid)
+        yield process, line.split(" at http://", 1)[1].split()[0]
+    finally:
+        for pid in [process.pid, *descendants(process.pid), *below]:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        process.wait(START_TIMEOUT_S)

@@ -19,7 +19,7 @@ from tests.helpers.model_cache import built_once, shared_dir
 from tests.helpers.tensorflow_range import TENSORFLOW_VERSION
 
 VOCAB, SEQ, HIDDEN, TAGS = 256, 16, 32, 5
-SAMPLES = 1200  # 128 calibrate, the rest validate
+SAMPLES = 600  # 128 calibrate, the rest validate
 CONFIG = {"num_layers": 2, "num_heads": 2, "hidden_dim": HIDDEN, "intermediate_dim": 64}
 
 
@@ -136,7 +136,7 @@ def bert_models() -> Path:
     data = tokens(seed=1)
     data["segment_ids"] = np.zeros_like(data["token_ids"])
     mask = data["padding_mask"]
-    tagger.fit(data, tags(data["token_ids"]), sample_weight=mask, epochs=3, verbose=0)
+    tagger.fit(data, tags(data["token_ids"]), sample_weight=mask, epochs=2, verbose=0)
     root = shared_dir() / "bert"
     tagger.export(str(root / "tagger"), format="tf_saved_model", verbose=False)
     backbone.export(str(root / "backbone"), format="tf_saved_model", verbose=False)

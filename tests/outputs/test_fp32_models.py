@@ -51,6 +51,18 @@ def _both(fixture: Fixture, artifact: Path, name: str, feed: str) -> tuple[np.nd
     return np.concatenate(native).astype(np.float64), np.concatenate(converted).astype(np.float64)
 
 
+def _skip_where_reproduced(name: str, error: np.ndarray, bound: float) -> None:
+    """Skip the rest where the two runtimes agree to within `bound` on this CPU: whether they
+    round alike depends on the kernels each picks for it (on a Sapphire Rapids Xeon with AMX
+    TensorFlow and ONNX Runtime computed these outputs to within 2e-7; on a Zen 3 EPYC the
+    logits differed by up to 1.8e-4 and the onsets by 1.3e-3), so the case is not built here."""
+    if error.max() <= bound:
+        pytest.skip(
+            f"TensorFlow and ONNX Runtime compute {name} to within {bound:g} of each other on "
+            f"this CPU (max error {error.max():.2g}): the case needs runtimes that round apart"
+        )
+
+
 def _within(native: np.ndarray, converted: np.ndarray) -> np.ndarray:
     """Polygraphy's elementwise rule, written out here: error <= atol or <= rtol x |native|."""
     error = np.abs(converted - native)
@@ -79,13 +91,13 @@ def test_outputs_in_physical_units_pass_fp32_on_float32_rounding(
     assert "(atol 0.0001, rtol 1e-05)" in values["detail"]
     native, converted = _both(fixture, tmp_path / "artifact", name, feed)
     error = np.abs(converted - native)
-    assert error.max() > ATOL  # an absolute bound alone fails it
     assert _within(native, converted).all()
-    relative = error[error > ATOL] / np.abs(native[error > ATOL])
-    assert relative.max() < 1e-6  # a few float32 steps (2^-23 = 1.2e-7)
     # both runtimes compute the function numpy computes in float64, to float32's precision
     for computed in (native, converted):
         np.testing.assert_allclose(computed, fixture.expected, rtol=1e-5, atol=1e-3)
+    _skip_where_reproduced(name, error, ATOL)
+    relative = error[error > ATOL] / np.abs(native[error > ATOL])
+    assert relative.max() < 1e-6  # an absolute bound alone fails it; a few float32 steps pass
 
 
 def test_a_sigmoid_map_float32_does_not_reproduce_is_judged_by_its_decisions(
@@ -100,7 +112,10 @@ def test_a_sigmoid_map_float32_does_not_reproduce_is_judged_by_its_decisions(
     done, manifest = _convert(fixture, tmp_path / "artifact")
     native, converted = _both(fixture, tmp_path / "artifact", "onset", "audio")
     error = np.abs(converted - native)
-    assert 5e-4 < error.max() < 1e-2  # float32 not reproduced, by about basic-pitch's 1.2e-3
+    assert done.returncode == 0, done.stderr
+    assert manifest["validation"]["verdict"] == "passed"
+    _skip_where_reproduced("onset", error, 5e-4)
+    assert error.max() < 1e-2  # float32 not reproduced, by about basic-pitch's 1.2e-3
     assert np.abs(native - fixture.expected).max() > 1e-4  # TensorFlow's float32 is no truth
     assert "onset: float32 is not reproduced between the two runtimes" in done.stderr
     output = manifest["validation"]["outputs"]["onset"]

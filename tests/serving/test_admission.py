@@ -235,7 +235,11 @@ def test_serve_asks_for_admission_control_and_a_queue_flag_implies_it(tmp_path: 
     config = parsed(server.served_config("m", signature, ServeOptions(tmp_path), plain))
     assert not config.dynamic_batching.HasField("default_queue_policy")
     assert config.backend == "python" and config.max_batch_size == 8
-    assert "admission: off, every request is queued" in admission_line(plain, 3.0)
+    said = admission_line(plain, 3.0)  # what an overload will do, and how to bound it
+    assert (
+        "admission: off (not asked for: --admission to turn it on): an overload is queued" in said
+    )
+    assert "--admission holds the wait within --latency-budget-ms" in said
     asked = Plan(True, 8, "", (0.1, 0.2), admission(100.0, 8, batch_ms=0.2))
     options = ServeOptions(tmp_path, admission=True)
     policy = parsed(server.served_config("m", signature, options, asked))

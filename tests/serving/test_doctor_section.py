@@ -3,33 +3,42 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.helpers.shadow_fixtures import shadow_manifest
 from trtconv.artifact.manifest import write_manifest
 from trtconv.cli import main
 from trtconv.doctor.pipeline import doctor
-from trtconv.serving.doctor_section import doctor_section, serving_reason
+from trtconv.serving.triton_install import TRITON_STEP, located, python_version, triton_reason
 
 
-def test_reasons_name_the_missing_piece() -> None:
-    assert serving_reason("0.7.0", "2.36", "1.26.4") == ""
-    assert "glibc 2.35 or newer, this machine has 2.31" in serving_reason("0.7.0", "2.31", None)
-    assert "trtconv[serve]" in serving_reason(None, "2.36", "1.26.4")
-    assert "glibc Linux only" in serving_reason(None, None, None)
-    # PyTriton's Triton answers with empty outputs under NumPy 2, whatever installed it.
-    assert "needs NumPy < 2, this environment has NumPy 2.4.6" in serving_reason(
-        "0.7.0", "2.36", "2.4.6"
+def test_reasons_name_the_missing_piece_and_the_step_that_installs_it(tmp_path: Path) -> None:
+    root = tmp_path / "pytriton"
+    found = located(root)
+    for path in (found.server, found.stub):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"")
+    assert triton_reason("2.36", root, "2.73.0") == ""
+    assert "glibc 2.35 or newer, this machine has 2.31" in triton_reason("2.31", root, "2.73.0")
+    assert "glibc Linux only" in triton_reason(None, None, None)
+    # The wheel without its dependencies: the step says so, whatever NumPy the environment has.
+    assert f"{TRITON_STEP} (" in triton_reason("2.36", None, "2.73.0")
+    assert TRITON_STEP == "pip install --no-deps nvidia-pytriton==0.7.0"
+    assert "trtconv[serve]" in triton_reason("2.36", root, None)
+    found.stub.unlink()
+    assert f"no Python-backend stub for Python {python_version()}" in triton_reason(
+        "2.36", root, "2.73.0"
     )
 
 
 def test_doctor_reports_serving() -> None:
     section = doctor(deep=False).to_json()["serving"]
     assert section["usable"] is (section["reason"] == "")
-    assert section["row"]["component"] == "Serving (PyTriton)"
+    assert section["row"]["component"] == "Serving (PyTriton's Triton)"
+    assert section["string_tensors"] is (int(np.__version__.split(".")[0]) < 2)
 
 
 def an_artifact(tmp_path: Path) -> Path:
@@ -41,32 +50,19 @@ def an_artifact(tmp_path: Path) -> Path:
     return artifact
 
 
-def test_serve_without_pytriton_is_exit_3(
+def test_serve_without_triton_is_exit_3_naming_the_step(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    monkeypatch.setitem(sys.modules, "pytriton.triton", None)  # import fails as if absent
+    from trtconv.serving import triton_install
+
+    monkeypatch.setattr(triton_install, "wheel_root", lambda: None)  # as if not installed
     with pytest.raises(SystemExit) as stopped:
         main(["serve", str(an_artifact(tmp_path)), "--json"])
     out, err = capsys.readouterr()
     assert stopped.value.code == 3
     assert json.loads(out)["error"]["type"] == "MissingDependencyError"
-    # Where serving cannot run for another reason (NumPy 2), that reason is the sentence.
-    assert (doctor_section().reason or "trtconv[serve]") in err
-
-
-def test_serve_under_numpy_2_is_exit_3_before_starting_triton(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    from trtconv.serving import doctor_section as section
-
-    found = section.dist_version
-    monkeypatch.setattr(
-        section, "dist_version", lambda name: "2.4.6" if name == "numpy" else found(name)
-    )
-    with pytest.raises(SystemExit) as stopped:
-        main(["serve", str(an_artifact(tmp_path))])
-    assert stopped.value.code == 3
-    assert "needs NumPy < 2, this environment has NumPy 2.4.6" in capsys.readouterr().err
+    assert triton_install.serving_reason() in err
+    assert TRITON_STEP in err or "glibc" in err
 
 
 def test_bad_ports_are_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

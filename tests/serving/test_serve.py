@@ -16,9 +16,11 @@ import pytest
 
 from tests.helpers.serving_fixtures import (
     artifact,
+    command_of,
     left_running,
     pytriton_or_skip,
     serving_line,
+    workspace_of,
 )
 from trtconv.core.processes import alive, descendants
 
@@ -69,23 +71,6 @@ def server() -> Iterator[tuple[subprocess.Popen[str], str, list[int]]]:
     started: list[int] = []
     with serving(started=started) as process:
         yield process, _wait_for_announcement(process), started
-
-
-def command_of(pid: int) -> list[str]:
-    """The command line of `pid`; [""] once it has gone."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-    except OSError:
-        return [""]
-
-
-def workspace_of(pids: list[int]) -> Path:
-    """The workspace (`trtconv-serve-*`) of the tritonserver among `pids`, from its command."""
-    for pid in pids:
-        for argument in command_of(pid):
-            if argument.startswith("--model-repository="):
-                return Path(argument.split("=", 1)[1]).parent
-    raise AssertionError("no tritonserver among the processes below serve")
 
 
 def shm_regions_of(pids: list[int]) -> list[Path]:

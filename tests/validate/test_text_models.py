@@ -5,6 +5,7 @@ made here with numpy gives, and no word of pixels for token ids."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 
@@ -24,10 +25,13 @@ from trtconv.artifact.manifest import read_manifest
 from trtconv.backends import registry
 from trtconv.calib.sources import ArraySet
 from trtconv.cli import main
+from trtconv.core.errors import AccuracyError
 from trtconv.core.judging_options import Judging
 from trtconv.options import ConvertOptions, ValidateOptions
 from trtconv.outputs.compare import run_batched
+from trtconv.outputs.tolerance import TOLERANCES
 from trtconv.protocol.runner import RunOptions
+from trtconv.validate.pipeline import ValidateResult
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow, KERAS_HUB]  # trains and converts
 
@@ -46,12 +50,12 @@ def _feeds(data: Path) -> dict[str, np.ndarray]:
         return {name: archive[name] for name in archive.files if name != "y"}
 
 
-def _wilson_low(mean: float, samples: int) -> float:
-    """The low end of the Wilson interval of a mean of per-sample shares (as for k of n)."""
+def _wilson(mean: float, samples: int) -> tuple[float, float]:
+    """The Wilson interval of a mean of per-sample shares (as for k of n)."""
     z2 = Z95 * Z95
     centre = (mean + z2 / (2 * samples)) / (1 + z2 / samples)
     half = Z95 / (1 + z2 / samples) * math.sqrt(mean * (1 - mean) / samples + z2 / (4 * samples**2))
-    return centre - half
+    return centre - half, centre + half
 
 
 def _token_agreement(want: np.ndarray, got: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -61,12 +65,40 @@ def _token_agreement(want: np.ndarray, got: np.ndarray, valid: np.ndarray) -> np
 
 
 def _convert(model: Path, precision: str, data: Path, output: Path, **options: object) -> Path:
-    api.convert(
-        ConvertOptions(
-            model, precision, backend="ort", output=output, calib_data=str(data), **options
+    """`model` converted with ONNX Runtime at `precision`, calibrated on `data`, without the int8
+    ladder (what is under test is the verdict, whichever it is)."""
+    with contextlib.suppress(AccuracyError):  # written, its verdict in its manifest
+        api.convert(
+            ConvertOptions(
+                model,
+                precision,
+                backend="ort",
+                output=output,
+                calib_data=str(data),
+                fallback=False,
+                **options,  # type: ignore[arg-type]
+            )
         )
-    )
     return output
+
+
+def _validate(options: ValidateOptions) -> ValidateResult:
+    """validate's result, passed or not."""
+    try:
+        return api.validate(options)
+    except AccuracyError as failed:
+        assert isinstance(failed.result, ValidateResult)
+        return failed.result
+
+
+def _verdict(rates: list[np.ndarray], minimum: float) -> str:
+    """The verdict of per-sample rates (each a mean of per-sample values in [0, 1]) against
+    `minimum`, decided here on their Wilson intervals: failed when one lies wholly below,
+    passed when every one clears it, else inconclusive."""
+    intervals = [_wilson(rate.mean(), len(rate)) for rate in rates]
+    if any(high < minimum for _, high in intervals):
+        return "failed"
+    return "passed" if all(low >= minimum for low, _ in intervals) else "inconclusive"
 
 
 HELD_OUT = 2  # the seed of the tokens validated on (0 calibrates, 1 trained)
@@ -100,13 +132,13 @@ def test_a_language_models_logits_are_judged_per_token_over_valid_tokens(
         role = judging.roles["output_0"]
         assert (role.role, role.mask) == ("class_map", "padding_mask"), role
         assert "256 classes over a hidden size of 32" in role.source
-        result = api.validate(ValidateOptions(artifact, data=str(held_out), samples=SAMPLES))
+        result = _validate(ValidateOptions(artifact, data=str(held_out), samples=SAMPLES))
         got = _outputs(artifact, held_out)["output_0"]
         shares = _token_agreement(native, got, valid)
         output = result.outputs["output_0"]
         assert output.agreement == pytest.approx(shares.mean(), abs=1e-9)
-        expected = "passed" if _wilson_low(shares.mean(), len(shares)) >= minimum else "failed"
-        assert result.verdict == expected == "passed", result.failures()
+        assert 0.95 < output.agreement < 1.0  # some tokens changed: the count is not all ones
+        assert result.verdict == _verdict([shares], minimum), result.failures()
     # Token ids get no pixel words.
     capsys.readouterr()
     assert _cli(
@@ -179,13 +211,13 @@ def test_a_token_tagger_is_judged_per_token_with_its_accuracy_over_valid_tokens(
             model, precision, bert_tokens_npz(), tmp_path / f"tagger-{precision}",
             judging=Judging.build({"output_0": "class_map"}),
         )  # fmt: skip
-        result = api.validate(ValidateOptions(artifact, data=str(held_out), samples=SAMPLES))
+        result = _validate(ValidateOptions(artifact, data=str(held_out), samples=SAMPLES))
         shares = _token_agreement(native, _outputs(artifact, held_out)["output_0"], valid)
         output = result.outputs["output_0"]
         assert output.role == "class_map" and result.labels_output == "output_0"
         assert output.agreement == pytest.approx(shares.mean(), abs=1e-9)
         assert result.accuracy_reference == pytest.approx(accuracy.mean(), abs=1e-9)
-        assert result.verdict == "passed", result.failures()
+        assert result.verdict == _verdict([shares], TOLERANCES[precision].min_top1_agreement)
     unjudged = api.validate(
         ValidateOptions(
             tmp_path / "tagger-int8",
@@ -201,7 +233,8 @@ def test_a_token_tagger_is_judged_per_token_with_its_accuracy_over_valid_tokens(
 def test_a_bert_backbones_outputs_get_cosine_verdicts_that_match_numpy(tmp_path: Path) -> None:
     """pooled_output [batch, 32] (a tanh embedding; before: class scores judged by their
     argmax) and sequence_output [batch, 16, 32] (before: not judged): embeddings judged per
-    sample by cosine, the sequence per valid token, the bound recorded in the manifest."""
+    sample by cosine, the sequence per valid token, the bound recorded in the manifest: full
+    int8 (no ladder) has the verdict numpy's count gives, whatever it is."""
     model, held_out = bert_models() / "backbone", bert_tokens_npz(HELD_OUT)
     artifact = _convert(model, "int8", bert_tokens_npz(), tmp_path / "bert-int8")
     manifest = read_manifest(artifact)
@@ -211,7 +244,7 @@ def test_a_bert_backbones_outputs_get_cosine_verdicts_that_match_numpy(tmp_path:
         "pooled_output": ("embedding", 0.99, None),
         "sequence_output": ("embedding", 0.99, "padding_mask"),
     }
-    result = api.validate(ValidateOptions(artifact, data=str(held_out), samples=SAMPLES))
+    result = _validate(ValidateOptions(artifact, data=str(held_out), samples=SAMPLES))
     feeds = _feeds(held_out)
     want, got = _outputs(model, held_out), _outputs(artifact, held_out)
     pooled = _cosine(want["pooled_output"], got["pooled_output"]) >= 0.99
@@ -220,8 +253,7 @@ def test_a_bert_backbones_outputs_get_cosine_verdicts_that_match_numpy(tmp_path:
     per_sample = np.array([tokens[i][valid[i]].mean() >= 0.95 for i in range(len(valid))])
     assert result.outputs["pooled_output"].agreement == pytest.approx(pooled.mean())
     assert result.outputs["sequence_output"].agreement == pytest.approx(per_sample.mean())
-    verdict = all(_wilson_low(v.mean(), len(v)) >= 0.97 for v in (pooled, per_sample))
-    assert result.verdict == ("passed" if verdict else "failed") == "passed"
+    assert result.verdict == _verdict([pooled, per_sample], 0.97)
     assert result.top1_agreement == min(pooled.mean(), per_sample.mean())
 
 

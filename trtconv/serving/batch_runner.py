@@ -105,19 +105,26 @@ def as_declared(array: np.ndarray, spec: TensorSpec) -> np.ndarray:
     return np.asarray(array, dtype=numpy_dtype(spec.dtype))
 
 
-def sample_feeds(signature: ModelSignature, batch: int, batched: bool) -> dict[str, np.ndarray]:
-    """Random inputs of `batch` samples (other dynamic dimensions 1)."""
-    rng = np.random.default_rng(0)
+def sample_feeds(
+    signature: ModelSignature, batch: int, batched: bool, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Random inputs of `batch` samples (other dynamic dimensions 1), every element drawn on
+    its own: floats in [0, 1), integers 0 or 1 (an index any table has), booleans either way;
+    strings empty."""
+    rng = np.random.default_rng(seed)
     feeds = {}
     for spec in signature.inputs:
         dims = list(spec.shape)
         if batched and dims:
             dims[0] = batch
         shape = [1 if dim is None else int(dim) for dim in dims]
+        dtype = numpy_dtype(spec.dtype)
         if spec.dtype == STRING:
             feeds[spec.name] = np.full(shape, b"", dtype=object)
+        elif dtype.kind in "iub":
+            feeds[spec.name] = rng.integers(0, 2, shape).astype(dtype)
         else:
-            feeds[spec.name] = rng.random(shape).astype(numpy_dtype(spec.dtype))
+            feeds[spec.name] = rng.random(shape).astype(dtype)
     return feeds
 
 

@@ -36,8 +36,9 @@ from trtconv.serving.latency import (
     p99_interval,
     trace_file_latencies_ms,
 )
-from trtconv.serving.server import INSTALL_HINT, ServingError
+from trtconv.serving.server import ServingError
 from trtconv.serving.serving_result import LoadRun
+from trtconv.serving.triton_install import SERVE_EXTRA_STEP
 
 LOG = logging.getLogger(__name__)
 START_TIMEOUT_S = 180
@@ -70,7 +71,7 @@ def loadgen() -> Any:
     except ImportError as exc:
         raise MissingDependencyError(
             f"bench --scenario server needs MLPerf LoadGen, which is not importable ({exc}); "
-            f"install it: {INSTALL_HINT}."
+            f"install it: {SERVE_EXTRA_STEP}."
         ) from exc
     return mlperf_loadgen
 
@@ -277,12 +278,14 @@ def parse_summary(summary: str, qps: float, budget_ms: float, errors: int) -> Lo
     )
 
 
-def batch_counts(client: Any, name: str) -> dict[str, int]:
-    """Executions per batch size the server ran (Triton's statistics for the model)."""
+def batch_counts(client: Any, name: str, since: dict[str, int] | None = None) -> dict[str, int]:
+    """Executions per batch size the server ran (Triton's statistics for the model), less those
+    counted in `since` (taken before the load: serve's own warm-up is not the load's)."""
     stats = client.get_inference_statistics(name, as_json=True)
     counts: dict[str, int] = {}
     for model in stats.get("model_stats", []):
         for batch in model.get("batch_stats", []):
             size = str(batch["batch_size"])
             counts[size] = counts.get(size, 0) + int(batch["compute_infer"].get("count", 0))
-    return dict(sorted(counts.items(), key=lambda item: int(item[0])))
+    counts = {size: n - (since or {}).get(size, 0) for size, n in counts.items()}
+    return dict(sorted(((k, n) for k, n in counts.items() if n), key=lambda item: int(item[0])))

@@ -31,7 +31,7 @@ from trtconv.serving.loadgen_driver import (
 from trtconv.serving.overload import capacity, offered_run
 from trtconv.serving.served_from import served_kind
 from trtconv.serving.serving_result import LoadRun, OverloadRow, ServerBenchResult, ServerRow
-from trtconv.serving.triton_process import binaries
+from trtconv.serving.triton_install import binaries
 
 LOG = logging.getLogger(__name__)
 # A miss is taken for a stall when the p90 stayed within this share of the budget.
@@ -107,12 +107,13 @@ def bench_served(model: Path, batching: bool, options: ServerBenchOptions) -> Se
     with served(model, max_batch, options.queue_delay_us, flags) as server:
         client = grpc.InferenceServerClient(server.grpc_url)
         try:
+            warm = batch_counts(client, server.name)  # serve's warm-up
             inputs = sample_inputs(client, server.name)
             alone_s = probe_latency_s(client, server.name, inputs)
             start = 0.5 / max(alone_s, 1e-4)
             LOG.info("%s: one request at a time takes %s ms", server.name, human(alone_s * 1e3))
             runs = search(client, server.name, inputs, options, start)
-            batches = batch_counts(client, server.name)
+            batches = batch_counts(client, server.name, since=warm)
         finally:
             client.close()
     best = headline_run(runs, options.latency_budget_ms)

@@ -27,7 +27,7 @@ from trtconv.serving.loadgen_driver import (
 )
 from trtconv.serving.served_from import served_kind
 from trtconv.serving.serving_result import ScenarioBenchResult, ScenarioRow
-from trtconv.serving.triton_process import binaries
+from trtconv.serving.triton_install import binaries
 
 # Offline: LoadGen issues one query of expected rate x minimum duration samples. A pilot run
 # of PILOT_S seconds at PILOT_HEADROOM / (one request's latency) measures the served rate, and
@@ -65,6 +65,7 @@ def scenario_row(model: Path, options: ScenarioBenchOptions) -> ScenarioRow:
     with served(model, options.max_batch_size, options.queue_delay_us) as server:
         client = grpc.InferenceServerClient(server.grpc_url)
         try:
+            warm = batch_counts(client, server.name)  # serve's warm-up
             inputs = sample_inputs(client, server.name)
             rate = 1 / max(probe_latency_s(client, server.name, inputs), 1e-4)
             if options.scenario == OFFLINE:
@@ -72,7 +73,7 @@ def scenario_row(model: Path, options: ScenarioBenchOptions) -> ScenarioRow:
                 rate = RUN_HEADROOM * throughput(drive(client, server.name, inputs, pilot)[0])
             settings = scenario_settings(lg, options.scenario, options.run_s, rate)
             summary, latencies, errors = drive(client, server.name, inputs, settings)
-            batches = batch_counts(client, server.name)
+            batches = batch_counts(client, server.name, since=warm)
         finally:
             client.close()
     run = parse_summary(summary, 0.0, float("inf"), errors)

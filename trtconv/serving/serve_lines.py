@@ -68,7 +68,13 @@ def admission_line(decided: Plan, served_ms: float) -> str:
 def admission_words(policy: Admission) -> str:
     """What the queue policy does to a request, and where its figures came from."""
     if not policy.enabled:
-        return f"admission: off, every request is queued until it is served ({policy.source})"
+        # What a user who never read the admission docs meets: said where they look.
+        return (
+            f"admission: off ({policy.source}): an overload is queued whole, none refused, "
+            "and every request waits longer the longer it lasts (at twice the capacity the "
+            "p99 grows by seconds); --admission holds the wait within --latency-budget-ms by "
+            "answering the excess UNAVAILABLE at once"
+        )
     size = f"up to {policy.max_queue_size} requests" if policy.max_queue_size else "unbounded"
     wait = (
         f"each answered UNAVAILABLE (HTTP 503) if still queued after {human(policy.timeout_ms)} ms"

@@ -19,6 +19,7 @@ from trtconv.serving.admission import ADMISSION_OFF, Admission, admission
 from trtconv.serving.batch_runner import warm_up as timed_warm_up
 from trtconv.serving.fixed_inputs import ServedModel
 from trtconv.serving.served_from import ServedFrom
+from trtconv.serving.start_check import Expected, expected_answers
 from trtconv.serving.triton_process import ServingError
 
 WARMUP_ERROR_CHARS = 400  # of a model's error in the warm-up, on the one line that says it
@@ -36,7 +37,8 @@ NativeWarmUp = Callable[[int, bool], tuple[float, float]]
 class Plan:
     """What serving one runner was decided with before the server starts: the batch limit
     (and why), the warm-up medians in ms (batch 1, largest batch) and the queue policy; with a
-    fallback, the native model's medians (`native_warm`)."""
+    fallback, the native model's medians (`native_warm`); the answers the served warm-up must
+    reproduce (`expected`: serving/start_check.py)."""
 
     batched: bool
     max_batch: int  # 0: a fixed-batch model, not batched
@@ -46,6 +48,7 @@ class Plan:
     instances: int = 1
     instances_why: str = ""
     native_warm: tuple[float, float] | None = None
+    expected: tuple[Expected, ...] = ()
 
 
 def instance_threads(threads: int | None, instances: int) -> int | None:
@@ -88,6 +91,7 @@ def plan(
     max_batch = max_batch if batched else 0
     largest = max_batch or signature.fixed_batch or 1
     warm = warm_up(runner, largest, batched)
+    expected = expected_answers(runner, largest, batched)  # warm: it ran these shapes
     native = native_warm_up(largest, batched) if native_warm_up is not None else None
     fallback = native is not None and options.on_failing == "fallback"
     slower = (max(warm[0], native[0]), max(warm[1], native[1])) if native and fallback else warm
@@ -114,7 +118,7 @@ def plan(
         if options.instances
         else auto_instances(slower[0], options.latency_budget_ms, cores)
     )
-    return Plan(batched, max_batch, cap_why, warm, policy, count, why, native)
+    return Plan(batched, max_batch, cap_why, warm, policy, count, why, native, expected)
 
 
 def warm_up(runner: ServedModel, batch: int, batched: bool) -> tuple[float, float]:

@@ -41,19 +41,19 @@ from trtconv.serving.serving_result import ServeResult
 from trtconv.serving.shadow.check import ShadowCheck
 from trtconv.serving.shadow.metrics import MetricsPage
 from trtconv.serving.shadow.reference import shadow_check, shadow_reference
+from trtconv.serving.tensor_crossing import refuse_strings
 from trtconv.serving.triton_config import Batching, ModelConfigSpec
+from trtconv.serving.triton_install import binaries
 from trtconv.serving.triton_process import (
-    INSTALL_HINT,
     InstanceSettings,
     Launch,
     ServingError,
-    binaries,
     reach,
     triton_process,
 )
 from trtconv.serving.triton_requests import rejected_count, warm_up_served
 
-__all__ = ["INSTALL_HINT", "ServeStopped", "ServingError", "serve"]
+__all__ = ["ServeStopped", "ServingError", "serve"]
 
 WORKERS_GRACE_S = 5.0  # how long Triton's model workers get to end after it stopped
 
@@ -126,6 +126,7 @@ def serve(options: ServeOptions, announce: Callable[[str], None]) -> ServeResult
         try:
             model = served(runner, source.input_values)
             signature = model.signature
+            refuse_strings(signature)  # what this Triton cannot serve, before it starts
             decided = plan(model, options, source, check.start if check is not None else None)
         finally:
             runner.deactivate()

@@ -1,7 +1,8 @@
 """The model Triton's Python backend runs for `trtconv serve`: trtconv's runner inside the
 backend's own process (one per model instance), no proxy between them. Imported only there:
 `triton_python_backend_utils` exists in that process alone. What it is told comes from the
-settings file serving/triton_process.py writes beside model.py.
+settings file serving/triton_process.py writes beside model.py. Tensors cross the backend's
+boundary by DLPack, exact under NumPy 1 and 2 (serving/tensor_crossing.py).
 
 With a shadow check (`serve --shadow`) each answered request may be offered to it
 (serving/shadow/link.py: a draw and, when drawn, a copy; never a wait), and with `--on-failing
@@ -23,6 +24,7 @@ from trtconv.protocol.runner import Runner, RunOptions
 from trtconv.serving.batch_runner import Answer, Feeds, Traffic, infer_function, warm_up
 from trtconv.serving.fixed_inputs import input_values_of, served
 from trtconv.serving.shadow.link import ShadowTap
+from trtconv.serving.tensor_crossing import input_readers, output_makers
 from trtconv.serving.triton_process import InstanceSettings
 
 WARMUP_PARAMETER = "trtconv_warmup"  # a request parameter: the server's own warm-up, not counted
@@ -45,8 +47,10 @@ class TritonPythonModel:
         values = input_values_of(manifest)
         self.runners: list[Runner] = []
         model = served(self._opened(open_runner(path, run, manifest)), values)
-        self.input_names = model.signature.input_names
         self.output_names = [spec.name for spec in model.signature.outputs]
+        # How tensors cross the backend's boundary (serving/tensor_crossing.py): by DLPack.
+        self.readers = input_readers(model.signature)
+        self.makers = output_makers(model.signature)
         self.traffic, self.warm_traffic = Traffic(), Traffic()
         self.infer = infer_function(model, told.batched, self.traffic)
         self.warm_infer = infer_function(model, told.batched, self.warm_traffic)
@@ -71,8 +75,7 @@ class TritonPythonModel:
     def execute(self, requests: list[Any]) -> list[Any]:
         import triton_python_backend_utils as pb_utils
 
-        tensor = pb_utils.get_input_tensor_by_name
-        feeds = [{name: tensor(r, name).as_numpy() for name in self.input_names} for r in requests]
+        feeds = [self.feeds(request) for request in requests]
         if all(WARMUP_PARAMETER in r.parameters() for r in requests):
             answers = self.warm_infer(feeds)
         elif self.tap is not None and self.tap.fallback and self.native_infer is not None:
@@ -86,11 +89,17 @@ class TritonPythonModel:
                         self.tap.offer(feed, answer)
         return [self.response(pb_utils, answer) for answer in answers]
 
+    def feeds(self, request: Any) -> Feeds:
+        """A request's inputs by name (Triton checked their names, dtypes and shapes)."""
+        readers = self.readers
+        return {tensor.name(): readers[tensor.name()](tensor) for tensor in request.inputs()}
+
     def response(self, pb_utils: Any, answer: Answer) -> Any:
         if isinstance(answer, Exception):
             error = pb_utils.TritonError(f"{type(answer).__name__}: {answer}")
             return pb_utils.InferenceResponse(output_tensors=[], error=error)
-        tensors = [pb_utils.Tensor(name, answer[name]) for name in self.output_names]
+        makers = self.makers
+        tensors = [makers[name](pb_utils, name, answer[name]) for name in self.output_names]
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
     def finalize(self) -> None:

@@ -1,6 +1,7 @@
 """Triton Inference Server as a child process: the `tritonserver` binary and Python backend
-that PyTriton's wheel carries, a model repository written in a workspace that is removed on the
-way out, and the model run by serving/triton_model.py inside the backend's own processes.
+that PyTriton's wheel carries (serving/triton_install.py), a model repository written in a
+workspace that is removed on the way out, and the model run by serving/triton_model.py inside
+the backend's own processes.
 
 Stopping sends SIGINT: Triton stops accepting new requests and connections, answers those in
 flight within `exit_timeout_s`, unloads the model (each instance records its traffic) and
@@ -33,15 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import trtconv
-from trtconv.core.errors import MissingDependencyError, TrtconvError
+from trtconv.core.errors import TrtconvError
 from trtconv.core.processes import dies_with_this_process
 from trtconv.options import LOOPBACK
 from trtconv.serving.batch_runner import Traffic
-from trtconv.serving.doctor_section import doctor_section
 from trtconv.serving.triton_config import ModelConfigSpec, render_config
+from trtconv.serving.triton_install import Binaries, binaries
 
 LOG = logging.getLogger(__name__)
-INSTALL_HINT = "pip install 'trtconv[serve]' (nvidia-pytriton needs glibc 2.35 or newer)"
 START_TIMEOUT_S = 600.0  # a large native model loads in the backend before Triton is ready
 STOP_MARGIN_S = 30.0  # beyond Triton's own exit timeout, before it is killed
 POLL_S = 0.1
@@ -114,45 +114,6 @@ class InstanceSettings:
     @classmethod
     def load(cls, path: Path) -> InstanceSettings:
         return cls(**json.loads(path.read_text()))
-
-
-@dataclass(frozen=True)
-class Binaries:
-    """PyTriton's Triton: the server, its Python backend, the stub for this interpreter and the
-    libraries they load."""
-
-    server: Path
-    python_backend: Path
-    stub: Path
-    libraries: Path
-
-
-def binaries() -> Binaries:
-    """Where PyTriton's wheel keeps Triton. Raises MissingDependencyError (exit 3) naming the
-    install when PyTriton is missing or carries no stub for this Python."""
-    reason = doctor_section().reason
-    if reason:
-        raise MissingDependencyError(f"trtconv serve cannot run here: {reason}.")
-    try:
-        from pytriton.utils.distribution import get_libs_path, get_root_module_path, get_stub_path
-    except ImportError as exc:  # its wheel is Linux-only and needs glibc 2.35+
-        raise MissingDependencyError(
-            f"trtconv serve needs PyTriton's Triton server, which is not importable ({exc}); "
-            f"install it: {INSTALL_HINT}."
-        ) from exc
-    root = get_root_module_path() / "tritonserver"
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    found = Binaries(
-        root / "bin" / "tritonserver",
-        root / "backends" / "python",
-        Path(get_stub_path(version)),
-        Path(get_libs_path()),
-    )
-    if not found.stub.is_file():
-        raise MissingDependencyError(
-            f"PyTriton carries no Python-backend stub for Python {version}; {INSTALL_HINT}."
-        )
-    return found
 
 
 class TritonProcess:

@@ -95,3 +95,35 @@ def test_serve_reads_the_artifacts_manifest_once_on_the_way_in(
         runner.deactivate()
     assert source.kind == ("ort", "int8") and decided.max_batch == 8
     assert len(reads) == 1
+
+
+def test_samples_that_arrive_one_by_one_are_run_by_the_native_model_together() -> None:
+    """At a low rate each shadowed request arrives alone; the check gathers them (up to
+    GATHER_SAMPLES, or GATHER_S after the first) and runs the native model once on them."""
+    path, native_path = artifact("ort", "int8"), small_model()
+    manifest = read_manifest(path)
+    _, held_out = split_holdout(digits32())
+    images = held_out.x[:12]
+    with open_runner(path) as runner:
+        served = runner.infer({"image": images})["probabilities"]
+    check = ShadowCheck(
+        ShadowJudge(manifest, native_path),
+        NativeModel(native_path, None, signature=manifest.model_signature.name),
+        1.0, "warn", None, lambda line: None,
+    )  # fmt: skip
+    check.start(8, True)
+    tap = ShadowTap(1.0, check.address, check.key)
+    try:
+        for row in range(len(images)):  # one sample a request, a few ms apart
+            tap.offer({"image": images[row : row + 1]}, {"probabilities": served[row : row + 1]})
+            time.sleep(0.005)
+        deadline = time.monotonic() + 60
+        while check.result().compared_samples < len(images) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        tap.close()
+        result = check.stop()
+    assert result.compared_samples == len(images)
+    runs = check.native_traffic.batches
+    assert sum(size * count for size, count in runs.items()) == len(images)
+    assert sum(runs.values()) < len(images) and max(runs) > 1, runs  # run together, not alone

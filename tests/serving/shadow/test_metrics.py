@@ -49,6 +49,13 @@ def parsed(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     return found
 
 
+def types(text: str) -> list[tuple[str, str]]:
+    """(family, type) of each family, as Prometheus' parser reads them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [(family.name, family.type) for family in text_string_to_metric_families(text)]
+
+
 def value(found: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
     [(_, number)] = [(got, v) for got, v in found[name] if got == labels]
     return number
@@ -61,7 +68,11 @@ def test_the_live_verdict_reads_back_through_prometheus_parser() -> None:
     assert value(found, "trtconv_shadow_share_lower", **figure) == 0.745
     assert value(found, "trtconv_shadow_share_upper", **figure) == 0.865
     assert value(found, "trtconv_shadow_minimum", **figure) == 0.97
-    assert value(found, "trtconv_shadow_samples", **figure) == 160
+    assert value(found, "trtconv_shadow_samples_total", **figure) == 160
+    assert value(found, "trtconv_shadow_agreeing_samples_total", **figure) == 130  # counters
+    kinds = dict(types(render(result())))  # the parser names a counter without `_total`
+    assert kinds["trtconv_shadow_samples"] == kinds["trtconv_shadow_agreeing_samples"] == "counter"
+    assert kinds["trtconv_shadow_samples_floor"] == "gauge"
     assert value(found, "trtconv_shadow_state", **figure, state="failing") == 1
     assert value(found, "trtconv_shadow_state", **figure, state="holding") == 0
     assert value(found, "trtconv_shadow_verdict", state="failing") == 1

@@ -163,3 +163,101 @@ def summary_signature(path: Path) -> object:
     from trtconv.artifact.manifest import read_manifest
 
     return read_manifest(path).model_signature
+
+
+SERVING_DOC = REPOSITORY / "docs" / "serving.md"
+FLEET = "figure=top-1 agreement,output=probabilities"
+
+
+def fleet_rules() -> dict[str, str]:
+    """The recording rules docs/serving.md gives for a fleet's verdict: {record: expr}."""
+    text = SERVING_DOC.read_text()
+    block = text.split("  - name: trtconv-shadow-fleet\n", 1)[1].split("```", 1)[0]
+    rules = {}
+    for entry in block.split("\n      - ")[1:]:
+        if not entry.startswith("record: "):
+            continue
+        name = entry.removeprefix("record: ").split()[0]
+        expr = entry.split("expr: ", 1)[1]
+        if expr.startswith(">-"):  # a folded scalar: its more indented lines, joined
+            lines = expr.splitlines()[1:]
+            expr = " ".join(line.strip() for line in lines if line.startswith(" " * 10))
+        rules[name] = expr.strip()
+    return rules
+
+
+def evaluated(expr: str, sums: dict[str, float]) -> float:
+    """A rule's arithmetic (one series: no labels to match), its recorded series given."""
+    import math
+    import re
+
+    python = re.sub(r"trtconv_shadow_fleet:(\w+)", r"sums['\1']", expr)
+    python = python.replace("sqrt(", "math.sqrt(").replace("^", "**")
+    return float(eval(python, {"math": math, "sums": sums}))
+
+
+def test_two_replicas_pages_summed_give_the_interval_of_one_server_given_all_the_traffic() -> None:
+    """Two replicas with --shadow 1, each given half of the noisy digits; their counters summed
+    as Prometheus' recording rules sum them (the docs' very expressions, evaluated), against
+    the interval the first replica reports once it is given the other half too."""
+    import tritonclient.http as http
+
+    pytriton_or_skip()
+    path = artifact("ort", "int8")
+    _, held_out = split_holdout(digits32())
+    images = held_out.x[:120]
+    noise = np.random.default_rng(1).normal(0, 0.8, images.shape)
+    shifted = (images + noise).astype(np.float32)
+    halves = shifted[:60], shifted[60:]  # each below the tap's queue of 64: nothing dropped
+    argv = ["serve", str(path), "--name", "digits", "--instances", "1", "--shadow", "1"]
+    replicas = [started(argv), started(argv)]
+    pids = [pid for process, _, _ in replicas for pid in [process.pid, *descendants(process.pid)]]
+    try:
+        for (_, url, _), half in zip(replicas, halves, strict=True):
+            client = http.InferenceServerClient(url)
+            ask(client, half)
+            client.close()
+        pages = [compared(metrics_url, 60) for _, _, metrics_url in replicas]
+        sums = {
+            "samples": sum(page[f"trtconv_shadow_samples_total{{{FLEET}}}"] for page in pages),
+            "agreeing_samples": sum(
+                page[f"trtconv_shadow_agreeing_samples_total{{{FLEET}}}"] for page in pages
+            ),
+        }
+        _, url, metrics_url = replicas[0]
+        client = http.InferenceServerClient(url)
+        ask(client, halves[1])  # the first replica now has all the traffic
+        client.close()
+        whole = compared(metrics_url, 120)
+    finally:
+        for process, _, _ in replicas:
+            process.kill()
+    rules = fleet_rules()
+    for record, counter in (("samples", "samples"), ("agreeing_samples", "agreeing_samples")):
+        summed = f"sum by (output, figure) (trtconv_shadow_{counter}_total)"
+        assert rules[f"trtconv_shadow_fleet:{record}"] == summed  # what `sums` holds
+    sums["share"] = evaluated(rules["trtconv_shadow_fleet:share"], sums)
+    low = evaluated(rules["trtconv_shadow_fleet:share_lower"], sums)
+    high = evaluated(rules["trtconv_shadow_fleet:share_upper"], sums)
+    assert sums["samples"] == whole[f"trtconv_shadow_samples_total{{{FLEET}}}"] == 120
+    assert sums["agreeing_samples"] == whole[f"trtconv_shadow_agreeing_samples_total{{{FLEET}}}"]
+    assert 0 < sums["agreeing_samples"] < 120  # the noise moved some decisions, not all
+    assert sums["share"] == whole[f"trtconv_shadow_share{{{FLEET}}}"]
+    assert abs(low - whole[f"trtconv_shadow_share_lower{{{FLEET}}}"]) < 1e-12
+    assert abs(high - whole[f"trtconv_shadow_share_upper{{{FLEET}}}"]) < 1e-12
+    # The alert's comparison reads the floor and the bound every replica publishes.
+    assert whole[f"trtconv_shadow_samples_floor{{{FLEET}}}"] == samples_to_show(0.97)
+    assert whole[f"trtconv_shadow_minimum{{{FLEET}}}"] == 0.97
+    assert left_running(pids) == []
+
+
+def compared(metrics_url: str, samples: int) -> dict[str, float]:
+    """The replica's shadow metrics once it has compared `samples` samples (none dropped)."""
+    deadline = time.monotonic() + FALLBACK_TIMEOUT_S
+    while (found := shadow_metrics(metrics_url))["trtconv_shadow_compared_samples_total{}"] < (
+        samples
+    ):
+        assert time.monotonic() < deadline, found
+        time.sleep(0.1)
+    assert found["trtconv_shadow_dropped_samples_total{}"] == 0
+    return found

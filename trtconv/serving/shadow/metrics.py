@@ -5,6 +5,10 @@ Triton's metrics come from its own endpoint (on loopback, a port of its own) at 
 check's are rendered from its result at that moment. Every family is named `trtconv_shadow_*`;
 figures carry `output` and `figure` labels, and a state is one series per possible state, 1 on
 the current one (Prometheus' way of exposing an enum). docs/serving.md lists them.
+
+A figure's counts are counters (`samples_total`, `agreeing_samples_total`): summed over the
+replicas of a fleet they are the counts one server given all their traffic would have, so the
+fleet's share and Wilson interval follow from the sums (docs/serving.md has the recording rules).
 """
 
 from __future__ import annotations
@@ -102,12 +106,24 @@ def _figure_families(figures: list[FigureVerdict]) -> list[str]:
         for state in STATES
     ]
     return [
-        *family("samples", "gauge", "Samples a figure was counted on.", each(lambda f: f.samples)),
         *family(
-            "agreeing_samples",
-            "gauge",
+            "samples_total",
+            "counter",
+            "Samples a figure was counted on.",
+            each(lambda f: f.samples),
+        ),
+        *family(
+            "agreeing_samples_total",
+            "counter",
             "Samples that agreed or lay within tolerance (a class map's shares summed).",
             each(lambda f: f.successes),
+        ),
+        *family(
+            "samples_floor",
+            "gauge",
+            "Samples a figure counts before its interval decides it (the fewest that could "
+            "show its bound).",
+            each(lambda f: f.samples_floor),
         ),
         *family("share", "gauge", "The running share.", each(lambda f: f.share)),
         *family("share_lower", "gauge", "Lower end of the share's 95% interval.", low),

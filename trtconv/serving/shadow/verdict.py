@@ -66,8 +66,10 @@ class Count:
 @dataclass(frozen=True)
 class FigureVerdict(JsonResult):
     """A figure's live verdict: the counts, the share and its 95% interval, the bound, the state,
-    the samples more that would decide it (undecided only; None when no count would), and the
-    samples compared when its state last changed."""
+    the samples more that would decide it (undecided only; None when no count would), the
+    samples compared when its state last changed, and the samples it counts before its
+    interval decides it (`samples_floor`: the fewest that could show its bound; the values
+    rule's: those that show it holding)."""
 
     output: str
     figure: str
@@ -79,6 +81,7 @@ class FigureVerdict(JsonResult):
     state: str
     samples_needed: int | None
     changed_at_samples: int
+    samples_floor: int = 0
 
     def line(self, confidence: float) -> str:
         """What a change of state says: 'shadow: probabilities top-1 agreement failing: 0.812
@@ -157,6 +160,7 @@ class LiveFigure:
             self.state,
             self.needed(confidence),
             self.changed_at,
+            self.least if self.minimum is not None else samples_for_values(confidence),
         )
 
 
