@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trtconv.core.errors import UsageError
-from trtconv.core.judging_options import Judging
+from trtconv.core.judging_options import Judging, ToleranceOptions
 from trtconv.core.model_io import InputValue
 from trtconv.core.precision import PRECISIONS
 
@@ -163,11 +163,11 @@ class Contest:
 
 @dataclass(frozen=True)
 class ConvertOptions:
-    """`trtconv convert`. `precision` None is allowed only with backend "best" (every
-    precision); `output` None means models/NAME-BACKEND-PRECISION; `tolerance` and `rtol` None
-    keep the precision's absolute and relative tolerances; `min_top1_agreement` and
-    `max_accuracy_drop` None keep its limits; `confidence` is the level verdicts are decided at
-    (0: point decisions). `signature` None is serving_default; `input_shapes` fill in dynamic
+    """`trtconv convert`. `precision` None is allowed only with backend "best" (every precision);
+    `output` None means models/NAME-BACKEND-PRECISION; `tolerance` is --tolerance (what it
+    leaves unset keeps the precision's); `min_top1_agreement` and `max_accuracy_drop` None keep
+    its limits; `confidence` is the level verdicts are decided at (0: point decisions; None:
+    DEFAULT_CONFIDENCE). `signature` None is serving_default; `input_shapes` fill in dynamic
     input dimensions for random data ({name: full shape}). A model with a fixed batch converts
     at that batch when `batch_sizes` is the default. `validate_data` None: validation on the
     calibration source's samples nothing was fitted to (trtconv.convert.data); `calib_samples`
@@ -184,7 +184,7 @@ class ConvertOptions:
     calib_method: str = DEFAULT_CALIB_METHOD
     batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES
     validate_samples: int = DEFAULT_VALIDATE_SAMPLES
-    tolerance: float | None = None
+    tolerance: ToleranceOptions = field(default_factory=ToleranceOptions)
     force: bool = False
     preprocessing: PreprocessingOptions = field(default_factory=PreprocessingOptions)
     int8_target: str = "auto"
@@ -194,20 +194,19 @@ class ConvertOptions:
     max_accuracy_drop: float | None = None
     judging: Judging = field(default_factory=Judging)
     contest: Contest = field(default_factory=Contest)
-    confidence: float = DEFAULT_CONFIDENCE
+    confidence: float | None = None
     signature: str | None = None
     input_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     validate_data: str | None = None
     split: str | None = None
     # --custom-objects MODULE:NAME: classes a Keras file needs (trtconv.model.keras_files).
     custom_objects: tuple[str, ...] = ()
-    # --tolerance X,R: the relative tolerance of every output; None keeps the precision's.
-    rtol: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "saved_model", Path(self.saved_model))
         object.__setattr__(self, "custom_objects", tuple(self.custom_objects))
-        check_confidence(self.confidence)
+        if self.confidence is not None:
+            check_confidence(self.confidence)
         if self.split is not None:
             check_choice("--split", self.split, SPLITS)
         object.__setattr__(self, "batch_sizes", tuple(self.batch_sizes))
@@ -232,21 +231,22 @@ class ConvertOptions:
 class ValidateOptions:
     """`trtconv validate`. None means: from the artifact's manifest (reference model, data,
     split, the confidence its verdict was decided at, else DEFAULT_CONFIDENCE),
-    DEFAULT_VALIDATE_SAMPLES samples, the precision's tolerance (`tolerance` its atol and
-    `rtol` its relative part for every output: --tolerance X,R)."""
+    DEFAULT_VALIDATE_SAMPLES samples, the rules the artifact's manifest recorded (its judging
+    contract) under `tolerance` (--tolerance) and `confidence` where given; `current_rules`:
+    this trtconv's defaults instead of the recorded rules (--current-rules)."""
 
     artifact: Path
     reference: Path | None = None
     data: str | None = None
     samples: int | None = None
-    tolerance: float | None = None
+    tolerance: ToleranceOptions = field(default_factory=ToleranceOptions)
     device: str = "auto"
     judging: Judging = field(default_factory=Judging)
     preprocessing: PreprocessingOptions = field(default_factory=PreprocessingOptions)
     split: str | None = None
     confidence: float | None = None
     signature: str | None = None
-    rtol: float | None = None
+    current_rules: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "artifact", Path(self.artifact))

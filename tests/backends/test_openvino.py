@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.helpers.convert_fixtures import build_small_resnet, digits_rgb16, small_resnet, work_dir
+from tests.helpers.rules import rules
 from trtconv.backends.openvino import ir
 from trtconv.backends.openvino.converter import convert
 from trtconv.backends.openvino.quantize import NncfOptions, quantize_model, weighted_ops
@@ -21,7 +22,6 @@ from trtconv.calib.sources import ArraySet, split_holdout
 from trtconv.core.errors import InputError, UsageError
 from trtconv.facts import probe_cpu
 from trtconv.outputs.compare import run_batched
-from trtconv.outputs.tolerance import tolerance_for
 from trtconv.protocol.request import ConversionRequest
 from trtconv.quantize.isa import X86_NO_VNNI, this_cpu_int8_class
 from trtconv.validate.pipeline import validate_runners
@@ -143,7 +143,7 @@ def test_int8_passes_validation_and_runs_quantised_convolutions(tmp_path: Path) 
     runner.activate()
     # 256 held-out samples decide the agreement at 95% but not the accuracy drop's paired
     # interval (docs/verdicts.md); this test is about NNCF's int8, so the point figures decide.
-    point = tolerance_for("int8", confidence=0.0)
+    point = rules("int8", confidence=0.0)
     result = validate_runners(native, runner, held_out, "int8", tolerance=point)
     assert result.passed, result.to_json()
 

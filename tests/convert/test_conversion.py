@@ -13,7 +13,7 @@ from trtconv import api
 from trtconv.artifact.manifest import Manifest, read_manifest
 from trtconv.backends.registry import open_runner
 from trtconv.core.errors import AccuracyError
-from trtconv.core.judging_options import Judging
+from trtconv.core.judging_options import ToleranceOptions
 from trtconv.facts.hardware import CpuBlock
 from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
 from trtconv.validate.pipeline import ValidateResult
@@ -143,9 +143,9 @@ def test_an_artifact_validates_against_another_artifact(
     result = api.validate(ValidateOptions(int8, reference=fp32))
     assert result.passed and result.reference == fp32 and result.samples == 450
     assert result.warnings[0].startswith(f"the reference is the artifact {fp32} (ort fp32, passed")
-    stated = Judging.build(tolerances={"probabilities": 1e-4})
+    stated = ToleranceOptions(atols={"probabilities": 1e-4})
     with pytest.raises(AccuracyError, match="probabilities values") as caught:
-        api.validate(ValidateOptions(fp32, reference=int8, judging=stated))
+        api.validate(ValidateOptions(fp32, reference=int8, tolerance=stated))
     assert caught.value.result.reference == int8
     try:  # 450 samples: passed, or inconclusive against fp16's 0.98 where a few disagree
         by_decisions = api.validate(ValidateOptions(fp32, reference=int8))

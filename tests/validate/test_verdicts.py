@@ -21,7 +21,7 @@ from trtconv import api
 from trtconv.artifact.manifest import read_manifest
 from trtconv.cli import main
 from trtconv.core.errors import AccuracyError
-from trtconv.core.judging_options import Judging
+from trtconv.core.judging_options import Judging, ToleranceOptions
 from trtconv.onnxlib.session import OrtRunner
 from trtconv.options import BenchOptions, ConvertOptions, PreprocessingOptions, ValidateOptions
 from trtconv.outputs.compare import run_batched
@@ -73,7 +73,11 @@ def test_box_and_label_heads_are_each_judged_for_what_they_are(
     assert allowed.passed and allowed.verdict == "not judged"
     assert allowed.outputs["box"].role_source == "option"
     judged = api.validate(
-        ValidateOptions(artifact, judging=Judging.build({"box": "tensor"}, {"box": 0.1}))
+        ValidateOptions(
+            artifact,
+            judging=Judging.build({"box": "tensor"}),
+            tolerance=ToleranceOptions(atols={"box": 0.1}),
+        )
     )
     assert judged.verdict == "passed" and judged.outputs["box"].atol == 0.1
 

@@ -31,6 +31,7 @@ from trtconv.model.savedmodel import SERVING_KEY, is_keras_file
 from trtconv.model.savedmodel_pb.signature import read_signature
 from trtconv.options import BASELINE_FIRST, BASELINE_SOURCE, DEFAULT_BATCH_SIZES
 from trtconv.outputs.roles import JudgingRecord
+from trtconv.outputs.tolerance import Tolerance
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class ModelEntry:
     validation: str | None = None
     data_contract: DataContract | None = None
     judging: JudgingRecord | None = None
+    rules: Tolerance | None = None  # the judging contract its manifest records (its rules)
     calibration: CalibrationRecord | None = None  # int8: the calibration block (input spread)
     # The batch sizes its engines were built for (TensorRT, TF-TRT), None when any batch runs.
     batch_range: tuple[int, int] | None = None
@@ -110,6 +112,7 @@ def artifact_entry(path: Path) -> ModelEntry:
         validation=manifest.status,
         data_contract=manifest.data_contract,
         judging=manifest.judging,
+        rules=manifest.judging_contract().tolerance,
         calibration=manifest.calibration,
     )
 

@@ -209,7 +209,7 @@ def bench_cli(
             warmup_s=warmup_s, iterations=iterations, duration_s=duration, rounds=rounds,
             threads=threads, data=data, eval_data=eval_data, xla=xla, throughput=throughput,
             report=report, force=force, device=device,
-            judging=judging_options(output_role, None, False, labels_output)[2],
+            judging=judging_options(output_role, None, False, labels_output)[1],
             preprocessing=preprocessing_options(
                 image_scale, image_offset, image_mean, image_std, input_value
             ),

@@ -22,12 +22,14 @@ from typing import Any
 from trtconv.core.errors import ConversionError, first_line, itemised
 from trtconv.core.lazy import TF_LOG_LEVEL, require
 from trtconv.core.model_io import ModelSignature
+from trtconv.core.precision import Precision
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.onnxlib import tf_equivalents
 from trtconv.onnxlib.frozen_graph import FixedValues, exportable
 from trtconv.onnxlib.session import CPU, OrtRunner
 from trtconv.outputs.compare import compare, run_batched
-from trtconv.outputs.tolerance import Tolerance, tolerance_for
+from trtconv.outputs.contract import resolve
+from trtconv.outputs.tolerance import Tolerance
 from trtconv.outputs.validation_result import ValidationReport
 
 log = logging.getLogger(__name__)
@@ -227,7 +229,7 @@ def verify_export(
     # A check of the exporter on every sample, not a statistical verdict (that is the artifact's
     # validation): point decisions, or a few hundred identical samples would be "inconclusive"
     # against fp32's 0.99 agreement.
-    exact = replace(tolerance or tolerance_for("fp32"), confidence=0.0)
+    exact = replace(tolerance or resolve(Precision.FP32).tolerance, confidence=0.0)
     report = compare(
         reference_outputs, candidate, exact, data.labels, data.source, roles, feeds=data.inputs
     )

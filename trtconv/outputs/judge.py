@@ -81,7 +81,6 @@ from trtconv.outputs.validation_result import (
 )
 from trtconv.outputs.values import (
     as_not_reproduced,
-    decisions_budget,
     exact_within,
     not_reproduced,
     values_check,
@@ -147,7 +146,8 @@ def judge_output(
     figures: dict[str, Any] = {}
     deciding, reproduced = tolerance, not not_reproduced(values, role, want, got, tolerance)
     if not reproduced:
-        values, deciding = as_not_reproduced(values, max_abs), decisions_budget(tolerance)
+        values = as_not_reproduced(values, max_abs, tolerance.lossy_atol)
+        deciding = tolerance.for_decisions()
         figures["agreement_minimum"] = deciding.min_within_for(name)
     threshold = _threshold(role, deciding)
     pair = (want, got)

@@ -20,12 +20,13 @@ import numpy as np
 from trtconv.core.model_io import STRING, Feeds, ModelSignature
 from trtconv.core.numbers import human
 from trtconv.core.precision import Precision
-from trtconv.outputs.tolerance import TOLERANCES, within_elements
+from trtconv.outputs.contract import resolve
+from trtconv.outputs.tolerance import within_elements
 from trtconv.serving.batch_runner import as_declared, sample_feeds
 from trtconv.serving.fixed_inputs import ServedModel
 
 CHECKED_REQUESTS = 3  # distinct inputs, sent in turn by the served warm-up
-SAME_RUNNER = TOLERANCES[Precision.FP32.value]
+SAME_RUNNER = resolve(Precision.FP32).tolerance
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers.shadow_fixtures import shadow_manifest
 from trtconv.outputs.validation_result import OutputComparison
-from trtconv.serving.shadow.judge import WITHIN_FIGURE, ShadowJudge, shadow_tolerance
+from trtconv.serving.shadow.judge import WITHIN_FIGURE, ShadowJudge
 from trtconv.serving.shadow.verdict import VALUES_FIGURE
 
 
@@ -58,13 +58,15 @@ def test_a_regression_output_keeps_the_bound_its_validation_derived() -> None:
 
 
 def test_the_bounds_convert_validated_against_are_the_live_ones() -> None:
-    from trtconv.core.judging_options import Judging
-
-    manifest = shadow_manifest("fp32", minimum=0.9)  # convert --min-top1-agreement 0.9
-    tolerance = shadow_tolerance(manifest, Judging())
-    assert tolerance.min_top1_agreement == 0.9 and not tolerance.values_decide
-    plain = shadow_tolerance(shadow_manifest("fp32", minimum=0.99), Judging())
-    assert plain.values_decide and plain.atol == 1e-4  # the table's: fp32 decided by values
+    """From the recorded contract, and from an earlier trtconv's manifest (its validation's
+    bounds, said in one line)."""
+    for contract in (True, False):
+        manifest = shadow_manifest("fp32", minimum=0.9, contract=contract)  # convert's limit
+        judge = ShadowJudge(manifest)
+        assert judge.tolerance.min_top1_agreement == 0.9 and not judge.tolerance.values_decide
+        assert (judge.note is None) == contract
+        plain = ShadowJudge(shadow_manifest("fp32", contract=contract)).tolerance
+        assert plain.values_decide and plain.atol == 1e-4  # the table's: fp32 decided by values
 
 
 def test_per_token_scores_count_valid_tokens_and_an_embedding_its_cosine() -> None:

@@ -1,9 +1,8 @@
 """What a shadowed sample is judged by, and the counts trtconv's own judging gives.
 
-The tolerance is the one `validate` judges the artifact by (`recorded_tolerance`: its precision's
-table, the manifest's per-output tolerances and minimum shares, its confidence), with the bounds
-its conversion was validated against where they differed from the table (convert's
---min-top1-agreement); the roles are the manifest's (else inferred once, as validation infers
+The rules are the ones `validate` judges the artifact by: the judging contract its manifest
+records (`Manifest.judging_contract`; an earlier trtconv's manifest: what it records and today's
+defaults for the rest); the roles are the manifest's (else inferred once, as validation infers
 them, from the native graph and the first reference outputs). A regression output judged
 without an atol (int8) keeps the bound its validation derived from the reference's spread: a
 share of one batch's spread would move with every batch.
@@ -42,7 +41,6 @@ from trtconv.outputs.roles import over_recorded
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.outputs.validation_result import OutputComparison, ValidationReport
 from trtconv.serving.shadow.verdict import VALUES_FIGURE, Count
-from trtconv.validate.pipeline import recorded_tolerance
 
 # What each decision role's agreement counts (a binary map: the share of samples with F1 >= 0.9).
 AGREEMENT_WORDS = {
@@ -56,25 +54,7 @@ DECISION_MAP_WORDS = f"samples with F1 >= {MIN_SAMPLE_F1:g}"
 WITHIN_FIGURE = "samples within tolerance"
 
 
-def shadow_tolerance(manifest: Manifest, judging: Judging) -> Tolerance:
-    """The tolerance the artifact was validated by (see the module's docstring)."""
-    tolerance = recorded_tolerance(manifest, judging)
-    report = manifest.validation
-    if report is None:
-        return tolerance
-    bounds = (report.min_top1_agreement, report.max_accuracy_drop)
-    if bounds == (tolerance.min_top1_agreement, tolerance.max_accuracy_drop):
-        return tolerance
-    # convert's own bounds: as budget_for makes them, the rates then gate (values_decide off)
-    return replace(
-        tolerance,
-        min_top1_agreement=bounds[0],
-        max_accuracy_drop=bounds[1],
-        values_decide=False,
-    )
-
-
-def validated_bounds(manifest: Manifest, judging: Judging) -> dict[str, float]:
+def validated_bounds(manifest: Manifest, tolerance: Tolerance) -> dict[str, float]:
     """{output: the per-value bound its validation derived} for regression outputs judged
     without an atol (int8: a share of the reference's spread), so that every batch keeps it."""
     report = manifest.validation
@@ -86,7 +66,7 @@ def validated_bounds(manifest: Manifest, judging: Judging) -> dict[str, float]:
         if output.role == REGRESSION
         and output.atol is None
         and output.tolerance is not None
-        and name not in judging.tolerances
+        and name not in tolerance.output_atol
     }
 
 
@@ -96,8 +76,11 @@ class ShadowJudge:
 
     def __init__(self, manifest: Manifest, saved_model: Path | None = None) -> None:
         judging = over_recorded(Judging(), manifest.judging)
-        tolerance = shadow_tolerance(manifest, judging)
-        bounds = validated_bounds(manifest, judging)
+        contract = manifest.judging_contract()
+        tolerance = contract.tolerance
+        # An earlier trtconv's manifest: the one line saying what the verdict is judged by.
+        self.note = contract.note
+        bounds = validated_bounds(manifest, tolerance)
         # A point rule (confidence 0) would flip the live verdict with every sample near the
         # bound: a stream is decided on an interval, the default one when none was recorded.
         self.confidence = tolerance.confidence or DEFAULT_CONFIDENCE

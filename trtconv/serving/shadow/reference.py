@@ -4,6 +4,7 @@ names, checked before anything loads, and the check built for it."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from trtconv.serving.served_from import ServedFrom
 from trtconv.serving.shadow.capture import capture_file
 from trtconv.serving.shadow.check import NativeModel, ShadowCheck
 from trtconv.serving.shadow.judge import ShadowJudge
+
+log = logging.getLogger(__name__)
 
 
 def shadow_reference(source: ServedFrom, options: ServeOptions) -> Path:
@@ -66,6 +69,8 @@ def shadow_check(
         native = NativeModel(saved_model, 1, source.input_values, manifest.model_signature.name)
         capture = capture_file(options.shadow_capture, name) if options.shadow_capture else None
         judge = ShadowJudge(manifest, saved_model)
+        if judge.note:
+            log.warning("%s: %s; the live verdict too.", source.path, judge.note)
         check = ShadowCheck(judge, native, options.shadow, options.on_failing, capture, announce)
         try:
             yield check
