@@ -203,7 +203,9 @@ def test_bf16_computes_in_bfloat16_within_tolerance(
 ) -> None:
     runner = OpenVinoRunner(digits_ir, "bf16")
     runner.activate()
-    result = validate_runners(digits_native, runner, digits_held_out, "bf16")
+    result = validate_runners(
+        digits_native, runner, digits_held_out, "bf16", tolerance=rules("bf16")
+    )
     assert runner.runtime_properties().inference_precision_hint == "bf16"
     assert result.passed, result.to_json()
 

@@ -117,8 +117,9 @@ def test_validate_an_artifact_against_its_source(digits_int8: dict[str, Any]) ->
     result = api.validate(ValidateOptions(Path(digits_int8["artifact"]), samples=450))
     assert result.passed and result.samples == 450 and result.precision == "int8"
     assert result.top1_agreement is not None and result.top1_agreement >= 0.97
+    strict = ToleranceOptions(atol=1e-6)
     with pytest.raises(AccuracyError, match="probabilities within tolerance") as caught:
-        api.validate(ValidateOptions(Path(digits_int8["artifact"]), samples=200, tolerance=1e-6))
+        api.validate(ValidateOptions(Path(digits_int8["artifact"]), samples=200, tolerance=strict))
     strict = caught.value.result  # the whole result rides on the error (exit 4)
     assert isinstance(strict, ValidateResult) and not strict.passed and strict.samples == 200
     assert strict.verdict == "failed"  # a failed share of samples outranks an undecided rate
