@@ -49,11 +49,11 @@ from trtconv.options import (
 )
 from trtconv.release.pipeline import release
 from trtconv.report.merge import merge_reports
-from trtconv.serving.deploy import deploy
-from trtconv.serving.rate_search import server_bench
-from trtconv.serving.scenarios import scenario_bench
-from trtconv.serving.server import serve as serve_with
-from trtconv.serving.serving_result import ServeResult
+from trtconv.serving.load.rate_search import server_bench
+from trtconv.serving.load.scenarios import scenario_bench
+from trtconv.serving.repository.deploy import deploy
+from trtconv.serving.server.serve import serve as serve_with
+from trtconv.serving.server.serve_result import ServeResult
 from trtconv.train.benchmark import TrainBenchmarkResult, train_benchmark
 from trtconv.train.pipeline import TrainResult, train
 from trtconv.validate.pipeline import validate

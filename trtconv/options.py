@@ -425,8 +425,9 @@ DEFAULT_MAX_BATCH_SIZE = 8
 DEFAULT_PREFERRED_BATCH_SIZES = (4, 8)
 DEFAULT_QUEUE_DELAY_US = 100
 LOOPBACK = "127.0.0.1"
-# Admission control (serving/admission.py): the latency budget a served request is answered
-# within; a request still queued when it could no longer meet it is answered UNAVAILABLE / 503.
+# Admission control (serving/repository/admission.py): the latency budget a served request is
+# answered within; a request still queued when it could no longer meet it is answered
+# UNAVAILABLE / 503.
 DEFAULT_LATENCY_BUDGET_MS = 100.0
 # serve: how long a stop (SIGINT/SIGTERM) waits for the requests in flight, after not-ready.
 DEFAULT_DRAIN_TIMEOUT_S = 10.0
@@ -518,7 +519,7 @@ class ServeOptions:
     queue_timeout_ms: float | None = None
     drain_timeout_s: float = DEFAULT_DRAIN_TIMEOUT_S
     # Model instances, one runner each, the threads divided between them; None: chosen at
-    # start from the cores and the model's measured single-request time (serving/server.py).
+    # start from the cores and the model's measured single-request time (serving/server/serve.py).
     instances: int | None = None
     # Where the endpoints listen (loopback unless told), the file holding the key inference
     # requests must carry, and Triton's own log (its file and verbose level).
@@ -527,9 +528,9 @@ class ServeOptions:
     log_file: Path | None = None
     log_verbose: int = 0
     # Triton's queue policy (admission control) on: off unless asked, or implied by a queue
-    # size or timeout given (serving/admission.py says what it costs in Triton 2.51).
+    # size or timeout given (serving/repository/admission.py says what it costs in Triton 2.51).
     admission: bool = False
-    # The shadow check (serving/shadow/): the share of requests the native model runs again
+    # The shadow check (serving/server/shadow/): the share of requests the native model runs again
     # (None: off), what a failing live verdict does, where disagreeing samples are kept.
     shadow: float | None = None
     on_failing: str = ON_FAILING[0]

@@ -12,8 +12,8 @@ from rich.markup import escape
 from trtconv.cli._options import JsonOpt, QueueTimeoutOpt
 from trtconv.cli._output import run_command
 from trtconv.options import DeployOptions
-from trtconv.serving.deploy import deploy
-from trtconv.serving.serving_result import DeployResult
+from trtconv.serving.repository.deploy import deploy
+from trtconv.serving.repository.deploy_result import DeployResult
 
 ModelsArg = Annotated[
     list[Path],

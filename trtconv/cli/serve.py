@@ -12,8 +12,8 @@ from rich.console import Console
 from trtconv.cli._options import DeviceOpt, JsonOpt, QueueTimeoutOpt
 from trtconv.cli._output import run_command
 from trtconv.options import ServeOptions
-from trtconv.serving.server import serve
-from trtconv.serving.serving_result import ServeResult
+from trtconv.serving.server.serve import serve
+from trtconv.serving.server.serve_result import ServeResult
 
 ModelArg = Annotated[Path, typer.Argument(help="Artifact directory or SavedModel to serve.")]
 NameOpt = Annotated[
