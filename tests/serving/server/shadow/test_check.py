@@ -62,39 +62,41 @@ def test_a_good_artifact_on_unshifted_traffic_holds() -> None:
     assert said and said[-1].startswith("shadow: probabilities top-1 agreement holding")
 
 
-def test_serve_reads_the_artifacts_manifest_once_on_the_way_in(
-    monkeypatch: pytest.MonkeyPatch,
+def test_serve_reads_the_artifacts_manifest_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Everything `serve` decides before Triton starts (its runner, the inputs it sets, the batch
-    cap, admission, the summary's backend) comes from one reading (before: four)."""
-    from pathlib import Path
+    """`trtconv serve` itself, through its command line in this process, with a shadow check:
+    everything it decides in its own process (its runner, the inputs it sets, the batch cap,
+    admission, the shadow check's judge, the summary's backend) comes from one reading of the
+    manifest (before: four). Every file this process opens is seen, whichever way it is read
+    (Path.read_text, open), so a new read anywhere on serve's path fails this test; Triton's
+    model instances, processes of their own, read it themselves and are not counted."""
+    import builtins
+    import io
+    import json
 
-    from trtconv.options import ServeOptions
-    from trtconv.protocol.runner import RunOptions
-    from trtconv.serving.repository.fixed_inputs import served
-    from trtconv.serving.server.serve_plan import plan
-    from trtconv.serving.server.served_from import ServedFrom
+    from trtconv.cli import main
 
     path = artifact("ort", "int8")
-    reads: list[Path] = []
-    read_text = Path.read_text
+    reads: list[str] = []
+    opened = io.open
 
-    def counted(self: Path, *args: object, **kwargs: object) -> str:
-        if self.name == "manifest.json":
-            reads.append(self)
-        return read_text(self, *args, **kwargs)  # type: ignore[arg-type]
+    def counted(file: object, *args: object, **kwargs: object) -> object:
+        if str(file).endswith("manifest.json"):
+            reads.append(str(file))
+        return opened(file, *args, **kwargs)  # type: ignore[call-overload]
 
-    monkeypatch.setattr(Path, "read_text", counted)
-    source = ServedFrom.read(path)
-    runner = source.open_runner(RunOptions(spin=False))
-    runner.activate()
-    try:
-        model = served(runner, source.input_values)
-        decided = plan(model, ServeOptions(path, admission=True), source)
-    finally:
-        runner.deactivate()
-    assert source.kind == ("ort", "int8") and decided.max_batch == 8
-    assert len(reads) == 1
+    monkeypatch.setattr(io, "open", counted)
+    monkeypatch.setattr(builtins, "open", counted)
+    argv = ["serve", str(path), "--name", "digits", "--admission", "--shadow", "0.5"]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--stop-after", "1", "--json"])
+    monkeypatch.undo()
+    assert exited.value.code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["backend"], result["precision"], result["max_batch_size"]) == ("ort", "int8", 8)
+    assert result["shadow"] is not None and result["max_queue_size"] is not None
+    assert reads == [str(path / "manifest.json")]
 
 
 def test_samples_that_arrive_one_by_one_are_run_by_the_native_model_together() -> None:

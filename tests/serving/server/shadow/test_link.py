@@ -50,6 +50,12 @@ def test_every_sample_offered_is_taken_or_counted_as_dropped() -> None:
         inbox.close()
 
 
+def last_arrived(inbox: Inbox) -> int:
+    """The samples of the request the inbox took last (0: none yet)."""
+    arrived = inbox.waiting.queue
+    return arrived[-1].samples if arrived else 0
+
+
 def test_a_tap_offers_about_its_share_of_requests() -> None:
     address, key = new_address(), os.urandom(16)
     inbox = Inbox(address, key, capacity=100_000)
@@ -57,8 +63,15 @@ def test_a_tap_offers_about_its_share_of_requests() -> None:
     try:
         for _ in range(10_000):
             tap.offer(*request())
-        time.sleep(0.5)
-        drawn = inbox.waiting.qsize() + inbox.dropped
+        # A marker of two samples, drawn for sure: one connection keeps the order, so once it
+        # has arrived every drawn request before it has too.
+        tap.rate = 1.0
+        tap.offer(*request(rows=2))
+        deadline = time.monotonic() + 30
+        while last_arrived(inbox) != 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert last_arrived(inbox) == 2 and inbox.dropped == 0
+        drawn = inbox.waiting.qsize() - 1
         assert 800 <= drawn <= 1200  # binomial(10000, 0.1): 1000 +- 30; outside 6.6 sigma
     finally:
         tap.close()
