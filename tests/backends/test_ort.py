@@ -14,7 +14,9 @@ from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
 from trtconv.onnxlib.export import op_counts
 from trtconv.onnxlib.session import CPU, OrtRunner
-from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.compare import run_batched
 from trtconv.protocol.request import ConversionRequest
 

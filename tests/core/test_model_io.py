@@ -19,7 +19,9 @@ from trtconv.core.model_io import (
     numpy_dtype,
     parse_input_shapes,
 )
-from trtconv.options import DEFAULT_BATCH_SIZES, BenchOptions, ConvertOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.shared import DEFAULT_BATCH_SIZES
 
 FIXED = ModelSignature((TensorSpec("image", (1, 32, 32, 3), "float32"),), ())
 ANY = ModelSignature((TensorSpec("image", (None, 32, 32, 3), "float32"),), ())

@@ -10,7 +10,8 @@ import pytest
 from scipy.stats import binomtest, bootstrap
 
 from trtconv.core.errors import AccuracyError, UsageError
-from trtconv.options import ConvertOptions, ValidateOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs import confidence
 from trtconv.outputs.compare import compare, raise_if_failed
 from trtconv.outputs.confidence import (

@@ -8,15 +8,12 @@ import pytest
 
 from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import Judging
-from trtconv.options import (
-    DEFAULT_RELEASE_BATCH_SIZES,
-    BenchOptions,
-    Contest,
-    ConvertOptions,
-    PreprocessingOptions,
-    TrainOptions,
-    ValidateOptions,
-)
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import Contest, ConvertOptions
+from trtconv.options.release import DEFAULT_RELEASE_BATCH_SIZES
+from trtconv.options.shared import PreprocessingOptions
+from trtconv.options.train import TrainOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.tolerance import tolerance_for
 from trtconv.release.command_options import (
     bench_options,

@@ -29,7 +29,8 @@ from trtconv.model.paths import (
 )
 from trtconv.model.savedmodel import SERVING_KEY, is_keras_file
 from trtconv.model.savedmodel_pb.signature import read_signature
-from trtconv.options import BASELINE_FIRST, BASELINE_SOURCE, DEFAULT_BATCH_SIZES
+from trtconv.options.bench import BASELINE_FIRST, BASELINE_SOURCE
+from trtconv.options.shared import DEFAULT_BATCH_SIZES
 from trtconv.outputs.roles import JudgingRecord
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
 

@@ -62,7 +62,7 @@ from trtconv.core.model_io import (
     scalar_inputs,
 )
 from trtconv.model.savedmodel import read_model_card
-from trtconv.options import PreprocessingOptions
+from trtconv.options.shared import PreprocessingOptions
 
 log = logging.getLogger(__name__)
 # A batch of images (or maps) has at least this many axes: N, H, W (and channels).

@@ -17,7 +17,7 @@ from trtconv.calib.preprocessing import parse_channels
 from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import Judging, parse_role_options, parse_tolerance_options
 from trtconv.core.model_io import parse_input_values
-from trtconv.options import DEFAULT_BATCH_SIZES, PreprocessingOptions
+from trtconv.options.shared import DEFAULT_BATCH_SIZES, PreprocessingOptions
 
 OutputRoleOpt = Annotated[
     list[str] | None,

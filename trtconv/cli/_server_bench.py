@@ -14,7 +14,7 @@ from rich.table import Table
 from trtconv.cli._output import run_command
 from trtconv.core.errors import UsageError
 from trtconv.measure.server_bench_result import ScenarioBenchResult, ServerBenchResult
-from trtconv.options import (
+from trtconv.options.server_bench import (
     DEFAULT_LOAD_RUN_S,
     OFFLINE,
     SCENARIOS,

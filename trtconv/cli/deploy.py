@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from trtconv.cli._options import JsonOpt, QueueTimeoutOpt
 from trtconv.cli._output import run_command
-from trtconv.options import DeployOptions
+from trtconv.options.deploy import DeployOptions
 from trtconv.serving.repository.deploy import deploy
 from trtconv.serving.repository.deploy_result import DeployResult
 

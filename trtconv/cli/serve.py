@@ -11,7 +11,7 @@ from rich.console import Console
 
 from trtconv.cli._options import DeviceOpt, JsonOpt, QueueTimeoutOpt
 from trtconv.cli._output import run_command
-from trtconv.options import ServeOptions
+from trtconv.options.serve import ServeOptions
 from trtconv.serving.server.serve import serve
 from trtconv.serving.server.serve_result import ServeResult
 

@@ -41,7 +41,8 @@ from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
 from trtconv.core.progress import Progress, Steps
 from trtconv.measure.bench_result import BenchRow
-from trtconv.options import BenchOptions, Contest, ConvertOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import Contest, ConvertOptions
 from trtconv.outputs.confidence import INCONCLUSIVE
 from trtconv.outputs.exact import samples_to_decide
 from trtconv.protocol.runner import Runner, RunOptions

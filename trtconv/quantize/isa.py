@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from trtconv.artifact.manifest import QuantizationBlock
 from trtconv.facts import environment
 from trtconv.facts.hardware import CpuBlock
-from trtconv.options import INT8_TARGETS
+from trtconv.options.convert import INT8_TARGETS
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import ConversionError
 from trtconv.core.model_io import CalibrationFeed
 from trtconv.core.progress import Progress
-from trtconv.options import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.options.convert import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.outputs.compare import TOP1, rate_words
 from trtconv.outputs.confidence import INCONCLUSIVE, PASSED
 from trtconv.outputs.tolerance import Tolerance

@@ -23,7 +23,7 @@ from trtconv.core.memory import PeakRss
 from trtconv.core.model_io import CalibrationFeed, samples_in
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.onnxlib.export import op_counts
-from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD
+from trtconv.options.convert import CALIB_METHODS, DEFAULT_CALIB_METHOD
 from trtconv.quantize.checks import require_tensorrt_qdq
 from trtconv.quantize.isa import WeightChoice
 from trtconv.quantize.kept_float import softmax_nodes

@@ -34,7 +34,8 @@ from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
 from trtconv.measure.bench_result import BenchResult
 from trtconv.measure.server_bench_result import ServerBenchResult
-from trtconv.options import DeployOptions, ServerBenchOptions
+from trtconv.options.deploy import DeployOptions
+from trtconv.options.server_bench import ServerBenchOptions
 from trtconv.release.command_options import (
     bench_data,
     bench_options,

@@ -32,7 +32,8 @@ from trtconv.core.model_io import ModelSignature, TensorSpec
 from trtconv.core.results import JsonResult
 from trtconv.facts.environment import Environment, machine_environment
 from trtconv.model.savedmodel import MODEL_CARD
-from trtconv.options import PreprocessingOptions, TrainOptions
+from trtconv.options.shared import PreprocessingOptions
+from trtconv.options.train import TrainOptions
 from trtconv.train.amp import AmpBlock, AmpChoice, choose_policy
 from trtconv.train.distribute import (
     DistributionPlan,

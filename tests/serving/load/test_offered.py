@@ -11,7 +11,7 @@ from rich.console import Console
 from trtconv.cli._server_bench import parse_offered, render
 from trtconv.core.errors import UsageError
 from trtconv.measure.server_bench_result import OverloadRow, ServerBenchResult
-from trtconv.options import ServerBenchOptions
+from trtconv.options.server_bench import ServerBenchOptions
 from trtconv.serving.load.overload import classify, tally
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from trtconv.measure.server_bench_result import LoadRun
-from trtconv.options import ServerBenchOptions
+from trtconv.options.server_bench import ServerBenchOptions
 from trtconv.serving.load import rate_search
 from trtconv.serving.load.rate_search import missed_by_a_stall, search, search_step
 

@@ -11,7 +11,8 @@ import pytest
 from trtconv.cli import main
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import ModelSignature, TensorSpec
-from trtconv.options import DeployOptions, ServeOptions
+from trtconv.options.deploy import DeployOptions
+from trtconv.options.serve import ServeOptions
 from trtconv.protocol.serving import TritonServing
 from trtconv.serving.repository.admission import Admission, admission
 from trtconv.serving.repository.triton_config import Batching, ModelConfigSpec, render_config

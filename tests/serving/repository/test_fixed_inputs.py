@@ -13,7 +13,7 @@ from tests.helpers.cli_runner import run_cli
 from tests.helpers.tf1_fixtures import FEATURES, build_tf1_model
 from trtconv import api
 from trtconv.backends.registry import open_runner
-from trtconv.options import DeployOptions
+from trtconv.options.deploy import DeployOptions
 from trtconv.serving.repository.fixed_inputs import WithInputValues, recorded_input_values, served
 from trtconv.serving.repository.triton_config import Batching, triton_dims
 from trtconv.serving.server.batch_runner import Traffic, infer_function

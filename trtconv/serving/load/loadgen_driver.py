@@ -31,7 +31,7 @@ from trtconv.backends.registry import worker_environment
 from trtconv.core.errors import MissingDependencyError
 from trtconv.core.processes import dies_with_this_process
 from trtconv.measure.server_bench_result import LoadRun
-from trtconv.options import MLPERF_MIN_DURATION_S
+from trtconv.options.server_bench import MLPERF_MIN_DURATION_S
 from trtconv.serving.load.latency import (
     p99_interval,
     trace_file_latencies_ms,

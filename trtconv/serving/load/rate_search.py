@@ -15,7 +15,7 @@ from typing import Any
 from trtconv.core.numbers import human
 from trtconv.facts.environment import machine_environment
 from trtconv.measure.server_bench_result import LoadRun, OverloadRow, ServerBenchResult, ServerRow
-from trtconv.options import MLPERF_MIN_DURATION_S, ServerBenchOptions
+from trtconv.options.server_bench import MLPERF_MIN_DURATION_S, ServerBenchOptions
 from trtconv.outputs.confidence import FAILED, PASSED
 from trtconv.serving.load.latency import budget_verdict, next_search_rate, rate_bounds, run_line
 from trtconv.serving.load.loadgen_driver import (

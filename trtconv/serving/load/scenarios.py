@@ -15,7 +15,7 @@ from typing import Any
 
 from trtconv.facts.environment import machine_environment
 from trtconv.measure.server_bench_result import ScenarioBenchResult, ScenarioRow
-from trtconv.options import MLPERF_MIN_DURATION_S, OFFLINE, ScenarioBenchOptions
+from trtconv.options.server_bench import MLPERF_MIN_DURATION_S, OFFLINE, ScenarioBenchOptions
 from trtconv.serving.load.latency import p99_interval
 from trtconv.serving.load.loadgen_driver import (
     batch_counts,

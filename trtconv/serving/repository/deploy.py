@@ -24,11 +24,11 @@ from trtconv.measure.bench_result import BenchResult, BenchRow
 from trtconv.measure.server_bench_result import ServerBenchResult, ServerRow
 from trtconv.model.paths import ARTIFACT, model_kind, saved_model_in
 from trtconv.model.savedmodel import load_saved_model
-from trtconv.options import (
+from trtconv.options.deploy import DeployOptions
+from trtconv.options.serving import (
     DEFAULT_MAX_BATCH_SIZE,
     DEFAULT_PREFERRED_BATCH_SIZES,
     DEFAULT_QUEUE_DELAY_US,
-    DeployOptions,
 )
 from trtconv.protocol.serving import TritonServing
 from trtconv.serving.repository.admission import Admission, admission

@@ -27,7 +27,8 @@ from trtconv.core.errors import TrtconvError, UsageError
 from trtconv.core.interrupts import Terminated, interrupt_exit_code
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.processes import grandchildren_ended
-from trtconv.options import LOOPBACK, ServeOptions
+from trtconv.options.serve import ServeOptions
+from trtconv.options.serving import LOOPBACK
 from trtconv.protocol.runner import RunOptions
 from trtconv.protocol.serving import TritonServing
 from trtconv.serving.repository.deploy import model_name

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trtconv.core.numbers import human
-from trtconv.options import LOOPBACK, ServeOptions
+from trtconv.options.serve import ServeOptions
+from trtconv.options.serving import LOOPBACK
 from trtconv.serving.repository.admission import Admission
 from trtconv.serving.server.serve_plan import Plan
 from trtconv.serving.server.serve_result import ServeResult

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trtconv.core.numbers import human
-from trtconv.options import ServeOptions
+from trtconv.options.serve import ServeOptions
 from trtconv.serving.repository.admission import ADMISSION_OFF, Admission, admission
 from trtconv.serving.repository.fixed_inputs import ServedModel
 from trtconv.serving.server.batch_runner import warm_up as timed_warm_up

@@ -36,7 +36,7 @@ from pathlib import Path
 import trtconv
 from trtconv.core.errors import TrtconvError
 from trtconv.core.processes import dies_with_this_process
-from trtconv.options import LOOPBACK
+from trtconv.options.serving import LOOPBACK
 from trtconv.serving.repository.triton_config import ModelConfigSpec, render_config
 from trtconv.serving.server.batch_runner import Traffic
 from trtconv.serving.server.triton_install import Binaries, binaries

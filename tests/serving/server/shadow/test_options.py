@@ -13,7 +13,7 @@ from tests.helpers.shadow_fixtures import shadow_manifest
 from trtconv.artifact.manifest import write_manifest
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs, TensorSpec
-from trtconv.options import ServeOptions
+from trtconv.options.serve import ServeOptions
 from trtconv.serving.server.serve_plan import plan
 from trtconv.serving.server.served_from import ServedFrom
 

@@ -35,7 +35,7 @@ from trtconv.core.judging_options import (
     Roles,
 )
 from trtconv.core.model_io import Feeds, Outputs
-from trtconv.options import DEFAULT_CONFIDENCE
+from trtconv.options.shared import DEFAULT_CONFIDENCE
 from trtconv.outputs.compare import compare, output_roles
 from trtconv.outputs.maps import MIN_SAMPLE_F1, is_decision_map
 from trtconv.outputs.roles import over_recorded

@@ -10,7 +10,7 @@ from pathlib import Path
 from trtconv.core.errors import UsageError
 from trtconv.model.keras_files import CUSTOM_OBJECTS
 from trtconv.model.savedmodel import saved_model_for
-from trtconv.options import ServeOptions
+from trtconv.options.serve import ServeOptions
 from trtconv.serving.server.served_from import ServedFrom
 from trtconv.serving.server.shadow.capture import capture_file
 from trtconv.serving.server.shadow.check import NativeModel, ShadowCheck
