@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtconv.calib.readers import ALL, fit_to_signature, random_data, read_model_data
+from trtconv.calib.fitting import fit_to_signature
+from trtconv.calib.readers import ALL, random_data, read_model_data
 from trtconv.calib.sources import ArraySet, load_npz
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.model_io import (

@@ -12,8 +12,8 @@ import numpy as np
 
 from trtconv import __version__
 from trtconv.backends import registry
+from trtconv.calib.fitting import fit_to_signature
 from trtconv.calib.preprocessing import NHWC, Preprocessing, resolve_preprocessing
-from trtconv.calib.readers import fit_to_signature
 from trtconv.calib.sources import (
     DIGITS_SPLIT_SEED,
     DIGITS_TEST_FRACTION,

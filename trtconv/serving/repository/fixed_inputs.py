@@ -11,7 +11,7 @@ from typing import Protocol
 import numpy as np
 
 from trtconv.artifact.manifest import Manifest, read_manifest
-from trtconv.calib.readers import set_values
+from trtconv.calib.fitting import set_values
 from trtconv.core.model_io import Feeds, InputValue, ModelSignature, Outputs
 from trtconv.model.paths import ARTIFACT, model_kind
 
