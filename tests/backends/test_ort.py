@@ -92,7 +92,17 @@ def _manifest(precision: str, providers: list[str]) -> Any:
     from trtconv.artifact.manifest import Manifest
 
     summary = {"providers": providers, "provider_options": [{} for _ in providers]}
-    return Manifest("ort", precision, "model.onnx", {}, {}, {}, {}, 0.0, summary)
+    return Manifest(
+        backend="ort",
+        precision=precision,
+        payload="model.onnx",
+        source_model={},
+        signature={},
+        device={},
+        tools={},
+        conversion_seconds=0.0,
+        conversion_summary=summary,
+    )
 
 
 def test_device_chooses_the_providers_at_run_time(tmp_path: Path) -> None:

@@ -89,7 +89,15 @@ def saved_model_entry(
     label = _short_name(path) + ("+xla" if xla else "")
     signature = read_signature(path, signature_key or SERVING_KEY)
     native = registry.native().name
-    return ModelEntry(label, path, SAVED_MODEL, native, "fp32", signature, xla=xla)
+    return ModelEntry(
+        label=label,
+        path=path,
+        kind=SAVED_MODEL,
+        backend=native,
+        precision="fp32",
+        signature=signature,
+        xla=xla,
+    )
 
 
 def artifact_entry(path: Path) -> ModelEntry:

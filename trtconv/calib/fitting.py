@@ -72,7 +72,12 @@ def fit_to_signature(
         for spec in signature.inputs
     )
     result = ArraySet(
-        fitted, data.labels, data.source, data.class_names, pixels, scalar_inputs(signature)
+        inputs=fitted,
+        labels=data.labels,
+        source=data.source,
+        class_names=data.class_names,
+        raw_pixels=pixels,
+        scalars=scalar_inputs(signature),
     )
     check_arrays(result)
     for spec in signature.inputs:

@@ -256,5 +256,10 @@ def describe(data: ArraySet, spec: str, method: str | None = None) -> Calibratio
     scale)."""
     stats = input_stats(data)
     return CalibrationRecord(
-        recorded_spec(spec), len(data), method, data.sha256(), data.source, stats
+        source=recorded_spec(spec),
+        samples=len(data),
+        method=method,
+        sha256=data.sha256(),
+        part=data.source,
+        input_stats=stats,
     )

@@ -162,7 +162,12 @@ def judging_options(
     found = parse_tolerance_options(tolerances)
     roles_set = parse_role_options(roles)
     judging = Judging(
-        roles_set, found.atols, allow_unjudged, labels_output, found.min_within, found.rtols
+        roles=roles_set,
+        tolerances=found.atols,
+        allow_unjudged=allow_unjudged,
+        labels_output=labels_output,
+        min_within=found.min_within,
+        rtols=found.rtols,
     )
     return found.atol, found.rtol, judging
 

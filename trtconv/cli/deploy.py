@@ -108,16 +108,16 @@ def deploy_cli(
 
     def work() -> DeployResult:
         options = DeployOptions(
-            tuple(models),
-            output,
-            force,
-            bench,
-            instances,
-            threads,
-            serving,
-            latency_budget_ms,
-            max_queue_size,
-            queue_timeout_ms,
+            models=tuple(models),
+            output=output,
+            force=force,
+            bench=bench,
+            instances=instances,
+            threads=threads,
+            serving=serving,
+            latency_budget_ms=latency_budget_ms,
+            max_queue_size=max_queue_size,
+            queue_timeout_ms=queue_timeout_ms,
         )
         return deploy(options)
 

@@ -101,7 +101,13 @@ def convert_best(
     if all(candidate.verdict for candidate in entrants):
         raise no_winner(entrants, None)
     base = ConversionPlan(
-        options, registry.native(), options.precision or "", Path(output), "", (), source
+        options=options,
+        backend=registry.native(),
+        precision=options.precision or "",
+        output=Path(output),
+        reason="",
+        passed_over=(),
+        source=source,
     )
     live = [base.for_candidate(registry.get(c.backend), c.precision) for c in entrants]
     live = [plan for plan, c in zip(live, entrants, strict=True) if not c.verdict]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from trtconv.core.choices import Choice
 from trtconv.core.errors import UsageError
 from trtconv.options.serving import (
     DEFAULT_LATENCY_BUDGET_MS,
@@ -13,22 +14,25 @@ from trtconv.options.serving import (
     LOOPBACK,
     check_admission,
 )
-from trtconv.options.shared import check_choice, check_positive
+from trtconv.options.shared import check_positive
 
 # serve: how long a stop (SIGINT/SIGTERM) waits for the requests in flight, after not-ready.
 DEFAULT_DRAIN_TIMEOUT_S = 10.0
 
 
-# What `serve --shadow` does once its live verdict is failing: say so, or serve the native model.
-ON_FAILING = ("warn", "fallback")
+class OnFailing(Choice):
+    """What `serve --shadow` does once its live verdict is failing: say so, or serve the native
+    model."""
+
+    WARN = "warn"
+    FALLBACK = "fallback"
 
 
-def check_shadow(rate: float | None, on_failing: str, capture: Path | None) -> None:
-    """Raise UsageError for a shadow rate outside (0, 1], an unknown --on-failing, or a
-    fallback or capture asked for without a shadow check."""
-    check_choice("--on-failing", on_failing, ON_FAILING)
+def check_shadow(rate: float | None, on_failing: OnFailing, capture: Path | None) -> None:
+    """Raise UsageError for a shadow rate outside (0, 1], or a fallback or capture asked for
+    without a shadow check."""
     if rate is None:
-        if on_failing != ON_FAILING[0]:
+        if on_failing != OnFailing.WARN:
             raise UsageError(f"--on-failing {on_failing} acts on the shadow check: give --shadow.")
         if capture is not None:
             raise UsageError("--shadow-capture keeps what the shadow check found: give --shadow.")
@@ -77,11 +81,12 @@ class ServeOptions:
     # The shadow check (serving/server/shadow/): the share of requests the native model runs again
     # (None: off), what a failing live verdict does, where disagreeing samples are kept.
     shadow: float | None = None
-    on_failing: str = ON_FAILING[0]
+    on_failing: OnFailing = OnFailing.WARN
     shadow_capture: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", Path(self.model))
+        object.__setattr__(self, "on_failing", OnFailing.parse("--on-failing", self.on_failing))
         check_shadow(self.shadow, self.on_failing, self.shadow_capture)
         if self.max_queue_size is not None or self.queue_timeout_ms is not None:
             object.__setattr__(self, "admission", True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trtconv.core.errors import UsageError
-from trtconv.options.serve import ON_FAILING, check_shadow
+from trtconv.options.serve import OnFailing, check_shadow
 from trtconv.options.serving import DEFAULT_MAX_BATCH_SIZE, DEFAULT_QUEUE_DELAY_US
 from trtconv.options.shared import check_positive
 
@@ -43,7 +43,7 @@ class ServerBenchOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(Path(m) for m in self.models))
         object.__setattr__(self, "offered", tuple(float(m) for m in self.offered))
-        check_shadow(self.shadow, ON_FAILING[0], None)
+        check_shadow(self.shadow, OnFailing.WARN, None)
         if not self.models:
             raise UsageError("Give at least one model to bench.")
         if any(multiple <= 0 for multiple in self.offered):

@@ -244,12 +244,12 @@ def over_recorded(judging: Judging, recorded: JudgingRecord | None) -> Judging:
     }
     labelled = judging.labels_output or recorded.labels_output
     return Judging(
-        {**roles, **judging.roles},
-        tolerances,
-        judging.allow_unjudged,
-        labelled,
-        minimums,
-        {**rtols, **judging.rtols},
+        roles={**roles, **judging.roles},
+        tolerances=tolerances,
+        allow_unjudged=judging.allow_unjudged,
+        labels_output=labelled,
+        min_within=minimums,
+        rtols={**rtols, **judging.rtols},
     )
 
 

@@ -48,7 +48,14 @@ def verdict(
     backend: str, precision: str, reason: str, fix: str = "", runs_here: bool = True
 ) -> Support:
     """A Support from a rule's (reason, fix): refused exactly when there is a fix to give."""
-    return Support(backend, precision, not fix, reason, fix, runs_here)
+    return Support(
+        backend=backend,
+        precision=precision,
+        ok=not fix,
+        reason=reason,
+        fix=fix,
+        runs_here=runs_here,
+    )
 
 
 def gpu_too_old(precision: str, facts: Facts) -> tuple[str, str] | None:

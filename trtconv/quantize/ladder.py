@@ -243,7 +243,14 @@ class Ladder:
         score = self.scorer.score(path)
         seconds = time.perf_counter() - started
         self.clock.record(kind, seconds)
-        candidate = ScoredModel(len(self.steps), options, path, summary, score, list(float_nodes))
+        candidate = ScoredModel(
+            step=len(self.steps),
+            options=options,
+            path=path,
+            summary=summary,
+            score=score,
+            float_nodes=list(float_nodes),
+        )
         self.steps.append(_step_record(candidate, stage, change, seconds))
         verdict = STEP_VERDICTS.get(score.verdict, "misses the budget")
         if not score.judged:

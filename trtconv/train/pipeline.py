@@ -199,7 +199,14 @@ def _training_data(
         raise InputError(f"{model} expects {config.input_shape}, digits are {input_shape}.")
     check_arrays(train_set, num_classes)
     check_arrays(test_set, num_classes)
-    return TrainingData(spec, train_set, test_set, input_shape, num_classes, pixels)
+    return TrainingData(
+        spec=spec,
+        train_set=train_set,
+        test_set=test_set,
+        input_shape=input_shape,
+        num_classes=num_classes,
+        pixels=pixels,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -56,7 +56,19 @@ def test_the_p99_interval_holds_the_p99_and_opens_with_few_queries() -> None:
 
 
 def run(qps: float, p99: float, interval: list[float | None] | None, errors: int = 0) -> LoadRun:
-    return LoadRun(qps, qps, 1.0, 2.0, p99, p99 <= 20, "INVALID", [], 500, errors, interval)
+    return LoadRun(
+        target_qps=qps,
+        completed_qps=qps,
+        latency_ms_p50=1.0,
+        latency_ms_p90=2.0,
+        latency_ms_p99=p99,
+        meets_budget=p99 <= 20,
+        loadgen_result="INVALID",
+        loadgen_reasons=[],
+        queries=500,
+        errors=errors,
+        latency_ms_p99_ci95=interval,
+    )
 
 
 def test_rate_bounds_take_only_runs_their_interval_decides() -> None:

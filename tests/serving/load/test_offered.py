@@ -48,9 +48,24 @@ def test_the_curve_is_a_table_per_model() -> None:
     run = tally(200.0, [("served", 5.0)] * 3 + [("refused", 1.0)], budget_ms=10.0, run_s=1.0)
     run.multiple = 2.0
     result = ServerBenchResult(
-        scenario="server", latency_budget_ms=10.0, run_s=1.0, rows=[], ratios_vs_baseline={},
-        batching_gain={}, notes=[], overload=[OverloadRow("m", "digits", 100.0, 16, 50.0, [run])],
-    )  # flags beside values # fmt: skip
+        scenario="server",
+        latency_budget_ms=10.0,
+        run_s=1.0,
+        rows=[],
+        ratios_vs_baseline={},
+        batching_gain={},
+        notes=[],
+        overload=[
+            OverloadRow(
+                model="m",
+                label="digits",
+                capacity_qps=100.0,
+                max_queue_size=16,
+                queue_timeout_ms=50.0,
+                runs=[run],
+            )
+        ],
+    )
     out = io.StringIO()
     render(result, Console(file=out, width=200))
     text = out.getvalue()

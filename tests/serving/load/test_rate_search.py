@@ -21,7 +21,19 @@ BUDGET = 20.0
 def run(
     qps: float, p90: float, p99: float, interval: list[float | None] | None, errors: int = 0
 ) -> LoadRun:
-    return LoadRun(qps, qps, 1.0, p90, p99, p99 <= BUDGET, "INVALID", [], 2000, errors, interval)
+    return LoadRun(
+        target_qps=qps,
+        completed_qps=qps,
+        latency_ms_p50=1.0,
+        latency_ms_p90=p90,
+        latency_ms_p99=p99,
+        meets_budget=p99 <= BUDGET,
+        loadgen_result="INVALID",
+        loadgen_reasons=[],
+        queries=2000,
+        errors=errors,
+        latency_ms_p99_ci95=interval,
+    )
 
 
 def test_a_run_is_met_only_when_its_interval_shows_it() -> None:

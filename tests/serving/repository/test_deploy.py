@@ -265,7 +265,15 @@ def test_batching_comes_from_a_serving_run_over_a_bench(
     )
     batch_1 = dataclasses.replace(row, dynamic_batching=False, max_batch_size=1)
     serving = tmp_path / "serving.json"
-    ServerBenchResult("server", 10.0, 1.0, [row, batch_1], {}, {}, []).save(serving)
+    ServerBenchResult(
+        scenario="server",
+        latency_budget_ms=10.0,
+        run_s=1.0,
+        rows=[row, batch_1],
+        ratios_vs_baseline={},
+        batching_gain={},
+        notes=[],
+    ).save(serving)
     argv = ["deploy", str(model), "--output", str(tmp_path / "repo"), "--serving", str(serving)]
     code, out, err = run([*argv, "--json"], capsys)
     assert code == 0, err

@@ -184,7 +184,14 @@ def overload_row(model: Path, options: ServerBenchOptions) -> OverloadRow:
                 runs.append(run)
         finally:
             client.close()
-    return OverloadRow(str(model), server.name, round(rate, 3), size, timeout, runs)
+    return OverloadRow(
+        model=str(model),
+        label=server.name,
+        capacity_qps=round(rate, 3),
+        max_queue_size=size,
+        queue_timeout_ms=timeout,
+        runs=runs,
+    )
 
 
 def server_bench(options: ServerBenchOptions) -> ServerBenchResult:

@@ -111,7 +111,15 @@ def describe(path: Path) -> ModelSource:
     if backend.triton is None:
         raise InputError(f"{path}: Triton has no backend that serves {backend.name} models.")
     name = model_name(path)
-    return ModelSource(path, name, backend, backend.triton, manifest, signature, payload)
+    return ModelSource(
+        path=path,
+        name=name,
+        backend=backend,
+        serving=backend.triton,
+        manifest=manifest,
+        signature=signature,
+        payload=payload,
+    )
 
 
 def model_name(path: Path) -> str:

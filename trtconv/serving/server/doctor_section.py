@@ -50,5 +50,12 @@ def doctor_section() -> ServingSection:
     )
     row = LibraryRow(component="Serving (PyTriton's Triton)", version=pytriton, details=details)
     return ServingSection(
-        pytriton, client, loadgen, glibc_version(), not reason, reason, strings, row
+        pytriton_version=pytriton,
+        tritonclient_version=client,
+        loadgen_version=loadgen,
+        glibc=glibc_version(),
+        usable=not reason,
+        reason=reason,
+        string_tensors=strings,
+        row=row,
     )

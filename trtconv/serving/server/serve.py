@@ -27,7 +27,7 @@ from trtconv.core.errors import TrtconvError, UsageError
 from trtconv.core.interrupts import Terminated, interrupt_exit_code
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.processes import grandchildren_ended
-from trtconv.options.serve import ServeOptions
+from trtconv.options.serve import OnFailing, ServeOptions
 from trtconv.options.serving import LOOPBACK
 from trtconv.protocol.runner import RunOptions
 from trtconv.protocol.serving import TritonServing
@@ -160,7 +160,7 @@ def instance_settings(
 ) -> InstanceSettings:
     """What each model instance is told: its model and threads, and with a shadow check where
     to offer samples and (--on-failing fallback) the native model to serve once told to."""
-    fallback = check is not None and options.on_failing == "fallback"
+    fallback = check is not None and options.on_failing == OnFailing.FALLBACK
     return InstanceSettings(
         model=str(source.path.resolve()),
         threads=instance_threads(options.threads, decided.instances),
@@ -190,8 +190,9 @@ def serve_planned(
     # With a shadow check Triton's metrics stay on loopback: trtconv's page carries them.
     metrics_host = options.host if check is None else LOOPBACK
     launch = Launch(
-        options.host, http, grpc, triton_metrics, math.ceil(options.drain_timeout_s),
-        options.log_file, options.log_verbose, key, metrics_host,
+        host=options.host, http_port=http, grpc_port=grpc, metrics_port=triton_metrics,
+        exit_timeout_s=math.ceil(options.drain_timeout_s), log_file=options.log_file,
+        log_verbose=options.log_verbose, api_key=key, metrics_host=metrics_host,
     )  # fmt: skip
     config = served_config(name, signature, options, decided)
     settings = instance_settings(source, options, decided, signature, check)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trtconv.core.numbers import human
-from trtconv.options.serve import ServeOptions
+from trtconv.options.serve import OnFailing, ServeOptions
 from trtconv.options.serving import LOOPBACK
 from trtconv.serving.repository.admission import Admission
 from trtconv.serving.server.serve_plan import Plan
@@ -91,7 +91,7 @@ def shadow_line(options: ServeOptions, reference: Path, capture: Path | None) ->
     rate = options.shadow or 0.0
     action = (
         "the native model serves instead once it is failing"
-        if options.on_failing == "fallback"
+        if options.on_failing == OnFailing.FALLBACK
         else "a failing verdict is said and the artifact keeps serving (--on-failing fallback "
         "to serve the native model instead)"
     )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from trtconv.core.numbers import human
-from trtconv.options.serve import ServeOptions
+from trtconv.options.serve import OnFailing, ServeOptions
 from trtconv.serving.repository.admission import ADMISSION_OFF, Admission, admission
 from trtconv.serving.repository.fixed_inputs import ServedModel
 from trtconv.serving.server.batch_runner import warm_up as timed_warm_up
@@ -93,7 +93,7 @@ def plan(
     warm = warm_up(runner, largest, batched)
     expected = expected_answers(runner, largest, batched)  # warm: it ran these shapes
     native = native_warm_up(largest, batched) if native_warm_up is not None else None
-    fallback = native is not None and options.on_failing == "fallback"
+    fallback = native is not None and options.on_failing == OnFailing.FALLBACK
     slower = (max(warm[0], native[0]), max(warm[1], native[1])) if native and fallback else warm
     measured = " measured at start" + (
         ", the slower of the artifact and its native model (--on-failing fallback)"
@@ -118,7 +118,17 @@ def plan(
         if options.instances
         else auto_instances(slower[0], options.latency_budget_ms, cores)
     )
-    return Plan(batched, max_batch, cap_why, warm, policy, count, why, native, expected)
+    return Plan(
+        batched=batched,
+        max_batch=max_batch,
+        cap_why=cap_why,
+        warm=warm,
+        policy=policy,
+        instances=count,
+        instances_why=why,
+        native_warm=native,
+        expected=expected,
+    )
 
 
 def warm_up(runner: ServedModel, batch: int, batched: bool) -> tuple[float, float]:

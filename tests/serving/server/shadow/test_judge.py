@@ -45,7 +45,15 @@ def test_fp32_counts_the_samples_every_element_of_which_lies_within_atol() -> No
 
 
 def test_a_regression_output_keeps_the_bound_its_validation_derived() -> None:
-    recorded = OutputComparison(0.2, 0.1, None, True, True, "regression", tolerance=0.05)
+    recorded = OutputComparison(
+        max_abs_error=0.2,
+        max_rel_error=0.1,
+        atol=None,
+        passed=True,
+        shape_matches=True,
+        role="regression",
+        tolerance=0.05,
+    )
     manifest = shadow_manifest("int8", {"box": "regression"}, outputs={"box": recorded})
     judge = ShadowJudge(manifest)
     rng = np.random.default_rng(2)

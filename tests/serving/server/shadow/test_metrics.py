@@ -25,18 +25,48 @@ TRITON_PAGE = (
 def result() -> ShadowResult:
     figures = [
         FigureVerdict(
-            "probabilities", "top-1 agreement", 130.0, 160, 0.8125, (0.745, 0.865), 0.97,
-            FAILING, 0, 65,
+            output="probabilities",
+            figure="top-1 agreement",
+            successes=130.0,
+            samples=160,
+            share=0.8125,
+            share_ci95=(0.745, 0.865),
+            minimum=0.97,
+            state=FAILING,
+            samples_needed=0,
+            changed_at_samples=65,
         ),
         FigureVerdict(
-            'box "x"', "samples within tolerance", 3.0, 3, 1.0, (0.44, 1.0), 0.97,
-            UNDECIDED, None, 0,
+            output='box "x"',
+            figure="samples within tolerance",
+            successes=3.0,
+            samples=3,
+            share=1.0,
+            share_ci95=(0.44, 1.0),
+            minimum=0.97,
+            state=UNDECIDED,
+            samples_needed=None,
+            changed_at_samples=0,
         ),
-    ]  # fmt: skip
+    ]
     return ShadowResult(
-        0.1, "fallback", "/m/saved_model", 0.95, FAILING, 163, 7, 1, figures, [], True, 65,
-        "/c/digits.npz", 31, 0, queued_requests=2,
-    )  # fmt: skip
+        rate=0.1,
+        on_failing="fallback",
+        reference="/m/saved_model",
+        confidence=0.95,
+        state=FAILING,
+        compared_samples=163,
+        dropped_samples=7,
+        native_failed_requests=1,
+        figures=figures,
+        unjudged=[],
+        fallback=True,
+        fallback_at_samples=65,
+        capture="/c/digits.npz",
+        captured_samples=31,
+        capture_dropped_samples=0,
+        queued_requests=2,
+    )
 
 
 def parsed(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:

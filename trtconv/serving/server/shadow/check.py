@@ -25,6 +25,7 @@ from trtconv.backends.registry import open_runner
 from trtconv.core.errors import TrtconvError
 from trtconv.core.model_io import InputValue, Outputs
 from trtconv.core.results import JsonResult
+from trtconv.options.serve import OnFailing
 from trtconv.outputs.confidence import proportion_interval
 from trtconv.protocol.runner import RunOptions
 from trtconv.serving.repository.fixed_inputs import served
@@ -45,7 +46,6 @@ GATHER_S = 1.0
 POLL_S = 0.1
 START_TIMEOUT_S = 600.0  # a large native model loads and warms up
 STOP_TIMEOUT_S = 30.0
-WARN, FALLBACK = "warn", "fallback"
 
 
 class ShadowError(TrtconvError):
@@ -70,7 +70,7 @@ class ShadowResult(JsonResult):
     samples compared and dropped, the fallback and the capture."""
 
     rate: float
-    on_failing: str
+    on_failing: str  # an OnFailing (--on-failing)
     reference: str  # the native SavedModel
     confidence: float  # the level the live verdict is decided at
     state: str
@@ -97,7 +97,7 @@ class ShadowCheck:
         judge: ShadowJudge,
         native: NativeModel,
         rate: float,
-        on_failing: str,
+        on_failing: OnFailing,
         capture: Path | None,
         announce: Callable[[str], None],
     ) -> None:
@@ -207,7 +207,11 @@ class ShadowCheck:
             if self.capture is not None and not all(count.all_within for count in counts):
                 rows = self.judge.disagreeing(reference, served_outputs, feeds)
                 self.capture.add(feeds, served_outputs, reference, rows)
-        if self.verdict.state == FAILING and self.on_failing == FALLBACK and not self.fell_back:
+        if (
+            self.verdict.state == FAILING
+            and self.on_failing == OnFailing.FALLBACK
+            and not self.fell_back
+        ):
             self._fall_back()
 
     @property

@@ -150,17 +150,19 @@ class LiveFigure:
     def verdict(self, confidence: float) -> FigureVerdict:
         rate = self.rate
         return FigureVerdict(
-            self.output,
-            self.figure,
-            round(self.successes, 6),
-            self.samples,
-            rate.value if self.samples else 0.0,
-            rate.interval(),
-            self.minimum,
-            self.state,
-            self.needed(confidence),
-            self.changed_at,
-            self.least if self.minimum is not None else samples_for_values(confidence),
+            output=self.output,
+            figure=self.figure,
+            successes=round(self.successes, 6),
+            samples=self.samples,
+            share=rate.value if self.samples else 0.0,
+            share_ci95=rate.interval(),
+            minimum=self.minimum,
+            state=self.state,
+            samples_needed=self.needed(confidence),
+            changed_at_samples=self.changed_at,
+            samples_floor=self.least
+            if self.minimum is not None
+            else samples_for_values(confidence),
         )
 
 
