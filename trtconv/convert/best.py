@@ -75,7 +75,7 @@ def candidates(
                 candidate.drop(tournament.NOT_AVAILABLE, verdict.reason, verdict.fix)
             elif not verdict.runs_here:  # converts here, but cannot be timed here
                 candidate.drop(tournament.NOT_AVAILABLE, verdict.reason, RUNS_ELSEWHERE_FIX)
-            elif name == "int8" and not int8_data:
+            elif name == Precision.INT8 and not int8_data:
                 candidate.drop(tournament.NOT_AVAILABLE, NO_CALIBRATION, CALIBRATION_FIX)
             found.append(candidate)
     return found

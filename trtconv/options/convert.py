@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trtconv.core.choices import Choice
 from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import Judging
 from trtconv.core.precision import PRECISIONS
@@ -31,11 +32,21 @@ SHARED_CALIB_SAMPLES = 128
 # fp16 from ONNX measures its keep-float32 ranges on this many samples of a shared source
 # (docs/fp16.md).
 FP16_RANGE_SAMPLES = 64
-CALIB_METHODS = ("entropy", "minmax", "percentile")
+
+
+class CalibMethod(Choice):
+    """How int8 calibration picks each tensor's range (ONNX Runtime's calibration methods)."""
+
+    ENTROPY = "entropy"
+    MINMAX = "minmax"
+    PERCENTILE = "percentile"
+
+
+CALIB_METHODS = tuple(method.value for method in CalibMethod)
 # minmax, as ONNX Runtime's own quantize_static: held-out top-1 agreement of full int8 measured
 # 0.981 (minmax) vs 0.928 (entropy) on a MobileNetV2 with ReLU6, 1.000 vs 0.986 on a small ResNet,
 # equal on the digits CNN and a text model. Entropy clips the ReLU6 cap; the ladder tries it.
-DEFAULT_CALIB_METHOD = "minmax"
+DEFAULT_CALIB_METHOD = CalibMethod.MINMAX
 # The int8 precision ladder's default time limit (convert --fallback-time-limit).
 DEFAULT_FALLBACK_TIME_LIMIT_S = 600.0
 INT8_TARGETS = ("auto", "vnni", "portable")

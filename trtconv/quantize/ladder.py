@@ -38,6 +38,7 @@ from trtconv.options.convert import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.outputs.compare import TOP1, rate_words
 from trtconv.outputs.confidence import INCONCLUSIVE, PASSED
 from trtconv.outputs.tolerance import Tolerance
+from trtconv.quantize.isa import CPU_SCHEME
 from trtconv.quantize.ladder_result import (
     LadderRecord,
     LadderSpeed,
@@ -133,7 +134,7 @@ def scheme_variants(base: QdqOptions) -> list[tuple[str, QdqOptions]]:
     the reverse could saturate where the target has no VNNI); TensorRT has no such limit.
     """
     variants: list[tuple[str, QdqOptions]] = []
-    if base.scheme == "u8s8" and not base.reduce_range:
+    if base.scheme == CPU_SCHEME and not base.reduce_range:
         variants.append(("7-bit weights (reduce_range)", replace(base, reduce_range=True)))
     granularity = "per-tensor" if base.per_channel else "per-channel"
     variants.append((f"{granularity} weights", replace(base, per_channel=not base.per_channel)))
