@@ -2,7 +2,7 @@
 
 `serve` used to open an artifact's manifest four times on the way in (its runner, the inputs it
 sets, the batch cap, the summary's backend): now `ServedFrom.read` reads it once and the object
-is handed down (STYLE.md, "read once, hand the object down").
+is handed down: what one reading decides, every step after it uses, and none reads it again.
 """
 
 from __future__ import annotations
