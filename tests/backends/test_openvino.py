@@ -17,7 +17,8 @@ from trtconv.backends.openvino.converter import convert
 from trtconv.backends.openvino.quantize import NncfOptions, quantize_model, weighted_ops
 from trtconv.backends.openvino.runner import OpenVinoRunner
 from trtconv.backends.tf_native import SavedModelRunner
-from trtconv.calib.readers import calibration_feed, fit_to_signature, whole_batches
+from trtconv.calib.fitting import fit_to_signature
+from trtconv.calib.readers import calibration_feed, whole_batches
 from trtconv.calib.sources import ArraySet, split_holdout
 from trtconv.core.errors import InputError, UsageError
 from trtconv.facts import probe_cpu

@@ -15,7 +15,9 @@ from trtconv.backends.registry import open_runner
 from trtconv.core.errors import AccuracyError
 from trtconv.core.judging_options import ToleranceOptions
 from trtconv.facts.hardware import CpuBlock
-from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.validate.pipeline import ValidateResult
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # trains and converts real models

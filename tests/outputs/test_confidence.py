@@ -11,7 +11,9 @@ from scipy.stats import binomtest, bootstrap
 
 from tests.helpers.rules import rules
 from trtconv.core.errors import AccuracyError, UsageError
-from trtconv.options import DEFAULT_CONFIDENCE, ConvertOptions, ValidateOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.shared import DEFAULT_CONFIDENCE
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs import confidence
 from trtconv.outputs.compare import compare, raise_if_failed
 from trtconv.outputs.confidence import (

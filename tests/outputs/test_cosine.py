@@ -21,7 +21,7 @@ from trtconv.outputs.validation_result import roles_of
 from trtconv.release.gates import Measures, evaluate_gates
 from trtconv.release.settings import GateSettings
 from trtconv.release.verdict import measures_for
-from trtconv.serving.shadow.judge import figures
+from trtconv.serving.server.shadow.judge import figures
 
 RNG = np.random.default_rng(1)
 

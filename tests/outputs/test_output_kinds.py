@@ -23,7 +23,8 @@ from trtconv import api
 from trtconv.core.errors import AccuracyError, ConversionError, UsageError
 from trtconv.core.judging_options import Judging, ToleranceOptions
 from trtconv.model.savedmodel import load_saved_model
-from trtconv.options import ConvertOptions, ValidateOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # trains, converts and releases real models
 

@@ -24,7 +24,8 @@ from tests.helpers.convert_fixtures import box_label_data, box_label_model, box_
 from trtconv import api
 from trtconv.core.errors import AccuracyError
 from trtconv.core.judging_options import ToleranceOptions
-from trtconv.options import ConvertOptions, ValidateOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # converts and validates a real model
 

@@ -9,15 +9,12 @@ import pytest
 from tests.helpers.rules import rules
 from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import RELEASE_CONFIG, Judging, ToleranceOptions
-from trtconv.options import (
-    DEFAULT_RELEASE_BATCH_SIZES,
-    BenchOptions,
-    Contest,
-    ConvertOptions,
-    PreprocessingOptions,
-    TrainOptions,
-    ValidateOptions,
-)
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import Contest, ConvertOptions
+from trtconv.options.release import DEFAULT_RELEASE_BATCH_SIZES
+from trtconv.options.shared import PreprocessingOptions
+from trtconv.options.train import TrainOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.release.command_options import (
     bench_options,
     convert_options,

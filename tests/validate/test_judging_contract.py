@@ -15,11 +15,12 @@ from trtconv.artifact.manifest import read_manifest
 from trtconv.backends import registry
 from trtconv.core.errors import AccuracyError
 from trtconv.core.judging_options import ToleranceOptions
-from trtconv.options import ConvertOptions, ValidateOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.compare import run_batched
 from trtconv.outputs.tolerance import TOLERANCES
-from trtconv.serving.shadow.judge import ShadowJudge
-from trtconv.serving.shadow.verdict import HOLDING, LiveVerdict
+from trtconv.serving.server.shadow.judge import ShadowJudge
+from trtconv.serving.server.shadow.verdict import HOLDING, LiveVerdict
 
 pytestmark = pytest.mark.tensorflow
 

@@ -16,7 +16,8 @@ from trtconv.artifact.manifest import read_manifest
 from trtconv.core.data_contract import Purpose
 from trtconv.core.errors import AccuracyError, GateError
 from trtconv.core.judging_options import ToleranceOptions
-from trtconv.options import Contest, ConvertOptions, ValidateOptions
+from trtconv.options.convert import Contest, ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.confidence import proportion_interval, samples_to_show
 from trtconv.validate.pipeline import ValidateResult
 

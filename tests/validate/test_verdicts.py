@@ -23,7 +23,10 @@ from trtconv.cli import main
 from trtconv.core.errors import AccuracyError
 from trtconv.core.judging_options import Judging, ToleranceOptions
 from trtconv.onnxlib.session import OrtRunner
-from trtconv.options import BenchOptions, ConvertOptions, PreprocessingOptions, ValidateOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.shared import PreprocessingOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.compare import run_batched
 from trtconv.validate.pipeline import ValidateResult
 

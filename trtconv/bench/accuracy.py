@@ -17,7 +17,7 @@ from trtconv.core.data_contract import DataContract
 from trtconv.core.judging_options import Judging
 from trtconv.core.model_io import Outputs
 from trtconv.measure.bench_result import ModelInfo
-from trtconv.options import PreprocessingOptions
+from trtconv.options.shared import PreprocessingOptions
 from trtconv.outputs.compare import compare, output_roles
 from trtconv.outputs.contract import resolve
 from trtconv.outputs.roles import over_recorded

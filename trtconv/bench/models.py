@@ -29,7 +29,8 @@ from trtconv.model.paths import (
 )
 from trtconv.model.savedmodel import SERVING_KEY, is_keras_file
 from trtconv.model.savedmodel_pb.signature import read_signature
-from trtconv.options import BASELINE_FIRST, BASELINE_SOURCE, DEFAULT_BATCH_SIZES
+from trtconv.options.bench import BASELINE_FIRST, BASELINE_SOURCE
+from trtconv.options.shared import DEFAULT_BATCH_SIZES
 from trtconv.outputs.roles import JudgingRecord
 from trtconv.outputs.tolerance import Tolerance
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
@@ -90,7 +91,15 @@ def saved_model_entry(
     label = _short_name(path) + ("+xla" if xla else "")
     signature = read_signature(path, signature_key or SERVING_KEY)
     native = registry.native().name
-    return ModelEntry(label, path, SAVED_MODEL, native, "fp32", signature, xla=xla)
+    return ModelEntry(
+        label=label,
+        path=path,
+        kind=SAVED_MODEL,
+        backend=native,
+        precision="fp32",
+        signature=signature,
+        xla=xla,
+    )
 
 
 def artifact_entry(path: Path) -> ModelEntry:

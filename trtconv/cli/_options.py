@@ -22,7 +22,7 @@ from trtconv.core.judging_options import (
     parse_tolerance_options,
 )
 from trtconv.core.model_io import parse_input_values
-from trtconv.options import DEFAULT_BATCH_SIZES, DEFAULT_CONFIDENCE, PreprocessingOptions
+from trtconv.options.shared import DEFAULT_BATCH_SIZES, DEFAULT_CONFIDENCE, PreprocessingOptions
 
 OutputRoleOpt = Annotated[
     list[str] | None,

@@ -44,17 +44,16 @@ from trtconv.cli._server_bench import (
 )
 from trtconv.core.model_io import parse_input_shapes
 from trtconv.measure.bench_result import BenchResult
-from trtconv.options import (
+from trtconv.options.bench import (
     BASELINE_SOURCE,
     BASELINES,
     DEFAULT_BENCH_ROUNDS,
-    DEFAULT_DEVICE,
     DEFAULT_DURATION_S,
-    DEFAULT_SEARCH_RUNS,
     DEFAULT_WARMUP_ITERATIONS,
-    SCENARIOS,
     BenchOptions,
 )
+from trtconv.options.server_bench import DEFAULT_SEARCH_RUNS, SCENARIOS
+from trtconv.options.shared import DEFAULT_DEVICE
 from trtconv.report.writers import table_headers, table_rows
 
 Models = Annotated[

@@ -46,17 +46,17 @@ from trtconv.convert.tournament import (
     absent_groups,
 )
 from trtconv.core.model_io import parse_input_shapes
-from trtconv.options import (
+from trtconv.options.convert import (
     DEFAULT_CALIB_METHOD,
     DEFAULT_CALIB_SAMPLES,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
     DEFAULT_RANK_BATCH_SIZE,
     DEFAULT_RANK_DURATION_S,
-    DEFAULT_VALIDATE_SAMPLES,
     SHARED_CALIB_SAMPLES,
     Contest,
     ConvertOptions,
 )
+from trtconv.options.shared import DEFAULT_VALIDATE_SAMPLES
 from trtconv.outputs.validation_result import Check, ValidationReport
 
 MARKS = {

@@ -30,7 +30,8 @@ from trtconv.cli._options import (
 from trtconv.cli._output import run_command
 from trtconv.cli.convert import render_validation
 from trtconv.core.data_contract import DataContract
-from trtconv.options import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES, ValidateOptions
+from trtconv.options.shared import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES
+from trtconv.options.validate import ValidateOptions
 from trtconv.validate.pipeline import ValidateResult, validate
 
 ArtifactArg = Annotated[Path, typer.Argument(help="Artifact directory (holds manifest.json).")]
@@ -125,7 +126,7 @@ def validate_cli(
         pixels = (image_scale, image_offset, image_mean, image_std)
         preprocessing = preprocessing_options(*pixels, input_value)
         options = ValidateOptions(
-            artifact,
+            artifact=artifact,
             reference=reference,
             data=data,
             samples=samples,

@@ -21,12 +21,8 @@ from trtconv.core.precision import Precision
 from trtconv.model.savedmodel import SERVING_KEY
 from trtconv.model.savedmodel_pb.signature import read_signature
 from trtconv.onnxlib import export
-from trtconv.options import (
-    DEFAULT_BATCH_SIZES,
-    DEFAULT_RANK_BATCH_SIZE,
-    ConvertOptions,
-    check_choice,
-)
+from trtconv.options.convert import DEFAULT_RANK_BATCH_SIZE, ConvertOptions
+from trtconv.options.shared import DEFAULT_BATCH_SIZES, check_choice
 from trtconv.outputs.contract import JudgingContract, Stated, resolve
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from trtconv.core.progress import Steps
 from trtconv.facts import library_versions, probe_cpu
 from trtconv.model.keras_files import CUSTOM_OBJECTS
 from trtconv.onnxlib.export import ExportCheck, OnnxExport, export_onnx, verify_export
-from trtconv.options import ConvertOptions
+from trtconv.options.convert import ConvertOptions
 from trtconv.outputs.compare import (
     TOP1,
     output_roles,

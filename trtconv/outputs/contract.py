@@ -24,7 +24,7 @@ from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import OPTION, RELEASE_CONFIG, Roles, ToleranceOptions
 from trtconv.core.precision import Precision
 from trtconv.core.results import JsonResult, optional_key
-from trtconv.options import check_confidence
+from trtconv.options.shared import check_confidence
 from trtconv.outputs.roles import JudgingRecord
 from trtconv.outputs.tolerance import TOLERANCES, Tolerance
 from trtconv.outputs.validation_result import ValidationReport

@@ -234,7 +234,11 @@ def over_recorded(judging: Judging, recorded: JudgingRecord | None) -> Judging:
         for name, data in recorded.roles.items()
     }
     labelled = judging.labels_output or recorded.labels_output
-    return Judging({**roles, **judging.roles}, judging.allow_unjudged, labelled)
+    return Judging(
+        roles={**roles, **judging.roles},
+        allow_unjudged=judging.allow_unjudged,
+        labels_output=labelled,
+    )
 
 
 def judging_record(judging: Judging, resolved: Roles) -> JudgingRecord:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from trtconv.options import DEFAULT_CONFIDENCE
+from trtconv.options.shared import DEFAULT_CONFIDENCE
 
 # An output is compared at its own resolution: a float16 output (Keras mixed_float16 without a
 # float32 last layer) differs by a few float16 steps wherever the two runtimes round in another

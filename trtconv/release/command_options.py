@@ -10,16 +10,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trtconv.core.results import optional_key
-from trtconv.options import (
-    DEFAULT_RANK_DURATION_S,
-    DEFAULT_VALIDATE_SAMPLES,
-    BenchOptions,
-    Contest,
-    ConvertOptions,
-    SpeedGoal,
-    TrainOptions,
-    ValidateOptions,
-)
+from trtconv.options.bench import BenchOptions, SpeedGoal
+from trtconv.options.convert import DEFAULT_RANK_DURATION_S, Contest, ConvertOptions
+from trtconv.options.shared import DEFAULT_VALIDATE_SAMPLES
+from trtconv.options.train import TrainOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.contract import resolve
 from trtconv.release.settings import ReleaseConfig, Target
 

@@ -25,11 +25,8 @@ from typing import Any, TypeVar
 from trtconv.backends.registry import BEST
 from trtconv.core.errors import UsageError
 from trtconv.core.precision import PRECISIONS
-from trtconv.options import (
-    CALIB_METHODS,
-    INT8_TARGETS,
-    SPLITS,
-)
+from trtconv.options.convert import CALIB_METHODS, INT8_TARGETS
+from trtconv.options.shared import SPLITS
 from trtconv.release.preflight import preflight
 from trtconv.release.settings import (
     BenchSettings,

@@ -252,7 +252,7 @@ def qps_at_budget_gate(
 ) -> GateResult:
     """`min_qps_at_budget`: the queries/s a served model takes with its p99 latency within
     `budget_ms` (`bench --scenario server`), decided by `at_least` as every gate is, on the
-    interval its serving runs bracket (trtconv.serving.latency.rate_bounds): [the highest rate
+    interval its serving runs bracket (trtconv.serving.load.latency.rate_bounds): [the highest rate
     whose p99 interval lies within the budget, the lowest whose p99 interval lies above it].
     Passed when the budget was surely met at `minimum` or more, failed when it was surely
     missed below `minimum`, inconclusive otherwise (the point figure alone decides nothing)."""

@@ -13,18 +13,16 @@ from typing import Any
 
 from trtconv.core.judging_options import RELEASE_CONFIG, Judging, ToleranceOptions
 from trtconv.core.results import JsonResult
-from trtconv.options import (
-    DEFAULT_BENCH_ROUNDS,
+from trtconv.options.bench import DEFAULT_BENCH_ROUNDS, DEFAULT_SPEED_TIME_LIMIT_S
+from trtconv.options.convert import (
     DEFAULT_CALIB_METHOD,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
-    DEFAULT_LOAD_RUN_S,
-    DEFAULT_RELEASE_BATCH_SIZES,
-    DEFAULT_SEARCH_RUNS,
-    DEFAULT_SPEED_TIME_LIMIT_S,
     ConvertOptions,
-    PreprocessingOptions,
-    TrainOptions,
 )
+from trtconv.options.release import DEFAULT_RELEASE_BATCH_SIZES
+from trtconv.options.server_bench import DEFAULT_LOAD_RUN_S, DEFAULT_SEARCH_RUNS
+from trtconv.options.shared import PreprocessingOptions
+from trtconv.options.train import TrainOptions
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ from trtconv.core.progress import Progress
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
 from trtconv.measure.bench_result import BenchResult
-from trtconv.options import DeployOptions, ServerBenchOptions
+from trtconv.measure.server_bench_result import ServerBenchResult
+from trtconv.options.deploy import DeployOptions
+from trtconv.options.server_bench import ServerBenchOptions
 from trtconv.release.command_options import (
     bench_data,
     bench_options,
@@ -46,9 +48,8 @@ from trtconv.release.command_options import (
 from trtconv.release.document import CONVERTED, FAILED_TO_CONVERT, Conversion, StepEntry, StepError
 from trtconv.release.settings import ReleaseConfig, Target
 from trtconv.release.store import StepStore
-from trtconv.serving.deploy import deploy
-from trtconv.serving.rate_search import server_bench
-from trtconv.serving.serving_result import ServerBenchResult
+from trtconv.serving.load.rate_search import server_bench
+from trtconv.serving.repository.deploy import deploy
 from trtconv.train import pipeline as training
 from trtconv.train.pipeline import TrainResult
 from trtconv.validate import pipeline as validation

@@ -23,7 +23,8 @@ from trtconv.facts import environment
 from trtconv.model.keras_files import CUSTOM_OBJECTS
 from trtconv.model.paths import is_artifact_dir, require_exists, saved_model_in
 from trtconv.model.savedmodel import saved_model_for
-from trtconv.options import DEFAULT_VALIDATE_SAMPLES, ValidateOptions
+from trtconv.options.shared import DEFAULT_VALIDATE_SAMPLES
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.compare import (
     compare,
     output_roles,

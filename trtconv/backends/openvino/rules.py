@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from trtconv.core.lazy import require
+from trtconv.core.precision import Precision
 from trtconv.core.results import optional_key
 from trtconv.facts import Facts
 from trtconv.protocol.doctor_section import DoctorSection, LibraryRow
@@ -23,7 +24,7 @@ def support(facts: Facts, precision: str) -> Support:
     version = facts.version("openvino")
     if version is None:
         return verdict(NAME, precision, "openvino is not installed", INSTALL_FIX)
-    if precision == "int8" and facts.version("nncf") is None:
+    if precision == Precision.INT8 and facts.version("nncf") is None:
         return verdict(NAME, precision, "int8 needs NNCF, which is not installed", INSTALL_FIX)
     needs = NATIVE_FEATURES.get(precision)
     if needs and not facts.cpu.features & set(needs):
@@ -33,7 +34,7 @@ def support(facts: Facts, precision: str) -> Support:
             f"{precision} needs a CPU with {' or '.join(needs)}; {facts.cpu.model} has neither",
             f"choose --precision fp32 or int8, or run on a CPU with {' or '.join(needs)}",
         )
-    how = " (NNCF post-training quantisation)" if precision == "int8" else ""
+    how = " (NNCF post-training quantisation)" if precision == Precision.INT8 else ""
     return verdict(NAME, precision, f"OpenVINO {version}{how} on the CPU")
 
 

@@ -30,6 +30,7 @@ from trtconv.backends.openvino.ir import first_line
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs, TensorSpec, samples_in
+from trtconv.core.precision import Precision
 from trtconv.protocol.runner import Runner, RunOptions, check_device
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ def _pinned_precision(manifest: Manifest | None) -> str | None:
     """The inference precision an int8 artifact's conversion recorded and was validated at (f32,
     trtconv.backends.openvino.ladder), else None: the precision's own (INFERENCE_PRECISION; an
     artifact that recorded "plugin default" runs at f32 too)."""
-    if manifest is None or manifest.precision != "int8":
+    if manifest is None or manifest.precision != Precision.INT8:
         return None
     pinned = (manifest.conversion_summary or {}).get("inference_precision")
     return pinned if pinned in INFERENCE_PRECISION.values() else None
