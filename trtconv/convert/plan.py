@@ -176,7 +176,13 @@ def plan_single(
     named = source or options.saved_model
     output = options.output or default_output(named, choice.backend, options.precision)
     return ConversionPlan(
-        options, backend, options.precision, Path(output), choice.reason, choice.passed_over, source
+        options=options,
+        backend=backend,
+        precision=options.precision,
+        output=Path(output),
+        reason=choice.reason,
+        passed_over=choice.passed_over,
+        source=source,
     )
 
 

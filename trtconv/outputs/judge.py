@@ -134,7 +134,15 @@ def judge_output(
     if want.shape != got.shape:
         check = Check(f"{name} shape", False, f"expected {want.shape}, found {got.shape}", name)
         comparison = OutputComparison(
-            None, None, atol, False, False, role.role, role.source, judged=True, rtol=rtol
+            max_abs_error=None,
+            max_rel_error=None,
+            atol=atol,
+            passed=False,
+            shape_matches=False,
+            role=role.role,
+            role_source=role.source,
+            judged=True,
+            rtol=rtol,
         )
         return Judgement(comparison, [check])
     if valid is not None:
@@ -165,7 +173,15 @@ def judge_output(
     measured |= {"threshold": threshold, "within": within, "rtol": rtol}
     measured["values_not_reproduced"] = not reproduced
     comparison = OutputComparison(
-        max_abs, max_rel, atol, passed, True, role.role, role.source, judged, **measured
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        atol=atol,
+        passed=passed,
+        shape_matches=True,
+        role=role.role,
+        role_source=role.source,
+        judged=judged,
+        **measured,
     )
     if comparison.agreement_samples == len(want):  # recorded only when some were not counted
         comparison = replace(comparison, agreement_samples=None)
@@ -300,14 +316,14 @@ def _within_check(
     rate = found.rate
     assert found.bound is not None  # a within-tolerance rate has its bound
     within = WithinTolerance(
-        found.bound,
-        int(rate.successes),
-        rate.samples,
-        rate.value if rate.samples else 0.0,
-        rate.interval(),
-        minimum,
-        gating,
-        found.rtol,
+        bound=found.bound,
+        samples_within=int(rate.successes),
+        samples=rate.samples,
+        share=rate.value if rate.samples else 0.0,
+        share_ci95=rate.interval(),
+        minimum=minimum,
+        gating=gating,
+        rtol=found.rtol,
     )
     if keep_agreement:
         check = rate_check(f"{name} {found.check}", name, rate, found.what, tolerance, minimum)

@@ -102,7 +102,14 @@ def exact_within(
     rate = sample_errors(want, got, atol, share=1.0, rtol=rtol).rate
     share = rate.value if rate.samples else 0.0
     return WithinTolerance(
-        atol, int(rate.successes), rate.samples, share, rate.interval(), None, True, rtol
+        bound=atol,
+        samples_within=int(rate.successes),
+        samples=rate.samples,
+        share=share,
+        share_ci95=rate.interval(),
+        minimum=None,
+        gating=True,
+        rtol=rtol,
     )
 
 
