@@ -24,7 +24,7 @@ from trtconv.core.errors import ConversionError
 from trtconv.core.fsutil import sha256_path
 from trtconv.core.judging_options import Roles
 from trtconv.core.model_io import Outputs
-from trtconv.core.precision import Precision
+from trtconv.core.precision import PRECISIONS, Precision
 from trtconv.core.progress import Steps
 from trtconv.facts import library_versions, probe_cpu
 from trtconv.model.keras_files import CUSTOM_OBJECTS
@@ -39,7 +39,6 @@ from trtconv.outputs.compare import (
 )
 from trtconv.outputs.contract import export_rules, resolve
 from trtconv.outputs.roles import judging_record
-from trtconv.outputs.tolerance import TOLERANCES
 from trtconv.outputs.validation_result import ValidationReport, roles_of
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest, SearchSlice
 from trtconv.protocol.runner import Runner
@@ -71,7 +70,7 @@ def open_workspace(
     """The workspace for `plan`'s SavedModel: the native outputs on the held-out data and each
     output's role (set by the options, else inferred from the graph and the values). Warns
     first when the held-out data is too small to ever show the budget."""
-    precisions = [plan.precision] if plan.precision else list(TOLERANCES)  # best: every one
+    precisions = [plan.precision] if plan.precision else list(PRECISIONS)  # best: every one
     reference = run_batched(native, data.held_out)
     key, feeds = native.signature.name, data.held_out.inputs
     roles = output_roles(plan.saved_model, reference, plan.options.judging, key, feeds)
