@@ -1,8 +1,8 @@
 """What `convert` decides before any work: the backend (and why), the precision and the output.
 
 Checks run cheapest first, each before anything is written: the options themselves
-(trtconv.options.ConvertOptions), the backend and budget (here), the SavedModel on disk, the output
-free, the backend able to run the precision here (exit 3).
+(trtconv.options.convert.ConvertOptions), the backend and the judging rules (here), the
+SavedModel on disk, the output free, the backend able to run the precision here (exit 3).
 """
 
 from __future__ import annotations

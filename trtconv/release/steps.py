@@ -29,6 +29,7 @@ from trtconv.convert import convert
 from trtconv.convert.convert_result import ConvertResult
 from trtconv.core.errors import AccuracyError, TrtconvError
 from trtconv.core.fsutil import atomic_directory, sha256_path
+from trtconv.core.precision import Precision
 from trtconv.core.progress import Progress
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
@@ -220,7 +221,7 @@ class ReleaseRun:
             # matter only to int8, so changing them does not redo the other conversions.
             "calibration": {
                 "data": data_fingerprint(calibration.data),
-                **(int8_only if target.precision in ("int8", None) else {}),
+                **(int8_only if target.precision in (Precision.INT8, None) else {}),
             },
             "contest": asdict(contest(self.config)) if target.backend == BEST else None,
             "batch_sizes": list(self.config.bench.batch_sizes),
