@@ -5,7 +5,8 @@
 #   .venv-oldest  TensorFlow 2.17 (the last with TF-TRT), NumPy 1.26, tf-keras 2.17:
 #                 `make test-oldest`
 # Both serve: the `serve` extra and Triton's server from PyTriton's wheel, installed without its
-# dependencies (its numpy<2 pin would downgrade the newest end: trtconv/serving/triton_install.py).
+# dependencies (its numpy<2 pin would downgrade the newest end:
+# trtconv/serving/server/triton_install.py).
 # .ci/run runs both.
 PYTHON ?= python3
 VENV   ?= .venv
@@ -24,7 +25,7 @@ install: $(STAMP)
 UV_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode
 # dev-text (keras-hub) installs at the newest end only (pyproject.toml says why).
 EXTRAS     ?= .[tensorflow,cpu,dev,dev-text,openvino,serve]
-# The wheel that carries Triton's server (trtconv/serving/triton_install.py: TRITON_WHEEL).
+# The wheel that carries Triton's server (trtconv/serving/server/triton_install.py: TRITON_WHEEL).
 TRITON_WHEEL := nvidia-pytriton==0.7.0
 # What the environment must hold besides the extras (the oldest end pins TensorFlow 2.17).
 PINS       ?=

@@ -19,7 +19,7 @@
 #   BENCH_DURATION=S    timed seconds per model and batch size (default 10; quick: 20 iterations)
 #   BENCH_SKIP_DIGITS=1 skip digits-cnn
 #   BENCH_SKIP_RESNET=1 skip ResNet-50
-#   BENCH_SKIP_MOBILENET=1 skip MobileNetV2 (issue 13's int8 case)
+#   BENCH_SKIP_MOBILENET=1 skip MobileNetV2 (the int8 ladder's real model)
 #   BENCH_SKIP_BERT=1   skip BERT-base (examples/bench_bert.sh: calibration memory, --backend
 #                       best against OpenVINO's own int8; needs keras-hub, TensorFlow 2.20+)
 #
@@ -86,7 +86,7 @@ if [[ "${BENCH_SKIP_DIGITS:-0}" != "1" ]]; then
 fi
 
 # ---------------------------------------------------------------------------- MobileNetV2
-# Issue 13's int8 case: keras.applications.MobileNetV2(alpha=0.35, input_shape=(32, 32, 3),
+# The int8 ladder's real model: keras.applications.MobileNetV2(alpha=0.35, input_shape=(32, 32, 3),
 # classes=10, weights=None) trained briefly on digits upsampled to 32x32x3 (each pixel 4x4, grey
 # to three channels; no downloads). Logits out (classifier_activation=None): the exported
 # signature applies the softmax. Held-out data = the seeded 20% trtconv keeps out of training.
@@ -133,7 +133,7 @@ EOF
   MOBILE=(--calib-data "$OUT/data/digits32.npz" --validate-samples 240)
   convert ort "$MOBILENET" fp32 "$MODELS/mobilenetv2-ort-fp32" "${MOBILE[@]}"
   convert ort "$MOBILENET" int8 "$MODELS/mobilenetv2-ort-int8" "${MOBILE[@]}"
-  # Held to top-1 agreement >= 0.99 (issue 13's goal): the ladder climbs until it holds.
+  # Held to top-1 agreement >= 0.99 (the ladder's goal on this model): the ladder climbs until it holds.
   convert ort "$MOBILENET" int8 "$MODELS/mobilenetv2-ort-int8-99" "${MOBILE[@]}" \
     --min-top1-agreement 0.99
   $TRTCONV bench "$MOBILENET" "$MODELS/mobilenetv2-ort-fp32" "$MODELS/mobilenetv2-ort-int8" \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the built-in digits model (run through `make demo`): train with AMP, convert to
-# FP32 and calibrated INT8, validate against the native SavedModel, bench them side by side.
+# FP32 and calibrated INT8, validate against the native SavedModel, bench them side by side, then
+# serve INT8 through Triton under load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TRTCONV=.venv/bin/trtconv
@@ -29,6 +30,12 @@ $TRTCONV validate "$OUT/digits-int8"
 step "bench native vs FP32 vs INT8: same inputs, each model in its own process"
 $TRTCONV bench "$OUT/digits/saved_model" "$OUT/digits-fp32" "$OUT/digits-int8" \
   --batch-sizes 1,8 --data digits --eval-data digits --duration 3 --report "$OUT/bench"
+
+# Triton serves the INT8 artifact (trtconv serve); LoadGen's Poisson arrivals search for the
+# highest rate whose p99 meets 20 ms.
+step "serve INT8 through Triton under load"
+$TRTCONV bench "$OUT/digits-int8" --scenario server --latency-budget-ms 20 --search-runs 3 \
+  --duration 2
 echo
 echo "SavedModel: $OUT/digits/saved_model   artifacts: $OUT/digits-fp32, $OUT/digits-int8"
 echo "report: $OUT/bench/report.md"

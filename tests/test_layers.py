@@ -54,6 +54,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("trtconv.cli", "trtconv.__main__")),
 )
 
+# A folder may be split further into packages that are layers among themselves, bottom first: a
+# module of one may import from its own package or an earlier one, never a later one. Every
+# module of such a folder, but its __init__, sits in one of them.
+SUBLAYERS: dict[str, tuple[str, ...]] = {
+    "trtconv.serving": (
+        "trtconv.serving.repository",  # a Triton model repository (deploy)
+        "trtconv.serving.server",  # the live server and its shadow check (serve)
+        "trtconv.serving.load",  # load generation and the rate search (bench --scenario server)
+    ),
+}
+
 
 @dataclass(frozen=True)
 class Import:
@@ -198,6 +209,58 @@ def test_imports_point_down_the_layers() -> None:
         if i.imported in known and layer_of(i.imported) > layer_of(i.importer)
     ]
     assert upward == []
+
+
+def sublayer_of(module: str) -> tuple[str, int] | None:
+    """The split folder `module` is in and the index of its package there; None when its folder
+    is not split. KeyError when the folder is split and the module is in none of its packages."""
+    folder = folder_of(module)
+    if folder not in SUBLAYERS or module == folder:
+        return None
+    for index, package in enumerate(SUBLAYERS[folder]):
+        if module == package or module.startswith(package + "."):
+            return folder, index
+    raise KeyError(module)
+
+
+def climbing(found: list[Import], known: dict[str, Path]) -> list[str]:
+    """The imports, of a split folder's modules, of a later package of the same folder."""
+    upward = []
+    for i in found:
+        if i.imported not in known or folder_of(i.importer) != folder_of(i.imported):
+            continue
+        low, high = sublayer_of(i.importer), sublayer_of(i.imported)
+        if low is not None and high is not None and high[1] > low[1]:
+            upward.append(f"{i.importer}:{i.line} imports {i.imported}")
+    return upward
+
+
+def test_every_module_of_a_split_folder_has_a_package() -> None:
+    unplaced = []
+    for name in modules():
+        try:
+            sublayer_of(name)
+        except KeyError:
+            unplaced.append(name)
+    assert unplaced == []
+
+
+def test_imports_point_down_the_packages_of_a_split_folder() -> None:
+    known = modules()
+    assert climbing(list(imports(known)), known) == []
+
+
+def test_the_package_rule_sees_an_import_climbing(tmp_path: Path) -> None:
+    """Checked on a synthetic pair: the repository importing the server climbs, the reverse
+    does not."""
+    low = tmp_path / "low.py"
+    high = tmp_path / "high.py"
+    low.write_text("import trtconv.serving.server.high\n")
+    high.write_text("import trtconv.serving.repository.low\n")
+    known = {"trtconv.serving.repository.low": low, "trtconv.serving.server.high": high}
+    assert climbing(list(imports(known)), known) == [
+        "trtconv.serving.repository.low:1 imports trtconv.serving.server.high"
+    ]
 
 
 def test_no_import_cycles() -> None:

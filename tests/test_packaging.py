@@ -12,7 +12,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from trtconv.serving.triton_install import TRITON_WHEEL
+from trtconv.serving.server.triton_install import TRITON_WHEEL
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -33,27 +33,21 @@ from trtconv.bench.harness import bench
 from trtconv.convert import convert
 from trtconv.doctor.pipeline import doctor
 from trtconv.inspect.pipeline import inspect_path as inspect
-from trtconv.options import (
-    BenchOptions,
-    ClusterOptions,
-    Contest,
-    ConvertOptions,
-    DeployOptions,
-    ReleaseOptions,
-    ScenarioBenchOptions,
-    ServeOptions,
-    ServerBenchOptions,
-    TrainBenchmarkOptions,
-    TrainOptions,
-    ValidateOptions,
-)
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import Contest, ConvertOptions
+from trtconv.options.deploy import DeployOptions
+from trtconv.options.release import ReleaseOptions
+from trtconv.options.serve import ServeOptions
+from trtconv.options.server_bench import ScenarioBenchOptions, ServerBenchOptions
+from trtconv.options.train import ClusterOptions, TrainBenchmarkOptions, TrainOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.release.pipeline import release
 from trtconv.report.merge import merge_reports
-from trtconv.serving.deploy import deploy
-from trtconv.serving.rate_search import server_bench
-from trtconv.serving.scenarios import scenario_bench
-from trtconv.serving.server import serve as serve_with
-from trtconv.serving.serving_result import ServeResult
+from trtconv.serving.load.rate_search import server_bench
+from trtconv.serving.load.scenarios import scenario_bench
+from trtconv.serving.repository.deploy import deploy
+from trtconv.serving.server.serve import serve as serve_with
+from trtconv.serving.server.serve_result import ServeResult
 from trtconv.train.benchmark import TrainBenchmarkResult, train_benchmark
 from trtconv.train.pipeline import TrainResult, train
 from trtconv.validate.pipeline import validate

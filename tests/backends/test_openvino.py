@@ -11,17 +11,18 @@ import numpy as np
 import pytest
 
 from tests.helpers.convert_fixtures import build_small_resnet, digits_rgb16, small_resnet, work_dir
+from tests.helpers.rules import rules
 from trtconv.backends.openvino import ir
 from trtconv.backends.openvino.converter import convert
 from trtconv.backends.openvino.quantize import NncfOptions, quantize_model, weighted_ops
 from trtconv.backends.openvino.runner import OpenVinoRunner
 from trtconv.backends.tf_native import SavedModelRunner
-from trtconv.calib.readers import calibration_feed, fit_to_signature, whole_batches
+from trtconv.calib.fitting import fit_to_signature
+from trtconv.calib.readers import calibration_feed, whole_batches
 from trtconv.calib.sources import ArraySet, split_holdout
 from trtconv.core.errors import InputError, UsageError
 from trtconv.facts import probe_cpu
 from trtconv.outputs.compare import run_batched
-from trtconv.outputs.tolerance import tolerance_for
 from trtconv.protocol.request import ConversionRequest
 from trtconv.quantize.isa import X86_NO_VNNI, this_cpu_int8_class
 from trtconv.validate.pipeline import validate_runners
@@ -143,7 +144,7 @@ def test_int8_passes_validation_and_runs_quantised_convolutions(tmp_path: Path) 
     runner.activate()
     # 256 held-out samples decide the agreement at 95% but not the accuracy drop's paired
     # interval (docs/verdicts.md); this test is about NNCF's int8, so the point figures decide.
-    point = tolerance_for("int8", confidence=0.0)
+    point = rules("int8", confidence=0.0)
     result = validate_runners(native, runner, held_out, "int8", tolerance=point)
     assert result.passed, result.to_json()
 
@@ -203,7 +204,9 @@ def test_bf16_computes_in_bfloat16_within_tolerance(
 ) -> None:
     runner = OpenVinoRunner(digits_ir, "bf16")
     runner.activate()
-    result = validate_runners(digits_native, runner, digits_held_out, "bf16")
+    result = validate_runners(
+        digits_native, runner, digits_held_out, "bf16", tolerance=rules("bf16")
+    )
     assert runner.runtime_properties().inference_precision_hint == "bf16"
     assert result.passed, result.to_json()
 

@@ -20,7 +20,7 @@ from trtconv.backends import registry
 from trtconv.cli.convert import render_conversion
 from trtconv.convert import ConvertResult
 from trtconv.core.errors import AccuracyError
-from trtconv.options import ConvertOptions
+from trtconv.options.convert import ConvertOptions
 from trtconv.outputs.confidence import rate_to_show
 from trtconv.quantize.ladder_result import NncfLadderRecord
 from trtconv.release.markdown import _ladder_lines

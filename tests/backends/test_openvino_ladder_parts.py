@@ -9,10 +9,10 @@ import time
 import numpy as np
 import pytest
 
+from tests.helpers.rules import rules
 from trtconv.backends.openvino.ladder import FULL, NncfLadder
 from trtconv.core.precision import Precision
 from trtconv.outputs.compare import compare
-from trtconv.outputs.tolerance import tolerance_for
 from trtconv.quantize.search import Score, step_words
 from trtconv.quantize.time_limit import TimeLimit
 
@@ -25,7 +25,7 @@ def test_step_lines_round_the_agreement(caplog: pytest.LogCaptureFixture) -> Non
     got = want.copy()
     got[:3] = np.roll(got[:3], 1, axis=1)  # 297 of 300 agree: 0.99 exactly shows no rounding
     got[3, :] = want[3, ::-1]  # one more: 296/300 = 0.98666...
-    report = compare({"logits": want}, {"logits": got}, tolerance_for(Precision.INT8))
+    report = compare({"logits": want}, {"logits": got}, rules(Precision.INT8))
     agreement = report.top1_agreement
     assert agreement is not None and len(repr(agreement)) > 8  # a figure that needs rounding
     score = Score(agreement, None, None, 0.01, report.passed, deciding=step_words(report))

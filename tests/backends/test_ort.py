@@ -14,7 +14,9 @@ from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
 from trtconv.onnxlib.export import op_counts
 from trtconv.onnxlib.session import CPU, OrtRunner
-from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.compare import run_batched
 from trtconv.protocol.request import ConversionRequest
 
@@ -90,7 +92,17 @@ def _manifest(precision: str, providers: list[str]) -> Any:
     from trtconv.artifact.manifest import Manifest
 
     summary = {"providers": providers, "provider_options": [{} for _ in providers]}
-    return Manifest("ort", precision, "model.onnx", {}, {}, {}, {}, 0.0, summary)
+    return Manifest(
+        backend="ort",
+        precision=precision,
+        payload="model.onnx",
+        source_model={},
+        signature={},
+        device={},
+        tools={},
+        conversion_seconds=0.0,
+        conversion_summary=summary,
+    )
 
 
 def test_device_chooses_the_providers_at_run_time(tmp_path: Path) -> None:

@@ -23,7 +23,17 @@ def manifest(precision: str) -> Any:
     from trtconv.artifact.manifest import Manifest
 
     summary = {"providers": [CPU], "provider_options": [{}]}
-    return Manifest("ort", precision, "model.onnx", {}, {}, {}, {}, 0.0, summary)
+    return Manifest(
+        backend="ort",
+        precision=precision,
+        payload="model.onnx",
+        source_model={},
+        signature={},
+        device={},
+        tools={},
+        conversion_seconds=0.0,
+        conversion_summary=summary,
+    )
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ from trtconv import api
 from trtconv.backends import registry
 from trtconv.backends.registry import Backend
 from trtconv.cli import app
-from trtconv.options import BenchOptions, ConvertOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import ConvertOptions
 from trtconv.release.config import parse_config
 from trtconv.release.schema import release_schema
 

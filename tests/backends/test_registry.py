@@ -116,7 +116,17 @@ def test_an_artifact_of_an_unknown_backend_is_bad_input(tmp_path: Path) -> None:
 
     signature = {"inputs": [], "outputs": []}
     write_manifest(
-        tmp_path, Manifest("tensorflow-lite", "fp32", "m.tflite", {}, signature, {}, {}, 0)
+        tmp_path,
+        Manifest(
+            backend="tensorflow-lite",
+            precision="fp32",
+            payload="m.tflite",
+            source_model={},
+            signature=signature,
+            device={},
+            tools={},
+            conversion_seconds=0,
+        ),
     )
     (tmp_path / "m.tflite").write_bytes(b"")
     for opening in (registry.open_runner, artifact_entry):

@@ -24,7 +24,8 @@ from trtconv import facts as facts_module
 from trtconv.backends.registry import open_runner
 from trtconv.calib.sources import ArraySet, load_digits
 from trtconv.core.errors import AccuracyError, ConversionError, MissingDependencyError, UsageError
-from trtconv.options import ConvertOptions, ValidateOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.compare import run_batched
 from trtconv.protocol.runner import RunOptions
 

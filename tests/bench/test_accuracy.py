@@ -16,7 +16,15 @@ from trtconv.measure.bench_result import ModelInfo
 
 def _info(label: str, precision: str, baseline: bool = False) -> ModelInfo:
     kind = "saved_model" if baseline else "artifact"
-    return ModelInfo(label, label, "ort", precision, False, kind, baseline)
+    return ModelInfo(
+        label=label,
+        model=label,
+        backend="ort",
+        precision=precision,
+        xla=False,
+        kind=kind,
+        is_baseline=baseline,
+    )
 
 
 def test_bench_agreement_counts_valid_tokens_and_cosines() -> None:

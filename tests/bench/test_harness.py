@@ -30,7 +30,8 @@ from trtconv.measure.bench_result import (
     ModelInfo,
     Settings,
 )
-from trtconv.options import BenchOptions, ConvertOptions, SpeedGoal
+from trtconv.options.bench import BenchOptions, SpeedGoal
+from trtconv.options.convert import ConvertOptions
 from trtconv.outputs.confidence import INCONCLUSIVE, at_least
 from trtconv.release.gates import evaluate_gates
 from trtconv.release.settings import GateSettings

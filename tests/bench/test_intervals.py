@@ -14,7 +14,7 @@ from trtconv.bench.rounds import REWARM_CALLS, Schedule, goal_verdicts, rewarm
 from trtconv.measure import stats
 from trtconv.measure.bench_result import Settings
 from trtconv.measure.loop_budget import Budget
-from trtconv.options import SpeedGoal
+from trtconv.options.bench import SpeedGoal
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED, at_least, at_most
 
 RNG = np.random.default_rng(7)

@@ -129,7 +129,14 @@ def test_transfer_time_of_a_runner_that_reports_it_reaches_the_bench_row() -> No
     }
     report = WorkerReport.from_json(json.loads(json.dumps(document)))  # as a worker prints it
     assert report.batches == [measured] and report.finished.warnings == []
-    entry = ModelEntry("engine", Path("engine"), "artifact", "trt", "fp16", SIGNATURE)
+    entry = ModelEntry(
+        label="engine",
+        path=Path("engine"),
+        kind="artifact",
+        backend="trt",
+        precision="fp16",
+        signature=SIGNATURE,
+    )
     settings = Settings(
         batch_sizes=(2,), warmup_iterations=1, iterations=4, data="random", device="auto"
     )
@@ -189,7 +196,14 @@ def test_bench_batch_sizes_must_lie_inside_the_engines_profile() -> None:
     from trtconv.core.errors import UsageError
 
     signature = ModelSignature((TensorSpec("x", (None, 4), "float32"),), ())
-    engine = ModelEntry("e", Path("engine"), "artifact", "trt", "fp16", signature)
+    engine = ModelEntry(
+        label="e",
+        path=Path("engine"),
+        kind="artifact",
+        backend="trt",
+        precision="fp16",
+        signature=signature,
+    )
     engine.batch_range = (4, 16)
     check_batch_sizes([engine], (4, 8, 16))
     with pytest.raises(UsageError, match=r"built for batch sizes 4 to 16 .* asked for 1, 32"):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.helpers.rules import rules
 from trtconv.calib.purposes import (
     HELD_OUT_PART,
     SHUFFLED,
@@ -21,7 +22,6 @@ from trtconv.convert.data import ConversionData, _fit, deciding_data, fitted_cou
 from trtconv.core.data_contract import DataContract
 from trtconv.outputs.compare import compare
 from trtconv.outputs.exact import samples_for_values, samples_to_decide
-from trtconv.outputs.tolerance import tolerance_for
 
 
 def numbered(samples: int) -> ArraySet:
@@ -86,12 +86,12 @@ def test_the_data_that_would_decide_it_is_the_users_unused_samples_first() -> No
 
 def test_samples_to_decide_an_inconclusive_report() -> None:
     probs = np.random.default_rng(0).random((7, 4)).astype(np.float32)
-    fp32 = compare({"p": probs}, {"p": probs}, tolerance_for("fp32"))
+    fp32 = compare({"p": probs}, {"p": probs}, rules("fp32"))
     assert fp32.verdict == "inconclusive" and samples_to_decide(fp32) == samples_for_values(0.95)
-    int8 = compare({"p": probs}, {"p": probs}, tolerance_for("int8"))
+    int8 = compare({"p": probs}, {"p": probs}, rules("int8"))
     assert int8.verdict == "inconclusive" and samples_to_decide(int8) == 125
     many = np.random.default_rng(0).random((100, 4)).astype(np.float32)
-    assert samples_to_decide(compare({"p": many}, {"p": many}, tolerance_for("fp32"))) is None
+    assert samples_to_decide(compare({"p": many}, {"p": many}, rules("fp32"))) is None
 
 
 def test_a_search_slice_from_the_validation_source_is_recorded_as_its_own() -> None:

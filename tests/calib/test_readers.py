@@ -147,7 +147,7 @@ def test_one_array_feeds_a_one_input_model_whatever_its_name(
     """`np.savez(path, inputs=x)` for a model whose one input is `image`: nothing to choose."""
     pixels = np.random.default_rng(0).random((10, 8, 8, 1)).astype(np.float32)
     path = _npz(tmp_path, "inputs.npz", inputs=pixels, y=np.arange(10))
-    with caplog.at_level(logging.INFO, logger="trtconv.calib.readers"):
+    with caplog.at_level(logging.INFO, logger="trtconv.calib"):
         data = read_model_data(str(path), DIGITS_SIGNATURE, role="all")
     assert list(data.inputs) == ["image"] and np.array_equal(data.inputs["image"], pixels)
     assert data.labels is not None and len(data.labels) == 10  # `y` stays the labels

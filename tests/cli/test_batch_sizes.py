@@ -7,7 +7,7 @@ import pytest
 from trtconv.cli._options import parse_batch_sizes
 from trtconv.cli.train import _benchmark_options
 from trtconv.core.errors import UsageError
-from trtconv.options import TrainOptions
+from trtconv.options.train import TrainOptions
 
 
 def test_batch_sizes_are_positive_integers_each_once() -> None:

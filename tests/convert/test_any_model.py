@@ -37,7 +37,9 @@ from trtconv.core.errors import InputError, UsageError
 from trtconv.model.savedmodel import load_saved_model
 from trtconv.onnxlib import export
 from trtconv.onnxlib.session import OrtRunner
-from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.compare import run_batched
 from trtconv.protocol.request import ConversionRequest
 from trtconv.protocol.runner import RunOptions

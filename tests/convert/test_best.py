@@ -143,7 +143,7 @@ def test_precision_is_required_unless_best(
 def test_a_contest_that_cannot_time_anything_is_refused(settings: dict[str, float]) -> None:
     """Refused where the Contest is made, so the API and a release get the CLI's sentence."""
     from trtconv.core.errors import UsageError
-    from trtconv.options import Contest
+    from trtconv.options.convert import Contest
 
     with pytest.raises(UsageError, match="--rank-batch-size"):
         Contest(**settings)  # type: ignore[arg-type]

@@ -13,9 +13,11 @@ from trtconv import api
 from trtconv.artifact.manifest import Manifest, read_manifest
 from trtconv.backends.registry import open_runner
 from trtconv.core.errors import AccuracyError
-from trtconv.core.judging_options import Judging
+from trtconv.core.judging_options import ToleranceOptions
 from trtconv.facts.hardware import CpuBlock
-from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.validate.pipeline import ValidateResult
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # trains and converts real models
@@ -117,8 +119,9 @@ def test_validate_an_artifact_against_its_source(digits_int8: dict[str, Any]) ->
     result = api.validate(ValidateOptions(Path(digits_int8["artifact"]), samples=450))
     assert result.passed and result.samples == 450 and result.precision == "int8"
     assert result.top1_agreement is not None and result.top1_agreement >= 0.97
+    strict = ToleranceOptions(atol=1e-6)
     with pytest.raises(AccuracyError, match="probabilities within tolerance") as caught:
-        api.validate(ValidateOptions(Path(digits_int8["artifact"]), samples=200, tolerance=1e-6))
+        api.validate(ValidateOptions(Path(digits_int8["artifact"]), samples=200, tolerance=strict))
     strict = caught.value.result  # the whole result rides on the error (exit 4)
     assert isinstance(strict, ValidateResult) and not strict.passed and strict.samples == 200
     assert strict.verdict == "failed"  # a failed share of samples outranks an undecided rate
@@ -143,9 +146,9 @@ def test_an_artifact_validates_against_another_artifact(
     result = api.validate(ValidateOptions(int8, reference=fp32))
     assert result.passed and result.reference == fp32 and result.samples == 450
     assert result.warnings[0].startswith(f"the reference is the artifact {fp32} (ort fp32, passed")
-    stated = Judging.build(tolerances={"probabilities": 1e-4})
+    stated = ToleranceOptions(atols={"probabilities": 1e-4})
     with pytest.raises(AccuracyError, match="probabilities values") as caught:
-        api.validate(ValidateOptions(fp32, reference=int8, judging=stated))
+        api.validate(ValidateOptions(fp32, reference=int8, tolerance=stated))
     assert caught.value.result.reference == int8
     try:  # 450 samples: passed, or inconclusive against fp16's 0.98 where a few disagree
         by_decisions = api.validate(ValidateOptions(fp32, reference=int8))

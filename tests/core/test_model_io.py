@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trtconv.calib.readers import ALL, fit_to_signature, random_data, read_model_data
+from trtconv.calib.fitting import fit_to_signature
+from trtconv.calib.readers import ALL, random_data, read_model_data
 from trtconv.calib.sources import ArraySet, load_npz
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.model_io import (
@@ -19,7 +20,9 @@ from trtconv.core.model_io import (
     numpy_dtype,
     parse_input_shapes,
 )
-from trtconv.options import DEFAULT_BATCH_SIZES, BenchOptions, ConvertOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.shared import DEFAULT_BATCH_SIZES
 
 FIXED = ModelSignature((TensorSpec("image", (1, 32, 32, 3), "float32"),), ())
 ANY = ModelSignature((TensorSpec("image", (None, 32, 32, 3), "float32"),), ())

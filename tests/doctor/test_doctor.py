@@ -17,7 +17,7 @@ from trtconv.cli import app
 from trtconv.core.precision import PRECISIONS
 from trtconv.doctor.pipeline import DoctorReport
 from trtconv.protocol.doctor_section import RawSection
-from trtconv.serving.doctor_section import ServingSection
+from trtconv.serving.server.doctor_section import ServingSection
 
 
 def run_doctor(*args: str, block: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:

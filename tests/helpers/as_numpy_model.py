@@ -7,8 +7,8 @@ model.py) to show the start check catches that. Imported by Triton's backend stu
 
 from __future__ import annotations
 
-from trtconv.serving.tensor_crossing import numpy_input, numpy_output
-from trtconv.serving.triton_model import TritonPythonModel
+from trtconv.serving.server.tensor_crossing import numpy_input, numpy_output
+from trtconv.serving.server.triton_model import TritonPythonModel
 
 
 def model_py(name: str) -> str:

@@ -115,8 +115,8 @@ def artifact(backend: str, precision: str) -> Path:
 
 def pytriton_or_skip() -> None:
     """Skip (saying why) where Triton cannot serve here: no glibc 2.35+, its wheel (installed
-    with --no-deps: serving/triton_install.py) or tritonclient missing."""
-    from trtconv.serving.triton_install import serving_reason
+    with --no-deps: serving/server/triton_install.py) or tritonclient missing."""
+    from trtconv.serving.server.triton_install import serving_reason
 
     reason = serving_reason()
     if reason:

@@ -7,6 +7,7 @@ from pathlib import Path
 from trtconv.artifact.manifest import Manifest
 from trtconv.core.judging_options import parse_role
 from trtconv.core.model_io import ModelSignature, TensorSpec
+from trtconv.outputs.contract import Stated, resolve
 from trtconv.outputs.roles import JudgingRecord, RoleRecord
 from trtconv.outputs.tolerance import TOLERANCES
 from trtconv.outputs.validation_result import OutputComparison, ValidationReport
@@ -19,12 +20,14 @@ def shadow_manifest(
     confidence: float = 0.95,
     outputs: dict[str, OutputComparison] | None = None,
     source: Path | str = "models/digits/saved_model",
+    contract: bool = True,
 ) -> Manifest:
     """An artifact's manifest whose outputs (`roles`: {name: role, as --output-role spells it},
     default one `probabilities` of class scores) were validated at `minimum` and
     `confidence`; `outputs` are the recorded comparisons (where a regression output's derived
-    bound lives). `minimum` None: the
-    precision's own (TOLERANCES); its maximum accuracy drop is always the table's."""
+    bound lives). `minimum` None: the precision's own (TOLERANCES); its maximum accuracy drop
+    is always the table's. `contract`: the judging contract recorded whole, as convert records
+    it (False: a manifest an earlier trtconv wrote)."""
     roles = roles or {"probabilities": "classes"}
     signature = ModelSignature(
         inputs=(TensorSpec("image", (None, 4), "float32"),),
@@ -35,6 +38,8 @@ def shadow_manifest(
     report = ValidationReport(
         200, "digits", bound, table.max_accuracy_drop, outputs or {}, confidence=confidence
     )
+    stated = Stated(min_top1_agreement=minimum, confidence=confidence)
+    parsed = {name: parse_role(text, "role", "option") for name, text in roles.items()}
     return Manifest(
         backend="ort",
         precision=precision,
@@ -47,6 +52,7 @@ def shadow_manifest(
         validation=report,
         status="passed",
         judging=JudgingRecord(roles={name: _record(text) for name, text in roles.items()}),
+        contract=resolve(precision, stated).record(parsed) if contract else None,
     )
 
 

@@ -12,7 +12,9 @@ from tests.helpers.cli_runner import run_cli
 from tests.helpers.convert_fixtures import digits32_npz, keras_file
 from trtconv import api
 from trtconv.inspect.pipeline import SavedModelInspection, inspect_path
-from trtconv.options import BenchOptions, ConvertOptions, ValidateOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.release.config import load_config
 
 pytestmark = pytest.mark.tensorflow  # builds, converts or serves Keras models

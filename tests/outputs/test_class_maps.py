@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers.rules import rules
 from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import CLASS_MAP, OutputRole
 from trtconv.outputs.compare import compare
 from trtconv.outputs.decisions import mean_iou
 from trtconv.outputs.roles import fitting_roles, infer_role, resolve_roles
-from trtconv.outputs.tolerance import tolerance_for
 from trtconv.release.gates import Measures, evaluate_gates
 from trtconv.release.settings import GateSettings
 
@@ -35,7 +35,7 @@ def test_a_class_map_is_judged_per_element_with_pixel_accuracy_and_mean_iou() ->
     got[0, 0, 0] = got[0, 0, 0][::-1]  # at most one pixel of 7,200 changes class
     labels = want.argmax(-1)
     roles = resolve_roles({"mask": want}, {"mask": "Softmax"})
-    report = compare({"mask": want}, {"mask": got}, tolerance_for("int8"), labels, "", roles)
+    report = compare({"mask": want}, {"mask": got}, rules("int8"), labels, "", roles)
     mask = report.outputs["mask"]
     assert report.verdict == "passed" and report.labels_output == "mask"
     assert mask.agreement is not None and mask.agreement >= 1 - 1 / 7200

@@ -8,12 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers.rules import rules
 from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import AccuracyError, UsageError
 from trtconv.core.judging_options import OutputRole
 from trtconv.core.precision import PRECISIONS
 from trtconv.outputs.compare import compare, raise_if_failed
-from trtconv.outputs.tolerance import TOLERANCES, tolerance_for
+from trtconv.outputs.tolerance import TOLERANCES
 from trtconv.outputs.validation_result import ValidatingMachine, ValidationReport
 from trtconv.validate.pipeline import ValidateResult
 
@@ -33,18 +34,18 @@ def test_every_precision_has_a_tolerance_and_they_loosen() -> None:
 
 
 def test_tolerance_override_and_errors() -> None:
-    assert tolerance_for("int8", 0.05).atol == 0.05
-    assert tolerance_for("int8", 0.05).min_top1_agreement == 0.97
+    assert rules("int8", atol=0.05).atol == 0.05
+    assert rules("int8", atol=0.05).min_top1_agreement == 0.97
     with pytest.raises(UsageError, match="Unknown precision 'int4'"):
-        tolerance_for("int4")
+        rules("int4")
     with pytest.raises(UsageError, match="must be positive"):
-        tolerance_for("fp32", 0.0)
+        rules("fp32", atol=0.0)
 
 
 def test_identical_outputs_pass_every_check() -> None:
     probs = _probabilities()
     labels = probs.argmax(axis=1)
-    report = compare({"p": probs}, {"p": probs.copy()}, tolerance_for("fp32"), labels, "unit")
+    report = compare({"p": probs}, {"p": probs.copy()}, rules("fp32"), labels, "unit")
     assert report.passed and report.top1_agreement == 1.0 and report.accuracy_drop == 0.0
     assert report.outputs["p"].max_abs_error == 0.0
     assert report.accuracy_reference == report.accuracy_candidate == 1.0
@@ -58,10 +59,10 @@ def test_small_noise_fails_an_fp32_tensor_but_passes_int8() -> None:
     probs = _probabilities()
     noisy = probs + np.float32(1e-3)
     tensor = {"p": OutputRole("tensor", "option")}
-    fp32 = compare({"p": probs}, {"p": noisy}, tolerance_for("fp32"), roles=tensor)
+    fp32 = compare({"p": probs}, {"p": noisy}, rules("fp32"), roles=tensor)
     assert not fp32.passed
     assert fp32.outputs["p"].max_abs_error == pytest.approx(1e-3, rel=1e-3)
-    assert compare({"p": probs}, {"p": noisy}, tolerance_for("int8")).passed
+    assert compare({"p": probs}, {"p": noisy}, rules("int8")).passed
 
 
 def test_small_noise_on_fp32_class_scores_is_judged_by_their_decisions() -> None:
@@ -69,7 +70,7 @@ def test_small_noise_on_fp32_class_scores_is_judged_by_their_decisions() -> None
     fp16 would be, its decisions against fp16's budget; the values line says why."""
     probs = _probabilities()
     noisy = probs + np.float32(1e-3)
-    fp32 = compare({"p": probs}, {"p": noisy}, tolerance_for("fp32"))
+    fp32 = compare({"p": probs}, {"p": noisy}, rules("fp32"))
     assert fp32.passed
     values = next(c for c in fp32.checks if c.name == "p values")
     assert not values.gating and "float32 is not reproduced" in values.detail
@@ -80,11 +81,11 @@ def test_small_noise_on_fp32_class_scores_is_judged_by_their_decisions() -> None
     # NaN still fails, and a tolerance the user gives the output keeps its values rule.
     broken = noisy.copy()
     broken[3, 2] = np.nan
-    assert compare({"p": probs}, {"p": broken}, tolerance_for("fp32")).verdict == "failed"
-    stated = tolerance_for("fp32", None, {"p": 1e-4})
+    assert compare({"p": probs}, {"p": broken}, rules("fp32")).verdict == "failed"
+    stated = rules("fp32", atols={"p": 1e-4})
     assert compare({"p": probs}, {"p": noisy}, stated).verdict == "failed"
     # Beyond fp16's own tolerance the rule holds, and the line no longer blames float32.
-    far = compare({"p": probs}, {"p": probs + np.float32(0.03)}, tolerance_for("fp32"))
+    far = compare({"p": probs}, {"p": probs + np.float32(0.03)}, rules("fp32"))
     values = next(c for c in far.checks if c.name == "p values")
     assert not values.gating and "float32 is not reproduced" not in values.detail
     assert "differ by more than fp32's and fp16's tolerances" in values.detail
@@ -94,7 +95,7 @@ def test_every_mismatch_is_collected_then_one_error() -> None:
     probs = _probabilities()
     labels = probs.argmax(axis=1)
     flipped = probs[:, ::-1].copy()  # different top-1 almost everywhere
-    report = compare({"p": probs}, {"p": flipped}, tolerance_for("fp16"), labels)
+    report = compare({"p": probs}, {"p": flipped}, rules("fp16"), labels)
     failed = [c.name for c in report.checks if not c.passed]
     # At fp16 a classes output is decided by its decisions; its values are reported.
     assert failed == ["p top-1 agreement", "p accuracy drop"]
@@ -109,19 +110,19 @@ def test_every_mismatch_is_collected_then_one_error() -> None:
 
 def test_shape_mismatch_missing_output_and_nan_fail() -> None:
     probs = _probabilities()
-    report = compare({"p": probs, "q": probs}, {"p": probs[:, :5]}, tolerance_for("int8"))
+    report = compare({"p": probs, "q": probs}, {"p": probs[:, :5]}, rules("int8"))
     names = {c.name: c.passed for c in report.checks}
     assert names == {"outputs present": False, "p shape": False}
     assert not report.passed
     broken = probs.copy()
     broken[0, 0] = np.nan
-    assert not compare({"p": probs}, {"p": broken}, tolerance_for("int8")).passed
+    assert not compare({"p": probs}, {"p": broken}, rules("int8")).passed
 
 
 def test_relative_error_ignores_tiny_references() -> None:
     reference = np.array([[1e-9, 1.0 - 1e-9]], np.float32)
     candidate = np.array([[2e-9, 1.0 - 2e-9]], np.float32)
-    report = compare({"p": reference}, {"p": candidate}, tolerance_for("fp32"))
+    report = compare({"p": reference}, {"p": candidate}, rules("fp32"))
     max_rel_error = report.outputs["p"].max_rel_error
     assert max_rel_error is not None and max_rel_error < 1e-5
 
@@ -153,7 +154,7 @@ REPORT_KEYS = [
 
 def test_the_report_serialises_to_the_documented_keys() -> None:
     probs = _probabilities()
-    report = compare({"p": probs}, {"p": probs}, tolerance_for("fp16"), probs.argmax(axis=1), "u")
+    report = compare({"p": probs}, {"p": probs}, rules("fp16"), probs.argmax(axis=1), "u")
     data = report.to_json()
     assert list(data) == REPORT_KEYS
     assert data["outputs"]["p"] == {
@@ -207,7 +208,7 @@ def test_the_report_reads_back_as_itself() -> None:
     """A manifest's `validation` block is read back typed: same checks, same derived figures."""
     probs = _probabilities()
     flipped = probs[:, ::-1].copy()
-    report = compare({"p": probs}, {"p": flipped}, tolerance_for("fp16"), probs.argmax(axis=1))
+    report = compare({"p": probs}, {"p": flipped}, rules("fp16"), probs.argmax(axis=1))
     report.precision, report.machine = "fp16", ValidatingMachine("x", "x86-vnni")
     report.batch_size, report.device = 32, "cpu"
     document = json.loads(json.dumps(report.to_json()))
@@ -223,7 +224,7 @@ def test_validate_result_keeps_the_validate_document() -> None:
     """`trtconv validate --json` prints the header, the report's keys, then the warnings, in
     today's order; the result reads back as a ValidateResult."""
     probs = _probabilities()
-    report = compare({"p": probs}, {"p": probs}, tolerance_for("int8"), probs.argmax(axis=1), "u")
+    report = compare({"p": probs}, {"p": probs}, rules("int8"), probs.argmax(axis=1), "u")
     machine = ValidatingMachine("x", "x86-vnni")
     report.precision, report.machine, report.batch_size, report.device = "int8", machine, 32, "cpu"
     result = ValidateResult(

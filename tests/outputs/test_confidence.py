@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, bootstrap
 
+from tests.helpers.rules import rules
 from trtconv.core.errors import AccuracyError, UsageError
-from trtconv.options import ConvertOptions, ValidateOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.shared import DEFAULT_CONFIDENCE
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs import confidence
 from trtconv.outputs.compare import compare, raise_if_failed
 from trtconv.outputs.confidence import (
@@ -26,7 +29,7 @@ from trtconv.outputs.confidence import (
     samples_needed,
     samples_to_show,
 )
-from trtconv.outputs.tolerance import tolerance_for
+from trtconv.outputs.contract import Stated, resolve
 from trtconv.outputs.validation_result import ValidationReport
 
 
@@ -154,7 +157,7 @@ def _agreeing(samples: int, disagreeing: int) -> tuple[dict[str, np.ndarray], ..
 
 def test_few_samples_make_an_int8_verdict_inconclusive_with_the_samples_it_needs() -> None:
     reference, candidate = _agreeing(7, 0)
-    report = compare(reference, candidate, tolerance_for("int8"), None, "seven")
+    report = compare(reference, candidate, rules("int8"), None, "seven")
     assert report.verdict == INCONCLUSIVE and not report.passed
     check = next(c for c in report.checks if c.name == "p top-1 agreement")
     assert check.inconclusive and not check.passed and "n=7" in check.detail
@@ -162,36 +165,36 @@ def test_few_samples_make_an_int8_verdict_inconclusive_with_the_samples_it_needs
     with pytest.raises(AccuracyError, match="inconclusive") as caught:
         raise_if_failed(report, "the int8 artifact")
     assert caught.value.exit_code == 4
-    point = compare(reference, candidate, tolerance_for("int8", confidence=0.0), None, "seven")
+    point = compare(reference, candidate, rules("int8", confidence=0.0), None, "seven")
     assert point.verdict == PASSED and "point decision" in point.checks[-1].detail
 
 
 def test_many_samples_decide_and_a_failure_stays_a_failure() -> None:
     reference, candidate = _agreeing(1000, 5)  # 0.995 agreement
-    report = compare(reference, candidate, tolerance_for("int8"), None, "many")
+    report = compare(reference, candidate, rules("int8"), None, "many")
     assert report.verdict == PASSED
     low, high = report.top1_agreement_ci95 or (0.0, 0.0)
     assert high - low < 0.05 and (low, high) == pytest.approx(_wilson(995, 1000))
     reference, candidate = _agreeing(1000, 100)  # 0.90: the whole interval is below 0.97
-    assert compare(reference, candidate, tolerance_for("int8")).verdict == FAILED
+    assert compare(reference, candidate, rules("int8")).verdict == FAILED
 
 
 def test_a_failed_check_outranks_an_inconclusive_one_and_both_outrank_not_judged() -> None:
     reference, candidate = _agreeing(52, 1)
     unjudged = {**reference, "t": np.zeros((52, 2, 2), np.float32)}
     report = compare(
-        unjudged, {**candidate, "t": unjudged["t"]}, tolerance_for("int8"), allow_unjudged=True
+        unjudged, {**candidate, "t": unjudged["t"]}, rules("int8"), allow_unjudged=True
     )
     assert report.unjudged == ["t"] and report.verdict == INCONCLUSIVE and not report.passed
     labels = np.arange(52) % 10
     bad = {"p": np.roll(reference["p"], 1, axis=1)}
-    assert compare(reference, bad, tolerance_for("int8"), labels).verdict == FAILED
+    assert compare(reference, bad, rules("int8"), labels).verdict == FAILED
 
 
 def test_a_confidence_other_than_95_decides_on_its_own_interval() -> None:
     reference, candidate = _agreeing(300, 2)  # 0.9933: passes 0.97 at 95%, not at 99.9%
-    assert compare(reference, candidate, tolerance_for("int8")).verdict == PASSED
-    strict = compare(reference, candidate, tolerance_for("int8", confidence=0.999))
+    assert compare(reference, candidate, rules("int8")).verdict == PASSED
+    strict = compare(reference, candidate, rules("int8", confidence=0.999))
     assert strict.verdict == INCONCLUSIVE
     check = strict.checks[-1].detail
     assert "decided on the 100% interval" not in check and "99.9%" in check
@@ -202,7 +205,7 @@ def test_a_confidence_other_than_95_decides_on_its_own_interval() -> None:
 def test_the_report_reads_back_with_its_intervals_and_confidence() -> None:
     reference, candidate = _agreeing(52, 1)
     labels = np.arange(52) % 10
-    report = compare(reference, candidate, tolerance_for("int8"), labels, "u")
+    report = compare(reference, candidate, rules("int8"), labels, "u")
     again = ValidationReport.from_json(report.to_json())
     assert again == report and again.verdict == INCONCLUSIVE and again.confidence == 0.95
     assert again.to_json()["accuracy_drop_ci95"] == list(report.outputs["p"].accuracy_drop_ci95)
@@ -214,5 +217,6 @@ def test_confidence_must_be_0_or_a_level_below_1(tmp_path: object) -> None:
             ConvertOptions("model", "int8", confidence=wrong)
         with pytest.raises(UsageError, match="--confidence"):
             ValidateOptions("artifact", confidence=wrong)
-    assert ConvertOptions("model", "int8").confidence == 0.95
+    assert ConvertOptions("model", "int8").confidence is None  # the contract's default
+    assert resolve("int8", Stated()).tolerance.confidence == DEFAULT_CONFIDENCE == 0.95
     assert ValidateOptions("artifact").confidence is None  # the manifest's

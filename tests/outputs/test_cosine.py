@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers.rules import rules
 from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import EMBEDDING, Judging, OutputRole, parse_role_options
 from trtconv.outputs.compare import compare
@@ -15,12 +16,12 @@ from trtconv.outputs.cosine import cosines
 from trtconv.outputs.exact import samples_to_decide
 from trtconv.outputs.roles import judging_record, resolve_roles
 from trtconv.outputs.tokens import InputEvidence
-from trtconv.outputs.tolerance import MIN_COSINE, TOLERANCES, tolerance_for
+from trtconv.outputs.tolerance import MIN_COSINE, TOLERANCES
 from trtconv.outputs.validation_result import roles_of
 from trtconv.release.gates import Measures, evaluate_gates
 from trtconv.release.settings import GateSettings
 from trtconv.release.verdict import measures_for
-from trtconv.serving.shadow.judge import figures
+from trtconv.serving.server.shadow.judge import figures
 
 RNG = np.random.default_rng(1)
 
@@ -52,9 +53,7 @@ def test_a_pooled_embedding_verdict_matches_numpys_count() -> None:
     got = _noisy(want, scale)
     roles = resolve_roles({"pooled_output": want}, {"pooled_output": "Tanh"})
     assert roles["pooled_output"].role == EMBEDDING
-    report = compare(
-        {"pooled_output": want}, {"pooled_output": got}, tolerance_for("int8"), roles=roles
-    )
+    report = compare({"pooled_output": want}, {"pooled_output": got}, rules("int8"), roles=roles)
     output = report.outputs["pooled_output"]
     within = _numpy_cosine(want, got) >= MIN_COSINE
     assert output.agreement == pytest.approx(within.mean()) and within.sum() == 292
@@ -69,9 +68,7 @@ def test_a_pooled_embedding_verdict_matches_numpys_count() -> None:
     lenient = resolve_roles(
         {"pooled_output": want}, {}, parse_role_options(["pooled_output=embedding:0.5"])
     )
-    passed = compare(
-        {"pooled_output": want}, {"pooled_output": got}, tolerance_for("int8"), roles=lenient
-    )
+    passed = compare({"pooled_output": want}, {"pooled_output": got}, rules("int8"), roles=lenient)
     assert passed.verdict == "passed" and passed.outputs["pooled_output"].threshold == 0.5
 
 
@@ -94,7 +91,7 @@ def test_a_sequence_of_vectors_is_judged_per_token_over_valid_tokens() -> None:
     report = compare(
         {"sequence_output": want},
         {"sequence_output": got},
-        tolerance_for("fp16"),
+        rules("fp16"),
         roles=roles,
         feeds=feeds,
     )
@@ -128,7 +125,7 @@ def test_a_mask_can_be_named_or_refused() -> None:
 def test_the_bound_is_recorded_and_read_back_from_the_manifest() -> None:
     want = RNG.normal(size=(60, 32)).astype(np.float32)
     roles = {"embedding": OutputRole(EMBEDDING, "option")}
-    report = compare({"embedding": want}, {"embedding": want}, tolerance_for("int8"), roles=roles)
+    report = compare({"embedding": want}, {"embedding": want}, rules("int8"), roles=roles)
     record = judging_record(Judging(), roles_of(report, roles))
     assert record.to_json()["roles"]["embedding"] == {
         "role": "embedding",
@@ -140,14 +137,12 @@ def test_the_bound_is_recorded_and_read_back_from_the_manifest() -> None:
 def test_fp32_is_decided_by_its_values_and_the_cosine_is_reported() -> None:
     want = RNG.normal(size=(100, 32)).astype(np.float32)
     roles = {"embedding": OutputRole(EMBEDDING, "option")}
-    report = compare(
-        {"embedding": want}, {"embedding": want + 1e-6}, tolerance_for("fp32"), roles=roles
-    )
+    report = compare({"embedding": want}, {"embedding": want + 1e-6}, rules("fp32"), roles=roles)
     cosine = next(c for c in report.checks if c.name == "embedding cosine >= 0.99")
     assert report.verdict == "passed" and not cosine.gating
     # past fp32's atol but finite: float32 not reproduced, the cosine judges it as at fp16
     moved = compare(
-        {"embedding": want}, {"embedding": _noisy(want, 1e-3)}, tolerance_for("fp32"), roles=roles
+        {"embedding": want}, {"embedding": _noisy(want, 1e-3)}, rules("fp32"), roles=roles
     )
     output = moved.outputs["embedding"]
     assert output.values_not_reproduced and moved.verdict == "inconclusive"
@@ -158,7 +153,7 @@ def test_an_embedding_model_meets_the_agreement_gate_not_the_accuracy_drop() -> 
     want = RNG.normal(size=(400, 32)).astype(np.float32)
     roles = {"embedding": OutputRole(EMBEDDING, "option")}
     report = compare(
-        {"embedding": want}, {"embedding": _noisy(want, 0.01)}, tolerance_for("int8"), roles=roles
+        {"embedding": want}, {"embedding": _noisy(want, 0.01)}, rules("int8"), roles=roles
     )
     measures = measures_for(report, None, None)
     assert (measures.decides, measures.agrees) == (False, True)
@@ -180,7 +175,7 @@ def test_the_shadow_check_counts_an_embeddings_samples_reaching_its_bound() -> N
     want = RNG.normal(size=(64, 32)).astype(np.float32)
     got = _noisy(want, np.where(np.arange(64)[:, None] < 4, 1.0, 0.001))
     roles = {"embedding": OutputRole(EMBEDDING, "manifest (option)", 0.99)}
-    tolerance = tolerance_for("int8", confidence=0.0)
+    tolerance = rules("int8", confidence=0.0)
     report = compare({"embedding": want}, {"embedding": got}, tolerance, roles=roles)
     (count,) = figures("embedding", report.outputs["embedding"], report, values_decide=False)
     assert count.figure == "samples with cosine >= 0.99"

@@ -24,7 +24,8 @@ from trtconv.calib.purposes import fitted_indices
 from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import AccuracyError
 from trtconv.core.judging_options import Judging
-from trtconv.options import ConvertOptions, ValidateOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # converts real models
 

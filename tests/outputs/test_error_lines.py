@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers.rules import rules
 from trtconv.core.errors import AccuracyError, itemised
 from trtconv.outputs.compare import compare, raise_if_failed
-from trtconv.outputs.tolerance import tolerance_for
 
 
 def test_one_item_stays_one_line_and_several_get_a_line_each() -> None:
@@ -21,7 +21,7 @@ def test_many_failing_outputs_read_as_one_line_each() -> None:
     names = [f"head_{index}" for index in range(12)]
     reference = {name: rng.random((64, 5)).astype(np.float32) for name in names}
     candidate = {name: rng.random((64, 5)).astype(np.float32) for name in names}
-    report = compare(reference, candidate, tolerance_for("fp32"))
+    report = compare(reference, candidate, rules("fp32"))
     with pytest.raises(AccuracyError) as caught:
         raise_if_failed(report, "The int8 artifact")
     first, *rest = str(caught.value).splitlines()

@@ -8,12 +8,12 @@ import logging
 import numpy as np
 import pytest
 
+from tests.helpers.rules import rules
 from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import BINARY, REGRESSION, Judging, OutputRole, parse_role_options
 from trtconv.outputs.compare import compare, rate_words, undecidable_warning
 from trtconv.outputs.maps import MIN_SAMPLE_F1, sample_f1
 from trtconv.outputs.roles import infer_role, judging_record, over_recorded, resolve_roles
-from trtconv.outputs.tolerance import tolerance_for
 from trtconv.outputs.validation_result import roles_of
 from trtconv.quantize.search import resolution_note, step_words
 
@@ -30,7 +30,7 @@ def _onsets(samples: int = SAMPLES) -> np.ndarray:
 
 def _judge(want: np.ndarray, got: np.ndarray) -> tuple:
     roles = resolve_roles({"onset": want}, {"onset": "Sigmoid"})
-    report = compare({"onset": want}, {"onset": got}, tolerance_for("int8"), roles=roles)
+    report = compare({"onset": want}, {"onset": got}, rules("int8"), roles=roles)
     check = next(c for c in report.checks if c.name.startswith("onset sample F1"))
     return report, check
 
@@ -93,7 +93,7 @@ def test_a_gated_box_map_is_judged_only_where_the_score_says_a_face_is() -> None
     chosen = parse_role_options(["bbox=regression:where=face_prob"])
     roles = resolve_roles(want, {"face_prob": "Sigmoid", "bbox": "BiasAdd"}, chosen)
     assert roles["bbox"] == OutputRole(REGRESSION, "option", where="face_prob")
-    report = compare(want, got, tolerance_for("int8"), roles=roles)
+    report = compare(want, got, rules("int8"), roles=roles)
     bbox = report.outputs["bbox"]
     holding = int(faces.reshape(len(faces), -1).any(axis=1).sum())
     check = next(c for c in report.checks if c.name == "bbox within tolerance")
@@ -101,11 +101,11 @@ def test_a_gated_box_map_is_judged_only_where_the_score_says_a_face_is() -> None
     assert f"judged where face_prob says an object is there ({holding} of 300" in check.detail
     # Ungated, the same boxes fail: background positions are off by 5.
     everywhere = {**roles, "bbox": OutputRole(REGRESSION, "option")}
-    ungated = compare(want, got, tolerance_for("int8"), roles=everywhere)
+    ungated = compare(want, got, rules("int8"), roles=everywhere)
     assert ungated.outputs["bbox"].agreement == 0.0 and not ungated.passed
     # Where there is a face, an error beyond the bound fails the sample.
     got["bbox"][faces] += 1.0
-    assert not compare(want, got, tolerance_for("int8"), roles=roles).passed
+    assert not compare(want, got, rules("int8"), roles=roles).passed
     # The manifest keeps the gate: validate judges the artifact the same way.
     recorded = judging_record(Judging(), roles_of(report, roles))
     assert recorded.roles["bbox"].where == "face_prob"
@@ -119,7 +119,7 @@ def test_a_regression_map_counts_a_sample_within_when_95_percent_of_its_values_a
     got = {**want, "bbox": want["bbox"].copy()}
     got["bbox"][:, 0, 0, 0] += 10.0  # one value of 144 per sample is off
     roles = resolve_roles(want, {"face_prob": "Sigmoid", "bbox": "BiasAdd"})
-    report = compare(want, got, tolerance_for("int8"), roles=roles)
+    report = compare(want, got, rules("int8"), roles=roles)
     assert report.outputs["bbox"].agreement == 1.0
     spread = float(want["bbox"].std())
     assert report.outputs["bbox"].tolerance == pytest.approx(0.1 * spread)
@@ -152,12 +152,12 @@ def test_a_gate_must_name_an_output_that_decides() -> None:
 
 def test_budget_warnings_only_for_checks_that_exist() -> None:
     """Before: '7 samples cannot show a top-1 agreement' for a model that has no top-1 check."""
-    budget = tolerance_for("int8")
+    budget = rules("int8")
     assert rate_words({"features": "tensor"}) is None
     assert rate_words({"features": "tensor"}, budget) is None  # int8 gives a tensor no atol
     within = "a rate (share of samples within tolerance of features)"
-    assert rate_words({"features": "tensor"}, tolerance_for("fp16")) == within
-    assert rate_words({"features": "tensor"}, tolerance_for("fp32")) is None  # exact rule
+    assert rate_words({"features": "tensor"}, rules("fp16")) == within
+    assert rate_words({"features": "tensor"}, rules("fp32")) is None  # exact rule
     assert undecidable_warning(7, budget, "x.npz", rate_words({"features": "tensor"})) is None
     assert resolution_note(7, budget, None) is None
     assert rate_words({"probabilities": "classes"}) == "a top-1 agreement"
@@ -178,10 +178,10 @@ def test_the_ladder_log_names_the_check_that_misses(caplog: pytest.LogCaptureFix
     want["label"] = np.eye(2, dtype=np.float32)[RNG.integers(0, 2, len(want["bbox"]))]
     got = {**want, "bbox": want["bbox"] + np.float32(3.0)}
     roles = resolve_roles(want, {"face_prob": "Sigmoid", "label": "Softmax"})
-    report = compare(want, got, tolerance_for("int8"), roles=roles)
+    report = compare(want, got, rules("int8"), roles=roles)
     words = step_words(report)
     assert words.startswith("bbox within tolerance: 0.000 (") and "top-1" not in words
-    passing = compare(want, want, tolerance_for("int8"), roles=roles)
+    passing = compare(want, want, rules("int8"), roles=roles)
     assert step_words(passing).split(":")[0] in {
         "bbox within tolerance",
         "face_prob sample F1 >= 0.9 at 0.5",

@@ -21,9 +21,10 @@ from tests.helpers.roles_fixtures import (
 )
 from trtconv import api
 from trtconv.core.errors import AccuracyError, ConversionError, UsageError
-from trtconv.core.judging_options import Judging
+from trtconv.core.judging_options import Judging, ToleranceOptions
 from trtconv.model.savedmodel import load_saved_model
-from trtconv.options import ConvertOptions, ValidateOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # trains, converts and releases real models
 
@@ -232,7 +233,7 @@ def test_the_export_check_takes_tolerance_and_names_the_users_model(tmp_path: Pa
         backend="ort",
         output=tmp_path / "tight",
         calib_data=str(digits_npz()),
-        judging=Judging.build(tolerances={"probabilities": 1e-5}),
+        tolerance=ToleranceOptions(atols={"probabilities": 1e-5}),
     )
     with pytest.raises(ConversionError) as caught:
         api.convert(options)

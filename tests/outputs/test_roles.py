@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers.rules import rules
 from trtconv.core.errors import AccuracyError, UsageError
 from trtconv.core.judging_options import (
     BINARY,
     CLASSES,
     REGRESSION,
     TENSOR,
-    Judging,
     OutputRole,
     ToleranceOptions,
     parse_role_options,
@@ -20,7 +20,6 @@ from trtconv.core.judging_options import (
 )
 from trtconv.outputs.compare import compare, raise_if_failed
 from trtconv.outputs.roles import infer_role, resolve_roles
-from trtconv.outputs.tolerance import tolerance_for
 
 RNG = np.random.default_rng(0)
 
@@ -106,7 +105,7 @@ def test_tolerances_global_and_per_output() -> None:
         with pytest.raises(UsageError):
             parse_tolerance_options(bad)
     with pytest.raises(UsageError, match=r"names output.*boxes.*outputs are box, label"):
-        Judging(tolerances={"boxes": 0.1}).check_names(["box", "label"])
+        ToleranceOptions(atols={"boxes": 0.1}).check_names(["box", "label"])
 
 
 def test_box_and_label_are_each_judged_for_what_they_are() -> None:
@@ -119,7 +118,7 @@ def test_box_and_label_are_each_judged_for_what_they_are() -> None:
         "label": reference["label"],
     }
     roles = resolve_roles(reference, {"box": "BiasAdd", "label": "Softmax"})
-    report = compare(reference, candidate, tolerance_for("int8"), labels, "unit", roles)
+    report = compare(reference, candidate, rules("int8"), labels, "unit", roles)
     assert report.outputs["box"].role == REGRESSION and report.outputs["label"].role == CLASSES
     assert report.labels_output == "label" and report.accuracy_candidate == 1.0
     assert [c.name for c in report.checks if c.output == "box"] == [
@@ -134,7 +133,7 @@ def test_a_sigmoid_output_is_judged_by_its_decisions() -> None:
     reference = {"score": RNG.uniform(size=(300, 1)).astype(np.float32)}
     labels = (reference["score"][:, 0] > 0.5).astype(np.int64)
     flipped = {"score": 1.0 - reference["score"]}
-    report = compare(reference, flipped, tolerance_for("int8"), labels, "unit")
+    report = compare(reference, flipped, rules("int8"), labels, "unit")
     assert report.outputs["score"].role == BINARY
     assert report.top1_agreement is not None and report.top1_agreement < 0.1
     assert report.accuracy_reference == 1.0 and report.verdict == "failed"
@@ -144,14 +143,14 @@ def test_a_sigmoid_output_is_judged_by_its_decisions() -> None:
 
 def test_an_output_nothing_judges_is_not_passed() -> None:
     features = {"features": RNG.normal(size=(20, 4, 4)).astype(np.float32)}
-    report = compare(features, features, tolerance_for("int8"))
+    report = compare(features, features, rules("int8"))
     assert report.verdict == "not judged" and report.unjudged == ["features"]
     assert not report.passed
     with pytest.raises(AccuracyError, match=r"features not judged.*--tolerance features=X"):
         raise_if_failed(report, "the artifact")
-    allowed = compare(features, features, tolerance_for("int8"), allow_unjudged=True)
+    allowed = compare(features, features, rules("int8"), allow_unjudged=True)
     assert allowed.passed and allowed.verdict == "not judged"
-    own = tolerance_for("int8", None, {"features": 1e-3})
+    own = rules("int8", atols={"features": 1e-3})
     # A tolerance judges the share of samples within it: 20 of 20 cannot show 0.97, 200 can.
     assert compare(features, features, own).verdict == "inconclusive"
     many = {"features": RNG.normal(size=(200, 4, 4)).astype(np.float32)}
@@ -162,13 +161,11 @@ def test_a_per_output_tolerance_judges_that_output_only() -> None:
     reference = _box_label()
     candidate = {**reference, "box": reference["box"] + np.float32(0.02)}
     roles = resolve_roles(reference, {"box": "BiasAdd", "label": "Softmax"})
-    loose = compare(
-        reference, candidate, tolerance_for("fp32", None, {"box": 0.05}), None, "", roles
-    )
+    loose = compare(reference, candidate, rules("fp32", atols={"box": 0.05}), None, "", roles)
     assert (
         loose.passed and loose.outputs["box"].atol == 0.05 and loose.outputs["label"].atol == 1e-4
     )
-    strict = compare(reference, candidate, tolerance_for("fp32"), None, "", roles)
+    strict = compare(reference, candidate, rules("fp32"), None, "", roles)
     # fp32 is decided by its values: the share within tolerance is reported beside them.
     assert [c.name for c in strict.checks if not c.passed] == ["box values"]
     within = next(c for c in strict.checks if c.name == "box within tolerance")
@@ -179,4 +176,4 @@ def test_classes_on_one_column_is_a_usage_error() -> None:
     one = {"score": RNG.uniform(size=(10, 1)).astype(np.float32)}
     roles = {"score": OutputRole(CLASSES, "option")}
     with pytest.raises(UsageError, match="one score per sample is --output-role NAME=binary"):
-        compare(one, one, tolerance_for("int8"), None, "", roles)
+        compare(one, one, rules("int8"), None, "", roles)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers.rules import rules
 from trtconv.core.errors import UsageError
 from trtconv.core.judging_options import (
     CLASS_MAP,
@@ -21,7 +22,6 @@ from trtconv.core.judging_options import (
 from trtconv.outputs.compare import compare
 from trtconv.outputs.roles import judging_record, over_recorded, resolve_roles
 from trtconv.outputs.tokens import InputEvidence, find_mask, hidden_size, sample_shares
-from trtconv.outputs.tolerance import tolerance_for
 
 RNG = np.random.default_rng(0)
 SAMPLES, SEQ, VOCAB = 400, 12, 40
@@ -105,9 +105,7 @@ def test_padded_positions_do_not_move_a_per_token_verdict() -> None:
     evidence = InputEvidence(feeds)
     roles = resolve_roles({"logits": want}, {}, parse_role_options(["logits=class_map"]), evidence)
     assert roles["logits"].mask == "padding_mask"
-    report = compare(
-        {"logits": want}, {"logits": got}, tolerance_for("int8"), roles=roles, feeds=feeds
-    )
+    report = compare({"logits": want}, {"logits": got}, rules("int8"), roles=roles, feeds=feeds)
     # the independent count: per sample, the share of its valid tokens whose top-1 agrees
     agree = want.argmax(-1) == got.argmax(-1)
     shares = [agree[i][valid[i]].mean() for i in range(SAMPLES)]
@@ -118,9 +116,7 @@ def test_padded_positions_do_not_move_a_per_token_verdict() -> None:
     unmasked = resolve_roles(
         {"logits": want}, {}, parse_role_options(["logits=class_map:mask=none"]), evidence
     )
-    whole = compare(
-        {"logits": want}, {"logits": got}, tolerance_for("int8"), roles=unmasked, feeds=feeds
-    )
+    whole = compare({"logits": want}, {"logits": got}, rules("int8"), roles=unmasked, feeds=feeds)
     assert whole.verdict == "failed" and whole.outputs["logits"].agreement < 0.8
     check = next(c for c in report.checks if c.name == "logits per-element top-1 agreement")
     assert "over valid tokens (3,400 of 4,800 positions)" in check.detail
@@ -135,7 +131,7 @@ def test_garbage_in_padding_changes_nothing_of_a_per_token_report() -> None:
         {"logits": want}, {}, parse_role_options(["logits=class_map"]), InputEvidence(feeds)
     )
     reports = [
-        compare({"logits": want}, {"logits": g}, tolerance_for("fp16"), roles=roles, feeds=feeds)
+        compare({"logits": want}, {"logits": g}, rules("fp16"), roles=roles, feeds=feeds)
         for g in (got, garbage)
     ]
     assert reports[0].to_json() == reports[1].to_json()  # values, shares and verdict alike
@@ -145,7 +141,7 @@ def test_garbage_in_padding_changes_nothing_of_a_per_token_report() -> None:
 def test_a_role_with_a_mask_needs_the_inputs() -> None:
     roles = {"logits": OutputRole(CLASS_MAP, "option", mask="padding_mask")}
     with pytest.raises(UsageError, match="the inputs were not given"):
-        compare({"logits": _logits(4)}, {"logits": _logits(4)}, tolerance_for("int8"), roles=roles)
+        compare({"logits": _logits(4)}, {"logits": _logits(4)}, rules("int8"), roles=roles)
 
 
 def test_samples_without_a_valid_token_are_not_counted() -> None:
@@ -197,9 +193,7 @@ def test_unit_length_rows_are_an_embedding() -> None:
 
 def test_an_unjudged_sequence_names_class_map_and_embedding_by_its_shape() -> None:
     want = _logits(10)
-    report = compare(
-        {"output_0": want}, {"output_0": want}, tolerance_for("int8"), feeds=_tokens(10)
-    )
+    report = compare({"output_0": want}, {"output_0": want}, rules("int8"), feeds=_tokens(10))
     reason = next(c for c in report.checks if c.name == "output_0 not judged").detail
     assert f"--output-role output_0=class_map if its [batch, {SEQ}, {VOCAB}] holds" in reason
     assert "output_0=embedding if a vector per position" in reason

@@ -23,8 +23,9 @@ import pytest
 from tests.helpers.convert_fixtures import box_label_data, box_label_model, box_label_npz
 from trtconv import api
 from trtconv.core.errors import AccuracyError
-from trtconv.core.judging_options import Judging
-from trtconv.options import ConvertOptions, ValidateOptions
+from trtconv.core.judging_options import ToleranceOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # converts and validates a real model
 
@@ -85,7 +86,7 @@ def _bound(errors: np.ndarray, share: float) -> float:
 def _validate(artifact: Path, data: Path, samples: int, tolerances: dict[str, float]) -> dict:
     """validate's JSON document (also when its verdict is not passed)."""
     options = ValidateOptions(
-        artifact, data=str(data), samples=samples, judging=Judging(tolerances=tolerances)
+        artifact, data=str(data), samples=samples, tolerance=ToleranceOptions(atols=tolerances)
     )
     try:
         return api.validate(options).to_json()
@@ -148,7 +149,7 @@ def test_a_minimum_share_is_set_per_output(pool: Path, int8: Path, errors: dict)
         int8,
         data=str(pool),
         samples=POOL,
-        judging=Judging(tolerances={"box": bound}, min_within={"box": 0.999}),
+        tolerance=ToleranceOptions(atols={"box": bound}, min_within={"box": 0.999}),
     )
     with pytest.raises(AccuracyError) as caught:
         api.validate(options)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from tests.helpers.fp32_fixtures import cancelling_weights
+from tests.helpers.rules import rules
 from trtconv.core.judging_options import OutputRole
 from trtconv.outputs.compare import compare
-from trtconv.outputs.tolerance import tolerance_for
 
 RNG = np.random.default_rng(3)
 
@@ -43,7 +43,7 @@ def test_an_fp16_classifier_is_decided_by_its_decisions_on_any_number_of_samples
     candidate = _moved(probs, [100, 300, 600], [0.02, 0.025, 0.0314])
     verdicts, largest = [], []
     for samples in (60, 200, 397, 653):
-        report = compare({"p": probs[:samples]}, {"p": candidate[:samples]}, tolerance_for("fp16"))
+        report = compare({"p": probs[:samples]}, {"p": candidate[:samples]}, rules("fp16"))
         verdicts.append(report.verdict)
         largest.append(report.outputs["p"].max_abs_error)
         values = _check(report, "p values")
@@ -61,12 +61,12 @@ def test_an_fp16_classifier_is_decided_by_its_decisions_on_any_number_of_samples
 def test_a_tolerance_the_user_gives_a_decision_output_gates_its_share_of_samples() -> None:
     probs = _probabilities(653)
     candidate = _moved(probs, [100, 300, 600], [0.02, 0.025, 0.0314])
-    stated = tolerance_for("fp16", None, {"p": 0.01})
+    stated = rules("fp16", atols={"p": 0.01})
     report = compare({"p": probs}, {"p": candidate}, stated)
     check = _check(report, "p within tolerance")
     assert check.gating and check.passed  # type: ignore[attr-defined]
     assert "0.995 (0.986-0.999, n=653; minimum 0.98)" in check.detail  # type: ignore[attr-defined]
-    stricter = tolerance_for("fp16", None, {"p": 0.01}, output_min_within={"p": 0.999})
+    stricter = rules("fp16", atols={"p": 0.01}, min_within={"p": 0.999})
     assert compare({"p": probs}, {"p": candidate}, stricter).verdict == "failed"
 
 
@@ -76,11 +76,11 @@ def test_a_tensor_at_a_lossy_precision_is_judged_by_its_share_of_samples() -> No
     few[:4, 0] += np.float32(0.06)  # beyond bf16's atol 0.05 on 4 samples of 1,000
     many[:100, 0] += np.float32(0.06)  # ... on 100
     tensor = {"f": OutputRole("tensor", "option")}
-    report = compare({"f": features}, {"f": few}, tolerance_for("bf16"), roles=tensor)
+    report = compare({"f": features}, {"f": few}, rules("bf16"), roles=tensor)
     within = report.outputs["f"].within
     assert within is not None and within.gating and within.samples_within == 996
     assert report.verdict == "passed" and report.outputs["f"].agreement == pytest.approx(0.996)
-    bad = compare({"f": features}, {"f": many}, tolerance_for("bf16"), roles=tensor)
+    bad = compare({"f": features}, {"f": many}, rules("bf16"), roles=tensor)
     assert bad.verdict == "failed"
 
 
@@ -92,7 +92,7 @@ def test_fp32_keeps_the_exact_rule_and_says_how_many_samples_exceeded() -> None:
     candidate[[17, 40, 41]] += np.float32(2e-3)
     candidate[40] += np.float32(1e-3)
     tensor = {"p": OutputRole("tensor", "option")}
-    report = compare({"p": probs}, {"p": candidate}, tolerance_for("fp32"), roles=tensor)
+    report = compare({"p": probs}, {"p": candidate}, rules("fp32"), roles=tensor)
     values = _check(report, "p values")
     assert values.gating and not values.passed and report.verdict == "failed"  # type: ignore[attr-defined]
     assert "3 of 100 samples exceed it, the worst: 40 (max abs error 0.003), 17 (0.002)" in (
@@ -107,7 +107,7 @@ def test_nan_in_a_converted_output_fails_at_every_precision() -> None:
     broken = probs.copy()
     broken[5, 0] = np.nan
     for precision in ("fp16", "bf16", "int8", "fp32"):
-        report = compare({"p": probs}, {"p": broken}, tolerance_for(precision))
+        report = compare({"p": probs}, {"p": broken}, rules(precision))
         assert report.verdict == "failed", precision
         assert "NaN/Inf" in _check(report, "p values").detail  # type: ignore[attr-defined]
 
@@ -128,16 +128,16 @@ def test_a_decision_map_whose_float32_is_not_reproduced_is_judged_by_its_decisio
     error = float(np.abs(reference - candidate).max())
     assert 1e-4 < error < 1e-2
     onset = {"onset": OutputRole("binary", "option", 0.5)}
-    fp32 = compare({"onset": reference}, {"onset": candidate}, tolerance_for("fp32"), roles=onset)
+    fp32 = compare({"onset": reference}, {"onset": candidate}, rules("fp32"), roles=onset)
     values = _check(fp32, "onset values")
     assert not values.gating and "float32 is not reproduced" in values.detail  # type: ignore[attr-defined]
     decided = _check(fp32, "onset sample F1 >= 0.9 at 0.5")
     assert decided.gating and "minimum 0.98" in decided.detail  # type: ignore[attr-defined]
     assert fp32.verdict == "passed"
     tensor = {"onset": OutputRole("tensor", "option")}
-    assert compare({"onset": reference}, {"onset": candidate}, tolerance_for("fp32"),
+    assert compare({"onset": reference}, {"onset": candidate}, rules("fp32"),
                    roles=tensor).verdict == "failed"  # fmt: skip
-    stated = tolerance_for("fp32", None, {"onset": 1e-4})
+    stated = rules("fp32", atols={"onset": 1e-4})
     assert compare({"onset": reference}, {"onset": candidate}, stated, roles=onset).verdict == (
         "failed"
     )

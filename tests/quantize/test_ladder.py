@@ -23,7 +23,7 @@ from trtconv.cli import main
 from trtconv.cli.convert import render_conversion
 from trtconv.convert import ConvertResult
 from trtconv.core.errors import AccuracyError
-from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD, ConvertOptions
+from trtconv.options.convert import CALIB_METHODS, DEFAULT_CALIB_METHOD, ConvertOptions
 from trtconv.quantize.search import CALIBRATION_SPARE
 
 pytestmark = [

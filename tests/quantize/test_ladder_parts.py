@@ -7,10 +7,10 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
+from tests.helpers.rules import rules
 from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import UsageError
 from trtconv.onnxlib.tf_names import TfOrigin, tf_origin
-from trtconv.outputs.tolerance import budget_for
 from trtconv.quantize.ladder import describe, doubling, scheme_variants
 from trtconv.quantize.ladder_result import SpeedRow
 from trtconv.quantize.qdq import QdqOptions
@@ -68,15 +68,13 @@ def test_with_nothing_to_spare_the_search_scores_on_the_calibration_samples() ->
 def test_a_search_slice_too_small_for_the_budget_says_so() -> None:
     """At 95% confidence 124 samples can never show 0.97 (125 of 125 can); with point decisions
     (confidence 0) the old caveat: too few disagreements allowed to resolve a step."""
-    assert resolution_note(512, budget_for("int8")) is None
-    assert resolution_note(125, budget_for("int8")) is None
-    note = resolution_note(124, budget_for("int8"))
+    assert resolution_note(512, rules("int8")) is None
+    assert resolution_note(125, rules("int8")) is None
+    note = resolution_note(124, rules("int8"))
     assert note is not None and note.startswith("124 search samples cannot show a top-1 agreement")
     assert "at least 125 samples can" in note
-    assert unshowable(124, budget_for("int8")) and not unshowable(
-        124, budget_for("int8", confidence=0)
-    )
-    point = resolution_note(120, budget_for("int8", min_top1_agreement=0.99, confidence=0.0))
+    assert unshowable(124, rules("int8")) and not unshowable(124, rules("int8", confidence=0))
+    point = resolution_note(120, rules("int8", min_top1_agreement=0.99, confidence=0.0))
     assert point is not None and point.startswith(
         "120 search samples allow 1.2 top-1 disagreements"
     )
@@ -152,16 +150,16 @@ def test_output_error_is_relative_and_summed_over_outputs() -> None:
 
 
 def test_budget_replaces_the_precision_limits() -> None:
-    default = budget_for("int8")
+    default = rules("int8")
     assert (default.atol, default.min_top1_agreement, default.max_accuracy_drop) == (
         None,
         0.97,
         0.02,
     )
-    strict = budget_for("int8", 1e-3, min_top1_agreement=0.99, max_accuracy_drop=0.005)
+    strict = rules("int8", atol=1e-3, min_top1_agreement=0.99, max_accuracy_drop=0.005)
     assert (strict.atol, strict.min_top1_agreement, strict.max_accuracy_drop) == (1e-3, 0.99, 0.005)
     with pytest.raises(UsageError, match="--min-top1-agreement must be between 0 and 1"):
-        budget_for("int8", min_top1_agreement=1.5)
+        rules("int8", min_top1_agreement=1.5)
 
 
 def test_int8_that_buys_nothing_is_named_per_batch_size() -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.helpers.rules import rules
 from trtconv.calib.readers import calibration_feed
 from trtconv.calib.sources import ArraySet
-from trtconv.outputs.tolerance import budget_for
 from trtconv.quantize import ladder as ladder_module
 from trtconv.quantize import time_limit
 from trtconv.quantize.ladder import Ladder, LadderSettings
@@ -134,7 +134,7 @@ def test_the_ladder_stops_before_a_step_that_would_pass_the_limit(
     settings = LadderSettings(
         search,
         "spare samples",
-        budget_for("int8", confidence=0.0),
+        rules("int8", confidence=0.0),
         time_limit_s=LIMIT_S,
         timed=False,
     )

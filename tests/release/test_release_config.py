@@ -6,18 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.rules import rules
 from trtconv.core.errors import UsageError
-from trtconv.core.judging_options import Judging
-from trtconv.options import (
-    DEFAULT_RELEASE_BATCH_SIZES,
-    BenchOptions,
-    Contest,
-    ConvertOptions,
-    PreprocessingOptions,
-    TrainOptions,
-    ValidateOptions,
-)
-from trtconv.outputs.tolerance import tolerance_for
+from trtconv.core.judging_options import RELEASE_CONFIG, Judging, ToleranceOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import Contest, ConvertOptions
+from trtconv.options.release import DEFAULT_RELEASE_BATCH_SIZES
+from trtconv.options.shared import PreprocessingOptions
+from trtconv.options.train import TrainOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.release.command_options import (
     bench_options,
     convert_options,
@@ -279,8 +276,10 @@ def test_output_roles_preprocessing_and_split_are_read(tmp_path: Path) -> None:
     assert judging.roles["probabilities"].role == "binary"  # the target's own wins
     assert judging.roles["probabilities"].threshold == 0.3
     assert judging.roles["probabilities"].source == "release config"
-    assert judging.tolerances == {"probabilities": 0.2} and judging.allow_unjudged
-    assert judging.rtols == {"probabilities": 0.01} and config.targets[0].rtol == 1e-3
+    tolerance = config.outputs.tolerance(config.targets[0])
+    assert tolerance.atols == {"probabilities": 0.2} and judging.allow_unjudged
+    assert tolerance.rtols == {"probabilities": 0.01} and tolerance.rtol == 1e-3
+    assert tolerance.source == "release config"
     assert config.outputs.judging().roles["probabilities"].role == "classes"
 
 
@@ -338,8 +337,8 @@ MINIMAL = '[model]\npath = "{}"\n[[targets]]\nbackend = "ort"\nprecision = "fp32
 def test_what_the_config_leaves_out_is_each_commands_default(
     tmp_path: Path, saved_model: Path
 ) -> None:
-    """The release sets only what it owns (outputs, force, its bench batch sizes, the contest's
-    batch size); every other option is the command's own default."""
+    """The release sets only what it owns (outputs, their tolerances as its own, force, its bench
+    batch sizes, the contest's batch size); every other option is the command's own default."""
     config = load_config(write(tmp_path, MINIMAL.format(saved_model)))
     target, artifact, report = config.targets[0], tmp_path / "artifact", tmp_path / "bench"
     assert convert_options(config, target, saved_model, artifact) == ConvertOptions(
@@ -350,9 +349,10 @@ def test_what_the_config_leaves_out_is_each_commands_default(
         force=True,
         batch_sizes=DEFAULT_RELEASE_BATCH_SIZES,
         contest=Contest(batch_size=max(DEFAULT_RELEASE_BATCH_SIZES)),
+        tolerance=ToleranceOptions(source=RELEASE_CONFIG),
     )
     assert validate_options(config, target, artifact, saved_model) == ValidateOptions(
-        artifact, reference=saved_model
+        artifact, reference=saved_model, tolerance=ToleranceOptions(source=RELEASE_CONFIG)
     )
     assert bench_options(config, [saved_model, artifact], report) == BenchOptions(
         (saved_model, artifact), batch_sizes=DEFAULT_RELEASE_BATCH_SIZES, report=report, force=True
@@ -390,7 +390,7 @@ allow_unjudged = true
     assert (options.int8_target, options.fallback_time_limit_s) == ("portable", 120.0)
     assert options.batch_sizes == (1, 8, 32) and options.validate_samples == 300
     # Each accuracy gate limits convert where it is stricter than the precision's own limit.
-    own = tolerance_for("int8")
+    own = rules("int8")
     assert options.min_top1_agreement == own.min_top1_agreement
     assert options.max_accuracy_drop == 0.001
     assert options.preprocessing == PreprocessingOptions(scale=0.5)

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers.conversions import bench_row, converted, passing_validation
 from trtconv.facts.environment import Environment
-from trtconv.options import SpeedGoal
+from trtconv.options.bench import SpeedGoal
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
 from trtconv.release.command_options import speed_goal
 from trtconv.release.config import parse_config

@@ -17,7 +17,7 @@ import pytest
 from tests.helpers.cli_runner import run_cli
 from trtconv import api
 from trtconv.core.errors import UsageError
-from trtconv.options import BenchOptions
+from trtconv.options.bench import BenchOptions
 from trtconv.report.merge import first_difference, machine_name, merge_reports
 from trtconv.report.merge_result import MergeResult
 

@@ -41,7 +41,9 @@ LABELS = np.array([0, 1, 2, 3])
 def entry(label: str, backend: str, precision: str) -> ModelEntry:
     path = Path(f"/models/{label}")
     kind = "saved_model" if backend == "tf" else "artifact"
-    return ModelEntry(label, path, kind, backend, precision, SIGNATURE)
+    return ModelEntry(
+        label=label, path=path, kind=kind, backend=backend, precision=precision, signature=SIGNATURE
+    )
 
 
 def one_hot(predictions: list[int]) -> dict[str, np.ndarray]:

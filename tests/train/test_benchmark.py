@@ -11,7 +11,7 @@ import pytest
 from trtconv import api
 from trtconv.core.errors import UsageError
 from trtconv.facts import probe_cpu
-from trtconv.options import TrainBenchmarkOptions
+from trtconv.options.train import TrainBenchmarkOptions
 from trtconv.train.benchmark import (
     GridBenchmarkResult,
     SingleBenchmarkResult,

@@ -14,7 +14,9 @@ from trtconv.calib.sources import load_digits
 from trtconv.core.errors import InputError, UsageError
 from trtconv.facts import probe_cpu
 from trtconv.inspect.pipeline import graph_def_of, graph_dtypes
-from trtconv.options import ClusterOptions, ConvertOptions, PreprocessingOptions, TrainOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.shared import PreprocessingOptions
+from trtconv.options.train import ClusterOptions, TrainOptions
 
 LOW_PRECISION = {"bfloat16", "float16", "half"}
 

@@ -15,8 +15,9 @@ from trtconv import api
 from trtconv.artifact.manifest import read_manifest
 from trtconv.core.data_contract import Purpose
 from trtconv.core.errors import AccuracyError, GateError
-from trtconv.core.judging_options import Judging
-from trtconv.options import Contest, ConvertOptions, ValidateOptions
+from trtconv.core.judging_options import ToleranceOptions
+from trtconv.options.convert import Contest, ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.confidence import proportion_interval, samples_to_show
 from trtconv.validate.pipeline import ValidateResult
 
@@ -118,9 +119,9 @@ def test_fp32_passes_on_values_and_a_perturbed_output_fails(tmp_path: Path) -> N
 
     artifact = Path(result["artifact"])
     perturb(artifact / "model.onnx", 1e-3)
-    stated = Judging.build(tolerances={"probabilities": 1e-4})
+    stated = ToleranceOptions(atols={"probabilities": 1e-4})
     with pytest.raises(AccuracyError) as raised:
-        api.validate(ValidateOptions(artifact, judging=stated))
+        api.validate(ValidateOptions(artifact, tolerance=stated))
     assert raised.value.result.verdict == "failed"  # type: ignore[union-attr]
     with pytest.raises(AccuracyError) as raised:
         api.validate(ValidateOptions(artifact))

@@ -27,7 +27,8 @@ from trtconv.calib.sources import ArraySet
 from trtconv.cli import main
 from trtconv.core.errors import AccuracyError
 from trtconv.core.judging_options import Judging
-from trtconv.options import ConvertOptions, ValidateOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.compare import run_batched
 from trtconv.outputs.tolerance import TOLERANCES
 from trtconv.protocol.runner import RunOptions

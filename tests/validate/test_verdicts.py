@@ -21,9 +21,12 @@ from trtconv import api
 from trtconv.artifact.manifest import read_manifest
 from trtconv.cli import main
 from trtconv.core.errors import AccuracyError
-from trtconv.core.judging_options import Judging
+from trtconv.core.judging_options import Judging, ToleranceOptions
 from trtconv.onnxlib.session import OrtRunner
-from trtconv.options import BenchOptions, ConvertOptions, PreprocessingOptions, ValidateOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import ConvertOptions
+from trtconv.options.shared import PreprocessingOptions
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.compare import run_batched
 from trtconv.validate.pipeline import ValidateResult
 
@@ -73,7 +76,11 @@ def test_box_and_label_heads_are_each_judged_for_what_they_are(
     assert allowed.passed and allowed.verdict == "not judged"
     assert allowed.outputs["box"].role_source == "option"
     judged = api.validate(
-        ValidateOptions(artifact, judging=Judging.build({"box": "tensor"}, {"box": 0.1}))
+        ValidateOptions(
+            artifact,
+            judging=Judging.build({"box": "tensor"}),
+            tolerance=ToleranceOptions(atols={"box": 0.1}),
+        )
     )
     assert judged.verdict == "passed" and judged.outputs["box"].atol == 0.1
 
@@ -167,11 +174,12 @@ def test_an_artifact_that_failed_is_said_so_by_validate_and_bench(tmp_path: Path
                 backend="ort",
                 output=artifact,
                 calib_data=str(box_label_npz()),
-                tolerance=1e-12,
+                tolerance=ToleranceOptions(atol=1e-12),
                 confidence=0.0,
             )
         )
-    validated = api.validate(ValidateOptions(artifact))  # the default tolerance passes it
+    # The default tolerance passes it (the recorded 1e-12 would not).
+    validated = api.validate(ValidateOptions(artifact, current_rules=True))
     assert validated.data_contract.data == str(box_label_npz())  # what convert used
     # Float arrays are fed as given: the contract must not claim a 1/255 scale was applied.
     for contract in (read_manifest(artifact).data_contract, validated.data_contract):

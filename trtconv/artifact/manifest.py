@@ -12,8 +12,16 @@ from trtconv.calib.calibration_result import CalibrationRecord
 from trtconv.core.data_contract import DataContract
 from trtconv.core.errors import InputError
 from trtconv.core.model_io import ModelSignature
-from trtconv.core.results import JsonResult
+from trtconv.core.results import JsonResult, optional_key
 from trtconv.model.paths import MANIFEST
+from trtconv.outputs.contract import (
+    ContractRecord,
+    JudgingContract,
+    Stated,
+    from_earlier,
+    from_record,
+    resolve,
+)
 from trtconv.outputs.roles import JudgingRecord
 from trtconv.outputs.validation_result import ValidationReport
 
@@ -53,10 +61,27 @@ class Manifest(JsonResult):
     status: str = "unvalidated"  # the validation's verdict: passed, failed or not judged
     # The model's data contract as convert used it: data, split, preprocessing (with sources).
     data_contract: DataContract | None = None
-    judging: JudgingRecord | None = None  # how outputs were judged
+    judging: JudgingRecord | None = None  # how outputs were judged: their roles
+    # Every rule the validation judged by, with where each came from (trtconv.outputs.contract).
+    contract: ContractRecord | None = optional_key()
     backend_reason: str = ""
     created_at: str = ""
     schema_version: int = MANIFEST_SCHEMA_VERSION
+
+    def judging_contract(
+        self, stated: Stated | None = None, *, current: bool = False
+    ) -> JudgingContract:
+        """The rules this artifact is judged by: those its conversion recorded (an earlier
+        trtconv's manifest: what it records, today's defaults for the rest, said in the
+        contract's `note`) under what is `stated` now; `current`: today's defaults under what
+        is stated, whatever was recorded (--current-rules)."""
+        if current:
+            return resolve(self.precision, stated)
+        if self.contract is not None:
+            recorded = from_record(self.contract)
+        else:
+            recorded = from_earlier(self.precision, self.judging, self.validation)
+        return resolve(self.precision, stated, recorded)
 
     @property
     def model_signature(self) -> ModelSignature:

@@ -17,10 +17,11 @@ from trtconv.core.data_contract import DataContract
 from trtconv.core.judging_options import Judging
 from trtconv.core.model_io import Outputs
 from trtconv.measure.bench_result import ModelInfo
-from trtconv.options import PreprocessingOptions
+from trtconv.options.shared import PreprocessingOptions
 from trtconv.outputs.compare import compare, output_roles
+from trtconv.outputs.contract import resolve
 from trtconv.outputs.roles import over_recorded
-from trtconv.outputs.tolerance import tolerance_for
+from trtconv.outputs.tolerance import Tolerance
 from trtconv.outputs.validation_result import FAILED, NOT_JUDGED
 
 
@@ -28,16 +29,23 @@ from trtconv.outputs.validation_result import FAILED, NOT_JUDGED
 class AccuracySet:
     """The evaluation set and how its models are judged: `judging` for models that recorded
     none (the native SavedModels), `by_model` (label -> judging) for artifacts, each by its own
-    manifest's roles (an fp32 and an int8 artifact may have been given different roles)."""
+    manifest's roles (an fp32 and an int8 artifact may have been given different roles), and
+    `rules` (label -> tolerance) by the judging contract each artifact's manifest records."""
 
     data: ArraySet
     contract: DataContract
     judging: Judging = field(default_factory=Judging)
     by_model: dict[str, Judging] = field(default_factory=dict)
+    rules: dict[str, Tolerance] = field(default_factory=dict)
 
     def judging_of(self, label: str) -> Judging:
         """How the model `label` is judged."""
         return self.by_model.get(label, self.judging)
+
+    def rules_of(self, label: str, precision: str) -> Tolerance:
+        """The rules the model `label` is judged by: its manifest's contract, else (a native
+        model) `precision`'s defaults."""
+        return self.rules.get(label) or resolve(precision).tolerance
 
 
 def recorded_contract(plan: BenchPlan) -> DataContract | None:
@@ -101,7 +109,8 @@ def prepare(
     merged = over_recorded(given, recorded)
     merged.check_names(names)
     by_model = {m.label: over_recorded(given, m.judging) for m in plan.models if m.judging}
-    return AccuracySet(evaluation.data, evaluation.contract, merged, by_model)
+    rules = {m.label: m.rules for m in plan.models if m.rules is not None}
+    return AccuracySet(evaluation.data, evaluation.contract, merged, by_model, rules)
 
 
 def judge_models(
@@ -123,13 +132,7 @@ def judge_models(
         judging = evaluation.judging_of(info.label)
         feeds = evaluation.data.inputs
         roles = output_roles(source, reference, judging, feeds=feeds)
-        tolerance = tolerance_for(
-            info.precision,
-            None,
-            judging.tolerances,
-            output_min_within=judging.min_within,
-            output_rtol=judging.rtols,
-        )
+        tolerance = evaluation.rules_of(info.label, info.precision)
         report = compare(reference, mine, tolerance, evaluation.data.labels, "", roles, feeds=feeds)
         info.eval_samples = report.samples
         info.accuracy = report.accuracy_candidate

@@ -57,7 +57,7 @@ from trtconv.measure.bench_result import (
 )
 from trtconv.model.paths import SAVED_MODEL
 from trtconv.model.savedmodel import keras_exported
-from trtconv.options import DEFAULT_DURATION_S, DEFAULT_WARMUP_ITERATIONS, BenchOptions
+from trtconv.options.bench import DEFAULT_DURATION_S, DEFAULT_WARMUP_ITERATIONS, BenchOptions
 from trtconv.report.writers import write_report
 
 log = logging.getLogger(__name__)

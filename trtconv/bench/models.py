@@ -29,8 +29,10 @@ from trtconv.model.paths import (
 )
 from trtconv.model.savedmodel import SERVING_KEY, is_keras_file
 from trtconv.model.savedmodel_pb.signature import read_signature
-from trtconv.options import BASELINE_FIRST, BASELINE_SOURCE, DEFAULT_BATCH_SIZES
+from trtconv.options.bench import BASELINE_FIRST, BASELINE_SOURCE
+from trtconv.options.shared import DEFAULT_BATCH_SIZES
 from trtconv.outputs.roles import JudgingRecord
+from trtconv.outputs.tolerance import Tolerance
 from trtconv.quantize.isa import portability_warning, this_cpu_int8_class
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ class ModelEntry:
     validation: str | None = None
     data_contract: DataContract | None = None
     judging: JudgingRecord | None = None
+    rules: Tolerance | None = None  # the judging contract its manifest records (its rules)
     calibration: CalibrationRecord | None = None  # int8: the calibration block (input spread)
     # The batch sizes its engines were built for (TensorRT, TF-TRT), None when any batch runs.
     batch_range: tuple[int, int] | None = None
@@ -88,7 +91,15 @@ def saved_model_entry(
     label = _short_name(path) + ("+xla" if xla else "")
     signature = read_signature(path, signature_key or SERVING_KEY)
     native = registry.native().name
-    return ModelEntry(label, path, SAVED_MODEL, native, "fp32", signature, xla=xla)
+    return ModelEntry(
+        label=label,
+        path=path,
+        kind=SAVED_MODEL,
+        backend=native,
+        precision="fp32",
+        signature=signature,
+        xla=xla,
+    )
 
 
 def artifact_entry(path: Path) -> ModelEntry:
@@ -110,6 +121,7 @@ def artifact_entry(path: Path) -> ModelEntry:
         validation=manifest.status,
         data_contract=manifest.data_contract,
         judging=manifest.judging,
+        rules=manifest.judging_contract().tolerance,
         calibration=manifest.calibration,
     )
 

@@ -47,7 +47,7 @@ from trtconv.core.results import JsonResult
 from trtconv.measure import stats
 from trtconv.measure.bench_result import Settings
 from trtconv.measure.loop_budget import Budget
-from trtconv.options import SpeedGoal
+from trtconv.options.bench import SpeedGoal
 from trtconv.outputs.confidence import INCONCLUSIVE, at_least, at_most
 
 log = logging.getLogger(__name__)

@@ -253,12 +253,12 @@ class Session:
     def loaded(self) -> Loaded:
         """What is known once the model is loaded: process, load times, harness floor."""
         return Loaded(
-            self.spec.label,
-            os.getpid(),
-            self.load_ms,
-            self.first_inference_ms,
-            self.overhead_ms,
-            self.runner.device,
+            label=self.spec.label,
+            pid=os.getpid(),
+            load_ms=self.load_ms,
+            first_inference_ms=self.first_inference_ms,
+            harness_overhead_ms=self.overhead_ms,
+            device=self.runner.device,
         )
 
     def measure(self, batch_size: int, warmup: Budget, measure: Budget) -> RoundSamples:

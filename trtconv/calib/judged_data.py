@@ -27,8 +27,8 @@ from trtconv.calib.readers import ALL, VALIDATION, card_preprocessing, read_mode
 from trtconv.calib.sources import ArraySet, input_stats, recorded_spec
 from trtconv.core.data_contract import DataContract
 from trtconv.core.model_io import ModelSignature
-from trtconv.options import ALL as ALL_SPLIT
-from trtconv.options import HELD_OUT, PreprocessingOptions
+from trtconv.options.shared import ALL as ALL_SPLIT
+from trtconv.options.shared import HELD_OUT, PreprocessingOptions
 
 log = logging.getLogger(__name__)
 

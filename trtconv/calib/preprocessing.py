@@ -26,7 +26,7 @@ from trtconv.core.data_contract import (
 )
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import InputValue, TensorSpec
-from trtconv.options import HELD_OUT, SPLITS, PreprocessingOptions
+from trtconv.options.shared import HELD_OUT, SPLITS, PreprocessingOptions
 
 log = logging.getLogger(__name__)
 

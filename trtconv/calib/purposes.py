@@ -82,7 +82,15 @@ def entry(purpose: str, spec: str, part: str, span: tuple[int, int], total: int 
     """One purpose of a conversion's data, as its manifest records it (`total`: the source's
     samples, None when it was not read whole)."""
     start, stop = span
-    return Purpose(purpose, spec, part, start, stop, stop - start, total)
+    return Purpose(
+        purpose=purpose,
+        source=spec,
+        part=part,
+        start=start,
+        stop=stop,
+        samples=stop - start,
+        total=total,
+    )
 
 
 def fitted_indices(purposes: Sequence[Purpose], spec: str) -> set[int]:

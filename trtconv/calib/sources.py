@@ -66,7 +66,12 @@ class ArraySet:
         labels = None if self.labels is None else self.labels[indices]
         inputs = {name: array[indices] for name, array in self.inputs.items()}
         return ArraySet(
-            inputs, labels, self.source, self.class_names, self.raw_pixels, self.scalars
+            inputs=inputs,
+            labels=labels,
+            source=self.source,
+            class_names=self.class_names,
+            raw_pixels=self.raw_pixels,
+            scalars=self.scalars,
         )
 
     def head(self, count: int) -> ArraySet:

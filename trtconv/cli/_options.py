@@ -15,9 +15,14 @@ import typer
 
 from trtconv.calib.preprocessing import parse_channels
 from trtconv.core.errors import UsageError
-from trtconv.core.judging_options import Judging, parse_role_options, parse_tolerance_options
+from trtconv.core.judging_options import (
+    Judging,
+    ToleranceOptions,
+    parse_role_options,
+    parse_tolerance_options,
+)
 from trtconv.core.model_io import parse_input_values
-from trtconv.options import DEFAULT_BATCH_SIZES, PreprocessingOptions
+from trtconv.options.shared import DEFAULT_BATCH_SIZES, DEFAULT_CONFIDENCE, PreprocessingOptions
 
 OutputRoleOpt = Annotated[
     list[str] | None,
@@ -106,7 +111,10 @@ CONFIDENCE_HELP = (
     "budget, fails when it cannot reach it, and is inconclusive (exit 4) when it straddles it; "
     "0: decide on the point figure."
 )
-ConfidenceOpt = Annotated[float, typer.Option(help=CONFIDENCE_HELP)]
+ConfidenceOpt = Annotated[
+    float | None,
+    typer.Option(help=f"{CONFIDENCE_HELP} [default: {DEFAULT_CONFIDENCE}]", show_default=False),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 BatchSizesOpt = Annotated[
     str,
@@ -156,15 +164,11 @@ def judging_options(
     tolerances: list[str] | None,
     allow_unjudged: bool,
     labels_output: str | None = None,
-) -> tuple[float | None, float | None, Judging]:
-    """(--tolerance X, its R (X,R), the Judging from --output-role, --tolerance
-    NAME=X[,R][:MIN], --allow-unjudged and --labels-output)."""
-    found = parse_tolerance_options(tolerances)
-    roles_set = parse_role_options(roles)
-    judging = Judging(
-        roles_set, found.atols, allow_unjudged, labels_output, found.min_within, found.rtols
-    )
-    return found.atol, found.rtol, judging
+) -> tuple[ToleranceOptions, Judging]:
+    """(--tolerance, whole; the Judging from --output-role, --allow-unjudged and
+    --labels-output)."""
+    judging = Judging(parse_role_options(roles), allow_unjudged, labels_output)
+    return parse_tolerance_options(tolerances), judging
 
 
 def preprocessing_options(

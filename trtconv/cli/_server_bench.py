@@ -13,7 +13,8 @@ from rich.table import Table
 
 from trtconv.cli._output import run_command
 from trtconv.core.errors import UsageError
-from trtconv.options import (
+from trtconv.measure.server_bench_result import ScenarioBenchResult, ServerBenchResult
+from trtconv.options.server_bench import (
     DEFAULT_LOAD_RUN_S,
     OFFLINE,
     SCENARIOS,
@@ -21,10 +22,9 @@ from trtconv.options import (
     ScenarioBenchOptions,
     ServerBenchOptions,
 )
-from trtconv.serving.latency import p99_interval_text
-from trtconv.serving.rate_search import server_bench
-from trtconv.serving.scenarios import scenario_bench
-from trtconv.serving.serving_result import ScenarioBenchResult, ServerBenchResult
+from trtconv.serving.load.latency import p99_interval_text
+from trtconv.serving.load.rate_search import server_bench
+from trtconv.serving.load.scenarios import scenario_bench
 
 Scenario = Annotated[
     str,

@@ -44,17 +44,16 @@ from trtconv.cli._server_bench import (
 )
 from trtconv.core.model_io import parse_input_shapes
 from trtconv.measure.bench_result import BenchResult
-from trtconv.options import (
+from trtconv.options.bench import (
     BASELINE_SOURCE,
     BASELINES,
     DEFAULT_BENCH_ROUNDS,
-    DEFAULT_DEVICE,
     DEFAULT_DURATION_S,
-    DEFAULT_SEARCH_RUNS,
     DEFAULT_WARMUP_ITERATIONS,
-    SCENARIOS,
     BenchOptions,
 )
+from trtconv.options.server_bench import DEFAULT_SEARCH_RUNS, SCENARIOS
+from trtconv.options.shared import DEFAULT_DEVICE
 from trtconv.report.writers import table_headers, table_rows
 
 Models = Annotated[
@@ -209,7 +208,7 @@ def bench_cli(
             warmup_s=warmup_s, iterations=iterations, duration_s=duration, rounds=rounds,
             threads=threads, data=data, eval_data=eval_data, xla=xla, throughput=throughput,
             report=report, force=force, device=device,
-            judging=judging_options(output_role, None, False, labels_output)[2],
+            judging=judging_options(output_role, None, False, labels_output)[1],
             preprocessing=preprocessing_options(
                 image_scale, image_offset, image_mean, image_std, input_value
             ),

@@ -46,18 +46,17 @@ from trtconv.convert.tournament import (
     absent_groups,
 )
 from trtconv.core.model_io import parse_input_shapes
-from trtconv.options import (
+from trtconv.options.convert import (
     DEFAULT_CALIB_METHOD,
     DEFAULT_CALIB_SAMPLES,
-    DEFAULT_CONFIDENCE,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
     DEFAULT_RANK_BATCH_SIZE,
     DEFAULT_RANK_DURATION_S,
-    DEFAULT_VALIDATE_SAMPLES,
     SHARED_CALIB_SAMPLES,
     Contest,
     ConvertOptions,
 )
+from trtconv.options.shared import DEFAULT_VALIDATE_SAMPLES
 from trtconv.outputs.validation_result import Check, ValidationReport
 
 MARKS = {
@@ -294,7 +293,7 @@ def convert_cli(
     tolerance: ToleranceOpt = None,
     min_top1_agreement: MinTop1Opt = None,
     max_accuracy_drop: MaxDropOpt = None,
-    confidence: ConfidenceOpt = DEFAULT_CONFIDENCE,
+    confidence: ConfidenceOpt = None,
     fallback: FallbackOpt = ConvertOptions.fallback,
     fallback_time_limit: FallbackTimeOpt = DEFAULT_FALLBACK_TIME_LIMIT_S,
     output_role: OutputRoleOpt = None,
@@ -318,11 +317,11 @@ def convert_cli(
     against the native model, save it."""
 
     def work() -> ConvertResult:
-        atol, rtol, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
+        stated, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
         options = ConvertOptions(
             saved_model, precision, backend, output, calib_data, calib_samples=calib_samples,
             calib_method=calib_method, batch_sizes=parse_batch_sizes(batch_sizes),
-            validate_samples=validate_samples, tolerance=atol, rtol=rtol, force=force,
+            validate_samples=validate_samples, tolerance=stated, force=force,
             preprocessing=preprocessing_options(
                 image_scale, image_offset, image_mean, image_std, input_value
             ),

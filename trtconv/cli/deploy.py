@@ -11,9 +11,9 @@ from rich.markup import escape
 
 from trtconv.cli._options import JsonOpt, QueueTimeoutOpt
 from trtconv.cli._output import run_command
-from trtconv.options import DeployOptions
-from trtconv.serving.deploy import deploy
-from trtconv.serving.serving_result import DeployResult
+from trtconv.options.deploy import DeployOptions
+from trtconv.serving.repository.deploy import deploy
+from trtconv.serving.repository.deploy_result import DeployResult
 
 ModelsArg = Annotated[
     list[Path],
@@ -108,16 +108,16 @@ def deploy_cli(
 
     def work() -> DeployResult:
         options = DeployOptions(
-            tuple(models),
-            output,
-            force,
-            bench,
-            instances,
-            threads,
-            serving,
-            latency_budget_ms,
-            max_queue_size,
-            queue_timeout_ms,
+            models=tuple(models),
+            output=output,
+            force=force,
+            bench=bench,
+            instances=instances,
+            threads=threads,
+            serving=serving,
+            latency_budget_ms=latency_budget_ms,
+            max_queue_size=max_queue_size,
+            queue_timeout_ms=queue_timeout_ms,
         )
         return deploy(options)
 

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from trtconv import api
 from trtconv.cli._output import progress_bar, run_command
-from trtconv.options import ReleaseOptions
+from trtconv.options.release import ReleaseOptions
 from trtconv.release.document import ReleaseResult, TargetResult
 
 

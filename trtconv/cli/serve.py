@@ -11,9 +11,9 @@ from rich.console import Console
 
 from trtconv.cli._options import DeviceOpt, JsonOpt, QueueTimeoutOpt
 from trtconv.cli._output import run_command
-from trtconv.options import ServeOptions
-from trtconv.serving.server import serve
-from trtconv.serving.serving_result import ServeResult
+from trtconv.options.serve import OnFailing, ServeOptions
+from trtconv.serving.server.serve import serve
+from trtconv.serving.server.serve_result import ServeResult
 
 ModelArg = Annotated[Path, typer.Argument(help="Artifact directory or SavedModel to serve.")]
 NameOpt = Annotated[
@@ -223,10 +223,14 @@ def serve_cli(
 
     def work() -> ServeResult:
         options = ServeOptions(
-            model, name, http_port, grpc_port, metrics_port, max_batch_size, queue_delay_us,
-            threads, device, stop_after, latency_budget_ms, max_queue_size, queue_timeout_ms,
-            drain_timeout, instances, host, api_key_file, log_file, log_verbose, admission,
-            shadow, on_failing, shadow_capture,
+            model=model, name=name, http_port=http_port, grpc_port=grpc_port,
+            metrics_port=metrics_port, max_batch_size=max_batch_size, queue_delay_us=queue_delay_us,
+            threads=threads, device=device, stop_after_s=stop_after,
+            latency_budget_ms=latency_budget_ms, max_queue_size=max_queue_size,
+            queue_timeout_ms=queue_timeout_ms, drain_timeout_s=drain_timeout, instances=instances,
+            host=host, api_key_file=api_key_file, log_file=log_file, log_verbose=log_verbose,
+            admission=admission, shadow=shadow, shadow_capture=shadow_capture,
+            on_failing=OnFailing.parse("--on-failing", on_failing),
         )  # fmt: skip
         return serve(options, _announce)
 

@@ -21,7 +21,7 @@ from trtconv.cli._options import (
 )
 from trtconv.cli._output import run_command
 from trtconv.core.errors import UsageError
-from trtconv.options import (
+from trtconv.options.train import (
     DEFAULT_CLUSTER_TIMEOUT_S,
     STRATEGIES,
     ClusterOptions,

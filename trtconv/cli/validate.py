@@ -30,7 +30,8 @@ from trtconv.cli._options import (
 from trtconv.cli._output import run_command
 from trtconv.cli.convert import render_validation
 from trtconv.core.data_contract import DataContract
-from trtconv.options import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES, ValidateOptions
+from trtconv.options.shared import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES
+from trtconv.options.validate import ValidateOptions
 from trtconv.validate.pipeline import ValidateResult, validate
 
 ArtifactArg = Annotated[Path, typer.Argument(help="Artifact directory (holds manifest.json).")]
@@ -52,6 +53,14 @@ DataOpt = Annotated[
 SamplesOpt = Annotated[
     int | None,
     typer.Option(min=1, help=f"Samples to validate on (default {DEFAULT_VALIDATE_SAMPLES})."),
+]
+CurrentRulesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--current-rules",
+        help="Judge by this trtconv's rules (the precision's defaults, under the options given) "
+        "instead of those the artifact's manifest recorded when it was converted.",
+    ),
 ]
 ValidateConfidenceOpt = Annotated[
     float | None,
@@ -96,6 +105,7 @@ def validate_cli(
     samples: SamplesOpt = None,
     tolerance: ToleranceOpt = None,
     confidence: ValidateConfidenceOpt = None,
+    current_rules: CurrentRulesOpt = False,
     output_role: OutputRoleOpt = None,
     labels_output: LabelsOutputOpt = None,
     allow_unjudged: AllowUnjudgedOpt = False,
@@ -112,22 +122,22 @@ def validate_cli(
     inconclusive or an output is not judged."""
 
     def work() -> ValidateResult:
-        atol, rtol, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
+        stated, judging = judging_options(output_role, tolerance, allow_unjudged, labels_output)
         pixels = (image_scale, image_offset, image_mean, image_std)
         preprocessing = preprocessing_options(*pixels, input_value)
         options = ValidateOptions(
-            artifact,
-            reference,
-            data,
-            samples,
-            atol,
-            device,
-            judging,
-            preprocessing,
-            split,
+            artifact=artifact,
+            reference=reference,
+            data=data,
+            samples=samples,
+            tolerance=stated,
+            device=device,
+            judging=judging,
+            preprocessing=preprocessing,
+            split=split,
             confidence=confidence,
             signature=signature,
-            rtol=rtol,
+            current_rules=current_rules,
         )
         return validate(options)
 

@@ -18,7 +18,7 @@ from trtconv.convert.single import convert_single
 from trtconv.core.progress import Progress
 from trtconv.model.paths import saved_model_in
 from trtconv.model.savedmodel import saved_model_for
-from trtconv.options import ConvertOptions
+from trtconv.options.convert import ConvertOptions
 
 
 def convert(options: ConvertOptions, progress: Progress | None = None) -> ConvertResult:

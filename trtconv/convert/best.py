@@ -41,7 +41,8 @@ from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
 from trtconv.core.progress import Progress, Steps
 from trtconv.measure.bench_result import BenchRow
-from trtconv.options import BenchOptions, Contest, ConvertOptions
+from trtconv.options.bench import BenchOptions
+from trtconv.options.convert import Contest, ConvertOptions
 from trtconv.outputs.confidence import INCONCLUSIVE
 from trtconv.outputs.exact import samples_to_decide
 from trtconv.protocol.runner import Runner, RunOptions
@@ -74,7 +75,7 @@ def candidates(
                 candidate.drop(tournament.NOT_AVAILABLE, verdict.reason, verdict.fix)
             elif not verdict.runs_here:  # converts here, but cannot be timed here
                 candidate.drop(tournament.NOT_AVAILABLE, verdict.reason, RUNS_ELSEWHERE_FIX)
-            elif name == "int8" and not int8_data:
+            elif name == Precision.INT8 and not int8_data:
                 candidate.drop(tournament.NOT_AVAILABLE, NO_CALIBRATION, CALIBRATION_FIX)
             found.append(candidate)
     return found
@@ -100,7 +101,13 @@ def convert_best(
     if all(candidate.verdict for candidate in entrants):
         raise no_winner(entrants, None)
     base = ConversionPlan(
-        options, registry.native(), options.precision or "", Path(output), "", (), source
+        options=options,
+        backend=registry.native(),
+        precision=options.precision or "",
+        output=Path(output),
+        reason="",
+        passed_over=(),
+        source=source,
     )
     live = [base.for_candidate(registry.get(c.backend), c.precision) for c in entrants]
     live = [plan for plan, c in zip(live, entrants, strict=True) if not c.verdict]

@@ -54,14 +54,14 @@ from trtconv.calib.sources import ArraySet
 from trtconv.core.data_contract import DataContract, Purpose
 from trtconv.core.errors import UsageError
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature
-from trtconv.options import ALL as ALL_SPLIT
-from trtconv.options import (
+from trtconv.options.convert import (
     DEFAULT_CALIB_SAMPLES,
     FP16_RANGE_SAMPLES,
-    HELD_OUT,
     SHARED_CALIB_SAMPLES,
     ConvertOptions,
 )
+from trtconv.options.shared import ALL as ALL_SPLIT
+from trtconv.options.shared import HELD_OUT
 from trtconv.protocol.runner import Runner
 from trtconv.quantize.search import (
     CALIBRATION_SAMPLES,

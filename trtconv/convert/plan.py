@@ -1,14 +1,15 @@
 """What `convert` decides before any work: the backend (and why), the precision and the output.
 
 Checks run cheapest first, each before anything is written: the options themselves
-(trtconv.options.ConvertOptions), the backend and budget (here), the SavedModel on disk, the output
-free, the backend able to run the precision here (exit 3).
+(trtconv.options.convert.ConvertOptions), the backend and the judging rules (here), the
+SavedModel on disk, the output free, the backend able to run the precision here (exit 3).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from trtconv.backends import registry
@@ -20,29 +21,21 @@ from trtconv.core.precision import Precision
 from trtconv.model.savedmodel import SERVING_KEY
 from trtconv.model.savedmodel_pb.signature import read_signature
 from trtconv.onnxlib import export
-from trtconv.options import (
-    DEFAULT_BATCH_SIZES,
-    DEFAULT_RANK_BATCH_SIZE,
-    ConvertOptions,
-    check_choice,
-)
-from trtconv.outputs.tolerance import Tolerance, budget_for
+from trtconv.options.convert import DEFAULT_RANK_BATCH_SIZE, ConvertOptions
+from trtconv.options.shared import DEFAULT_BATCH_SIZES, check_choice
+from trtconv.outputs.contract import JudgingContract, Stated, resolve
 
 log = logging.getLogger(__name__)
 
 
-def budget_of(options: ConvertOptions, precision: str) -> Tolerance:
-    """`precision`'s tolerance with the options' overrides (tolerances, gates, confidence)."""
-    return budget_for(
-        precision,
+def stated_rules(options: ConvertOptions) -> Stated:
+    """What convert's options state about the judging rules (--tolerance, the limits,
+    --confidence)."""
+    return Stated(
         options.tolerance,
-        options.min_top1_agreement,
-        options.max_accuracy_drop,
-        options.judging.tolerances,
-        options.confidence,
-        options.judging.min_within,
-        rtol_override=options.rtol,
-        output_rtol=options.judging.rtols,
+        min_top1_agreement=options.min_top1_agreement,
+        max_accuracy_drop=options.max_accuracy_drop,
+        confidence=options.confidence,
     )
 
 
@@ -69,11 +62,11 @@ class ConversionPlan:
         """What the manifest records as the source: the user's model file or the SavedModel."""
         return self.source or self.saved_model
 
-    @property
-    def budget(self) -> Tolerance:
-        """The precision's tolerance with the options' overrides: what validation must meet, and
-        the confidence it is decided at."""
-        return budget_of(self.options, self.precision)
+    @cached_property
+    def contract(self) -> JudgingContract:
+        """The rules validation judges by (the precision's defaults under the options), resolved
+        once per plan and written whole into the manifest."""
+        return resolve(self.precision, stated_rules(self.options))
 
     @property
     def calibrated(self) -> bool:
@@ -93,16 +86,7 @@ def check_options(options: ConvertOptions) -> None:
     if options.precision is None and options.backend != registry.BEST:
         raise UsageError(f"--precision is required unless --backend is {registry.BEST}.")
     check_choice("--backend", options.backend, registry.backend_choices())
-    budget_for(
-        options.precision or Precision.FP32,
-        options.tolerance,
-        options.min_top1_agreement,
-        options.max_accuracy_drop,
-        options.judging.tolerances,
-        output_min_within=options.judging.min_within,
-        rtol_override=options.rtol,
-        output_rtol=options.judging.rtols,
-    )
+    resolve(options.precision or Precision.FP32, stated_rules(options))
 
 
 def fit_to_model(options: ConvertOptions) -> tuple[ConvertOptions, ModelSignature]:
@@ -192,7 +176,13 @@ def plan_single(
     named = source or options.saved_model
     output = options.output or default_output(named, choice.backend, options.precision)
     return ConversionPlan(
-        options, backend, options.precision, Path(output), choice.reason, choice.passed_over, source
+        options=options,
+        backend=backend,
+        precision=options.precision,
+        output=Path(output),
+        reason=choice.reason,
+        passed_over=choice.passed_over,
+        source=source,
     )
 
 

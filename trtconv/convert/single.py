@@ -18,7 +18,7 @@ from trtconv.core.fsutil import atomic_directory, check_output_free, dir_size_by
 from trtconv.core.model_io import ModelSignature
 from trtconv.core.precision import Precision
 from trtconv.core.progress import Progress, Steps
-from trtconv.options import ConvertOptions
+from trtconv.options.convert import ConvertOptions
 from trtconv.outputs.compare import raise_if_failed
 from trtconv.outputs.exact import samples_to_decide
 from trtconv.outputs.validation_result import ValidationReport

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,17 +19,17 @@ from trtconv.artifact.manifest import Manifest, read_manifest, write_manifest
 from trtconv.backends import registry
 from trtconv.calib.readers import describe
 from trtconv.convert.data import ConversionData
-from trtconv.convert.plan import ConversionPlan, budget_of
+from trtconv.convert.plan import ConversionPlan, stated_rules
 from trtconv.core.errors import ConversionError
 from trtconv.core.fsutil import sha256_path
 from trtconv.core.judging_options import Roles
 from trtconv.core.model_io import Outputs
-from trtconv.core.precision import Precision
+from trtconv.core.precision import PRECISIONS, Precision
 from trtconv.core.progress import Steps
 from trtconv.facts import library_versions, probe_cpu
 from trtconv.model.keras_files import CUSTOM_OBJECTS
 from trtconv.onnxlib.export import ExportCheck, OnnxExport, export_onnx, verify_export
-from trtconv.options import ConvertOptions
+from trtconv.options.convert import ConvertOptions
 from trtconv.outputs.compare import (
     TOP1,
     output_roles,
@@ -38,8 +37,8 @@ from trtconv.outputs.compare import (
     run_batched,
     undecidable_warning,
 )
+from trtconv.outputs.contract import export_rules, resolve
 from trtconv.outputs.roles import judging_record
-from trtconv.outputs.tolerance import TOLERANCES, Tolerance, tolerance_for
 from trtconv.outputs.validation_result import ValidationReport, roles_of
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest, SearchSlice
 from trtconv.protocol.runner import Runner
@@ -71,11 +70,11 @@ def open_workspace(
     """The workspace for `plan`'s SavedModel: the native outputs on the held-out data and each
     output's role (set by the options, else inferred from the graph and the values). Warns
     first when the held-out data is too small to ever show the budget."""
-    precisions = [plan.precision] if plan.precision else list(TOLERANCES)  # best: every one
+    precisions = [plan.precision] if plan.precision else list(PRECISIONS)  # best: every one
     reference = run_batched(native, data.held_out)
     key, feeds = native.signature.name, data.held_out.inputs
     roles = output_roles(plan.saved_model, reference, plan.options.judging, key, feeds)
-    budget = plan.budget if plan.precision else None  # best: each precision's own
+    budget = plan.contract.tolerance if plan.precision else None  # best: each precision's own
     checked = rate_words({name: role.role for name, role in roles.items()}, budget)
     for warning in too_few_warnings(plan.options, precisions, len(data.held_out), data, checked):
         log.warning("%s", warning)
@@ -94,7 +93,7 @@ def too_few_warnings(
     output has a rate check (`checked` None: see rate_words)."""
     found: dict[str, list[str]] = {}
     for precision in precisions:
-        budget = budget_of(options, precision)
+        budget = resolve(precision, stated_rules(options)).tolerance
         warning = undecidable_warning(samples, budget, data.held_out.source, checked)
         if warning:
             found.setdefault(warning, []).append(precision)
@@ -131,7 +130,9 @@ def convert_into(
     report = _validate_staged(directory, plan, space)
     manifest.validation = report
     manifest.status = report.verdict
-    manifest.judging = judging_record(plan.options.judging, roles_of(report, space.roles))
+    roles = roles_of(report, space.roles)
+    manifest.judging = judging_record(plan.options.judging, roles)
+    manifest.contract = plan.contract.record(roles)
     write_manifest(directory, manifest)
     return manifest, report
 
@@ -176,7 +177,7 @@ def _search_slice(
     return SearchSlice(
         data=data.search,
         reference=space.shared[key],
-        tolerance=plan.budget,
+        tolerance=plan.contract.tolerance,
         roles=space.roles,
         time_limit_s=plan.options.fallback_time_limit_s,
         drawn_from=data.search_drawn_from,
@@ -196,10 +197,7 @@ def checked_export(plan: ConversionPlan, space: Workspace, steps: Steps) -> tupl
             raise ConversionError(f"{exc}{_without_onnx(plan.precision)}") from exc
         held_out = space.data.held_out.head(EXPORT_CHECK_SAMPLES)
         reference = {name: a[:EXPORT_CHECK_SAMPLES] for name, a in space.reference.items()}
-        options = plan.options
-        tolerance = export_tolerance(
-            options.tolerance, options.judging.tolerances, options.rtol, options.judging.rtols
-        )
+        tolerance = export_rules(stated_rules(plan.options))
         check = verify_export(path, held_out, reference, space.roles, tolerance, plan.saved_model)
         space.export = (path, replace(export, check=ExportCheck.of(check)))
     return space.export
@@ -212,26 +210,6 @@ def _without_onnx(precision: str) -> str:
         return ""
     choices = " or ".join(f"--backend {name}" for name in names)
     return f" ({choices} converts the SavedModel itself, without the ONNX export)"
-
-
-def export_tolerance(
-    overall: float | None,
-    per_output: Mapping[str, float],
-    overall_rtol: float | None = None,
-    per_output_rtol: Mapping[str, float] | None = None,
-) -> Tolerance:
-    """What the ONNX export check judges by: fp32's tolerance (atol and rtol), loosened (never
-    tightened) by --tolerance X[,R] / NAME=X[,R]. A tighter bound is the artifact's to meet in
-    validation (exit 4 with the artifact kept), not a reason to refuse the export."""
-    fp32 = tolerance_for("fp32")
-    atol, rtol = fp32.atol or 0.0, fp32.rtol or 0.0
-    return tolerance_for(
-        "fp32",
-        None if overall is None else max(overall, atol),
-        {name: max(value, atol) for name, value in per_output.items()},
-        rtol_override=None if overall_rtol is None else max(overall_rtol, rtol),
-        output_rtol={name: max(value, rtol) for name, value in (per_output_rtol or {}).items()},
-    )
 
 
 def _manifest(
@@ -279,9 +257,8 @@ def _validate_staged(staging: Path, plan: ConversionPlan, space: Workspace) -> V
             candidate,
             space.data.held_out,
             plan.precision,
-            plan.options.tolerance,
-            space.reference,
-            staged.batch_range,
-            tolerance=plan.budget,
+            tolerance=plan.contract.tolerance,
+            reference_outputs=space.reference,
+            batch_range=staged.batch_range,
             judging=plan.options.judging,
         )

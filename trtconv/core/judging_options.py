@@ -1,6 +1,6 @@
-"""What a user states about a model's outputs: each output's role (`--output-role NAME=ROLE`),
-per-output absolute and relative tolerances (`--tolerance`), and the `Judging` settings they
-make up.
+"""What a user states about a model's outputs: each output's role (`--output-role NAME=ROLE`)
+and the `Judging` settings they make up, and its tolerances (`--tolerance`, whole:
+`ToleranceOptions`).
 
 The role names and their parsing live here, at the bottom of the layers, so that every command's
 options (trtconv.options) can hold a `Judging` without importing the comparison code; inferring a
@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 
 from trtconv.core.errors import UsageError
 
+# Who states a rule or a role: the user on the command line (or the API), or a release config.
+OPTION, RELEASE_CONFIG = "option", "release config"
 CLASSES, BINARY, REGRESSION, TENSOR = "classes", "binary", "regression", "tensor"
 CLASS_MAP, EMBEDDING = "class_map", "embedding"
 ROLES = (CLASSES, BINARY, CLASS_MAP, EMBEDDING, REGRESSION, TENSOR)
@@ -151,13 +153,44 @@ def parse_role_options(items: Sequence[str] | None, source: str = "option") -> R
 class ToleranceOptions:
     """What `--tolerance` items say: the bound for every output (`atol`, and `rtol`: a value
     is also within at rtol x |reference|), each output's own (`atols`, `rtols`), and the share
-    of an output's samples that must lie within it (`min_within`)."""
+    of an output's samples that must lie within it (`min_within`), and who states them."""
 
     atol: float | None = None
     rtol: float | None = None
     atols: dict[str, float] = field(default_factory=dict)
     rtols: dict[str, float] = field(default_factory=dict)
     min_within: dict[str, float] = field(default_factory=dict)
+    source: str = OPTION  # who states them: OPTION or RELEASE_CONFIG
+
+    @classmethod
+    def build(
+        cls,
+        atols: Mapping[str, float] | None = None,
+        rtols: Mapping[str, float] | None = None,
+        min_within: Mapping[str, float] | None = None,
+        *,
+        atol: float | None = None,
+        rtol: float | None = None,
+        source: str = OPTION,
+    ) -> ToleranceOptions:
+        """From values read elsewhere (a release config): checked as --tolerance's are. Raises
+        UsageError for an atol that is not positive, an rtol below 0 or a share outside
+        (0, 1]."""
+        for name, value in [("", atol), *(atols or {}).items()]:
+            if value is not None:
+                _positive(str(value), f"--tolerance {name + '=' if name else ''}{value}")
+        for name, value in [("", rtol), *(rtols or {}).items()]:
+            if value is not None:
+                check_rtol(value, f"--tolerance {name + '=' if name else ''}X,{value}")
+        for name, value in (min_within or {}).items():
+            check_share(value, f"--tolerance {name}=X:{value}")
+        return cls(atol, rtol, dict(atols or {}), dict(rtols or {}), dict(min_within or {}), source)
+
+    def check_names(self, outputs: Sequence[str]) -> None:
+        """Raise UsageError when a per-output tolerance names an output the model lacks."""
+        check_output_names(self.atols, outputs, "--tolerance NAME=X")
+        check_output_names(self.rtols, outputs, "--tolerance NAME=X,R")
+        check_output_names(self.min_within, outputs, "--tolerance NAME=X:MIN")
 
 
 def parse_tolerance_options(items: Sequence[str] | None) -> ToleranceOptions:
@@ -180,7 +213,7 @@ def parse_tolerance_options(items: Sequence[str] | None) -> ToleranceOptions:
                 raise UsageError("--tolerance X (for every output) is given twice.")
             overall = True
             atol, rtol, _ = parse_tolerance_value(text, f"--tolerance {item}")
-            found = ToleranceOptions(atol, rtol, found.atols, found.rtols, found.min_within)
+            found = replace(found, atol=atol, rtol=rtol)
         elif not name.strip():
             raise UsageError(f"--tolerance takes X[,R] or NAME=X[,R][:MIN], found '{item}'.")
         else:
@@ -255,60 +288,36 @@ def check_output_names(names: Iterable[str], outputs: Sequence[str], what: str) 
 
 @dataclass(frozen=True)
 class Judging:
-    """What a user says about a model's outputs: roles, per-output absolute tolerances and
-    relative ones (`rtols`, --tolerance NAME=X,R), the share of samples that must lie within
-    them (`min_within`, --tolerance NAME=X:MIN), and whether an output that nothing can judge
-    may pass ("not judged" is exit 4 otherwise)."""
+    """What a user says about a model's outputs besides their tolerances (`ToleranceOptions`):
+    roles, the output labels score, and whether an output that nothing can judge may pass
+    ("not judged" is exit 4 otherwise)."""
 
     roles: Mapping[str, OutputRole] = field(default_factory=dict)
-    tolerances: Mapping[str, float] = field(default_factory=dict)
     allow_unjudged: bool = False
     labels_output: str | None = None  # the output labels score (--labels-output); None: found
-    min_within: Mapping[str, float] = field(default_factory=dict)
-    rtols: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def build(
         cls,
         roles: Mapping[str, str] | None = None,
-        tolerances: Mapping[str, float] | None = None,
+        *,
         allow_unjudged: bool = False,
-        source: str = "option",
+        source: str = OPTION,
         labels_output: str | None = None,
-        min_within: Mapping[str, float] | None = None,
-        rtols: Mapping[str, float] | None = None,
     ) -> Judging:
-        """From `{output: "classes" | "binary[:T]" | ...}`, `{output: atol}`, the output
-        labels score, `{output: minimum share within}` and `{output: rtol}`. Raises UsageError
-        for an unknown role, an atol that is not positive, an rtol below 0 or a share outside
-        (0, 1]."""
+        """From `{output: "classes" | "binary[:T]" | ...}` and the output labels score. Raises
+        UsageError for an unknown role."""
         parsed = {
             name: parse_role(text, f"--output-role {name}", source)
             for name, text in (roles or {}).items()
         }
-        for name, value in (tolerances or {}).items():
-            _positive(str(value), f"--tolerance {name}")
-        for name, value in (rtols or {}).items():
-            check_rtol(value, f"--tolerance {name}=X,{value}")
-        for name, value in (min_within or {}).items():
-            check_share(value, f"--tolerance {name}=X:{value}")
-        return cls(
-            parsed,
-            dict(tolerances or {}),
-            allow_unjudged,
-            labels_output,
-            dict(min_within or {}),
-            dict(rtols or {}),
-        )
+        return cls(parsed, allow_unjudged, labels_output)
 
     def check_names(self, outputs: Sequence[str]) -> None:
-        """Raise UsageError when a role or tolerance names an output the model lacks."""
+        """Raise UsageError when a role names an output the model lacks."""
         check_output_names(self.roles, outputs, "--output-role")
         gates = [role.where for role in self.roles.values() if role.where]
         check_output_names(gates, outputs, "--output-role NAME=regression:where=SCORE")
-        check_output_names(self.tolerances, outputs, "--tolerance NAME=X")
-        check_output_names(self.rtols, outputs, "--tolerance NAME=X,R")
-        check_output_names(self.min_within, outputs, "--tolerance NAME=X:MIN")
         if self.labels_output:
             check_output_names([self.labels_output], outputs, "--labels-output")
 

@@ -20,8 +20,8 @@ from trtconv.facts.hardware import GpuBlock
 from trtconv.protocol.doctor_section import DoctorSection, read_section
 from trtconv.protocol.support import Support
 from trtconv.quantize.isa import cpu_int8_class, int8_note
-from trtconv.serving.doctor_section import ServingSection
-from trtconv.serving.doctor_section import doctor_section as serving_section
+from trtconv.serving.server.doctor_section import ServingSection
+from trtconv.serving.server.doctor_section import doctor_section as serving_section
 
 DOCTOR_SCHEMA_VERSION = 1
 # The report's keys after the backends' sections, in the document's order.

@@ -15,7 +15,7 @@ from trtconv.core.data_contract import DataContract
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.facts.environment import BenchEnvironment
 from trtconv.measure.loop_budget import Budget
-from trtconv.options import SpeedGoal
+from trtconv.options.bench import SpeedGoal
 
 SCHEMA_VERSION = 1
 

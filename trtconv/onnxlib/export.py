@@ -24,12 +24,14 @@ from typing import Any
 from trtconv.core.errors import ConversionError, first_line, itemised
 from trtconv.core.lazy import TF_LOG_LEVEL, require
 from trtconv.core.model_io import ModelSignature
+from trtconv.core.precision import Precision
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.onnxlib import tf_equivalents
 from trtconv.onnxlib.frozen_graph import FixedValues, exportable
 from trtconv.onnxlib.session import CPU, OrtRunner
 from trtconv.outputs.compare import compare, run_batched
-from trtconv.outputs.tolerance import Tolerance, tolerance_for
+from trtconv.outputs.contract import resolve
+from trtconv.outputs.tolerance import Tolerance
 from trtconv.outputs.validation_result import ValidationReport
 
 log = logging.getLogger(__name__)
@@ -102,14 +104,7 @@ def _export(
         opset,
     )
     started = time.perf_counter()
-    try:
-        completed = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ConversionError(
-            f"tf2onnx did not finish exporting {saved_model} within {timeout_s:.0f} s."
-        ) from exc
+    completed = _run_export(command, env, saved_model, timeout_s)
     seconds = time.perf_counter() - started
     unconverted = tf_equivalents.unsupported_ops(completed.stderr)
     if unconverted:
@@ -131,6 +126,20 @@ def _export(
         ) from exc
     size = output.stat().st_size
     return OnnxExport(opset=opset, seconds=round(seconds, 3), nodes=nodes, size_bytes=size)
+
+
+def _run_export(
+    command: list[str], env: dict[str, str], saved_model: Path, timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """tf2onnx's process, run to its end; ConversionError when it outlives `timeout_s`."""
+    try:
+        return subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ConversionError(
+            f"tf2onnx did not finish exporting {saved_model} within {timeout_s:.0f} s."
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -176,7 +185,7 @@ def _folded_words(folded: Mapping[str, bool | int | float]) -> str:
 # tensorflow/core/grappler/graph_view.h:334] text'). An F line is a fatal check that aborts the
 # process; I and W lines are chatter (oneDNN's notice speaks of "round-off errors").
 TF_LOG_LINE = re.compile(
-    r"^(?:(?P<absl>[IWEF])\d{4} [\d:.]+\s+\d+|\d{4}-\d\d-\d\d [\d:.]+: (?P<tf>[IWEF])) "
+    r"^(?:(?P<absl>[IWEF])\d{4} [\d:.]+\s+\d+|\d{4}-\d\d-\d\d [\d:.]+: (?P<own>[IWEF])) "
     r"[^\]]+\] (?P<text>.*)$"
 )
 
@@ -184,7 +193,10 @@ TF_LOG_LINE = re.compile(
 def _logged(line: str) -> tuple[str, str] | None:
     """(level, text) of one of TensorFlow's log lines; None for any other line."""
     match = TF_LOG_LINE.match(line)
-    return None if match is None else (match["absl"] or match["tf"], match["text"])
+    if match is None:
+        return None
+    absl, own, text = match.group("absl", "own", "text")
+    return absl or own, text
 
 
 def _last_error(stderr: str) -> str:
@@ -261,7 +273,7 @@ def verify_export(
     # A check of the exporter on every sample, not a statistical verdict (that is the artifact's
     # validation): point decisions, or a few hundred identical samples would be "inconclusive"
     # against fp32's 0.99 agreement.
-    exact = replace(tolerance or tolerance_for("fp32"), confidence=0.0)
+    exact = replace(tolerance or resolve(Precision.FP32).tolerance, confidence=0.0)
     report = compare(
         reference_outputs, candidate, exact, data.labels, data.source, roles, feeds=data.inputs
     )

@@ -81,7 +81,6 @@ from trtconv.outputs.validation_result import (
 )
 from trtconv.outputs.values import (
     as_not_reproduced,
-    decisions_budget,
     exact_within,
     not_reproduced,
     values_check,
@@ -133,11 +132,7 @@ def judge_output(
     UsageError for a role the output's shape cannot have (classes on one float column)."""
     atol, rtol = _atol(name, role, want, tolerance), _rtol(name, role, want, tolerance)
     if want.shape != got.shape:
-        check = Check(f"{name} shape", False, f"expected {want.shape}, found {got.shape}", name)
-        comparison = OutputComparison(
-            None, None, atol, False, False, role.role, role.source, judged=True, rtol=rtol
-        )
-        return Judgement(comparison, [check])
+        return _shape_mismatch(name, role, (want, got), atol, rtol)
     if valid is not None:
         # Padding is not compared: the converted values there are taken as the native ones,
         # and only the valid positions are counted by the per-sample figures.
@@ -147,7 +142,8 @@ def judge_output(
     figures: dict[str, Any] = {}
     deciding, reproduced = tolerance, not not_reproduced(values, role, want, got, tolerance)
     if not reproduced:
-        values, deciding = as_not_reproduced(values, max_abs), decisions_budget(tolerance)
+        values = as_not_reproduced(values, max_abs, tolerance.lossy_atol)
+        deciding = tolerance.for_decisions()
         figures["agreement_minimum"] = deciding.min_within_for(name)
     threshold = _threshold(role, deciding)
     pair = (want, got)
@@ -165,11 +161,43 @@ def judge_output(
     measured |= {"threshold": threshold, "within": within, "rtol": rtol}
     measured["values_not_reproduced"] = not reproduced
     comparison = OutputComparison(
-        max_abs, max_rel, atol, passed, True, role.role, role.source, judged, **measured
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        atol=atol,
+        passed=passed,
+        shape_matches=True,
+        role=role.role,
+        role_source=role.source,
+        judged=judged,
+        **measured,
     )
     if comparison.agreement_samples == len(want):  # recorded only when some were not counted
         comparison = replace(comparison, agreement_samples=None)
     return Judgement(comparison, checks)
+
+
+def _shape_mismatch(
+    name: str,
+    role: OutputRole,
+    pair: tuple[np.ndarray, np.ndarray],
+    atol: float | None,
+    rtol: float | None,
+) -> Judgement:
+    """An output whose converted shape is not the reference's: failed, nothing else measured."""
+    want, got = pair
+    check = Check(f"{name} shape", False, f"expected {want.shape}, found {got.shape}", name)
+    comparison = OutputComparison(
+        max_abs_error=None,
+        max_rel_error=None,
+        atol=atol,
+        passed=False,
+        shape_matches=False,
+        role=role.role,
+        role_source=role.source,
+        judged=True,
+        rtol=rtol,
+    )
+    return Judgement(comparison, [check])
 
 
 def _threshold(role: OutputRole, tolerance: Tolerance) -> float | None:
@@ -300,14 +328,14 @@ def _within_check(
     rate = found.rate
     assert found.bound is not None  # a within-tolerance rate has its bound
     within = WithinTolerance(
-        found.bound,
-        int(rate.successes),
-        rate.samples,
-        rate.value if rate.samples else 0.0,
-        rate.interval(),
-        minimum,
-        gating,
-        found.rtol,
+        bound=found.bound,
+        samples_within=int(rate.successes),
+        samples=rate.samples,
+        share=rate.value if rate.samples else 0.0,
+        share_ci95=rate.interval(),
+        minimum=minimum,
+        gating=gating,
+        rtol=found.rtol,
     )
     if keep_agreement:
         check = rate_check(f"{name} {found.check}", name, rate, found.what, tolerance, minimum)

@@ -69,13 +69,13 @@ class RoleRecord:
 
 @dataclass
 class JudgingRecord(JsonResult):
-    """How an artifact's outputs were judged: each output's role, the per-output tolerances,
-    whether unjudged outputs were allowed, the output labels were scored on (when set), the
-    per-output minimum shares of samples within tolerance and relative tolerances (each when
-    some was set)."""
+    """How an artifact's outputs were judged: each output's role, whether unjudged outputs were
+    allowed, the output labels were scored on (when set). `tolerances`, `min_within` and `rtols`
+    are what an earlier trtconv recorded of the per-output tolerances (read, no longer written:
+    the `contract` block holds every rule)."""
 
     roles: dict[str, RoleRecord] = field(default_factory=dict)
-    tolerances: dict[str, float] = field(default_factory=dict)
+    tolerances: dict[str, float] | None = optional_key()
     allow_unjudged: bool = False
     labels_output: str | None = optional_key()
     min_within: dict[str, float] | None = optional_key()
@@ -220,9 +220,8 @@ def _shape(array: np.ndarray) -> str:
 
 
 def over_recorded(judging: Judging, recorded: JudgingRecord | None) -> Judging:
-    """`judging` over the settings recorded in a manifest (`judging` block): roles and
-    tolerances given in `judging` win, the recorded ones fill in (their source says
-    "manifest")."""
+    """`judging` over the roles recorded in a manifest (`judging` block): roles given in
+    `judging` win, the recorded ones fill in (their source says "manifest")."""
     recorded = recorded or JudgingRecord()
     roles = {
         name: OutputRole(
@@ -234,36 +233,22 @@ def over_recorded(judging: Judging, recorded: JudgingRecord | None) -> Judging:
         )
         for name, data in recorded.roles.items()
     }
-    tolerances = {**recorded.tolerances, **judging.tolerances}
-    minimums = {**(recorded.min_within or {}), **judging.min_within}
-    # An output given its own atol now takes its rtol from now too (none: the precision's).
-    rtols = {
-        name: value
-        for name, value in (recorded.rtols or {}).items()
-        if name not in judging.tolerances
-    }
     labelled = judging.labels_output or recorded.labels_output
     return Judging(
-        {**roles, **judging.roles},
-        tolerances,
-        judging.allow_unjudged,
-        labelled,
-        minimums,
-        {**rtols, **judging.rtols},
+        roles={**roles, **judging.roles},
+        allow_unjudged=judging.allow_unjudged,
+        labels_output=labelled,
     )
 
 
 def judging_record(judging: Judging, resolved: Roles) -> JudgingRecord:
-    """The manifest's `judging` block: every output's role (with its source) and the
-    per-output tolerances (absolute, relative where given)."""
+    """The manifest's `judging` block: every output's role (with its source); the tolerances
+    are the contract's (trtconv.outputs.contract)."""
     return JudgingRecord(
         roles={
             name: RoleRecord(role.role, role.source, role.threshold, role.where, role.mask)
             for name, role in resolved.items()
         },
-        tolerances=dict(judging.tolerances),
         allow_unjudged=judging.allow_unjudged,
         labels_output=judging.labels_output or None,
-        min_within=dict(judging.min_within) or None,
-        rtols=dict(judging.rtols) or None,
     )

@@ -1,8 +1,8 @@
-"""What each precision must meet: one table of tolerances (Optimum's ATOL_FOR_VALIDATION, per
-precision), with the user's overrides (--tolerance, --min-top1-agreement, --max-accuracy-drop),
-how sure a verdict must be that they hold (--confidence: trtconv.outputs.confidence), and the
-one element test every values rule uses (`within_elements`: atol or rtol, as Polygraphy's
-elementwise comparison)."""
+"""What each precision must meet by default: one table of tolerances (Optimum's
+ATOL_FOR_VALIDATION, per precision), the `Tolerance` type the comparison reads, and the one
+element test every values rule uses (`within_elements`: atol or rtol, as Polygraphy's
+elementwise comparison). The rules an artifact is judged by are resolved from this table, the
+user's options and the artifact's manifest in one place: trtconv.outputs.contract."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from trtconv.core.errors import UsageError
-from trtconv.options import DEFAULT_CONFIDENCE, check_confidence
+from trtconv.options.shared import DEFAULT_CONFIDENCE
 
 # An output is compared at its own resolution: a float16 output (Keras mixed_float16 without a
 # float32 last layer) differs by a few float16 steps wherever the two runtimes round in another
@@ -57,6 +56,21 @@ class Tolerance:
     rtol: float | None = None
     output_rtol: Mapping[str, float] = field(default_factory=dict)
     min_cosine: float = MIN_COSINE
+    # Set by the contract (trtconv.outputs.contract): what a decision output's decisions meet
+    # at fp32 and tf32 when float32 is not reproduced (None: this tolerance's own limits), and
+    # the atol within which an error is called float32's order of operations.
+    fallback_min_top1_agreement: float | None = None
+    fallback_max_accuracy_drop: float | None = None
+    lossy_atol: float | None = None
+
+    def for_decisions(self) -> Tolerance:
+        """What a decision output's decisions meet when they judge it at fp32 or tf32 (the
+        contract's fallback budget)."""
+        return replace(
+            self,
+            min_top1_agreement=_given(self.fallback_min_top1_agreement, self.min_top1_agreement),
+            max_accuracy_drop=_given(self.fallback_max_accuracy_drop, self.max_accuracy_drop),
+        )
 
     def atol_for(self, output: str) -> float | None:
         """The absolute tolerance of `output`: its own, else the precision's."""
@@ -125,89 +139,8 @@ TOLERANCES: dict[str, Tolerance] = {
 }
 
 
-def tolerance_for(
-    precision: str,
-    atol_override: float | None = None,
-    output_atol: Mapping[str, float] | None = None,
-    confidence: float = DEFAULT_CONFIDENCE,
-    output_min_within: Mapping[str, float] | None = None,
-    *,
-    rtol_override: float | None = None,
-    output_rtol: Mapping[str, float] | None = None,
-) -> Tolerance:
-    """The table's tolerance for `precision`; `atol_override` (--tolerance X) replaces its atol
-    and `rtol_override` (--tolerance X,R) its rtol, `output_atol` and `output_rtol`
-    (--tolerance NAME=X[,R]) set some outputs' own, `output_min_within` (--tolerance
-    NAME=X:MIN) the share of their samples that must lie within it; verdicts are decided at
-    `confidence`. Raises UsageError for an unknown precision, an atol that is not positive, an
-    rtol below 0 or a confidence outside [0, 1)."""
-    try:
-        tolerance = TOLERANCES[precision]
-    except KeyError:
-        known = ", ".join(TOLERANCES)
-        raise UsageError(f"Unknown precision '{precision}'; expected one of {known}.") from None
-    for name, value in [("", atol_override), *(output_atol or {}).items()]:
-        if value is not None and value <= 0:
-            raise UsageError(f"--tolerance {name + '=' if name else ''}{value}: must be positive.")
-    for name, value in [("", rtol_override), *(output_rtol or {}).items()]:
-        if value is not None and not value >= 0:
-            where = f"--tolerance {name + '=' if name else ''}ATOL,{value}"
-            raise UsageError(f"{where}: the relative tolerance must be 0 or more.")
-    check_confidence(confidence)
-    return replace(
-        tolerance,
-        atol=tolerance.atol if atol_override is None else atol_override,
-        rtol=tolerance.rtol if rtol_override is None else rtol_override,
-        output_atol=dict(output_atol or {}),
-        output_rtol=dict(output_rtol or {}),
-        confidence=confidence,
-        output_min_within=dict(output_min_within or {}),
-        atol_stated=atol_override is not None,
-    )
-
-
-def budget_for(
-    precision: str,
-    atol_override: float | None = None,
-    min_top1_agreement: float | None = None,
-    max_accuracy_drop: float | None = None,
-    output_atol: Mapping[str, float] | None = None,
-    confidence: float = DEFAULT_CONFIDENCE,
-    output_min_within: Mapping[str, float] | None = None,
-    *,
-    rtol_override: float | None = None,
-    output_rtol: Mapping[str, float] | None = None,
-) -> Tolerance:
-    """`tolerance_for(...)` with its top-1 agreement and accuracy-drop limits replaced where
-    given (convert's --min-top1-agreement and --max-accuracy-drop, a release's gates). Raises
-    UsageError for a limit outside [0, 1]."""
-    tolerance = tolerance_for(
-        precision,
-        atol_override,
-        output_atol,
-        confidence,
-        output_min_within,
-        rtol_override=rtol_override,
-        output_rtol=output_rtol,
-    )
-    for name, value in (
-        ("--min-top1-agreement", min_top1_agreement),
-        ("--max-accuracy-drop", max_accuracy_drop),
-    ):
-        if value is not None and not 0.0 <= value <= 1.0:
-            raise UsageError(f"{name} must be between 0 and 1, found {value}.")
-    return replace(
-        tolerance,
-        min_top1_agreement=(
-            tolerance.min_top1_agreement if min_top1_agreement is None else min_top1_agreement
-        ),
-        max_accuracy_drop=(
-            tolerance.max_accuracy_drop if max_accuracy_drop is None else max_accuracy_drop
-        ),
-        values_decide=(
-            tolerance.values_decide and min_top1_agreement is None and max_accuracy_drop is None
-        ),
-    )
+def _given(value: float | None, otherwise: float) -> float:
+    return otherwise if value is None else value
 
 
 def within_elements(

@@ -28,7 +28,7 @@ import numpy as np
 
 from trtconv.core.judging_options import AGREEING, OutputRole
 from trtconv.outputs.maps import rtol_words, sample_errors
-from trtconv.outputs.tolerance import TOLERANCES, Tolerance, within_elements
+from trtconv.outputs.tolerance import Tolerance, within_elements
 from trtconv.outputs.validation_result import Check, WithinTolerance
 
 log = logging.getLogger(__name__)
@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 # Relative error divides by max(|reference|, REL_FLOOR): a probability of 1e-9 that becomes 2e-9
 # is not a 100% error worth reporting.
 REL_FLOOR = 1e-3
-# The precision whose budget a decision output falls back to when float32 is not reproduced.
-LOSSY = "fp16"
 NOT_REPRODUCED = (
     "float32 is not reproduced between the two runtimes on this machine (a decision output: "
     "its decisions judge it, as at fp16)"
@@ -104,7 +102,14 @@ def exact_within(
     rate = sample_errors(want, got, atol, share=1.0, rtol=rtol).rate
     share = rate.value if rate.samples else 0.0
     return WithinTolerance(
-        atol, int(rate.successes), rate.samples, share, rate.interval(), None, True, rtol
+        bound=atol,
+        samples_within=int(rate.successes),
+        samples=rate.samples,
+        share=share,
+        share_ci95=rate.interval(),
+        minimum=None,
+        gating=True,
+        rtol=rtol,
     )
 
 
@@ -125,11 +130,11 @@ def not_reproduced(
     )
 
 
-def as_not_reproduced(values: Check, max_abs: float) -> Check:
+def as_not_reproduced(values: Check, max_abs: float, lossy: float | None) -> Check:
     """The values line as a reported figure, saying why (one sentence, logged once per output
     in a process: the export check and the validation meet the same output): float32 not
-    reproduced while the error stays within fp16's atol, else only that it is beyond both."""
-    lossy = TOLERANCES[LOSSY].atol
+    reproduced while the error stays within `lossy` (fp16's atol, as the contract records it),
+    else only that it is beyond both."""
     why = NOT_REPRODUCED if lossy is not None and max_abs <= lossy else BEYOND_FP16
     if values.output not in _SAID:
         _SAID.add(values.output or "")
@@ -139,17 +144,3 @@ def as_not_reproduced(values: Check, max_abs: float) -> Check:
 
 
 _SAID: set[str] = set()
-
-
-def decisions_budget(tolerance: Tolerance) -> Tolerance:
-    """What a decision output's decisions meet when they judge it at fp32 or tf32: the lossy
-    budget (no stricter than fp16's), or the limits the user set (`values_decide` False: an
-    explicit --min-top1-agreement or --max-accuracy-drop)."""
-    if not tolerance.values_decide:
-        return tolerance
-    lossy = TOLERANCES[LOSSY]
-    return replace(
-        tolerance,
-        min_top1_agreement=min(tolerance.min_top1_agreement, lossy.min_top1_agreement),
-        max_accuracy_drop=max(tolerance.max_accuracy_drop, lossy.max_accuracy_drop),
-    )

@@ -10,7 +10,7 @@ from trtconv.calib.sources import ArraySet
 from trtconv.core.judging_options import Roles
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, Outputs
 from trtconv.core.progress import Progress
-from trtconv.options import DEFAULT_CALIB_METHOD
+from trtconv.options.convert import DEFAULT_CALIB_METHOD
 from trtconv.outputs.tolerance import Tolerance
 
 

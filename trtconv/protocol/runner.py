@@ -29,7 +29,7 @@ from trtconv.core.model_io import (
     dtype_fits,
     scalar_inputs,
 )
-from trtconv.options import DEVICES
+from trtconv.options.shared import DEVICES
 
 if TYPE_CHECKING:
     from trtconv.artifact.manifest import Manifest

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trtconv.core.errors import MissingDependencyError
+from trtconv.core.precision import Precision
 from trtconv.facts import Facts
 from trtconv.facts.hardware import MIN_COMPUTE_CAPABILITY
 
@@ -48,7 +49,14 @@ def verdict(
     backend: str, precision: str, reason: str, fix: str = "", runs_here: bool = True
 ) -> Support:
     """A Support from a rule's (reason, fix): refused exactly when there is a fix to give."""
-    return Support(backend, precision, not fix, reason, fix, runs_here)
+    return Support(
+        backend=backend,
+        precision=precision,
+        ok=not fix,
+        reason=reason,
+        fix=fix,
+        runs_here=runs_here,
+    )
 
 
 def gpu_too_old(precision: str, facts: Facts) -> tuple[str, str] | None:
@@ -57,7 +65,11 @@ def gpu_too_old(precision: str, facts: Facts) -> tuple[str, str] | None:
     need = MIN_COMPUTE_CAPABILITY[precision]
     if gpu is None or gpu.supports(precision) or need is None:
         return None
-    fix = AMPERE_FIX if precision == "tf32" else "run on a newer GPU or choose --precision fp32"
+    fix = (
+        AMPERE_FIX
+        if precision == Precision.TF32
+        else "run on a newer GPU or choose --precision fp32"
+    )
     return (
         f"{precision} needs a GPU of compute capability >= {need[0]}.{need[1]}, "
         f"found {gpu.name} ({gpu.capability})",

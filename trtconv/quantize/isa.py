@@ -19,9 +19,10 @@ import logging
 from dataclasses import dataclass
 
 from trtconv.artifact.manifest import QuantizationBlock
+from trtconv.core.choices import Choice
 from trtconv.facts import environment
 from trtconv.facts.hardware import CpuBlock
-from trtconv.options import INT8_TARGETS
+from trtconv.options.convert import INT8_TARGETS
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,18 @@ AUTO, VNNI, PORTABLE = INT8_TARGETS
 VNNI_FEATURES = ("avx512_vnni", "avx_vnni", "amx_int8")
 X86_ARCHES = ("x86_64", "amd64", "i386", "i686")
 ARM_ARCHES = ("aarch64", "arm64")
+
+
+class QdqScheme(Choice):
+    """A Q/DQ int8 scheme: U8S8 (uint8 activations, int8 weights: ONNX Runtime's CPU kernels) or
+    S8S8 (int8, symmetric activations: what TensorRT reads)."""
+
+    U8S8 = "u8s8"
+    S8S8 = "s8s8"
+
+
 # The only scheme whose speed and accuracy depend on the CPU's int8 instructions.
-CPU_SCHEME = "u8s8"
+CPU_SCHEME = QdqScheme.U8S8
 
 
 def cpu_int8_class(cpu: CpuBlock) -> str:

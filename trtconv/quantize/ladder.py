@@ -34,10 +34,11 @@ from trtconv.calib.sources import ArraySet
 from trtconv.core.errors import ConversionError
 from trtconv.core.model_io import CalibrationFeed
 from trtconv.core.progress import Progress
-from trtconv.options import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
+from trtconv.options.convert import CALIB_METHODS, DEFAULT_FALLBACK_TIME_LIMIT_S
 from trtconv.outputs.compare import TOP1, rate_words
 from trtconv.outputs.confidence import INCONCLUSIVE, PASSED
 from trtconv.outputs.tolerance import Tolerance
+from trtconv.quantize.isa import CPU_SCHEME
 from trtconv.quantize.ladder_result import (
     LadderRecord,
     LadderSpeed,
@@ -133,7 +134,7 @@ def scheme_variants(base: QdqOptions) -> list[tuple[str, QdqOptions]]:
     the reverse could saturate where the target has no VNNI); TensorRT has no such limit.
     """
     variants: list[tuple[str, QdqOptions]] = []
-    if base.scheme == "u8s8" and not base.reduce_range:
+    if base.scheme == CPU_SCHEME and not base.reduce_range:
         variants.append(("7-bit weights (reduce_range)", replace(base, reduce_range=True)))
     granularity = "per-tensor" if base.per_channel else "per-channel"
     variants.append((f"{granularity} weights", replace(base, per_channel=not base.per_channel)))
@@ -243,7 +244,14 @@ class Ladder:
         score = self.scorer.score(path)
         seconds = time.perf_counter() - started
         self.clock.record(kind, seconds)
-        candidate = ScoredModel(len(self.steps), options, path, summary, score, list(float_nodes))
+        candidate = ScoredModel(
+            step=len(self.steps),
+            options=options,
+            path=path,
+            summary=summary,
+            score=score,
+            float_nodes=list(float_nodes),
+        )
         self.steps.append(_step_record(candidate, stage, change, seconds))
         verdict = STEP_VERDICTS.get(score.verdict, "misses the budget")
         if not score.judged:

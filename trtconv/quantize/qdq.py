@@ -23,7 +23,7 @@ from trtconv.core.memory import PeakRss
 from trtconv.core.model_io import CalibrationFeed, samples_in
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.onnxlib.export import op_counts
-from trtconv.options import CALIB_METHODS, DEFAULT_CALIB_METHOD
+from trtconv.options.convert import CALIB_METHODS, DEFAULT_CALIB_METHOD, CalibMethod
 from trtconv.quantize.calibration_run import (
     collect_min_max,
     histogram_slice,
@@ -31,7 +31,7 @@ from trtconv.quantize.calibration_run import (
     sliced,
 )
 from trtconv.quantize.checks import require_tensorrt_qdq
-from trtconv.quantize.isa import WeightChoice
+from trtconv.quantize.isa import QdqScheme, WeightChoice
 from trtconv.quantize.kept_float import softmax_nodes
 from trtconv.quantize.ladder_result import LadderRecord
 from trtconv.quantize.ort_chatter import onnxruntime_chatter
@@ -40,7 +40,7 @@ from trtconv.quantize.streaming import collect_histograms
 
 log = logging.getLogger(__name__)
 
-QDQ_SCHEMES = ("u8s8", "s8s8")
+QDQ_SCHEMES = tuple(scheme.value for scheme in QdqScheme)
 # Entropy calibration searches (bins/2 - quantised bins/2 + 1) thresholds per tensor. 512 bins
 # give 193 candidates at about 70 ms per tensor in ORT's Python search (2048, TensorRT's choice,
 # took 380 ms per tensor: 45 s for a ResNet-50); ORT's default of 128 gives one: the full range.
@@ -60,7 +60,7 @@ class QdqOptions:
     (a sensitivity probe).
     """
 
-    scheme: str = "u8s8"
+    scheme: str = QdqScheme.U8S8
     method: str = DEFAULT_CALIB_METHOD
     reduce_range: bool = False
     per_channel: bool = True
@@ -215,11 +215,11 @@ class QdqQuantizer:
         counts = op_counts(output)
         if not counts.get("QuantizeLinear") or not counts.get("DequantizeLinear"):
             raise ConversionError(f"The quantised model of {self.name} holds no Q/DQ nodes.")
-        if options.scheme == "s8s8":
+        if options.scheme == QdqScheme.S8S8:
             require_tensorrt_qdq(output, self.name)
         return QdqSummary(
             scheme=options.scheme,
-            activations="uint8" if options.scheme == "u8s8" else "int8 (symmetric)",
+            activations="uint8" if options.scheme == QdqScheme.U8S8 else "int8 (symmetric)",
             weights=options.weights,
             reduce_range=options.reduce_range,
             per_channel=options.per_channel,
@@ -257,10 +257,10 @@ def _quantize_static(
             calibrate_method=_calibration_method(quantization, options.method),
             calibration_cache_path=str(cache),
             extra_options={
-                "ActivationSymmetric": options.scheme == "s8s8",
+                "ActivationSymmetric": options.scheme == QdqScheme.S8S8,
                 "WeightSymmetric": True,
                 # int32 bias Q/DQ: fine for ORT, refused by TensorRT's IDequantizeLayer.
-                "QuantizeBias": options.scheme != "s8s8",
+                "QuantizeBias": options.scheme != QdqScheme.S8S8,
             },
             nodes_to_exclude=float_nodes,
             nodes_to_quantize=list(options.quantize_only) or None,
@@ -271,7 +271,9 @@ def _quantize_static(
 
 
 def _activation_type(quantization: Any, scheme: str) -> Any:
-    return quantization.QuantType.QUInt8 if scheme == "u8s8" else quantization.QuantType.QInt8
+    return (
+        quantization.QuantType.QUInt8 if scheme == QdqScheme.U8S8 else quantization.QuantType.QInt8
+    )
 
 
 def _calibration_method(quantization: Any, method: str) -> Any:
@@ -280,12 +282,12 @@ def _calibration_method(quantization: Any, method: str) -> Any:
 
 
 def _method_detail(method: str) -> str:
-    if method == "entropy":
+    if method == CalibMethod.ENTROPY:
         return (
             f"KL-divergence threshold search over {ENTROPY_BINS} histogram bins "
             f"({ENTROPY_BINS // 2 - ENTROPY_QUANTIZED_BINS // 2 + 1} candidate ranges)"
         )
-    if method == "percentile":
+    if method == CalibMethod.PERCENTILE:
         return "99.999th percentile of |x| over a 2048-bin histogram"
     return "minimum and maximum seen"
 
@@ -317,7 +319,7 @@ def calibrate(
     from onnxruntime.quantization.calibrate import save_tensors_data
 
     extra = {}
-    if method == "entropy":
+    if method == CalibMethod.ENTROPY:
         extra = {"num_bins": ENTROPY_BINS, "num_quantized_bins": ENTROPY_QUANTIZED_BINS}
     reader = _calibration_reader(feed)
     with PeakRss() as memory:
@@ -329,7 +331,7 @@ def calibrate(
                 calibrate_method=_calibration_method(quantization, method),
                 extra_options=extra,
             )
-            if method == "minmax":
+            if method == CalibMethod.MINMAX:
                 run_in_priority_order(calibrator)
                 collect_min_max(calibrator, reader)
             else:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from trtconv.calib.sources import ArraySet
+from trtconv.core.precision import Precision
 from trtconv.model.paths import ARTIFACT
 from trtconv.onnxlib.session import OrtRunner
 from trtconv.quantize.ladder_result import LadderSpeed, SpeedRow
@@ -132,9 +133,9 @@ def bench_no_gain_warnings(models: Sequence[Any], rows: Sequence[Measured]) -> l
     sizes = sorted({row.batch_size for row in rows})
     artifacts = [m for m in models if m.kind == ARTIFACT and m.source_model is not None]
     warnings = []
-    for int8 in (m for m in artifacts if m.precision == "int8"):
+    for int8 in (m for m in artifacts if m.precision == Precision.INT8):
         for fp32 in artifacts:
-            if fp32.precision != "fp32" or (fp32.backend, fp32.source_model) != (
+            if fp32.precision != Precision.FP32 or (fp32.backend, fp32.source_model) != (
                 int8.backend,
                 int8.source_model,
             ):

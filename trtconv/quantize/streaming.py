@@ -24,6 +24,7 @@ import numpy as np
 
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds
+from trtconv.options.convert import CalibMethod
 
 
 @dataclass
@@ -112,7 +113,7 @@ def collect_histograms(calibrator: Any, feed: CalibrationFeed, reader: Any) -> N
         percentile=calibrator.percentile,
         scenario=calibrator.scenario,
     )
-    absolute = collector.method == "percentile" and collector.symmetric
+    absolute = collector.method == CalibMethod.PERCENTILE and collector.symmetric
     found = spans(calibrator, feed, absolute)
     histograms = {
         name: primed_entry(span, calibrator.num_bins, absolute) for name, span in found.items()

@@ -10,18 +10,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trtconv.core.results import optional_key
-from trtconv.options import (
-    DEFAULT_CONFIDENCE,
-    DEFAULT_RANK_DURATION_S,
-    DEFAULT_VALIDATE_SAMPLES,
-    BenchOptions,
-    Contest,
-    ConvertOptions,
-    SpeedGoal,
-    TrainOptions,
-    ValidateOptions,
-)
-from trtconv.outputs.tolerance import tolerance_for
+from trtconv.options.bench import BenchOptions, SpeedGoal
+from trtconv.options.convert import DEFAULT_RANK_DURATION_S, Contest, ConvertOptions
+from trtconv.options.shared import DEFAULT_VALIDATE_SAMPLES
+from trtconv.options.train import TrainOptions
+from trtconv.options.validate import ValidateOptions
+from trtconv.outputs.contract import resolve
 from trtconv.release.settings import ReleaseConfig, Target
 
 
@@ -48,8 +42,7 @@ def convert_options(
         calib_method=calibration.method,
         batch_sizes=config.bench.batch_sizes,
         validate_samples=config.eval.samples or DEFAULT_VALIDATE_SAMPLES,
-        tolerance=target.tolerance,
-        rtol=target.rtol,
+        tolerance=config.outputs.tolerance(target),
         force=True,
         preprocessing=config.preprocessing.options(),
         custom_objects=config.model.custom_objects,
@@ -60,7 +53,7 @@ def convert_options(
         max_accuracy_drop=limits.max_accuracy_drop,
         judging=config.outputs.judging(target),
         contest=contest(config),
-        confidence=DEFAULT_CONFIDENCE if config.eval.confidence is None else config.eval.confidence,
+        confidence=config.eval.confidence,
         signature=config.model.signature,
         validate_data=config.eval.data,
         split=config.eval.split,
@@ -96,7 +89,7 @@ def budget(config: ReleaseConfig, target: Target) -> AccuracyLimits:
         # tolerance (a gate over all of them would loosen int8 or tighten fp32); the release
         # gates then judge the winner.
         return limits
-    gates, own = config.gates, tolerance_for(target.precision)
+    gates, own = config.gates, resolve(target.precision).tolerance
     if own.values_decide:
         # fp32/tf32 conversions are decided by their values; the accuracy gates judge the
         # rates on the [eval] data (or the conversion's) as they do for every target.
@@ -117,8 +110,7 @@ def validate_options(
         reference=reference,
         data=config.eval.data,
         samples=config.eval.samples,
-        tolerance=target.tolerance,
-        rtol=target.rtol,
+        tolerance=config.outputs.tolerance(target),
         judging=config.outputs.judging(target),
         preprocessing=config.preprocessing.options(),
         split=config.eval.split,

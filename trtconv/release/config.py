@@ -24,12 +24,9 @@ from typing import Any, TypeVar
 
 from trtconv.backends.registry import BEST
 from trtconv.core.errors import UsageError
-from trtconv.core.precision import PRECISIONS
-from trtconv.options import (
-    CALIB_METHODS,
-    INT8_TARGETS,
-    SPLITS,
-)
+from trtconv.core.precision import PRECISIONS, Precision
+from trtconv.options.convert import CALIB_METHODS, INT8_TARGETS
+from trtconv.options.shared import SPLITS
 from trtconv.release.preflight import preflight
 from trtconv.release.settings import (
     BenchSettings,
@@ -336,7 +333,7 @@ def _preprocessing(raw: dict[str, Any]) -> PreprocessingSettings:
 
 
 def _check_cross_references(config: ReleaseConfig) -> None:
-    int8 = [i for i, t in enumerate(config.targets) if t.precision == "int8"]
+    int8 = [i for i, t in enumerate(config.targets) if t.precision == Precision.INT8]
     if int8 and config.calibration.data is None:
         raise UsageError(
             f"calibration.data: required by targets[{int8[0]}] (int8 needs calibration data: "

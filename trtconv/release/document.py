@@ -19,12 +19,12 @@ from trtconv.core.errors import TrtconvError
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.facts.environment import Environment
 from trtconv.measure.bench_result import BenchResult, BenchRow
+from trtconv.measure.server_bench_result import ServerBenchResult, ServerRow
 from trtconv.outputs.confidence import FAILED, INCONCLUSIVE, PASSED
 from trtconv.outputs.validation_result import ValidationReport
 from trtconv.quantize.ladder_result import LadderRecord
 from trtconv.release.gates import GateResult
 from trtconv.release.settings import ReleaseConfig
-from trtconv.serving.serving_result import ServerBenchResult, ServerRow
 from trtconv.validate.pipeline import ValidateResult
 
 RELEASE_SCHEMA_VERSION = 1

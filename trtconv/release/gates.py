@@ -87,11 +87,25 @@ def _numeric_gate(
     name: str, comparison: str, threshold: float, measured: float | None, what: str
 ) -> GateResult:
     if measured is None:
-        return GateResult(name, comparison, threshold, None, False, f"{what} was not measured")
+        return GateResult(
+            name=name,
+            comparison=comparison,
+            threshold=threshold,
+            measured=None,
+            passed=False,
+            detail=f"{what} was not measured",
+        )
     passed = measured <= threshold if comparison == "<=" else measured >= threshold
     shown = human_against(measured, threshold)
     detail = f"{what} {shown} {'meets' if passed else 'misses'} {comparison} {threshold:g}"
-    return GateResult(name, comparison, threshold, measured, passed, detail)
+    return GateResult(
+        name=name,
+        comparison=comparison,
+        threshold=threshold,
+        measured=measured,
+        passed=passed,
+        detail=detail,
+    )
 
 
 def _accuracy_gate(
@@ -101,7 +115,14 @@ def _accuracy_gate(
     figure = "top1_agreement" if comparison == ">=" else "accuracy_drop"
     measured = getattr(measures, figure)
     if measured is None:
-        return GateResult(name, comparison, threshold, None, False, f"{what} was not measured")
+        return GateResult(
+            name=name,
+            comparison=comparison,
+            threshold=threshold,
+            measured=None,
+            passed=False,
+            detail=f"{what} was not measured",
+        )
     interval: Interval | None = getattr(measures, f"{figure}_ci95")
     decide = at_least if comparison == ">=" else at_most
     verdict = decide(measured, interval, threshold)
@@ -113,7 +134,16 @@ def _accuracy_gate(
     if verdict == INCONCLUSIVE:
         detail += ": its 95% interval straddles it (more samples would decide it)"
     passed = verdict == PASSED
-    return GateResult(name, comparison, threshold, measured, passed, detail, verdict, interval)
+    return GateResult(
+        name=name,
+        comparison=comparison,
+        threshold=threshold,
+        measured=measured,
+        passed=passed,
+        detail=detail,
+        verdict=verdict,
+        measured_ci95=interval,
+    )
 
 
 def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResult]:
@@ -122,15 +152,15 @@ def evaluate_gates(settings: GateSettings, measures: Measures) -> list[GateResul
     undecided = measures.validation_verdict == INCONCLUSIVE
     results = [
         GateResult(
-            "validation_passed",
-            "==",
-            True,
-            validated,
-            validated is True,
-            "converted model agrees with native within its precision's tolerance"
+            name="validation_passed",
+            comparison="==",
+            threshold=True,
+            measured=validated,
+            passed=validated is True,
+            detail="converted model agrees with native within its precision's tolerance"
             if validated
             else f"conversion validation {measures.validation_verdict or 'did not pass'}",
-            INCONCLUSIVE if undecided else "",
+            verdict=INCONCLUSIVE if undecided else "",
         )
     ]
     accuracy = (
@@ -196,7 +226,14 @@ def _not_applicable(name: str, comparison: str, threshold: float, what: str) -> 
         f"not applicable: no output decides anything ({what} needs {roles}; set one with "
         "[outputs] roles in the release config)"
     )
-    return GateResult(name, comparison, threshold, None, True, detail)
+    return GateResult(
+        name=name,
+        comparison=comparison,
+        threshold=threshold,
+        measured=None,
+        passed=True,
+        detail=detail,
+    )
 
 
 def _interval_gate(
@@ -219,7 +256,16 @@ def _interval_gate(
         f"{words[verdict]} {comparison} {threshold:g}"
     )
     passed = verdict == PASSED
-    return GateResult(name, comparison, threshold, measured, passed, detail, verdict, (low, high))
+    return GateResult(
+        name=name,
+        comparison=comparison,
+        threshold=threshold,
+        measured=measured,
+        passed=passed,
+        detail=detail,
+        verdict=verdict,
+        measured_ci95=(low, high),
+    )
 
 
 @dataclass(frozen=True)
@@ -252,13 +298,20 @@ def qps_at_budget_gate(
 ) -> GateResult:
     """`min_qps_at_budget`: the queries/s a served model takes with its p99 latency within
     `budget_ms` (`bench --scenario server`), decided by `at_least` as every gate is, on the
-    interval its serving runs bracket (trtconv.serving.latency.rate_bounds): [the highest rate
+    interval its serving runs bracket (trtconv.serving.load.latency.rate_bounds): [the highest rate
     whose p99 interval lies within the budget, the lowest whose p99 interval lies above it].
     Passed when the budget was surely met at `minimum` or more, failed when it was surely
     missed below `minimum`, inconclusive otherwise (the point figure alone decides nothing)."""
     name, what = "min_qps_at_budget", f"queries/s with p99 within {budget_ms:g} ms"
     if qps_at_budget is None:
-        return GateResult(name, ">=", minimum, None, False, f"{what} was not measured")
+        return GateResult(
+            name=name,
+            comparison=">=",
+            threshold=minimum,
+            measured=None,
+            passed=False,
+            detail=f"{what} was not measured",
+        )
     low, high = bounds if bounds is not None else (None, None)
     interval = (low or 0.0, math.inf if high is None else high)
     verdict = at_least(qps_at_budget, interval, minimum)
@@ -269,7 +322,16 @@ def qps_at_budget_gate(
         detail += ": no run's p99 interval decides the budget at that rate (longer runs would)"
     decided = (low, high) if low is not None and high is not None else None
     passed = verdict == PASSED
-    return GateResult(name, ">=", minimum, qps_at_budget, passed, detail, verdict, decided)
+    return GateResult(
+        name=name,
+        comparison=">=",
+        threshold=minimum,
+        measured=qps_at_budget,
+        passed=passed,
+        detail=detail,
+        verdict=verdict,
+        measured_ci95=decided,
+    )
 
 
 def _rate(value: float | None) -> str:

@@ -18,7 +18,7 @@ from trtconv.core.interrupts import sigterm_as_interrupt
 from trtconv.core.progress import Progress
 from trtconv.facts.environment import machine_environment
 from trtconv.measure.bench_result import BenchResult
-from trtconv.options import ReleaseOptions
+from trtconv.options.release import ReleaseOptions
 from trtconv.release.config import load_config
 from trtconv.release.document import (
     Conversion,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trtconv.serving.latency import p99_interval_text
+from trtconv.serving.load.latency import p99_interval_text
 
 if TYPE_CHECKING:
     from trtconv.release.document import ReleaseResult

@@ -11,20 +11,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trtconv.core.judging_options import Judging
+from trtconv.core.judging_options import RELEASE_CONFIG, Judging, ToleranceOptions
 from trtconv.core.results import JsonResult
-from trtconv.options import (
-    DEFAULT_BENCH_ROUNDS,
+from trtconv.options.bench import DEFAULT_BENCH_ROUNDS, DEFAULT_SPEED_TIME_LIMIT_S
+from trtconv.options.convert import (
     DEFAULT_CALIB_METHOD,
     DEFAULT_FALLBACK_TIME_LIMIT_S,
-    DEFAULT_LOAD_RUN_S,
-    DEFAULT_RELEASE_BATCH_SIZES,
-    DEFAULT_SEARCH_RUNS,
-    DEFAULT_SPEED_TIME_LIMIT_S,
     ConvertOptions,
-    PreprocessingOptions,
-    TrainOptions,
 )
+from trtconv.options.release import DEFAULT_RELEASE_BATCH_SIZES
+from trtconv.options.server_bench import DEFAULT_LOAD_RUN_S, DEFAULT_SEARCH_RUNS
+from trtconv.options.shared import PreprocessingOptions
+from trtconv.options.train import TrainOptions
 
 
 @dataclass(frozen=True)
@@ -131,19 +129,24 @@ class OutputSettings:
     rtols: dict[str, float] = field(default_factory=dict)
 
     def judging(self, target: Target | None = None) -> Judging:
-        """The target's roles and tolerances over these (all of them were checked when read)."""
+        """The target's roles over these (all of them were checked when read)."""
         roles = {**self.roles, **(target.roles if target else {})}
-        tolerances = {**self.tolerances, **(target.tolerances if target else {})}
-        minimums = {**self.min_within, **(target.min_within if target else {})}
-        rtols = {**self.rtols, **(target.rtols if target else {})}
         return Judging.build(
             roles,
-            tolerances,
-            self.allow_unjudged,
-            "release config",
-            self.labels_output,
-            minimums,
-            rtols,
+            allow_unjudged=self.allow_unjudged,
+            source=RELEASE_CONFIG,
+            labels_output=self.labels_output,
+        )
+
+    def tolerance(self, target: Target | None = None) -> ToleranceOptions:
+        """The target's tolerances over these: as --tolerance, stated by the release config."""
+        return ToleranceOptions.build(
+            {**self.tolerances, **(target.tolerances if target else {})},
+            {**self.rtols, **(target.rtols if target else {})},
+            {**self.min_within, **(target.min_within if target else {})},
+            atol=target.tolerance if target else None,
+            rtol=target.rtol if target else None,
+            source=RELEASE_CONFIG,
         )
 
 

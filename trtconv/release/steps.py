@@ -29,11 +29,14 @@ from trtconv.convert import convert
 from trtconv.convert.convert_result import ConvertResult
 from trtconv.core.errors import AccuracyError, TrtconvError
 from trtconv.core.fsutil import atomic_directory, sha256_path
+from trtconv.core.precision import Precision
 from trtconv.core.progress import Progress
 from trtconv.core.results import JsonResult, to_jsonable
 from trtconv.facts import library_versions, probe_cpu, probe_gpus
 from trtconv.measure.bench_result import BenchResult
-from trtconv.options import DeployOptions, ServerBenchOptions
+from trtconv.measure.server_bench_result import ServerBenchResult
+from trtconv.options.deploy import DeployOptions
+from trtconv.options.server_bench import ServerBenchOptions
 from trtconv.release.command_options import (
     bench_data,
     bench_options,
@@ -46,9 +49,8 @@ from trtconv.release.command_options import (
 from trtconv.release.document import CONVERTED, FAILED_TO_CONVERT, Conversion, StepEntry, StepError
 from trtconv.release.settings import ReleaseConfig, Target
 from trtconv.release.store import StepStore
-from trtconv.serving.deploy import deploy
-from trtconv.serving.rate_search import server_bench
-from trtconv.serving.serving_result import ServerBenchResult
+from trtconv.serving.load.rate_search import server_bench
+from trtconv.serving.repository.deploy import deploy
 from trtconv.train import pipeline as training
 from trtconv.train.pipeline import TrainResult
 from trtconv.validate import pipeline as validation
@@ -219,7 +221,7 @@ class ReleaseRun:
             # matter only to int8, so changing them does not redo the other conversions.
             "calibration": {
                 "data": data_fingerprint(calibration.data),
-                **(int8_only if target.precision in ("int8", None) else {}),
+                **(int8_only if target.precision in (Precision.INT8, None) else {}),
             },
             "contest": asdict(contest(self.config)) if target.backend == BEST else None,
             "batch_sizes": list(self.config.bench.batch_sizes),

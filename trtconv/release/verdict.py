@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from trtconv.core.judging_options import AGREEING, DECISIONS
 from trtconv.measure.bench_result import BenchResult, BenchRow
+from trtconv.measure.server_bench_result import ServerRow
 from trtconv.outputs.confidence import INCONCLUSIVE
 from trtconv.outputs.validation_result import ValidationReport
 from trtconv.release.document import Recommendation, TargetEntry
@@ -22,7 +23,6 @@ from trtconv.release.gates import (
     recommend,
 )
 from trtconv.release.settings import ReleaseConfig
-from trtconv.serving.serving_result import ServerRow
 
 
 def bench_rows_by_label(bench: BenchResult, labels: list[str]) -> dict[str, list[BenchRow]]:

@@ -12,7 +12,7 @@ from trtconv.core.errors import UsageError
 from trtconv.core.lazy import require
 from trtconv.core.results import optional_key
 from trtconv.facts import Facts, probe_cpu, probe_gpus
-from trtconv.options import AMP_DTYPES
+from trtconv.options.train import AMP_DTYPES
 
 log = logging.getLogger(__name__)
 

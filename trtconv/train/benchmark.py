@@ -27,7 +27,7 @@ from trtconv.core.errors import UsageError
 from trtconv.core.lazy import require
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.facts.environment import Environment, machine_environment
-from trtconv.options import DEFAULT_NUM_ITER, DEFAULT_WARMUP_STEPS, TrainBenchmarkOptions
+from trtconv.options.train import DEFAULT_NUM_ITER, DEFAULT_WARMUP_STEPS, TrainBenchmarkOptions
 from trtconv.train.amp import AmpBlock, AmpChoice, choose_policy
 from trtconv.train.distribute import (
     DistributionPlan,

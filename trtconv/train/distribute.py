@@ -17,7 +17,7 @@ from typing import Any
 from trtconv.core.errors import ClusterError, UsageError
 from trtconv.core.lazy import require
 from trtconv.core.results import optional_key
-from trtconv.options import DEFAULT_CLUSTER_TIMEOUT_S, STRATEGIES, ClusterOptions
+from trtconv.options.train import DEFAULT_CLUSTER_TIMEOUT_S, STRATEGIES, ClusterOptions
 from trtconv.train.cluster import (
     TF_CONFIG_ENV,
     Cluster,

@@ -1,7 +1,7 @@
 """A training step and loop that run under any tf.distribute strategy.
 
 Keras 3's `fit` and `train_on_batch` fail under MultiWorkerMirroredStrategy (they reduce scalar
-metrics along axis 0 across workers; keras-team/keras#20585), so multi-worker training runs this
+metrics along axis 0 across workers, a known Keras bug), so multi-worker training runs this
 loop instead, built on public pieces only: `strategy.distribute_datasets_from_function`,
 `strategy.run`, the Keras optimizer (which sums gradients over every replica and, for float16,
 scales the loss) and `tf.nn.compute_average_loss` (the loss over the *global* batch).

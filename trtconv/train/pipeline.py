@@ -12,8 +12,8 @@ import numpy as np
 
 from trtconv import __version__
 from trtconv.backends import registry
+from trtconv.calib.fitting import fit_to_signature
 from trtconv.calib.preprocessing import NHWC, Preprocessing, resolve_preprocessing
-from trtconv.calib.readers import fit_to_signature
 from trtconv.calib.sources import (
     DIGITS_SPLIT_SEED,
     DIGITS_TEST_FRACTION,
@@ -32,7 +32,8 @@ from trtconv.core.model_io import ModelSignature, TensorSpec
 from trtconv.core.results import JsonResult
 from trtconv.facts.environment import Environment, machine_environment
 from trtconv.model.savedmodel import MODEL_CARD
-from trtconv.options import PreprocessingOptions, TrainOptions
+from trtconv.options.shared import PreprocessingOptions
+from trtconv.options.train import TrainOptions
 from trtconv.train.amp import AmpBlock, AmpChoice, choose_policy
 from trtconv.train.distribute import (
     DistributionPlan,
@@ -198,7 +199,14 @@ def _training_data(
         raise InputError(f"{model} expects {config.input_shape}, digits are {input_shape}.")
     check_arrays(train_set, num_classes)
     check_arrays(test_set, num_classes)
-    return TrainingData(spec, train_set, test_set, input_shape, num_classes, pixels)
+    return TrainingData(
+        spec=spec,
+        train_set=train_set,
+        test_set=test_set,
+        input_shape=input_shape,
+        num_classes=num_classes,
+        pixels=pixels,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,7 +23,8 @@ from trtconv.facts import environment
 from trtconv.model.keras_files import CUSTOM_OBJECTS
 from trtconv.model.paths import is_artifact_dir, require_exists, saved_model_in
 from trtconv.model.savedmodel import saved_model_for
-from trtconv.options import DEFAULT_CONFIDENCE, DEFAULT_VALIDATE_SAMPLES, ValidateOptions
+from trtconv.options.shared import DEFAULT_VALIDATE_SAMPLES
+from trtconv.options.validate import ValidateOptions
 from trtconv.outputs.compare import (
     compare,
     output_roles,
@@ -33,8 +34,9 @@ from trtconv.outputs.compare import (
     undecidable_warning,
     validation_batches,
 )
+from trtconv.outputs.contract import Stated
 from trtconv.outputs.roles import over_recorded
-from trtconv.outputs.tolerance import Tolerance, tolerance_for
+from trtconv.outputs.tolerance import Tolerance
 from trtconv.outputs.validation_result import ValidatingMachine, ValidationReport
 from trtconv.protocol.runner import Runner, RunOptions
 from trtconv.quantize.isa import cpu_int8_class, portability_warning
@@ -86,10 +88,10 @@ def validate_runners(
     candidate: Runner,
     data: ArraySet,
     precision: str,
-    atol_override: float | None = None,
+    *,
+    tolerance: Tolerance,
     reference_outputs: Outputs | None = None,
     batch_range: tuple[int, int] | None = None,
-    tolerance: Tolerance | None = None,
     judging: Judging | None = None,
 ) -> ValidationReport:
     """Run both runners on `data` (the reference only if its outputs are not given), judge each
@@ -98,17 +100,9 @@ def validate_runners(
     Roles come from `judging` where it sets them, else are inferred from the reference's graph
     (when it is a SavedModel) and values. The candidate runs in batches inside `batch_range`
     (its engines' profile): outside it a TensorRT engine refuses the input, and TF-TRT silently
-    runs TensorFlow instead. `tolerance` (default: the precision's, with `atol_override` and
-    `judging`'s per-output tolerances) is what the outputs must meet.
+    runs TensorFlow instead. `tolerance` (a judging contract's) is what the outputs must meet.
     """
     judging = judging or Judging()
-    tolerance = tolerance or tolerance_for(
-        precision,
-        atol_override,
-        judging.tolerances,
-        output_min_within=judging.min_within,
-        output_rtol=judging.rtols,
-    )
     if reference_outputs is None:
         reference_outputs = run_batched(reference, data)
     batch_size, min_batch = validation_batches(batch_range)
@@ -152,6 +146,7 @@ def validate(options: ValidateOptions) -> ValidateResult:
     named = Path(options.reference or manifest.source_model["path"])
     judging = over_recorded(options.judging, manifest.judging)
     judging.check_names(manifest.model_signature.output_names)
+    options.tolerance.check_names(manifest.model_signature.output_names)
     # A Keras source (convert m.keras) is exported again, and a SavedModel TensorFlow cannot
     # revive loaded as its signature graphs, for this validation only: the result names the user's.
     if is_artifact_dir(named):
@@ -182,30 +177,6 @@ def validate(options: ValidateOptions) -> ValidateResult:
     return result
 
 
-def recorded_tolerance(
-    manifest: Manifest,
-    judging: Judging,
-    atol: float | None = None,
-    confidence: float | None = None,
-    rtol: float | None = None,
-) -> Tolerance:
-    """What an artifact is judged by: its precision's tolerance with `judging`'s per-output
-    tolerances (absolute and relative) and minimum shares (the manifest's, under the user's:
-    `over_recorded`), `atol` and `rtol` (--tolerance X,R) where given, decided at `confidence`,
-    else at the confidence its recorded verdict was decided at, else DEFAULT_CONFIDENCE.
-    `validate` and `serve --shadow` judge by it alike."""
-    recorded = manifest.validation.confidence if manifest.validation else DEFAULT_CONFIDENCE
-    return tolerance_for(
-        manifest.precision,
-        atol,
-        judging.tolerances,
-        recorded if confidence is None else confidence,
-        judging.min_within,
-        rtol_override=rtol,
-        output_rtol=judging.rtols,
-    )
-
-
 def _run_both(
     options: ValidateOptions,
     artifact: Path,
@@ -217,10 +188,12 @@ def _run_both(
     small to ever show the budget of the outputs' rate checks, then the runner's): the
     native `reference` and `artifact` run on the evaluation data the options and the manifest
     name, the artifact on `options.device` in batches inside its engines' profile."""
-    tolerance = recorded_tolerance(
-        manifest, judging, options.tolerance, options.confidence, options.rtol
-    )
+    contract = manifest.judging_contract(stated_rules(options), current=options.current_rules)
+    tolerance = contract.tolerance
     warnings: list[str] = []
+    if contract.note:
+        warnings.append(f"{artifact}: {contract.note}.")
+        log.warning("%s", warnings[-1])
     key = options.signature or manifest.model_signature.name  # the one converted, by default
     # An artifact as the reference runs where it was converted for (RunOptions' device auto).
     saved_model = None if is_artifact_dir(reference) else reference
@@ -256,6 +229,11 @@ def _run_both(
             for warning in candidate.warnings:
                 log.warning("%s", warning)
             return report, evaluation, [*warnings, *candidate.warnings]
+
+
+def stated_rules(options: ValidateOptions) -> Stated:
+    """What validate's options state about the judging rules (--tolerance, --confidence)."""
+    return Stated(options.tolerance, confidence=options.confidence)
 
 
 def _artifact_reference_warning(reference: Path) -> str:

@@ -13,7 +13,7 @@ Behaviour follows the real API where trtconv depends on it, each rule with its s
 - TensorRT 11 networks are always strongly typed (NetworkDefinitionCreationFlag docs);
 - `set_input_shape` returns False outside the profile; `set_timing_cache` returns False for a
   cache from another device and a cache from another version is not loaded (NvInfer.h
-  IBuilderConfig::setTimingCache; NVIDIA/TensorRT#3566: "The timing cache will not be used!");
+  IBuilderConfig::setTimingCache; the builder logs "The timing cache will not be used!");
 - `create_execution_context` returns None when the device memory cannot be allocated;
 - `Builder(logger)` raises pybind11's "factory function returned nullptr" TypeError when a
   TensorRT for CUDA 13 meets a driver older than R580 (`FakeGpu(driver_ok=False)`): the real

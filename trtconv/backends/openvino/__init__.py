@@ -9,6 +9,7 @@ from trtconv.backends.openvino.converter import convert
 from trtconv.backends.openvino.runner import OpenVinoRunner, openvino_runner
 from trtconv.backends.registry import Backend, register
 from trtconv.protocol.serving import TritonServing
+from trtconv.quantize.isa import QdqScheme
 
 BACKEND = register(
     Backend(
@@ -21,7 +22,7 @@ BACKEND = register(
         convert=convert,
         # NNCF's FakeQuantize is a quantise-dequantise pair: uint8 activations x int8 weights on
         # the CPU's int8 kernels, with the same saturation rules as ONNX Runtime's U8S8.
-        qdq_scheme="u8s8",
+        qdq_scheme=QdqScheme.U8S8,
         throughput_mode=True,
         packages=("openvino", "nncf"),
         # After ONNX Runtime: `auto` keeps its choice for fp32 and int8 and finds OpenVINO for

@@ -13,6 +13,7 @@ from trtconv.backends.openvino.ladder import quantize_int8
 from trtconv.backends.openvino.runner import INFERENCE_PRECISION
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.lazy import require
+from trtconv.core.precision import Precision
 from trtconv.facts import probe_cpu
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 
@@ -44,7 +45,7 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         "convert_seconds": round(time.perf_counter() - started, 3),
         "inference_precision": INFERENCE_PRECISION[request.precision] or "plugin default",
     }
-    if request.precision == "int8":
+    if request.precision == Precision.INT8:
         if request.calibration is None:
             raise ConversionError("openvino int8 needs calibration data (request.calibration).")
         model, quantization = quantize_int8(model.clone(), request)  # the shared IR stays float

@@ -182,12 +182,12 @@ class SliceScorer:
             reference, candidate, tolerance, data.labels, data.source, self.roles, feeds=data.inputs
         )
         return Score(
-            report.top1_agreement,
-            report.accuracy_candidate,
-            report.accuracy_drop,
-            output_error(reference, candidate),
-            report.passed,
-            report.verdict,
+            top1_agreement=report.top1_agreement,
+            accuracy=report.accuracy_candidate,
+            accuracy_drop=report.accuracy_drop,
+            output_error=output_error(reference, candidate),
+            passed=report.passed,
+            verdict=report.verdict,
             deciding=step_words(report),
         )
 
@@ -305,7 +305,14 @@ class NncfLadder:
             return collapse_scalars(feeds, data.scalars)  # a rank-0 input: its one value
 
         items = list(range(len(data)))
-        return AccuracyControl(items, sample, metric, max_drop, iterations, ranking)
+        return AccuracyControl(
+            items=items,
+            transform=sample,
+            metric=metric,
+            max_drop=max_drop,
+            max_iterations=iterations,
+            ranking_items=ranking,
+        )
 
     def add_step(self, stage: str, change: str, score: Score | None, started: float) -> Score:
         """Record a step (score None: it did not finish); returns its score."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from trtconv.core.lazy import require
+from trtconv.core.precision import Precision
 from trtconv.core.results import optional_key
 from trtconv.facts import Facts
 from trtconv.protocol.doctor_section import DoctorSection, LibraryRow
@@ -15,7 +16,8 @@ from trtconv.protocol.support import Support, verdict
 NAME = "openvino"
 INSTALL_FIX = "pip install 'trtconv[openvino]' (openvino and nncf)"
 # CPU features that give OpenVINO's CPU plugin native arithmetic in a reduced float precision.
-NATIVE_FEATURES = {"bf16": ("avx512_bf16", "amx_bf16"), "fp16": ("avx512_fp16", "amx_fp16")}
+NATIVE_BF16 = ("avx512_bf16", "amx_bf16")
+NATIVE_FEATURES = {"bf16": NATIVE_BF16, "fp16": ("avx512_fp16", "amx_fp16")}
 
 
 def support(facts: Facts, precision: str) -> Support:
@@ -23,7 +25,7 @@ def support(facts: Facts, precision: str) -> Support:
     version = facts.version("openvino")
     if version is None:
         return verdict(NAME, precision, "openvino is not installed", INSTALL_FIX)
-    if precision == "int8" and facts.version("nncf") is None:
+    if precision == Precision.INT8 and facts.version("nncf") is None:
         return verdict(NAME, precision, "int8 needs NNCF, which is not installed", INSTALL_FIX)
     needs = NATIVE_FEATURES.get(precision)
     if needs and not facts.cpu.features & set(needs):
@@ -33,7 +35,7 @@ def support(facts: Facts, precision: str) -> Support:
             f"{precision} needs a CPU with {' or '.join(needs)}; {facts.cpu.model} has neither",
             f"choose --precision fp32 or int8, or run on a CPU with {' or '.join(needs)}",
         )
-    how = " (NNCF post-training quantisation)" if precision == "int8" else ""
+    how = " (NNCF post-training quantisation)" if precision == Precision.INT8 else ""
     return verdict(NAME, precision, f"OpenVINO {version}{how} on the CPU")
 
 
@@ -47,7 +49,7 @@ def int8_float_parts(int8_target: str, features: frozenset[str] | set[str]) -> s
     auto`) and this CPU (of `features`) computes bf16 natively, as OpenVINO's own default does
     there; f32 otherwise, which every CPU computes alike. The artifact is validated and pinned
     at it."""
-    native = set(NATIVE_FEATURES["bf16"]) & set(features)
+    native = set(NATIVE_BF16) & set(features)
     return "bf16" if int8_target == "auto" and native else PORTABLE_FLOAT_PARTS
 
 

@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from trtconv.backends.openvino.ir import first_line
-from trtconv.backends.openvino.rules import NATIVE_FEATURES
+from trtconv.backends.openvino.rules import NATIVE_BF16
 from trtconv.core.errors import InputError, UsageError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import Feeds, ModelSignature, Outputs, TensorSpec, samples_in
+from trtconv.core.precision import Precision
 from trtconv.facts import probe_cpu
 from trtconv.protocol.runner import Runner, RunOptions, check_device
 
@@ -187,7 +188,7 @@ def openvino_runner(payload: Path, manifest: Manifest | None, options: RunOption
     precision = manifest.precision if manifest is not None else "fp32"
     hint = THROUGHPUT if options.throughput else LATENCY
     pinned = _pinned_precision(manifest)
-    if pinned == "bf16" and not probe_cpu().features & set(NATIVE_FEATURES["bf16"]):
+    if pinned == Precision.BF16 and not probe_cpu().features & set(NATIVE_BF16):
         log.warning(
             "%s: its int8 float parts were validated in bf16, which this CPU does not compute "
             "natively: what runs here is not what was validated (validate it here, or convert "
@@ -201,7 +202,7 @@ def _pinned_precision(manifest: Manifest | None) -> str | None:
     """The inference precision an int8 artifact's conversion recorded and was validated at (bf16
     or f32: rules.int8_float_parts), else None: the precision's own (INFERENCE_PRECISION; an
     artifact that recorded "plugin default" runs at f32 too)."""
-    if manifest is None or manifest.precision != "int8":
+    if manifest is None or manifest.precision != Precision.INT8:
         return None
     pinned = (manifest.conversion_summary or {}).get("inference_precision")
     return pinned if pinned in INFERENCE_PRECISION.values() else None

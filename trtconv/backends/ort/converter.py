@@ -29,6 +29,7 @@ from typing import Any
 from trtconv.backends.ort.runner import emulates_fp16, provider_options
 from trtconv.core.errors import ConversionError, MissingDependencyError, UsageError
 from trtconv.core.lazy import require
+from trtconv.core.precision import Precision
 from trtconv.facts import probe_cpu, probe_gpus
 from trtconv.onnxlib.export import op_counts
 from trtconv.onnxlib.fp16_model import fp16_model
@@ -52,9 +53,9 @@ def providers_for(precision: str) -> list[str]:
     run on the CPU."""
     ort = require("onnxruntime")
     available = ort.get_available_providers()
-    if precision == "fp16":
+    if precision == Precision.FP16:
         return [CUDA, CPU]
-    if precision == "tf32":
+    if precision == Precision.TF32:
         if CUDA not in available:
             raise MissingDependencyError(
                 f"ONNX Runtime {precision} needs the CUDA execution provider; available: "
@@ -83,17 +84,17 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
         "providers": providers,
         "provider_options": [provider_options(p, request.precision) for p in providers],
     }
-    if request.precision in ("fp32", "tf32"):
+    if request.precision in (Precision.FP32, Precision.TF32):
         seconds = optimize_offline(request.onnx_path, output, providers)
         summary.update(optimization_level=SAVED_OPTIMIZATION, optimize_seconds=seconds)
-    elif request.precision == "int8":
+    elif request.precision == Precision.INT8:
         # ONNX Runtime on this CPU runs the CPU scheme itself: the ladder's timing says what
         # int8 buys. Kept as pure Q/DQ (no offline fusion into QLinearConv): the same file runs
         # on any EP and is what TensorRT builds explicit-precision engines from.
         qdq, quantization = qdq_model(request, QDQ_SCHEME, timed=True)
         summary["quantization"] = quantization.to_json()
         shutil.copyfile(qdq, output)
-    elif request.precision == "fp16":
+    elif request.precision == Precision.FP16:
         fp16 = fp16_model(request, output)
         emulated = emulates_fp16("auto", providers)
         fp16.validated_by = VALIDATED_BY_EMULATION if emulated else providers[0]

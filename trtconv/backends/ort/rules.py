@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from trtconv.core.precision import Precision
 from trtconv.facts import Facts
 from trtconv.protocol.doctor_section import DoctorSection, LibraryRow
 from trtconv.protocol.support import EXPORT_FIX, Support, gpu_too_old, onnx_export_missing, verdict
@@ -41,9 +42,9 @@ def support(facts: Facts, precision: str) -> Support:
         return verdict(NAME, precision, "the ONNX export needs onnx and tf2onnx", EXPORT_FIX)
     runs = providers_text(ort.providers)
     if precision not in GPU_PRECISIONS:
-        how = " (static Q/DQ)" if precision == "int8" else ""
+        how = " (static Q/DQ)" if precision == Precision.INT8 else ""
         return verdict(NAME, precision, f"ONNX Runtime {ort.version}{how} on {runs}")
-    if not ort.gpu_providers and precision == "fp16":
+    if not ort.gpu_providers and precision == Precision.FP16:
         return verdict(NAME, precision, f"{FP16_ELSEWHERE} (only {runs} can run here)", "", False)
     if not ort.gpu_providers:
         return verdict(

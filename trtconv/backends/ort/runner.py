@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trtconv.backends import registry
+from trtconv.core.precision import Precision
 from trtconv.facts.libraries import dist_version
 from trtconv.onnxlib.fp16 import EMULATION_WARNING, Float16EmulationRunner
 from trtconv.onnxlib.session import CPU, CUDA, TENSORRT, OrtRunner
@@ -63,13 +64,13 @@ def ort_runner(payload: Path, manifest: Manifest | None, options: RunOptions) ->
     else:
         providers = DEVICE_PROVIDERS[device]
         recorded = [provider_options(provider, precision, payload) for provider in providers]
-    if precision == "fp16" and emulates_fp16(device, providers):
+    if precision == Precision.FP16 and emulates_fp16(device, providers):
         return fp16_emulation(payload, device, options)
     runner = OrtRunner(
         payload, providers, threads=options.threads, options=list(recorded), spin=options.spin
     )
     runner.device = {CUDA: "cuda", TENSORRT: "tensorrt"}.get(providers[0], "cpu")
-    if precision == "int8" and runner.device == "cuda":
+    if precision == Precision.INT8 and runner.device == "cuda":
         runner.warnings.append(f"{payload}: {INT8_ON_CUDA}.")
     return runner
 
@@ -96,7 +97,7 @@ def provider_options(provider: str, precision: str, model: Path | None = None) -
     allows it (an fp32 artifact must match an fp32 reference); TensorRT gets the precision
     flags of the artifact and an engine cache for `model` (tensorrt_options)."""
     if provider == CUDA:
-        return {"use_tf32": "1" if precision == "tf32" else "0"}
+        return {"use_tf32": "1" if precision == Precision.TF32 else "0"}
     if provider == TENSORRT:
         return tensorrt_options(precision, model)
     return {}

@@ -30,6 +30,7 @@ from trtconv.backends import registry
 from trtconv.core.errors import ConversionError, InputError, MissingDependencyError, UsageError
 from trtconv.core.lazy import require
 from trtconv.core.model_io import CalibrationFeed, Feeds, ModelSignature, dtype_fits
+from trtconv.core.precision import Precision
 from trtconv.core.results import JsonResult, optional_key
 from trtconv.core.tf32 import tf32_policy
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest
@@ -87,7 +88,7 @@ def conversion_params(
         "precision_mode": getattr(trt_convert.TrtPrecisionMode, PRECISION_MODES[precision]),
         "minimum_segment_size": minimum_segment_size,
         "maximum_cached_engines": maximum_cached_engines,
-        "use_calibration": precision == "int8",
+        "use_calibration": precision == Precision.INT8,
         "allow_build_at_runtime": allow_build_at_runtime,
     }
     if max_workspace_size_bytes is not None:
@@ -276,14 +277,14 @@ def convert(request: ConversionRequest) -> ConversionOutcome:
     UsageError when int8 has no calibration data, ConversionError when TF-TRT fails.
     """
     rules.support(registry.facts_here(), request.precision).require()
-    if request.precision == "int8" and request.calibration is None:
+    if request.precision == Precision.INT8 and request.calibration is None:
         raise UsageError("TF-TRT int8 needs calibration data (--calib-data).")
-    with tf32_policy(request.precision != "fp32"):
+    with tf32_policy(request.precision != Precision.FP32):
         summary = _convert_build_save(request).to_json()
     facts = registry.facts_here()
     summary.update(
         precision_mode=PRECISION_MODES[request.precision],
-        tf32_allowed=request.precision != "fp32",
+        tf32_allowed=request.precision != Precision.FP32,
         batch_sizes=sorted(set(request.batch_sizes)),
         batch_range=[min(request.batch_sizes), max(request.batch_sizes)],
         profile_strategy=PROFILE_STRATEGY,
@@ -304,7 +305,7 @@ def _convert_build_save(request: ConversionRequest) -> Segments:
             max(request.batch_sizes),
             min(request.batch_sizes),
         )
-        if request.precision == "int8" and request.calibration is not None
+        if request.precision == Precision.INT8 and request.calibration is not None
         else None
     )
     try:

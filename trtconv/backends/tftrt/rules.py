@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from trtconv.core.precision import Precision
 from trtconv.facts import Facts, TfTrtReport, version_tuple
 from trtconv.facts.tensorflow import TFTRT_LINKED_TENSORRT
 from trtconv.protocol.doctor_section import DoctorSection, LibraryRow
@@ -139,7 +140,7 @@ def support(facts: Facts, precision: str) -> Support:
     if too_old:
         return verdict(NAME, precision, *too_old)
     # INT8 is calibration (implicit INT8), which TensorRT 8 has: the version check covers it.
-    how = " (calibrated INT8)" if precision == "int8" else ""
+    how = " (calibrated INT8)" if precision == Precision.INT8 else ""
     loaded = loaded_tensorrt(facts)
     return verdict(NAME, precision, f"TF-TRT{how} with TensorRT {loaded} on {gpu_text(facts)}")
 

@@ -9,6 +9,7 @@ import trtconv.backends.tftrt.rules as rules
 from trtconv.backends import registry
 from trtconv.backends.tf_native.runner import SavedModelRunner, signature_key
 from trtconv.core.model_io import ModelSignature
+from trtconv.core.precision import Precision
 from trtconv.model.savedmodel import SERVING_KEY
 from trtconv.protocol.runner import Runner, RunOptions, check_device
 
@@ -27,7 +28,9 @@ class TfTrtRunner(SavedModelRunner):
         threads: int | None = None,
         signature: str = SERVING_KEY,
     ) -> None:
-        super().__init__(path, threads=threads, tf32=precision != "fp32", signature=signature)
+        super().__init__(
+            path, threads=threads, tf32=precision != Precision.FP32, signature=signature
+        )
         self.precision = precision
         self.device = "tensorrt"
 

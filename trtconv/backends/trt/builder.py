@@ -13,7 +13,7 @@ defines are recorded in `tests/helpers/standins/names/`):
 - Both: TF32 is on by default, so fp32 clears it and tf32 sets it; explicit batch is implied
   (`create_network(0)`); int8 is explicit Q/DQ only (no calibrator: deprecated in 10, gone in 11).
 - Timing cache: `create_timing_cache` gives None for a cache it cannot read (another TensorRT
-  version, a damaged file: "The timing cache will not be used!", NVIDIA/TensorRT#3566) and
+  version, a damaged file: the builder logs "The timing cache will not be used!") and
   `set_timing_cache(cache, ignore_mismatch=False)` returns False for one from another device
   (NvInfer.h, IBuilderConfig::setTimingCache). Either way the build starts from an empty cache and
   the summary says so; caches are kept per TensorRT version and GPU.

@@ -29,15 +29,17 @@ from trtconv.backends.trt.runner import create_builder, cuda_ready
 from trtconv.core.errors import ConversionError, UsageError
 from trtconv.core.fsutil import write_atomic
 from trtconv.core.lazy import require
+from trtconv.core.precision import Precision
 from trtconv.core.results import JsonResult
 from trtconv.onnxlib.fp16_model import fp16_model
 from trtconv.protocol.request import ConversionOutcome, ConversionRequest
 from trtconv.quantize.build import qdq_model
 from trtconv.quantize.checks import require_tensorrt_qdq
+from trtconv.quantize.isa import QdqScheme
 
 log = logging.getLogger(__name__)
 # TensorRT reads only signed, symmetric int8 Q/DQ.
-QDQ_SCHEME = "s8s8"
+QDQ_SCHEME = QdqScheme.S8S8
 
 
 def source_onnx(
@@ -117,7 +119,7 @@ def build_engine(
         builder_flags_cleared=list(plan.clear_flags),
         strongly_typed=plan.strongly_typed,
         built_from=plan.source,
-        explicit_quantization=plan.precision == "int8",
+        explicit_quantization=plan.precision == Precision.INT8,
         profile={name: [list(s) for s in shape] for name, shape in shapes.items()},
         batch_range=[min(request.batch_sizes), max(request.batch_sizes)],
         timing_cache=cache_use,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from trtconv.core.precision import Precision
 from trtconv.facts import Facts, version_tuple
 from trtconv.protocol.doctor_section import DoctorSection, LibraryRow
 from trtconv.protocol.support import (
@@ -49,7 +50,7 @@ def runtime_support(facts: Facts, precision: str) -> Support:
     too_old = gpu_too_old(precision, facts)
     if too_old:
         return verdict(NAME, precision, *too_old)
-    how = " (explicit Q/DQ)" if precision == "int8" else ""
+    how = " (explicit Q/DQ)" if precision == Precision.INT8 else ""
     return verdict(NAME, precision, f"TensorRT {facts.tensorrt.version}{how} on {gpu_text(facts)}")
 
 
