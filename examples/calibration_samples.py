@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.helpers.convert_fixtures import digits_rgb16, outlier_model, small_resnet
+from tests.helpers.convert_fixtures import digits_rgb16, small_resnet
 from tests.helpers.features_fixtures import features, mlp
+from tests.helpers.precision_fixtures import outlier_model
 from trtconv import api
 from trtconv.calib.sources import ArraySet, split_holdout
 from trtconv.core.errors import AccuracyError

@@ -1,6 +1,6 @@
 """The int8 ladder on OpenVINO: NNCF's int8 first, NNCF's accuracy control when it misses.
 
-The outlier model (convert_fixtures) loses top-1 agreement to int8 on any CPU: its hidden
+The outlier model (precision_fixtures) loses top-1 agreement to int8 on any CPU: its hidden
 activation carries a huge offset on three channels, so one int8 scale erases the others.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from tests.helpers.convert_fixtures import OUTLIER_LAYERS, outlier_model
+from tests.helpers.precision_fixtures import OUTLIER_LAYERS, outlier_model
 from trtconv import api
 from trtconv.backends import registry
 from trtconv.cli.convert import render_conversion

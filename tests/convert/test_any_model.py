@@ -1,7 +1,7 @@
 """Models as users bring them: a fixed batch of 1, a chosen signature, tf.string
 inputs, Keras files, models too large for ONNX, dynamic inputs with random data.
 
-Each model is the digits CNN of convert_fixtures (trained once per session) saved another way;
+Each model is the digits CNN of user_model_fixtures (trained once per session) saved another way;
 every conversion, validation and bench here runs for real (TensorFlow, ONNX Runtime, OpenVINO).
 """
 
@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.helpers.convert_fixtures import (
+from tests.helpers.model_cache import export_onnx_once
+from tests.helpers.user_model_fixtures import (
     DIGITS32,
     digits32_npz,
     dynamic_size_model,
@@ -25,7 +26,6 @@ from tests.helpers.convert_fixtures import (
     png_npz,
     two_signature_model,
 )
-from tests.helpers.model_cache import export_onnx_once
 from trtconv import api
 from trtconv.artifact.manifest import read_manifest
 from trtconv.backends.registry import open_runner

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.helpers.convert_fixtures import _save_serving, save_npz
+from tests.helpers.fixture_files import save_npz, save_serving
 from tests.helpers.model_cache import built_once, shared_dir
 from trtconv.calib.sources import ArraySet, load_digits, split_holdout
 
@@ -52,7 +52,7 @@ def unet_model() -> Path:
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy")
     model.fit(train.x, train.labels, epochs=8, batch_size=32, verbose=0)
     spec = tf.TensorSpec([None, 8, 8, 1], tf.float32, name="image")
-    return _save_serving(
+    return save_serving(
         model,
         lambda image: {"mask": model(image, training=False)},
         shared_dir() / "unet" / "saved_model",
@@ -84,7 +84,7 @@ def class_id_model() -> Path:
         return {"probabilities": probabilities, "class_id": tf.argmax(probabilities, axis=-1)}
 
     spec = tf.TensorSpec([None, 8, 8, 1], tf.float32, name="image")
-    return _save_serving(model, outputs, shared_dir() / "class_id" / "saved_model", spec)
+    return save_serving(model, outputs, shared_dir() / "class_id" / "saved_model", spec)
 
 
 @built_once
@@ -104,7 +104,7 @@ def float16_model() -> Path:
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy")
     model.fit(train.x, train.labels, epochs=10, batch_size=32, verbose=0)
     spec = tf.TensorSpec([None, 8, 8, 1], tf.float32, name="image")
-    return _save_serving(
+    return save_serving(
         model,
         lambda image: {"probabilities": model(image, training=False)},
         shared_dir() / "float16" / "saved_model",
@@ -156,7 +156,7 @@ def frame_map_model(lost: bool = False) -> Path:
     dense.set_weights([kernel, bias])
     spec = tf.TensorSpec([None, FRAMES, BINS], tf.float32, name="frames")
     name = "frames_lost" if lost else "frames_good"
-    return _save_serving(
+    return save_serving(
         model,
         lambda x: {"onset": model(x, training=False)},
         shared_dir() / name / "saved_model",
@@ -214,7 +214,7 @@ def proposal_model() -> Path:
         return {"face_prob": found[0], "bbox": found[1]}
 
     spec = tf.TensorSpec([None, 16, 16, 1], tf.float32, name="image")
-    return _save_serving(model, outputs, shared_dir() / "proposals" / "saved_model", spec)
+    return save_serving(model, outputs, shared_dir() / "proposals" / "saved_model", spec)
 
 
 @built_once

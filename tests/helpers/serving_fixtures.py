@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.convert_fixtures import DIGITS32, _save_signatures, cnn32, digits32_npz
+from tests.helpers.fixture_files import save_signatures
 from tests.helpers.model_cache import built_once, shared_dir
+from tests.helpers.user_model_fixtures import DIGITS32, cnn32, digits32_npz
 
 START_TIMEOUT_S = 180  # a server's start, its native model loaded in the backend on busy cores
 
@@ -27,7 +28,7 @@ def small_model() -> Path:
         lambda image: {"probabilities": tf.nn.softmax(model(image), axis=-1)},  # type: ignore[operator]
         input_signature=[spec],
     )
-    return _save_signatures("serving-cnn32", {"serving_default": serve}, model)
+    return save_signatures("serving-cnn32", {"serving_default": serve}, model)
 
 
 @built_once
@@ -49,7 +50,7 @@ def slow_model() -> Path:
         lambda image: {"probabilities": tf.nn.softmax(model(image), axis=-1)},
         input_signature=[spec],
     )
-    return _save_signatures("serving-slow", {"serving_default": serve}, model)
+    return save_signatures("serving-slow", {"serving_default": serve}, model)
 
 
 @built_once
@@ -78,7 +79,7 @@ def typed_model() -> Path:
         }
 
     function = tf.function(serve, input_signature=specs)
-    return _save_signatures("serving-typed", {"serving_default": function}, tf.Module())
+    return save_signatures("serving-typed", {"serving_default": function}, tf.Module())
 
 
 @built_once
@@ -89,7 +90,7 @@ def string_model() -> Path:
 
     spec = tf.TensorSpec([None, 1], tf.string, name="text")
     function = tf.function(lambda text: {"length": tf.strings.length(text)}, input_signature=[spec])
-    return _save_signatures("serving-strings", {"serving_default": function}, tf.Module())
+    return save_signatures("serving-strings", {"serving_default": function}, tf.Module())
 
 
 @built_once

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli_runner import run_cli
-from tests.helpers.convert_fixtures import digits32_npz, keras_file
+from tests.helpers.user_model_fixtures import digits32_npz, keras_file
 from trtconv import api
 from trtconv.inspect.pipeline import SavedModelInspection, inspect_path
 from trtconv.options.bench import BenchOptions

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from tests.helpers.convert_fixtures import OVERFLOW_LAYERS, overflow_model, work_dir
+from tests.helpers.convert_fixtures import work_dir
 from tests.helpers.fp16_check import independent_emulation
 from tests.helpers.model_cache import export_onnx_once
+from tests.helpers.precision_fixtures import OVERFLOW_LAYERS, overflow_model
 from trtconv.backends import registry
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.calib.sources import load_digits

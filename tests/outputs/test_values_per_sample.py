@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.helpers.convert_fixtures import box_label_data, box_label_model, box_label_npz
+from tests.helpers.verdict_fixtures import box_label_data, box_label_model, box_label_npz
 from trtconv import api
 from trtconv.core.errors import AccuracyError
 from trtconv.core.judging_options import ToleranceOptions

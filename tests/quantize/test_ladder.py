@@ -1,4 +1,4 @@
-"""The int8 precision ladder on a model that full int8 breaks on any CPU (convert_fixtures).
+"""The int8 precision ladder on a model that full int8 breaks on any CPU (precision_fixtures).
 
 The outlier model's hidden activation carries a huge offset on three channels: quantised with
 one scale, its other channels vanish, so full int8 misses the budget whatever the scheme, and
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from tests.helpers.convert_fixtures import OUTLIER_LAYERS, outlier_model
+from tests.helpers.precision_fixtures import OUTLIER_LAYERS, outlier_model
 from trtconv import api
 from trtconv.artifact.manifest import read_manifest
 from trtconv.cli import main

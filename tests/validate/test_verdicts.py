@@ -1,4 +1,4 @@
-"""Verdicts a user can trust, end to end on models built for it (tests/helpers/convert_fixtures.py):
+"""Verdicts a user can trust, end to end on models built for it (tests/helpers/verdict_fixtures.py):
 each output judged for what it is, on the data and preprocessing the model expects, and the
 held-out split everywhere."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.convert_fixtures import (
+from tests.helpers.verdict_fixtures import (
     binary_npz,
     box_label_model,
     box_label_npz,

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.helpers.convert_fixtures import fixed_batch_model
 from tests.helpers.serving_fixtures import artifact
+from tests.helpers.user_model_fixtures import fixed_batch_model
 from trtconv.cli import main
 from trtconv.measure.bench_result import BenchRow
 from trtconv.measure.server_bench_result import ServerBenchResult, ServerRow

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from tests.helpers.convert_fixtures import digits32
 from tests.helpers.serving_fixtures import artifact, small_model
+from tests.helpers.user_model_fixtures import digits32
 from trtconv.artifact.manifest import read_manifest
 from trtconv.backends.registry import open_runner
 from trtconv.calib.sources import split_holdout

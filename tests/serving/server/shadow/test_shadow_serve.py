@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers.convert_fixtures import digits32
 from tests.helpers.serving_fixtures import (
     artifact,
     left_running,
@@ -29,6 +28,7 @@ from tests.helpers.serving_fixtures import (
     serving_line,
     small_model,
 )
+from tests.helpers.user_model_fixtures import digits32
 from trtconv.backends.registry import open_runner
 from trtconv.calib.readers import read_model_data
 from trtconv.calib.sources import split_holdout
