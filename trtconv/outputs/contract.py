@@ -268,18 +268,21 @@ def _with_fallback(tolerance: Tolerance) -> Tolerance:
     """`tolerance` with what a decision output meets when fp32's values are not reproduced
     (fp16's budget, no stricter than the precision's own; the user's limits when set) and the
     atol that tells "not reproduced" from "beyond fp16" written into it: both rules of the
-    contract, not of the table at judging time."""
+    contract, not of the table at judging time. A recorded contract keeps its own."""
     lossy = TOLERANCES[LOSSY]
-    if tolerance.values_decide:
+    lossy_atol = lossy.atol if tolerance.lossy_atol is None else tolerance.lossy_atol
+    if not tolerance.values_decide:
+        agreement, drop = tolerance.min_top1_agreement, tolerance.max_accuracy_drop
+    elif tolerance.fallback_min_top1_agreement is not None:
+        return replace(tolerance, lossy_atol=lossy_atol)  # recorded: kept as it was
+    else:
         agreement = min(tolerance.min_top1_agreement, lossy.min_top1_agreement)
         drop = max(tolerance.max_accuracy_drop, lossy.max_accuracy_drop)
-    else:
-        agreement, drop = tolerance.min_top1_agreement, tolerance.max_accuracy_drop
     return replace(
         tolerance,
         fallback_min_top1_agreement=agreement,
         fallback_max_accuracy_drop=drop,
-        lossy_atol=tolerance.lossy_atol if tolerance.lossy_atol is not None else lossy.atol,
+        lossy_atol=lossy_atol,
     )
 
 
