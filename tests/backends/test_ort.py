@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from tests.helpers.convert_fixtures import digits_onnx
+from tests.helpers.ort_manifests import ort_manifest
 from trtconv.backends.ort import convert
 from trtconv.backends.tf_native import SavedModelRunner
 from trtconv.core.errors import InputError, MissingDependencyError, UsageError
@@ -88,30 +88,13 @@ def test_gpu_only_precisions_need_a_gpu_provider(
     assert list(tmp_path.iterdir()) == []
 
 
-def _manifest(precision: str, providers: list[str]) -> Any:
-    from trtconv.artifact.manifest import Manifest
-
-    summary = {"providers": providers, "provider_options": [{} for _ in providers]}
-    return Manifest(
-        backend="ort",
-        precision=precision,
-        payload="model.onnx",
-        source_model={},
-        signature={},
-        device={},
-        tools={},
-        conversion_seconds=0.0,
-        conversion_summary=summary,
-    )
-
-
 def test_device_chooses_the_providers_at_run_time(tmp_path: Path) -> None:
     """A CPU-converted artifact runs wherever --device says, with TF32 off on CUDA for fp32."""
     from trtconv.backends.ort.runner import ort_runner
     from trtconv.protocol.runner import RunOptions
 
     payload = tmp_path / "model.onnx"
-    fp32 = _manifest("fp32", [CPU])
+    fp32 = ort_manifest("fp32")
     auto = ort_runner(payload, fp32, RunOptions())
     assert (auto.providers, auto.device, auto.warnings) == ([CPU], "cpu", [])
     cuda = ort_runner(payload, fp32, RunOptions(device="cuda"))
@@ -119,11 +102,9 @@ def test_device_chooses_the_providers_at_run_time(tmp_path: Path) -> None:
     assert cuda.options == [{"use_tf32": "0"}, {}]
     tensorrt = ort_runner(payload, fp32, RunOptions(device="tensorrt"))
     assert tensorrt.providers[0] == "TensorrtExecutionProvider" and tensorrt.device == "tensorrt"
-    int8 = ort_runner(payload, _manifest("int8", [CPU]), RunOptions(device="cuda"))
+    int8 = ort_runner(payload, ort_manifest("int8"), RunOptions(device="cuda"))
     assert len(int8.warnings) == 1 and "dequantised float kernels" in int8.warnings[0]
-    assert (
-        ort_runner(payload, _manifest("int8", [CPU]), RunOptions(device="tensorrt")).warnings == []
-    )
+    assert ort_runner(payload, ort_manifest("int8"), RunOptions(device="tensorrt")).warnings == []
     with pytest.raises(UsageError, match="Unknown device 'gpu'"):
         ort_runner(payload, fp32, RunOptions(device="gpu"))
 

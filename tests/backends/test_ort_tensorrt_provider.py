@@ -8,32 +8,15 @@ session. Unverified on GPU.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.helpers.ort_manifests import ort_manifest
 from trtconv.backends.ort.runner import ENGINE_CACHE_ENV, ort_runner
 from trtconv.onnxlib.session import CPU, CUDA, TENSORRT
 from trtconv.protocol.runner import RunOptions
 
 BOOLEANS = ("trt_fp16_enable", "trt_int8_enable", "trt_engine_cache_enable")
-
-
-def manifest(precision: str) -> Any:
-    from trtconv.artifact.manifest import Manifest
-
-    summary = {"providers": [CPU], "provider_options": [{}]}
-    return Manifest(
-        backend="ort",
-        precision=precision,
-        payload="model.onnx",
-        source_model={},
-        signature={},
-        device={},
-        tools={},
-        conversion_seconds=0.0,
-        conversion_summary=summary,
-    )
 
 
 @pytest.fixture
@@ -57,7 +40,7 @@ def model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_tensorrt_provider_gets_the_artifacts_precision(
     precision: str, fp16: str, int8: str, model: Path, tmp_path: Path
 ) -> None:
-    runner = ort_runner(model, manifest(precision), RunOptions(device="tensorrt"))
+    runner = ort_runner(model, ort_manifest(precision), RunOptions(device="tensorrt"))
     assert runner.providers == [TENSORRT, CUDA, CPU]
     tensorrt, cuda, cpu = runner.options or []
     assert (tensorrt["trt_fp16_enable"], tensorrt["trt_int8_enable"]) == (fp16, int8)
@@ -74,7 +57,7 @@ def test_each_model_and_precision_has_its_own_engine_cache(model: Path) -> None:
     a rewritten one, or another precision must not find this one's engines."""
 
     def cache(path: Path, precision: str = "fp16") -> str:
-        options = ort_runner(path, manifest(precision), RunOptions(device="tensorrt")).options
+        options = ort_runner(path, ort_manifest(precision), RunOptions(device="tensorrt")).options
         return (options or [{}])[0]["trt_engine_cache_path"]
 
     first = cache(model)
@@ -93,6 +76,6 @@ def test_no_engine_cache_where_its_folder_cannot_be_made(
 ) -> None:
     (tmp_path / "a-file").write_text("")
     monkeypatch.setenv(ENGINE_CACHE_ENV, str(tmp_path / "a-file"))
-    options = ort_runner(model, manifest("fp16"), RunOptions(device="tensorrt")).options
+    options = ort_runner(model, ort_manifest("fp16"), RunOptions(device="tensorrt")).options
     tensorrt = (options or [{}])[0]
     assert tensorrt == {"trt_fp16_enable": "True", "trt_int8_enable": "False"}

@@ -231,6 +231,8 @@ def from_earlier(
         if (output.rtol or 0.0) != (table.rtol or 0.0):
             rtols.setdefault(name, output.rtol or 0.0)
     tolerance = replace(table, output_atol=atols, output_rtol=rtols, output_min_within=minimums)
+    keys = [f"output_atol.{n}" for n in atols] + [f"output_rtol.{n}" for n in rtols]
+    keys += [f"output_min_within.{n}" for n in minimums]
     if validation is not None:
         limits = (validation.min_top1_agreement, validation.max_accuracy_drop)
         tolerance = replace(
@@ -242,9 +244,6 @@ def from_earlier(
             values_decide=table.values_decide
             and limits == (table.min_top1_agreement, table.max_accuracy_drop),
         )
-    keys = [f"output_atol.{n}" for n in atols] + [f"output_rtol.{n}" for n in rtols]
-    keys += [f"output_min_within.{n}" for n in minimums]
-    if validation is not None:
         keys += ["confidence", "min_top1_agreement", "max_accuracy_drop"]
     sources = {key: RuleSource.MANIFEST.value for key in keys}
     said = sorted({key.split(".")[0] for key in keys})

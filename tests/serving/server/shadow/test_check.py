@@ -48,9 +48,7 @@ def test_a_good_artifact_on_unshifted_traffic_holds() -> None:
             rows = slice(first, first + 3)
             tap.offer({"image": images[rows]}, {"probabilities": served[rows]})
             time.sleep(0.002)  # a paced client: the check keeps up, nothing is dropped
-        deadline = time.monotonic() + 60
-        while check.result().compared_samples < len(images) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_until_compared(check, len(images))
     finally:
         tap.close()
         result = check.stop()
@@ -119,9 +117,7 @@ def test_samples_that_arrive_one_by_one_are_run_by_the_native_model_together() -
         for row in range(len(images)):  # one sample a request, a few ms apart
             tap.offer({"image": images[row : row + 1]}, {"probabilities": served[row : row + 1]})
             time.sleep(0.005)
-        deadline = time.monotonic() + 60
-        while check.result().compared_samples < len(images) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _wait_until_compared(check, len(images))
     finally:
         tap.close()
         result = check.stop()
@@ -129,3 +125,11 @@ def test_samples_that_arrive_one_by_one_are_run_by_the_native_model_together() -
     runs = check.native_traffic.batches
     assert sum(size * count for size, count in runs.items()) == len(images)
     assert sum(runs.values()) < len(images) and max(runs) > 1, runs  # run together, not alone
+
+
+def _wait_until_compared(check: ShadowCheck, samples: int, timeout_s: float = 60.0) -> None:
+    """Return once `check` has compared `samples` samples, or after `timeout_s` (the caller's
+    asserts then say what was missing)."""
+    deadline = time.monotonic() + timeout_s
+    while check.result().compared_samples < samples and time.monotonic() < deadline:
+        time.sleep(0.05)
